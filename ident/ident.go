@@ -1,0 +1,110 @@
+// Package ident defines a series' identity: the canonical byte encoding of
+// its labels and the virtual shard that identity hashes to.
+//
+// The ID doubles as the series' tag set: it is a lossless encoding of the
+// labels sorted by name, so every layer (commit log, filesets, RPC) stores one
+// byte string per series and decodes the tags from it when it needs them.
+package ident
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/twmb/murmur3"
+)
+
+// DefaultNumShards is the number of virtual shards of a new placement.
+const DefaultNumShards = 4096
+
+// ErrMalformedID is returned when bytes do not decode as a series ID.
+var ErrMalformedID = errors.New("malformed series id")
+
+// FromLabels returns the canonical ID of a label set: two label sets with
+// the same pairs, built in any order, get the same ID.
+// The encoding is, per label sorted by name: uvarint(len(name)) name
+// uvarint(len(value)) value.
+func FromLabels(ls labels.Labels) []byte {
+	return AppendLabels(nil, ls)
+}
+
+// AppendLabels appends the canonical ID of ls to dst.
+func AppendLabels(dst []byte, ls labels.Labels) []byte {
+	// labels.Labels is always sorted by name (labels.New and the builders
+	// sort), so its order is already canonical.
+	ls.Range(func(l labels.Label) {
+		dst = binary.AppendUvarint(dst, uint64(len(l.Name)))
+		dst = append(dst, l.Name...)
+		dst = binary.AppendUvarint(dst, uint64(len(l.Value)))
+		dst = append(dst, l.Value...)
+	})
+	return dst
+}
+
+// Pair is one label, used where callers hold labels as plain pairs
+// (the remote write decoder) and want to avoid building labels.Labels.
+type Pair struct{ Name, Value []byte }
+
+// AppendPairs appends the canonical ID of pairs to dst, sorting pairs in
+// place by name.
+func AppendPairs(dst []byte, pairs []Pair) []byte {
+	if !sort.SliceIsSorted(pairs, func(i, j int) bool { return string(pairs[i].Name) < string(pairs[j].Name) }) {
+		sort.Slice(pairs, func(i, j int) bool { return string(pairs[i].Name) < string(pairs[j].Name) })
+	}
+	for _, p := range pairs {
+		dst = binary.AppendUvarint(dst, uint64(len(p.Name)))
+		dst = append(dst, p.Name...)
+		dst = binary.AppendUvarint(dst, uint64(len(p.Value)))
+		dst = append(dst, p.Value...)
+	}
+	return dst
+}
+
+// Labels decodes an ID back into its labels.
+func Labels(id []byte) (labels.Labels, error) {
+	b := labels.NewScratchBuilder(8)
+	err := Range(id, func(name, value []byte) {
+		b.Add(string(name), string(value))
+	})
+	if err != nil {
+		return labels.EmptyLabels(), err
+	}
+	return b.Labels(), nil
+}
+
+// Range calls fn for every label of id, in name order, without allocating.
+// The slices passed to fn alias id.
+func Range(id []byte, fn func(name, value []byte)) error {
+	for i := 0; i < len(id); {
+		name, n, err := field(id[i:])
+		if err != nil {
+			return fmt.Errorf("%w: label name at byte %d: %v", ErrMalformedID, i, err)
+		}
+		i += n
+		value, n, err := field(id[i:])
+		if err != nil {
+			return fmt.Errorf("%w: label value at byte %d: %v", ErrMalformedID, i, err)
+		}
+		i += n
+		fn(name, value)
+	}
+	return nil
+}
+
+func field(b []byte) ([]byte, int, error) {
+	l, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, 0, errors.New("bad length")
+	}
+	if uint64(len(b)-n) < l {
+		return nil, 0, fmt.Errorf("length %d past end", l)
+	}
+	return b[n : n+int(l)], n + int(l), nil
+}
+
+// Shard returns the virtual shard of id: murmur3.Sum32(id) % numShards.
+func Shard(id []byte, numShards uint32) uint32 {
+	return murmur3.Sum32(id) % numShards
+}

@@ -1,0 +1,49 @@
+package ident
+
+import (
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+)
+
+func TestIDIsOrderIndependentAndRoundTrips(t *testing.T) {
+	a := FromLabels(labels.FromStrings("__name__", "up", "job", "node", "instance", "a:1"))
+	unsorted := []Pair{{[]byte("job"), []byte("node")}, {[]byte("__name__"), []byte("up")}, {[]byte("instance"), []byte("a:1")}}
+	b := AppendPairs(nil, unsorted)
+	require.Equal(t, a, b)
+
+	ls, err := Labels(a)
+	require.NoError(t, err)
+	require.Equal(t, "up", ls.Get("__name__"))
+	require.Equal(t, 3, ls.Len())
+	require.Equal(t, a, FromLabels(ls))
+}
+
+func TestDistinctLabelSetsDistinctIDs(t *testing.T) {
+	// "a"="bc" must not collide with "ab"="c": the lengths are encoded.
+	x := FromLabels(labels.FromStrings("a", "bc"))
+	y := FromLabels(labels.FromStrings("ab", "c"))
+	require.NotEqual(t, x, y)
+}
+
+func TestShardInRange(t *testing.T) {
+	id := FromLabels(labels.FromStrings("__name__", "x"))
+	require.Less(t, Shard(id, DefaultNumShards), uint32(DefaultNumShards))
+	require.Equal(t, Shard(id, 4096), Shard(append([]byte(nil), id...), 4096))
+}
+
+func TestMalformedID(t *testing.T) {
+	for _, bad := range [][]byte{{0x05, 'a'}, {0x01, 'a', 0x09}, {0xff}} {
+		_, err := Labels(bad)
+		require.ErrorIs(t, err, ErrMalformedID)
+	}
+}
+
+func FuzzLabels(f *testing.F) {
+	f.Add(FromLabels(labels.FromStrings("__name__", "up", "job", "x")))
+	f.Add([]byte{0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = Labels(b)
+	})
+}
