@@ -1,0 +1,283 @@
+// Package config is Tessera's YAML configuration: plain structs with yaml
+// tags, Defaults() and Validate(). Every field has a default, so an empty
+// file (or none) is a working single-node setup; unknown fields and bad
+// values are errors that name the field.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration of one `tessera node`.
+type Config struct {
+	// ID names this node in the placement. Default: "node1".
+	ID string `yaml:"id"`
+	// IsolationGroup is the rack/zone this node stands in. Default: "group1".
+	IsolationGroup string `yaml:"isolationGroup"`
+	// DataDir holds the commit log, filesets and the cached placement.
+	DataDir string `yaml:"dataDir"`
+
+	HTTP       HTTP        `yaml:"http"`
+	RPC        RPC         `yaml:"rpc"`
+	CommitLog  CommitLog   `yaml:"commitlog"`
+	Namespaces []Namespace `yaml:"namespaces"`
+	Query      Query       `yaml:"query"`
+	Cluster    Cluster     `yaml:"cluster"`
+	Etcd       Etcd        `yaml:"etcd"`
+	Bootstrap  Bootstrap   `yaml:"bootstrap"`
+}
+
+// HTTP is the Prometheus-facing HTTP server.
+type HTTP struct {
+	// Listen address. Default 127.0.0.1:7201.
+	Listen string `yaml:"listen"`
+	// MaxBodyBytes bounds a remote write/read body, compressed and
+	// decompressed. Default 32 MiB.
+	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+}
+
+// RPC is the node-to-node gRPC server.
+type RPC struct {
+	// Listen address. Default 127.0.0.1:9000.
+	Listen string `yaml:"listen"`
+	// Advertise is the host:port other nodes dial; default: Listen.
+	Advertise string `yaml:"advertise"`
+}
+
+// CommitLog configures durability.
+type CommitLog struct {
+	// Mode is "sync" (acknowledge after fsync) or "async" (fsync every
+	// FlushEvery). Default sync.
+	Mode string `yaml:"mode"`
+	// FlushEvery is the async fsync interval. Default 1s.
+	FlushEvery time.Duration `yaml:"flushEvery"`
+	// MaxFileSize rotates the active file past this many bytes. Default 256 MiB.
+	MaxFileSize int64 `yaml:"maxFileSize"`
+	// MaxPendingBytes bounds buffered, unwritten data; past it writes get 503.
+	// Default 64 MiB.
+	MaxPendingBytes int64 `yaml:"maxPendingBytes"`
+}
+
+// Namespace is one retention/resolution domain.
+type Namespace struct {
+	Name         string        `yaml:"name"`
+	Retention    time.Duration `yaml:"retention"`
+	BlockSize    time.Duration `yaml:"blockSize"`
+	BufferPast   time.Duration `yaml:"bufferPast"`
+	BufferFuture time.Duration `yaml:"bufferFuture"`
+	// ColdWrites accepts samples older than bufferPast (inside retention);
+	// they are merged into the block's fileset by a later flush. Default on.
+	ColdWrites *bool `yaml:"coldWrites"`
+	// Index keeps the tag index for label matchers. Default on.
+	Index *bool `yaml:"index"`
+}
+
+// ColdWritesEnabled reports the effective cold-writes switch.
+func (n Namespace) ColdWritesEnabled() bool { return n.ColdWrites == nil || *n.ColdWrites }
+
+// IndexEnabled reports the effective index switch.
+func (n Namespace) IndexEnabled() bool { return n.Index == nil || *n.Index }
+
+// Query bounds PromQL evaluation.
+type Query struct {
+	Timeout    time.Duration `yaml:"timeout"`
+	MaxSamples int           `yaml:"maxSamples"`
+	// LookbackDelta as in Prometheus. Default 5m.
+	LookbackDelta time.Duration `yaml:"lookbackDelta"`
+}
+
+// Cluster configures routing and consistency.
+type Cluster struct {
+	// Name is the placement's cluster name in etcd. Default "default".
+	Name string `yaml:"name"`
+	// WriteConsistency: one, majority, all. Default majority.
+	WriteConsistency string `yaml:"writeConsistency"`
+	// ReadConsistency: one, unstrict_majority, majority, all. Default unstrict_majority.
+	ReadConsistency string `yaml:"readConsistency"`
+	// PairedInitializingCounts lets an INITIALIZING owner paired with the
+	// LEAVING owner it replaces count as one replica. Default on.
+	PairedInitializingCounts *bool `yaml:"pairedInitializingCounts"`
+	// HedgeAfter is the stage timeout of a read at level one. Default 100ms.
+	HedgeAfter time.Duration `yaml:"hedgeAfter"`
+	// RequestTimeout bounds one node RPC. Default 10s.
+	RequestTimeout time.Duration `yaml:"requestTimeout"`
+	// AutoInit creates a one-instance placement (RF 1, 4096 shards) for
+	// this node when none exists. Default: on only when no config file is
+	// given (the embedded default).
+	AutoInit bool `yaml:"autoInit"`
+	// NumShards of an auto-initialised placement. Default 4096.
+	NumShards int `yaml:"numShards"`
+}
+
+// Etcd says where the placement lives and whether this node is a seed.
+type Etcd struct {
+	// Endpoints of the etcd cluster. Default: this node's embedded server.
+	Endpoints []string `yaml:"endpoints"`
+	// Embedded runs an etcd member inside this node (a seed).
+	Embedded EmbeddedEtcd `yaml:"embedded"`
+	// DialTimeout for the etcd client. Default 5s.
+	DialTimeout time.Duration `yaml:"dialTimeout"`
+}
+
+// EmbeddedEtcd configures a seed's etcd member.
+type EmbeddedEtcd struct {
+	Enabled bool `yaml:"enabled"`
+	// Name of this member. Default: the node ID.
+	Name string `yaml:"name"`
+	// ClientURL to listen and advertise. Default http://127.0.0.1:2379.
+	ClientURL string `yaml:"clientURL"`
+	// PeerURL to listen and advertise. Default http://127.0.0.1:2380.
+	PeerURL string `yaml:"peerURL"`
+	// InitialCluster: name=peerURL,... Default: this member alone.
+	InitialCluster string `yaml:"initialCluster"`
+}
+
+// Bootstrap configures peer streaming.
+type Bootstrap struct {
+	// MaxBytesPerSecond rate-limits peer streaming on both sides. 0 = unlimited.
+	MaxBytesPerSecond int64 `yaml:"maxBytesPerSecond"`
+}
+
+// Default returns the embedded default: one seed node on loopback.
+func Default() Config {
+	var c Config
+	c.Defaults()
+	c.Etcd.Embedded.Enabled = true
+	c.Cluster.AutoInit = true
+	return c
+}
+
+// Defaults fills every zero field with its default.
+func (c *Config) Defaults() {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	defDur := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.ID, "node1")
+	def(&c.IsolationGroup, "group1")
+	def(&c.DataDir, "./data")
+	def(&c.HTTP.Listen, "127.0.0.1:7201")
+	if c.HTTP.MaxBodyBytes == 0 {
+		c.HTTP.MaxBodyBytes = 32 << 20
+	}
+	def(&c.RPC.Listen, "127.0.0.1:9000")
+	def(&c.RPC.Advertise, c.RPC.Listen)
+	def(&c.CommitLog.Mode, "sync")
+	defDur(&c.CommitLog.FlushEvery, time.Second)
+	if c.CommitLog.MaxFileSize == 0 {
+		c.CommitLog.MaxFileSize = 256 << 20
+	}
+	if c.CommitLog.MaxPendingBytes == 0 {
+		c.CommitLog.MaxPendingBytes = 64 << 20
+	}
+	if len(c.Namespaces) == 0 {
+		c.Namespaces = []Namespace{{Name: "default"}}
+	}
+	for i := range c.Namespaces {
+		n := &c.Namespaces[i]
+		def(&n.Name, "default")
+		defDur(&n.Retention, 48*time.Hour)
+		defDur(&n.BlockSize, 2*time.Hour)
+		defDur(&n.BufferPast, 10*time.Minute)
+		defDur(&n.BufferFuture, 2*time.Minute)
+	}
+	defDur(&c.Query.Timeout, 2*time.Minute)
+	if c.Query.MaxSamples == 0 {
+		c.Query.MaxSamples = 50_000_000
+	}
+	defDur(&c.Query.LookbackDelta, 5*time.Minute)
+	def(&c.Cluster.Name, "default")
+	def(&c.Cluster.WriteConsistency, "majority")
+	def(&c.Cluster.ReadConsistency, "unstrict_majority")
+	defDur(&c.Cluster.HedgeAfter, 100*time.Millisecond)
+	defDur(&c.Cluster.RequestTimeout, 10*time.Second)
+	if c.Cluster.NumShards == 0 {
+		c.Cluster.NumShards = 4096
+	}
+	def(&c.Etcd.Embedded.Name, c.ID)
+	def(&c.Etcd.Embedded.ClientURL, "http://127.0.0.1:2379")
+	def(&c.Etcd.Embedded.PeerURL, "http://127.0.0.1:2380")
+	def(&c.Etcd.Embedded.InitialCluster, c.Etcd.Embedded.Name+"="+c.Etcd.Embedded.PeerURL)
+	if len(c.Etcd.Endpoints) == 0 {
+		c.Etcd.Endpoints = []string{trimScheme(c.Etcd.Embedded.ClientURL)}
+	}
+	defDur(&c.Etcd.DialTimeout, 5*time.Second)
+}
+
+func trimScheme(u string) string {
+	for _, p := range []string{"http://", "https://"} {
+		if len(u) > len(p) && u[:len(p)] == p {
+			return u[len(p):]
+		}
+	}
+	return u
+}
+
+// Load reads, defaults and validates a YAML config file.
+func Load(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	c, err := Parse(f)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML strictly (unknown fields are errors), fills defaults
+// and validates.
+func Parse(r io.Reader) (Config, error) {
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return Config{}, err
+	}
+	var c Config
+	if len(bytes.TrimSpace(raw)) > 0 {
+		dec := yaml.NewDecoder(bytes.NewReader(raw))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return Config{}, withSourceLines(err, raw)
+		}
+	}
+	c.Defaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// withSourceLines makes yaml's "line N: cannot unmarshal" errors name the
+// field by quoting the offending source line.
+func withSourceLines(err error, raw []byte) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	lines := bytes.Split(raw, []byte("\n"))
+	msgs := make([]string, 0, len(te.Errors))
+	for _, m := range te.Errors {
+		var n int
+		if _, serr := fmt.Sscanf(m, "line %d:", &n); serr == nil && n >= 1 && n <= len(lines) {
+			m = fmt.Sprintf("%s (at %q)", m, strings.TrimSpace(string(lines[n-1])))
+		}
+		msgs = append(msgs, m)
+	}
+	return fmt.Errorf("yaml: %s", strings.Join(msgs, "; "))
+}

@@ -1,0 +1,69 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestEmptyConfigIsDefaults(t *testing.T) {
+	c, err := Parse(strings.NewReader(""))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:7201", c.HTTP.Listen)
+	require.Equal(t, "sync", c.CommitLog.Mode)
+	require.Len(t, c.Namespaces, 1)
+	ns := c.Namespaces[0]
+	require.Equal(t, 48*time.Hour, ns.Retention)
+	require.Equal(t, 2*time.Hour, ns.BlockSize)
+	require.Equal(t, 10*time.Minute, ns.BufferPast)
+	require.Equal(t, 2*time.Minute, ns.BufferFuture)
+	require.True(t, ns.ColdWritesEnabled())
+	require.Equal(t, []string{"127.0.0.1:2379"}, c.Etcd.Endpoints)
+}
+
+func TestDefaultIsEmbeddedSeed(t *testing.T) {
+	c := Default()
+	require.NoError(t, c.Validate())
+	require.True(t, c.Etcd.Embedded.Enabled)
+	require.True(t, c.Cluster.AutoInit)
+}
+
+func TestParseOverrides(t *testing.T) {
+	c, err := Parse(strings.NewReader(`
+id: n2
+commitlog:
+  mode: async
+  flushEvery: 250ms
+namespaces:
+  - name: metrics
+    blockSize: 1h
+    coldWrites: false
+`))
+	require.NoError(t, err)
+	require.Equal(t, "n2", c.ID)
+	require.Equal(t, 250*time.Millisecond, c.CommitLog.FlushEvery)
+	require.Equal(t, time.Hour, c.Namespaces[0].BlockSize)
+	require.False(t, c.Namespaces[0].ColdWritesEnabled())
+	require.Equal(t, 48*time.Hour, c.Namespaces[0].Retention)
+}
+
+func TestErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"bogus: 1", "field bogus not found"},
+		{"http:\n  listn: x", "field listn not found"},
+		{"commitlog:\n  mode: sometimes", "commitlog.mode"},
+		{"http:\n  listen: nope", "http.listen"},
+		{"namespaces:\n  - name: a\n    blockSize: 90s", "namespaces[0].blockSize"},
+		{"namespaces:\n  - name: a\n    retention: 1h", "namespaces[0].retention"},
+		{"namespaces:\n  - name: a\n  - name: a", "namespaces[1].name"},
+		{"cluster:\n  writeConsistency: most", "cluster.writeConsistency"},
+		{"commitlog:\n  flushEvery: soon", "flushEvery"},
+		{"etcd:\n  endpoints: [\"x\"]", "etcd.endpoints[0]"},
+	} {
+		_, err := Parse(strings.NewReader(tc.yaml))
+		require.Error(t, err, tc.yaml)
+		require.Contains(t, err.Error(), tc.want, tc.yaml)
+	}
+}

@@ -1,0 +1,117 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Validate checks every field and returns all problems at once, each
+// naming its field by its YAML path.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if strings.ContainsAny(c.ID, " /\t\n") {
+		bad("id", "%q must not contain spaces or slashes", c.ID)
+	}
+	checkAddr := func(field, v string) {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			bad(field, "%q is not host:port: %v", v, err)
+		}
+	}
+	checkAddr("http.listen", c.HTTP.Listen)
+	checkAddr("rpc.listen", c.RPC.Listen)
+	checkAddr("rpc.advertise", c.RPC.Advertise)
+	if c.HTTP.MaxBodyBytes < 0 {
+		bad("http.maxBodyBytes", "must be positive, got %d", c.HTTP.MaxBodyBytes)
+	}
+	switch c.CommitLog.Mode {
+	case "sync", "async":
+	default:
+		bad("commitlog.mode", "must be sync or async, got %q", c.CommitLog.Mode)
+	}
+	if c.CommitLog.FlushEvery < 0 {
+		bad("commitlog.flushEvery", "must be positive, got %v", c.CommitLog.FlushEvery)
+	}
+	if c.CommitLog.MaxFileSize < 1<<20 {
+		bad("commitlog.maxFileSize", "must be at least 1 MiB, got %d", c.CommitLog.MaxFileSize)
+	}
+	if c.CommitLog.MaxPendingBytes < 1<<20 {
+		bad("commitlog.maxPendingBytes", "must be at least 1 MiB, got %d", c.CommitLog.MaxPendingBytes)
+	}
+	seen := map[string]bool{}
+	for i, n := range c.Namespaces {
+		f := func(name string) string { return fmt.Sprintf("namespaces[%d].%s", i, name) }
+		if n.Name == "" || strings.ContainsAny(n.Name, " /\\.\t\n") {
+			bad(f("name"), "%q must be a non-empty name without spaces, dots or slashes", n.Name)
+		}
+		if seen[n.Name] {
+			bad(f("name"), "%q is defined twice", n.Name)
+		}
+		seen[n.Name] = true
+		if n.BlockSize < time.Minute || n.BlockSize%time.Minute != 0 {
+			bad(f("blockSize"), "must be a whole number of minutes >= 1m, got %v", n.BlockSize)
+		}
+		if n.Retention < n.BlockSize {
+			bad(f("retention"), "%v is shorter than blockSize %v", n.Retention, n.BlockSize)
+		}
+		if n.BufferPast <= 0 || n.BufferPast >= n.BlockSize {
+			bad(f("bufferPast"), "must be > 0 and shorter than blockSize %v, got %v", n.BlockSize, n.BufferPast)
+		}
+		if n.BufferFuture <= 0 {
+			bad(f("bufferFuture"), "must be > 0, got %v", n.BufferFuture)
+		}
+	}
+	if c.Query.Timeout <= 0 {
+		bad("query.timeout", "must be > 0, got %v", c.Query.Timeout)
+	}
+	if c.Query.MaxSamples <= 0 {
+		bad("query.maxSamples", "must be > 0, got %d", c.Query.MaxSamples)
+	}
+	switch c.Cluster.WriteConsistency {
+	case "one", "majority", "all":
+	default:
+		bad("cluster.writeConsistency", "must be one, majority or all, got %q", c.Cluster.WriteConsistency)
+	}
+	switch c.Cluster.ReadConsistency {
+	case "one", "unstrict_majority", "majority", "all":
+	default:
+		bad("cluster.readConsistency", "must be one, unstrict_majority, majority or all, got %q", c.Cluster.ReadConsistency)
+	}
+	if c.Cluster.NumShards <= 0 || c.Cluster.NumShards > 1<<16 {
+		bad("cluster.numShards", "must be in 1..65536, got %d", c.Cluster.NumShards)
+	}
+	if c.Cluster.HedgeAfter <= 0 {
+		bad("cluster.hedgeAfter", "must be > 0, got %v", c.Cluster.HedgeAfter)
+	}
+	if c.Cluster.RequestTimeout <= 0 {
+		bad("cluster.requestTimeout", "must be > 0, got %v", c.Cluster.RequestTimeout)
+	}
+	for i, e := range c.Etcd.Endpoints {
+		checkAddr(fmt.Sprintf("etcd.endpoints[%d]", i), e)
+	}
+	if c.Etcd.Embedded.Enabled {
+		for _, u := range []struct{ f, v string }{
+			{"etcd.embedded.clientURL", c.Etcd.Embedded.ClientURL},
+			{"etcd.embedded.peerURL", c.Etcd.Embedded.PeerURL},
+		} {
+			if p, err := url.Parse(u.v); err != nil || p.Host == "" || (p.Scheme != "http" && p.Scheme != "https") {
+				bad(u.f, "%q is not an http(s)://host:port URL", u.v)
+			}
+		}
+		for _, m := range strings.Split(c.Etcd.Embedded.InitialCluster, ",") {
+			if !strings.Contains(m, "=") {
+				bad("etcd.embedded.initialCluster", "member %q is not name=peerURL", m)
+			}
+		}
+	}
+	if c.Bootstrap.MaxBytesPerSecond < 0 {
+		bad("bootstrap.maxBytesPerSecond", "must be >= 0, got %d", c.Bootstrap.MaxBytesPerSecond)
+	}
+	return errors.Join(errs...)
+}
