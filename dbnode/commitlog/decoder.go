@@ -1,0 +1,172 @@
+package commitlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+var errMalformed = errors.New("malformed record")
+
+type seriesDef struct {
+	ns uint32
+	id []byte
+}
+
+// decoder reads the records of one file. It mirrors encoder: the ref
+// tables grow as definitions are read and are never shared across files.
+type decoder struct {
+	namespaces []string
+	series     []seriesDef
+	ids        arena[byte] // backing store for series IDs handed to replay
+	out        []Entry     // the entries of the last decoded record
+	outNs      []uint32    // namespace ref of each entry in out
+}
+
+// decode parses one record payload into d.out. It checks every ref, so a
+// record that passed its checksum but does not fit the file's tables (a
+// bug or a checksum collision) is reported instead of replayed wrongly.
+// After an error the decoder must not be used for further records.
+func (d *decoder) decode(p []byte) error {
+	d.out, d.outNs = d.out[:0], d.outNs[:0]
+	r := reader{b: p}
+
+	nNs := r.count()
+	for i := uint64(0); i < nNs && r.err == nil; i++ {
+		if ref := r.uvarint(); r.err == nil && ref != uint64(len(d.namespaces)) {
+			return fmt.Errorf("%w: namespace ref %d, want %d", errMalformed, ref, len(d.namespaces))
+		}
+		name := r.bytes()
+		if r.err == nil {
+			d.namespaces = append(d.namespaces, string(name))
+		}
+	}
+
+	nSeries := r.count()
+	for i := uint64(0); i < nSeries && r.err == nil; i++ {
+		if ref := r.uvarint(); r.err == nil && ref != uint64(len(d.series)) {
+			return fmt.Errorf("%w: series ref %d, want %d", errMalformed, ref, len(d.series))
+		}
+		ns := r.uvarint()
+		if r.err == nil && ns >= uint64(len(d.namespaces)) {
+			return fmt.Errorf("%w: series uses undefined namespace ref %d", errMalformed, ns)
+		}
+		id := r.bytes()
+		if r.err == nil {
+			stored := d.ids.alloc(len(id))
+			copy(stored, id)
+			d.series = append(d.series, seriesDef{ns: uint32(ns), id: stored})
+		}
+	}
+
+	nSamples := r.count()
+	t := int64(0)
+	for i := uint64(0); i < nSamples && r.err == nil; i++ {
+		ref := r.uvarint()
+		t += r.varint()
+		v := math.Float64frombits(r.uint64())
+		if r.err != nil {
+			break
+		}
+		if ref >= uint64(len(d.series)) {
+			return fmt.Errorf("%w: undefined series ref %d", errMalformed, ref)
+		}
+		s := d.series[ref]
+		d.out = append(d.out, Entry{Namespace: d.namespaces[s.ns], ID: s.id, T: t, V: v})
+		d.outNs = append(d.outNs, s.ns)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if len(r.b) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", errMalformed, len(r.b))
+	}
+	return nil
+}
+
+// reader consumes a payload; the first failure sticks in err and every
+// later call returns zero values.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: truncated %s", errMalformed, what)
+	}
+	r.b = nil
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("uvarint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads an item count and rejects one that the remaining bytes
+// cannot hold (every item takes at least one byte), so corrupt input never
+// drives a huge loop.
+func (r *reader) count() uint64 {
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)) {
+		r.fail("count")
+		return 0
+	}
+	return n
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.fail("bytes")
+		return nil
+	}
+	b := r.b[:n:n]
+	r.b = r.b[n:]
+	return b
+}
+
+func (r *reader) uint64() uint64 {
+	if len(r.b) < 8 {
+		r.fail("uint64")
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+// addRanges widens rng/seen (indexed by namespace ref, as long as
+// d.namespaces) by the entries of the last decoded record.
+func (d *decoder) addRanges(rng []TimeRange, seen []bool) {
+	for i, e := range d.out {
+		ns := d.outNs[i]
+		switch {
+		case !seen[ns]:
+			rng[ns], seen[ns] = TimeRange{Min: e.T, Max: e.T}, true
+		case e.T < rng[ns].Min:
+			rng[ns].Min = e.T
+		case e.T > rng[ns].Max:
+			rng[ns].Max = e.T
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package commitlog
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+)
+
+// nsState is one namespace's share of a file's ref tables, plus the
+// sample time range the file holds for it.
+type nsState struct {
+	ref    uint32
+	name   string
+	series map[string]uint32 // series ID -> series ref
+
+	committed, staged       TimeRange // committed: in the file; staged: in records not yet written
+	hasCommitted, hasStaged bool
+}
+
+// encoder turns batches into records. It holds the per-file ref tables, so
+// it belongs to exactly one file and is reset when the flusher moves to a
+// new one. Only the flusher goroutine uses it.
+type encoder struct {
+	byName     map[string]*nsState
+	namespaces []*nsState // by ref
+	nextSeries uint32
+
+	// Scratch sections of the record being encoded; the series
+	// definitions have to precede the samples in the payload, but are only
+	// known once every sample has been looked at.
+	nsDefs, seriesDefs, samples []byte
+}
+
+func newEncoder() *encoder {
+	e := &encoder{}
+	e.reset()
+	return e
+}
+
+// reset forgets every ref: the next record starts a new file.
+func (e *encoder) reset() {
+	e.byName = make(map[string]*nsState)
+	e.namespaces = e.namespaces[:0]
+	e.nextSeries = 0
+}
+
+func (e *encoder) namespace(name string, nDefs *int) *nsState {
+	if ns, ok := e.byName[name]; ok {
+		return ns
+	}
+	ns := &nsState{ref: uint32(len(e.namespaces)), name: name, series: make(map[string]uint32)}
+	e.byName[name] = ns
+	e.namespaces = append(e.namespaces, ns)
+	e.nsDefs = binary.AppendUvarint(e.nsDefs, uint64(ns.ref))
+	e.nsDefs = binary.AppendUvarint(e.nsDefs, uint64(len(name)))
+	e.nsDefs = append(e.nsDefs, name...)
+	*nDefs++
+	return ns
+}
+
+// appendRecord appends one framed record holding batch to dst. Refs it
+// defines stay defined for the rest of the file, so a caller whose record
+// never reaches the file must reset the encoder (the flusher rotates).
+func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
+	e.nsDefs, e.seriesDefs, e.samples = e.nsDefs[:0], e.seriesDefs[:0], e.samples[:0]
+	var nNs, nSeries int
+	var ns *nsState
+	prevT := int64(0)
+	for i := range batch {
+		en := &batch[i]
+		if ns == nil || en.Namespace != ns.name {
+			ns = e.namespace(en.Namespace, &nNs)
+		}
+		ref, ok := ns.series[string(en.ID)]
+		if !ok {
+			ref = e.nextSeries
+			e.nextSeries++
+			ns.series[string(en.ID)] = ref
+			e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(ref))
+			e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(ns.ref))
+			e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(len(en.ID)))
+			e.seriesDefs = append(e.seriesDefs, en.ID...)
+			nSeries++
+		}
+		switch {
+		case !ns.hasStaged:
+			ns.staged, ns.hasStaged = TimeRange{Min: en.T, Max: en.T}, true
+		case en.T < ns.staged.Min:
+			ns.staged.Min = en.T
+		case en.T > ns.staged.Max:
+			ns.staged.Max = en.T
+		}
+		e.samples = binary.AppendUvarint(e.samples, uint64(ref))
+		e.samples = binary.AppendVarint(e.samples, en.T-prevT)
+		e.samples = binary.LittleEndian.AppendUint64(e.samples, math.Float64bits(en.V))
+		prevT = en.T
+	}
+
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // frame header, filled below
+	dst = binary.AppendUvarint(dst, uint64(nNs))
+	dst = append(dst, e.nsDefs...)
+	dst = binary.AppendUvarint(dst, uint64(nSeries))
+	dst = append(dst, e.seriesDefs...)
+	dst = binary.AppendUvarint(dst, uint64(len(batch)))
+	dst = append(dst, e.samples...)
+	payload := dst[start+frameHeaderSize:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli))
+	return dst
+}
+
+// commit folds the staged ranges into the committed ones: the records
+// encoded since the last commit are now in the file.
+func (e *encoder) commit() {
+	for _, ns := range e.namespaces {
+		if !ns.hasStaged {
+			continue
+		}
+		if !ns.hasCommitted {
+			ns.committed, ns.hasCommitted = ns.staged, true
+		} else {
+			ns.committed.Min = min(ns.committed.Min, ns.staged.Min)
+			ns.committed.Max = max(ns.committed.Max, ns.staged.Max)
+		}
+		ns.hasStaged = false
+	}
+}
+
+// ranges returns the committed per-namespace time ranges of the file.
+func (e *encoder) ranges() map[string]TimeRange {
+	m := make(map[string]TimeRange, len(e.namespaces))
+	for _, ns := range e.namespaces {
+		if ns.hasCommitted {
+			m[ns.name] = ns.committed
+		}
+	}
+	return m
+}

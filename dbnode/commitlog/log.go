@@ -1,0 +1,339 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+)
+
+var (
+	// ErrClosed is returned by Write, Rotate and Close once Close has been
+	// called.
+	ErrClosed = errors.New("commitlog: closed")
+	// ErrQueueFull is returned by Write when MaxPending bytes are already
+	// queued or being written: the disk is not keeping up, and the caller
+	// should shed load (the HTTP layer answers 503).
+	ErrQueueFull = errors.New("commitlog: queue full")
+)
+
+// Entry is one sample of one series.
+type Entry struct {
+	Namespace string
+	ID        []byte // the series ID (ident); opaque to the log
+	T         int64  // milliseconds since the epoch
+	V         float64
+}
+
+// TimeRange is an inclusive range of sample timestamps.
+type TimeRange struct{ Min, Max int64 }
+
+// FileMeta describes a closed commit log file.
+type FileMeta struct {
+	Path string
+	Seq  uint64
+	// Ranges holds, per namespace, the min and max sample timestamp in the
+	// file. Callers must not modify it.
+	Ranges map[string]TimeRange
+}
+
+// ReplayStats summarises Open's replay.
+type ReplayStats struct {
+	Files, Entries, CorruptTails int
+	TruncatedBytes               int64
+}
+
+// Log is an append-only commit log. All methods are safe for concurrent
+// use.
+type Log struct {
+	opts     Options
+	log      *slog.Logger
+	m        metrics
+	asyncHi  int64 // async: queued bytes that trigger a write before the tick
+	kick     chan struct{}
+	requests chan request
+	exited   chan struct{}
+
+	// reqMu serialises Rotate and Close, so that no request is sent to
+	// the flusher after it has exited. The flusher never takes it.
+	reqMu sync.Mutex
+
+	mu      sync.Mutex
+	cur     *queue // being filled by writers
+	spare   *queue // nil while the flusher holds it
+	pending int64  // bytes queued or being written
+	closed  bool
+
+	filesMu sync.Mutex
+	files   []FileMeta // closed files, oldest first
+	active  string     // path of the file being written, "" if none
+
+	w *fileWriter // owned by the flusher goroutine
+}
+
+type requestKind int
+
+const (
+	reqRotate requestKind = iota + 1
+	reqClose
+)
+
+type request struct {
+	kind requestKind
+	done chan error
+}
+
+// Open replays every commit log file in opts.Dir in sequence order,
+// calling replay (which may be nil) for each entry, then starts a new file
+// for writes.
+//
+// A torn or corrupt tail (a record that is cut short, fails its checksum
+// or does not decode) is logged, counted and truncated away; everything
+// before it is replayed, and the files after it are still replayed. A file
+// whose header is torn or corrupt holds nothing and is removed. Open fails
+// on I/O errors, on a file of an unsupported version and when replay
+// returns an error.
+//
+// The Entry passed to replay is read-only; its ID stays valid after the
+// call (it is shared by every entry of that series in the file).
+func Open(opts Options, replay func(Entry) error) (*Log, ReplayStats, error) {
+	var stats ReplayStats
+	if err := opts.validate(); err != nil {
+		return nil, stats, err
+	}
+	opts = opts.withDefaults()
+	l := &Log{
+		opts:     opts,
+		log:      opts.Logger.With("component", "commitlog", "dir", opts.Dir),
+		m:        newMetrics(opts.Metrics),
+		asyncHi:  min(opts.MaxPending/4, 4<<20),
+		kick:     make(chan struct{}, 1),
+		requests: make(chan request),
+		exited:   make(chan struct{}),
+		cur:      &queue{},
+		spare:    &queue{},
+	}
+	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, stats, fmt.Errorf("create commit log dir %s: %w", opts.Dir, err)
+	}
+	lastSeq, err := l.replayAll(replay, &stats)
+	if err != nil {
+		return nil, stats, err
+	}
+	l.w = newFileWriter(l, lastSeq+1)
+	if err := l.w.openNext(); err != nil {
+		return nil, stats, err
+	}
+	go l.run()
+	return l, stats, nil
+}
+
+// replayAll replays the existing files and records them as closed files.
+// It returns the highest sequence number seen.
+func (l *Log) replayAll(replay func(Entry) error, stats *ReplayStats) (uint64, error) {
+	fs, dir := l.opts.FS, l.opts.Dir
+	dirents, err := fs.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("list commit log dir %s: %w", dir, err)
+	}
+	var seqs []uint64
+	for _, de := range dirents {
+		if seq, ok := parseFileName(de.Name()); ok && de.Type().IsRegular() {
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+
+	var lastSeq uint64
+	removed := false
+	for _, seq := range seqs {
+		lastSeq = seq
+		path := filepath.Join(dir, fileName(seq))
+		s, err := scanFile(fs, path, replay)
+		if err != nil {
+			return 0, err
+		}
+		stats.Files++
+		stats.Entries += s.entries
+		if s.badTail != nil {
+			cut := s.size - s.good
+			stats.CorruptTails++
+			stats.TruncatedBytes += cut
+			l.m.corruptTails.Inc(1)
+			l.m.truncatedBytes.Inc(cut)
+			l.log.Warn("commit log: dropping torn or corrupt tail",
+				"file", path, "offset", s.good, "bytes", cut, "reason", s.badTail)
+			if s.good == 0 {
+				if err := fs.Remove(path); err != nil {
+					return 0, fmt.Errorf("remove commit log %s with bad header: %w", path, err)
+				}
+				removed = true
+				continue
+			}
+			if err := truncateFile(fs, path, s.good); err != nil {
+				return 0, err
+			}
+		}
+		if s.seq != seq {
+			l.log.Warn("commit log: header sequence differs from file name", "file", path, "header_seq", s.seq)
+		}
+		l.files = append(l.files, FileMeta{Path: path, Seq: seq, Ranges: s.ranges})
+	}
+	if removed {
+		if err := fs.SyncDir(dir); err != nil {
+			return 0, fmt.Errorf("sync commit log dir %s: %w", dir, err)
+		}
+	}
+	return lastSeq, nil
+}
+
+// Write appends batch as one record. In ModeSync it returns nil only after
+// the record is fsynced; if the write or fsync of the group it joined
+// fails, every writer of that group gets the (wrapped) error and none of
+// its entries may be considered durable. In ModeAsync it returns once the
+// batch is queued (the log keeps a copy). An empty batch is a no-op.
+//
+// Write returns ErrQueueFull when MaxPending bytes are already pending, and
+// ErrClosed after Close. The log does not modify batch; in ModeSync it
+// reads it until Write returns.
+func (l *Log) Write(batch []Entry) error {
+	est, idBytes := batchBytes(batch)
+	sync := l.opts.Mode == ModeSync
+
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	if len(batch) == 0 {
+		l.mu.Unlock()
+		return nil
+	}
+	if l.pending > 0 && l.pending+est > l.opts.MaxPending {
+		l.mu.Unlock()
+		l.m.queueFull.Inc(1)
+		return ErrQueueFull
+	}
+	l.pending += est
+	q := l.cur
+	q.bytes += est
+	var g *group
+	if sync {
+		q.batches = append(q.batches, batch)
+		if q.group == nil {
+			q.group = &group{done: make(chan struct{})}
+		}
+		g = q.group
+	} else {
+		q.appendCopy(batch, idBytes)
+	}
+	kick := sync || q.bytes >= l.asyncHi
+	l.mu.Unlock()
+
+	if kick {
+		select {
+		case l.kick <- struct{}{}:
+		default: // a flush is already due and will take this batch too
+		}
+	}
+	if g == nil {
+		return nil
+	}
+	<-g.done
+	return g.err
+}
+
+// Rotate writes and fsyncs everything queued, closes the current file and
+// starts a new one.
+func (l *Log) Rotate() error { return l.do(reqRotate) }
+
+// Close writes and fsyncs everything queued and closes the current file,
+// which then shows up in Files. Later calls to Write, Rotate and Close
+// return ErrClosed.
+func (l *Log) Close() error {
+	l.reqMu.Lock()
+	defer l.reqMu.Unlock()
+	l.mu.Lock()
+	closed := l.closed
+	l.closed = true
+	l.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	err := l.send(reqClose)
+	<-l.exited
+	return err
+}
+
+func (l *Log) do(kind requestKind) error {
+	l.reqMu.Lock()
+	defer l.reqMu.Unlock()
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	return l.send(kind)
+}
+
+func (l *Log) send(kind requestKind) error {
+	done := make(chan error, 1)
+	l.requests <- request{kind: kind, done: done}
+	return <-done
+}
+
+// Files returns the closed files (not the one being written), oldest
+// first. The slice is the caller's; the Ranges maps must not be modified.
+func (l *Log) Files() []FileMeta {
+	l.filesMu.Lock()
+	defer l.filesMu.Unlock()
+	return slices.Clone(l.files)
+}
+
+// Remove deletes a closed file. The storage engine calls it once every
+// sample in the file (see FileMeta.Ranges) is flushed to filesets. The
+// active file cannot be removed.
+func (l *Log) Remove(path string) error {
+	l.filesMu.Lock()
+	defer l.filesMu.Unlock()
+	i := slices.IndexFunc(l.files, func(f FileMeta) bool { return f.Path == path })
+	if i < 0 {
+		if path == l.active {
+			return fmt.Errorf("remove commit log %s: file is still being written", path)
+		}
+		return fmt.Errorf("remove commit log %s: not a closed file of this log", path)
+	}
+	if err := l.opts.FS.Remove(path); err != nil {
+		return fmt.Errorf("remove commit log %s: %w", path, err)
+	}
+	l.files = slices.Delete(l.files, i, i+1)
+	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+		return fmt.Errorf("sync commit log dir after removing %s: %w", path, err)
+	}
+	return nil
+}
+
+func (l *Log) addClosed(f FileMeta) {
+	l.filesMu.Lock()
+	l.files = append(l.files, f)
+	if l.active == f.Path {
+		l.active = ""
+	}
+	l.filesMu.Unlock()
+}
+
+func (l *Log) setActive(path string) {
+	l.filesMu.Lock()
+	l.active = path
+	l.filesMu.Unlock()
+}
+
+// activePath is the file being written ("" if none); for tests.
+func (l *Log) activePath() string {
+	l.filesMu.Lock()
+	defer l.filesMu.Unlock()
+	return l.active
+}

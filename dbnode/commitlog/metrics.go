@@ -1,0 +1,29 @@
+package commitlog
+
+import "github.com/uber-go/tally/v4"
+
+type metrics struct {
+	bytesWritten   tally.Counter
+	fsyncs         tally.Counter
+	records        tally.Counter
+	entries        tally.Counter
+	rotations      tally.Counter
+	corruptTails   tally.Counter
+	truncatedBytes tally.Counter
+	writeErrors    tally.Counter
+	queueFull      tally.Counter
+}
+
+func newMetrics(s tally.Scope) metrics {
+	return metrics{
+		bytesWritten:   s.Counter("bytes_written"),
+		fsyncs:         s.Counter("fsyncs"),
+		records:        s.Counter("records"),
+		entries:        s.Counter("entries"),
+		rotations:      s.Counter("rotations"),
+		corruptTails:   s.Counter("corrupt_tails"),
+		truncatedBytes: s.Counter("truncated_bytes"),
+		writeErrors:    s.Counter("write_errors"),
+		queueFull:      s.Counter("queue_full"),
+	}
+}

@@ -1,0 +1,95 @@
+package commitlog
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/tessera-tsdb/tessera/dbnode/vfs"
+	"github.com/uber-go/tally/v4"
+)
+
+// Mode selects when Write returns.
+type Mode int
+
+const (
+	// ModeSync: Write returns only after its batch is fsynced. Concurrent
+	// writers share one write+fsync (group commit).
+	ModeSync Mode = iota
+	// ModeAsync: Write returns once the batch is queued; the log is written
+	// and fsynced every FlushEvery, so a crash may lose up to that much.
+	ModeAsync
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeSync:
+		return "sync"
+	case ModeAsync:
+		return "async"
+	}
+	return "unknown"
+}
+
+// Defaults for the zero values of Options.
+const (
+	DefaultFlushEvery  = time.Second
+	DefaultMaxFileSize = 256 << 20
+	DefaultMaxPending  = 64 << 20
+)
+
+// Options configures a Log. The zero value of every field but Dir means
+// its default.
+type Options struct {
+	Dir string
+	FS  vfs.FS // vfs.OS() when nil
+
+	// Mode: ModeSync returns from Write only after the record is fsynced;
+	// concurrent writers' batches share one write+fsync.
+	Mode Mode
+	// FlushEvery (ModeAsync) is the fsync interval, and the longest a
+	// queued async record waits before it is written. Default 1s.
+	FlushEvery time.Duration
+	// MaxFileSize: the active file is rotated once it holds this many
+	// bytes (default 256 MiB). A file can exceed it by at most one record.
+	MaxFileSize int64
+	// MaxPending bounds the bytes queued or being written; a Write that
+	// would exceed it returns ErrQueueFull (default 64 MiB). A batch larger
+	// than MaxPending is still accepted when nothing else is pending.
+	MaxPending int64
+
+	Logger  *slog.Logger // nil = discard
+	Metrics tally.Scope  // nil = tally.NoopScope
+}
+
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = vfs.OS()
+	}
+	if o.FlushEvery <= 0 {
+		o.FlushEvery = DefaultFlushEvery
+	}
+	if o.MaxFileSize <= 0 {
+		o.MaxFileSize = DefaultMaxFileSize
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = DefaultMaxPending
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = tally.NoopScope
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if o.Dir == "" {
+		return errors.New("commitlog: options: Dir is required")
+	}
+	if o.Mode != ModeSync && o.Mode != ModeAsync {
+		return errors.New("commitlog: options: Mode must be ModeSync or ModeAsync")
+	}
+	return nil
+}
