@@ -1,0 +1,155 @@
+package index
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// Index is the tag index of one namespace. All methods are safe for
+// concurrent use.
+type Index struct {
+	blockSize int64
+	series    *seriesTable
+
+	// blocks is an immutable snapshot, replaced (under blocksMu) when a
+	// block is created or dropped, so the write path finds its block with
+	// one atomic load and no lock.
+	blocks   atomic.Pointer[blockSet]
+	blocksMu sync.Mutex
+
+	// dropMu keeps DropBlocksBefore (writer) apart from queries (readers):
+	// a query turns refs into IDs after matching, and a ref must not be freed
+	// and handed to another series in between. Inserts do not take it.
+	dropMu sync.RWMutex
+}
+
+// blockSet is one immutable view of the live blocks.
+type blockSet struct {
+	byStart map[int64]*block
+	sorted  []*block // by start
+	// floor is the retention watermark: blocks ending at or before it were
+	// dropped and are not re-created by late inserts.
+	floor    int64
+	hasFloor bool
+}
+
+// New returns an empty index for blocks of blockSize milliseconds.
+// It panics if blockSize is not positive: that is a configuration bug.
+func New(blockSize int64) *Index {
+	if blockSize <= 0 {
+		panic(fmt.Sprintf("index.New: block size %d ms must be positive", blockSize))
+	}
+	ix := &Index{blockSize: blockSize, series: newSeriesTable()}
+	ix.blocks.Store(&blockSet{byStart: map[int64]*block{}})
+	return ix
+}
+
+// NumSeries returns the number of distinct series in the index (in any
+// block).
+func (ix *Index) NumSeries() int { return int(ix.series.live.Load()) }
+
+// blockStartOf rounds t down to the start of its block.
+func (ix *Index) blockStartOf(t int64) int64 {
+	s := t - t%ix.blockSize
+	if t%ix.blockSize < 0 {
+		s -= ix.blockSize
+	}
+	return s
+}
+
+// Insert records that series id has data in the block starting at
+// blockStart (a time inside the block is rounded down to its start).
+//
+// Idempotent; when the series is already in the block it only looks the ID up
+// and tests one bit, without allocating. Inserts into blocks already dropped
+// by DropBlocksBefore are ignored. The error is non-nil only if id is not a
+// canonical ident encoding (wrapping ident.ErrMalformedID), or ErrFull.
+// Insert does not retain id.
+func (ix *Index) Insert(id []byte, blockStart int64) error {
+	start := ix.blockStartOf(blockStart)
+	st := ix.series.stripeOf(id)
+
+	st.mu.RLock()
+	ref, ok := st.refs[string(id)]
+	if ok {
+		// The stripe read lock stays held while adding so that retention
+		// cannot free the ref under us (see seriesTable.release).
+		if b := ix.block(start); b != nil && !b.has(ref) {
+			b.add(ref, ix.series.id(ref))
+		}
+		st.mu.RUnlock()
+		return nil
+	}
+	st.mu.RUnlock()
+	return ix.insertNew(st, id, start)
+}
+
+// insertNew is Insert's path for an ID not in the series table.
+func (ix *Index) insertNew(st *stripe, id []byte, start int64) error {
+	if err := validateID(id); err != nil {
+		return fmt.Errorf("index insert %q: %w", id, err)
+	}
+	b := ix.block(start)
+	if b == nil {
+		return nil // block already expired
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ref, ok := st.refs[string(id)]
+	var s string
+	if ok {
+		s = ix.series.id(ref) // another writer won the race
+	} else {
+		s = string(id)
+		var err error
+		if ref, err = ix.series.alloc(s); err != nil {
+			return fmt.Errorf("index insert %q: %w", id, err)
+		}
+		st.refs[s] = ref
+	}
+	b.add(ref, s)
+	return nil
+}
+
+// block returns the block starting at start, creating it if needed, or nil
+// if retention already dropped it.
+func (ix *Index) block(start int64) *block {
+	if b := ix.blocks.Load().byStart[start]; b != nil {
+		return b
+	}
+	ix.blocksMu.Lock()
+	defer ix.blocksMu.Unlock()
+	cur := ix.blocks.Load()
+	if b := cur.byStart[start]; b != nil {
+		return b
+	}
+	if cur.hasFloor && start+ix.blockSize <= cur.floor {
+		return nil
+	}
+	b := newBlock(start)
+	next := &blockSet{byStart: make(map[int64]*block, len(cur.byStart)+1), floor: cur.floor, hasFloor: cur.hasFloor}
+	for s, ob := range cur.byStart {
+		next.byStart[s] = ob
+	}
+	next.byStart[start] = b
+	next.sorted = append(append(make([]*block, 0, len(cur.sorted)+1), cur.sorted...), b)
+	sort.Slice(next.sorted, func(i, j int) bool { return next.sorted[i].start < next.sorted[j].start })
+	ix.blocks.Store(next)
+	return b
+}
+
+// overlapping returns the blocks with data in [start, end] (inclusive).
+func (ix *Index) overlapping(start, end int64) []*block {
+	if start > end {
+		return nil
+	}
+	var out []*block
+	for _, b := range ix.blocks.Load().sorted {
+		if b.start <= end && b.start+ix.blockSize-1 >= start {
+			out = append(out, b)
+		}
+	}
+	return out
+}
