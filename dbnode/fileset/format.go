@@ -1,0 +1,127 @@
+package fileset
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+)
+
+// formatVersion is written into every file; readers reject other versions
+// rather than guess.
+const formatVersion = 1
+
+// Magic numbers, one per file, so a file swapped for another kind is caught
+// before its fields are trusted.
+var (
+	magicInfo       = [4]byte{'T', 'S', 'F', 'I'}
+	magicIndex      = [4]byte{'T', 'S', 'F', 'X'}
+	magicData       = [4]byte{'T', 'S', 'F', 'D'}
+	magicDigest     = [4]byte{'T', 'S', 'F', 'G'}
+	magicCheckpoint = [4]byte{'T', 'S', 'F', 'C'}
+)
+
+// headerSize is magic + version, the start of every file.
+const headerSize = 8
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+func appendHeader(b []byte, magic [4]byte) []byte {
+	b = append(b, magic[:]...)
+	return binary.LittleEndian.AppendUint32(b, formatVersion)
+}
+
+// seal appends the CRC32C of b to b: the trailer of info, index, digest
+// and checkpoint files.
+func seal(b []byte) []byte {
+	return binary.LittleEndian.AppendUint32(b, crc32c(b))
+}
+
+// unseal checks the trailer, magic and version of a whole small file and
+// returns the bytes between header and trailer.
+func unseal(path string, b []byte, magic [4]byte) ([]byte, error) {
+	if len(b) < headerSize+4 {
+		return nil, fmt.Errorf("%s: %w: truncated (%d bytes)", path, ErrCorrupt, len(b))
+	}
+	body, trailer := b[:len(b)-4], b[len(b)-4:]
+	if got, want := crc32c(body), binary.LittleEndian.Uint32(trailer); got != want {
+		return nil, fmt.Errorf("%s: %w: checksum mismatch (computed %08x, stored %08x)", path, ErrCorrupt, got, want)
+	}
+	if [4]byte(body[:4]) != magic {
+		return nil, fmt.Errorf("%s: %w: bad magic %q", path, ErrCorrupt, body[:4])
+	}
+	if v := binary.LittleEndian.Uint32(body[4:8]); v != formatVersion {
+		return nil, fmt.Errorf("%s: %w: unsupported format version %d", path, ErrCorrupt, v)
+	}
+	return body[headerSize:], nil
+}
+
+// decoder reads little-endian fields from a byte slice and remembers the
+// first short read, so decoding code checks once at the end.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("truncated reading %s", what)
+	}
+	d.b = nil
+}
+
+func (d *decoder) take(n int, what string) []byte {
+	if d.err != nil || n < 0 || n > len(d.b) {
+		d.fail(what)
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u16(what string) uint16 {
+	if b := d.take(2, what); b != nil {
+		return binary.LittleEndian.Uint16(b)
+	}
+	return 0
+}
+
+func (d *decoder) u32(what string) uint32 {
+	if b := d.take(4, what); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (d *decoder) u64(what string) uint64 {
+	if b := d.take(8, what); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// done reports a short read or trailing garbage.
+func (d *decoder) done() error {
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.b) != 0 {
+		return fmt.Errorf("%d unexpected trailing bytes", len(d.b))
+	}
+	return nil
+}
