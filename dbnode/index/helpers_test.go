@@ -84,7 +84,7 @@ func matches(ls labels.Labels, ms []*labels.Matcher) bool {
 	return true
 }
 
-func (m *model) selected(t testing.TB, ms []*labels.Matcher, start, end int64) []labels.Labels {
+func (m *model) selected(t require.TestingT, ms []*labels.Matcher, start, end int64) []labels.Labels {
 	var out []labels.Labels
 	for id := range m.series {
 		if !m.inRange(id, start, end) {
@@ -99,7 +99,7 @@ func (m *model) selected(t testing.TB, ms []*labels.Matcher, start, end int64) [
 	return out
 }
 
-func (m *model) query(t testing.TB, ms []*labels.Matcher, start, end int64) []string {
+func (m *model) query(t require.TestingT, ms []*labels.Matcher, start, end int64) []string {
 	out := []string{}
 	for _, ls := range m.selected(t, ms, start, end) {
 		out = append(out, string(ident.FromLabels(ls)))
@@ -108,7 +108,7 @@ func (m *model) query(t testing.TB, ms []*labels.Matcher, start, end int64) []st
 	return out
 }
 
-func (m *model) labelNames(t testing.TB, ms []*labels.Matcher, start, end int64) []string {
+func (m *model) labelNames(t require.TestingT, ms []*labels.Matcher, start, end int64) []string {
 	set := map[string]struct{}{}
 	for _, ls := range m.selected(t, ms, start, end) {
 		ls.Range(func(l labels.Label) {
@@ -120,7 +120,7 @@ func (m *model) labelNames(t testing.TB, ms []*labels.Matcher, start, end int64)
 	return sortedKeys(set)
 }
 
-func (m *model) labelValues(t testing.TB, name string, ms []*labels.Matcher, start, end int64) []string {
+func (m *model) labelValues(t require.TestingT, name string, ms []*labels.Matcher, start, end int64) []string {
 	set := map[string]struct{}{}
 	for _, ls := range m.selected(t, ms, start, end) {
 		if v := ls.Get(name); v != "" {

@@ -14,7 +14,7 @@ type postings struct {
 	one uint32
 }
 
-// with returns p with ref added, and whether it changed.
+// with returns p with ref added (the caller stores it back in the map).
 func (p postings) with(ref uint32) postings {
 	if p.bm != nil {
 		p.bm.Add(ref)
@@ -24,13 +24,6 @@ func (p postings) with(ref uint32) postings {
 		return p
 	}
 	return postings{bm: roaring.BitmapOf(p.one, ref)}
-}
-
-func (p postings) card() uint64 {
-	if p.bm == nil {
-		return 1
-	}
-	return p.bm.GetCardinality()
 }
 
 // intersects reports whether p and set share a ref.
