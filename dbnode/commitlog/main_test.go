@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
 	"go.uber.org/goleak"
 )
 
@@ -94,3 +95,13 @@ func logFiles(t testing.TB, dir string) []string {
 }
 
 func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+func newTestScope() tally.TestScope { return tally.NewTestScope("", nil) }
+
+func counter(s tally.TestScope, name string) int64 {
+	c, ok := s.Snapshot().Counters()[name+"+"]
+	if !ok {
+		return 0
+	}
+	return c.Value()
+}
