@@ -1,0 +1,82 @@
+package encoding
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Stream header: a format byte, then the sample count as uint32 little
+// endian, rewritten in place on every Append so Bytes never copies.
+const (
+	streamFormat    = 0x01
+	streamHeaderLen = 5
+)
+
+// emptyStream is Bytes() of an encoder that holds nothing.
+var emptyStream = []byte{streamFormat, 0, 0, 0, 0}
+
+// Encoder appends samples with strictly increasing timestamps to a stream.
+// Not safe for concurrent use; Bytes does not write, so several readers may
+// call it while no Append or Reset runs.
+type Encoder struct {
+	w      bitWriter
+	count  uint32
+	t      int64
+	tDelta uint64
+	vc     valueCoder
+}
+
+// NewEncoder returns an empty encoder.
+func NewEncoder() *Encoder { return &Encoder{} }
+
+// Append adds a sample. It returns ErrOutOfOrder if t is not after the last
+// timestamp, ErrTooManySamples when the stream is full; the encoder is
+// unchanged then.
+func (e *Encoder) Append(t int64, v float64) error {
+	if e.count == 0 {
+		e.w.reset(streamHeaderLen)
+		e.w.buf[0] = streamFormat
+		e.w.writeBits64(uint64(t), 64)
+		e.vc.encodeFirst(&e.w, v)
+	} else {
+		if t <= e.t {
+			return ErrOutOfOrder
+		}
+		if e.count == math.MaxUint32 {
+			return ErrTooManySamples
+		}
+		// Wrapping arithmetic: any two int64 timestamps have a delta
+		// modulo 2^64, and the decoder adds it back the same way.
+		delta := uint64(t) - uint64(e.t)
+		writeTimestampDoD(&e.w, int64(delta-e.tDelta))
+		e.tDelta = delta
+		e.vc.encode(&e.w, v)
+	}
+	e.t = t
+	e.count++
+	binary.LittleEndian.PutUint32(e.w.buf[1:5], e.count)
+	return nil
+}
+
+// Len returns the number of samples appended since creation or Reset.
+func (e *Encoder) Len() int { return int(e.count) }
+
+// LastTimestamp returns the last appended timestamp; undefined when Len is 0.
+func (e *Encoder) LastTimestamp() int64 { return e.t }
+
+// Bytes returns a self-delimiting stream of every sample appended so far,
+// readable by NewIterator. It does not copy: the caller must not modify it,
+// and it is valid until the next Append or Reset.
+func (e *Encoder) Bytes() []byte {
+	if e.count == 0 {
+		return emptyStream[:streamHeaderLen:streamHeaderLen]
+	}
+	return e.w.bytes()
+}
+
+// Reset empties the encoder, keeping its buffer for reuse.
+func (e *Encoder) Reset() {
+	buf := e.w.buf
+	*e = Encoder{}
+	e.w.buf = buf
+}

@@ -1,0 +1,256 @@
+package encoding
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// sealedIterator decodes the sealed form: timestamps and values are two
+// separate sections read side by side.
+type sealedIterator struct {
+	ts     bitReader // timestamp section
+	vals   bitReader // value codes (stream kind) or Rice residuals
+	count  uint64
+	read   uint64
+	t      int64
+	tDelta uint64
+	v      float64
+	err    error
+	done   bool
+
+	kind uint8
+	vc   valueCoder // stream kind
+
+	// Integer kind.
+	scale   uint8
+	order   uint8
+	k       uint
+	g       uint64
+	n       uint64 // last integer
+	d       uint64 // last delta / g (order 2)
+	bias    uint64 // order 1; for order 2 the first delta / g
+	ints    uint64 // integers decoded
+	excLeft uint64 // exceptions not yet reached
+	excNext uint64 // index of the next exception
+	exc     []byte // the rest of the exception list
+}
+
+// NewSealedIterator returns an iterator over the output of Seal.
+func NewSealedIterator(sealed []byte) Iterator {
+	it := &sealedIterator{}
+	if err := it.parse(sealed); err != nil {
+		return errIterator{err}
+	}
+	return it
+}
+
+// byteReader reads the byte-aligned header fields of the sealed form.
+type byteReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *byteReader) byte() uint8 {
+	if len(r.b) == 0 {
+		r.bad = true
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *byteReader) uvarint() uint64 {
+	x, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return x
+}
+
+func (r *byteReader) varint() int64 {
+	x, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return x
+}
+
+func (r *byteReader) bytes(n uint64) []byte {
+	if uint64(len(r.b)) < n {
+		r.bad = true
+		return nil
+	}
+	b := r.b[:n]
+	r.b = r.b[n:]
+	return b
+}
+
+func (it *sealedIterator) parse(b []byte) error {
+	r := byteReader{b: b}
+	if f := r.byte(); r.bad || f != sealedFormat {
+		if r.bad {
+			return corruptf("empty sealed block")
+		}
+		return corruptf("unknown sealed format %#x", f)
+	}
+	it.count = r.uvarint()
+	if r.bad {
+		return corruptf("sealed block: bad sample count")
+	}
+	if it.count == 0 {
+		if len(r.b) != 0 {
+			return corruptf("sealed block: %d bytes after an empty header", len(r.b))
+		}
+		return nil
+	}
+	tsLen := r.uvarint()
+	tsBytes := r.bytes(tsLen)
+	it.kind = r.byte()
+	if r.bad {
+		return corruptf("sealed block truncated in its header")
+	}
+	it.ts = newBitReader(tsBytes, 0)
+	switch it.kind {
+	case valuesStream:
+		it.vals = newBitReader(r.b, 0)
+		return nil
+	case valuesIntegers:
+	default:
+		return corruptf("sealed block: unknown value kind %d", it.kind)
+	}
+	it.scale, it.order, it.k = r.byte(), r.byte(), uint(r.byte())
+	it.g = r.uvarint()
+	it.excLeft = r.uvarint()
+	if r.bad || it.scale > maxScale || (it.order != orderDelta && it.order != orderDoD) || it.k > 62 || it.g == 0 || it.excLeft >= it.count {
+		return corruptf("sealed block: bad integer header")
+	}
+	// The exception list is variable length: check it now and find the
+	// residuals after it; Next reads it again as it reaches each index.
+	it.exc = r.b
+	for i, idx := uint64(0), uint64(0); i < it.excLeft; i++ {
+		gap := r.uvarint()
+		r.bytes(8)
+		if i > 0 && gap == 0 || gap >= it.count-idx {
+			return corruptf("sealed block: bad exception index")
+		}
+		idx += gap
+	}
+	it.exc = it.exc[:len(it.exc)-len(r.b)]
+	it.n = uint64(r.varint())
+	it.bias = uint64(r.varint())
+	if r.bad {
+		return corruptf("sealed block: bad integer header")
+	}
+	it.vals = newBitReader(r.b, 0)
+	it.excNext = math.MaxUint64
+	if it.excLeft > 0 {
+		it.nextException(0)
+	}
+	return nil
+}
+
+// nextException reads the index of the next exception, relative to prev.
+// parse checked the list.
+func (it *sealedIterator) nextException(prev uint64) {
+	gap, n := binary.Uvarint(it.exc)
+	it.exc = it.exc[n:]
+	it.excNext = prev + gap
+}
+
+func (it *sealedIterator) Next() bool {
+	if it.read >= it.count {
+		if !it.done {
+			it.done = true
+			it.checkEnd()
+		}
+		return false
+	}
+	if it.err != nil {
+		return false
+	}
+	if it.read == 0 {
+		it.t = int64(it.ts.readBits64(64))
+	} else {
+		it.tDelta += readTimestampDoD(&it.ts)
+		t := int64(uint64(it.t) + it.tDelta)
+		if t <= it.t {
+			return it.fail(corruptf("sealed sample %d: timestamp %d not after %d", it.read, t, it.t))
+		}
+		it.t = t
+	}
+	if !it.ts.ok() {
+		return it.fail(corruptf("sealed timestamps truncated at sample %d of %d", it.read, it.count))
+	}
+	ok := true
+	switch {
+	case it.kind == valuesStream && it.read == 0:
+		it.v, ok = it.vc.decodeFirst(&it.vals)
+	case it.kind == valuesStream:
+		it.v, ok = it.vc.decode(&it.vals)
+	case it.read == it.excNext:
+		it.v = math.Float64frombits(binary.LittleEndian.Uint64(it.exc))
+		it.exc = it.exc[8:]
+		it.excLeft--
+		it.excNext = math.MaxUint64
+		if it.excLeft > 0 {
+			it.nextException(it.read)
+		}
+	default:
+		it.v = it.nextInt()
+	}
+	if !it.vals.ok() {
+		return it.fail(corruptf("sealed values truncated at sample %d of %d", it.read, it.count))
+	}
+	if !ok {
+		return it.fail(corruptf("sealed sample %d: malformed value code", it.read))
+	}
+	it.read++
+	return true
+}
+
+// nextInt decodes the next integer-kind value.
+func (it *sealedIterator) nextInt() float64 {
+	switch {
+	case it.ints == 0:
+		// n holds the first integer already.
+	case it.order == orderDelta:
+		d := uint64(unzigzag(readRice(&it.vals, it.k))) + it.bias
+		it.n += d * it.g
+	case it.ints == 1:
+		it.d = it.bias
+		it.n += it.d * it.g
+	default:
+		it.d += uint64(unzigzag(readRice(&it.vals, it.k)))
+		it.n += it.d * it.g
+	}
+	it.ints++
+	return fromInt(int64(it.n), it.scale)
+}
+
+// checkEnd rejects data left over after the last sample in either section.
+func (it *sealedIterator) checkEnd() {
+	for _, r := range []*bitReader{&it.ts, &it.vals} {
+		if r.end-r.pos >= 8 || (r.pos&7 != 0 && r.readBits(uint(8-r.pos&7)) != 0) {
+			it.err = corruptf("sealed block: %d bits after the last of %d samples", r.end-r.pos, it.count)
+			return
+		}
+	}
+	if it.excLeft != 0 {
+		it.err = corruptf("sealed block: %d exceptions past the last sample", it.excLeft)
+	}
+}
+
+func (it *sealedIterator) fail(err error) bool {
+	it.err = err
+	it.read = it.count
+	it.done = true
+	return false
+}
+
+func (it *sealedIterator) At() (int64, float64) { return it.t, it.v }
+func (it *sealedIterator) Err() error           { return it.err }
