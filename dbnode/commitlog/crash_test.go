@@ -87,7 +87,7 @@ func TestCrashAcknowledgedWritesSurvive(t *testing.T) {
 		k, err := strconv.Atoi(sc.Text())
 		require.NoError(t, err, "child output %q", sc.Text())
 		acked[k] = true
-		if len(acked) == 2000 && !killed {
+		if len(acked) == 500 && !killed {
 			require.NoError(t, cmd.Process.Kill()) // SIGKILL, mid-stream
 			killed = true
 		}

@@ -65,17 +65,18 @@ func (l *Log) flush(fsync bool) error {
 		}
 		l.log.Error("commit log: async write failed, entries lost", "entries", n, "err", err)
 	}
-	if g := q.group; g != nil {
-		g.err = err
-		close(g.done)
-	}
-
-	bytes := q.bytes
+	// Release the pending bytes before waking the group, so a writer that
+	// returns and writes again is not refused for bytes already written.
+	g, bytes := q.group, q.bytes
 	q.reset()
 	l.mu.Lock()
 	l.pending -= bytes
 	l.spare = q
 	l.mu.Unlock()
+	if g != nil {
+		g.err = err
+		close(g.done)
+	}
 	return err
 }
 

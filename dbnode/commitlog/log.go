@@ -301,7 +301,7 @@ func (l *Log) Remove(path string) error {
 	defer l.filesMu.Unlock()
 	i := slices.IndexFunc(l.files, func(f FileMeta) bool { return f.Path == path })
 	if i < 0 {
-		if path == l.active {
+		if path != "" && path == l.active {
 			return fmt.Errorf("remove commit log %s: file is still being written", path)
 		}
 		return fmt.Errorf("remove commit log %s: not a closed file of this log", path)
