@@ -15,6 +15,8 @@ import (
 type block struct {
 	start int64
 
+	present presence // lock-free copy of all's membership, for the write path
+
 	mu    sync.RWMutex
 	all   *roaring.Bitmap                // every series in the block
 	names map[string]map[string]postings // name -> value -> refs; empty values are not indexed
@@ -25,15 +27,8 @@ func newBlock(start int64) *block {
 	return &block{start: start, all: roaring.New(), names: make(map[string]map[string]postings)}
 }
 
-// has reports whether ref is already in the block: the write path's check,
-// taken under a read lock so concurrent writers of existing series do not
-// serialise.
-func (b *block) has(ref uint32) bool {
-	b.mu.RLock()
-	ok := b.all.Contains(ref)
-	b.mu.RUnlock()
-	return ok
-}
+// has reports whether ref is already in the block, without locking.
+func (b *block) has(ref uint32) bool { return b.present.has(ref) }
 
 // add records series ref with stored ID id in the block; a no-op if present.
 func (b *block) add(ref uint32, id string) {
@@ -60,4 +55,5 @@ func (b *block) add(ref uint32, id string) {
 		vals[value] = postings{one: ref}
 		b.pairs++
 	})
+	b.present.add(ref)
 }

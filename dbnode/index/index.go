@@ -116,7 +116,11 @@ func (ix *Index) insertNew(st *stripe, id []byte, start int64) error {
 // block returns the block starting at start, creating it if needed, or nil
 // if retention already dropped it.
 func (ix *Index) block(start int64) *block {
-	if b := ix.blocks.Load().byStart[start]; b != nil {
+	set := ix.blocks.Load()
+	if n := len(set.sorted); n > 0 && set.sorted[n-1].start == start {
+		return set.sorted[n-1] // the head block: nearly every write
+	}
+	if b := set.byStart[start]; b != nil {
 		return b
 	}
 	ix.blocksMu.Lock()

@@ -1,0 +1,180 @@
+package index
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+)
+
+var cpuModes = []string{"user", "system", "idle", "iowait", "irq", "softirq", "steal", "nice"}
+
+// benchIDs returns n distinct node_exporter-like series IDs: per instance,
+// 128 node_cpu_seconds_total series (16 cpus x 8 modes) and then histogram
+// buckets of metric_<k>, with __name__, instance, job, region and cpu/mode or
+// le labels (~90 bytes per ID).
+func benchIDs(n int) [][]byte {
+	instances := 100
+	if n > 200_000 {
+		instances = 1000
+	}
+	perInstance := (n + instances - 1) / instances
+	ids := make([][]byte, 0, n)
+	for k := 0; len(ids) < n; k++ {
+		for h := 0; h < instances && len(ids) < n; h++ {
+			kv := []string{"instance", fmt.Sprintf("host-%d:9100", h), "job", "node", "region", fmt.Sprintf("r%d", h%4)}
+			if k < 128 && k < perInstance {
+				kv = append(kv, "__name__", "node_cpu_seconds_total", "cpu", fmt.Sprint(k/8), "mode", cpuModes[k%8])
+			} else {
+				kv = append(kv, "__name__", fmt.Sprintf("metric_%d_bucket", (k-128)/8), "le", fmt.Sprint((k-128)%8))
+			}
+			ids = append(ids, sid(kv...))
+		}
+	}
+	return ids
+}
+
+func filledIndex(b *testing.B, ids [][]byte, block int64) *Index {
+	ix := New(2 * 3600 * 1000)
+	for _, id := range ids {
+		require.NoError(b, ix.Insert(id, block))
+	}
+	return ix
+}
+
+func BenchmarkInsertNew(b *testing.B) {
+	ids := benchIDs(b.N)
+	ix := New(2 * 3600 * 1000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := startCPU()
+	for i := range b.N {
+		if err := ix.Insert(ids[i], 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu.report(b, b.N)
+}
+
+func BenchmarkInsertExisting(b *testing.B) {
+	ids := benchIDs(100_000)
+	ix := filledIndex(b, ids, 0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := startCPU()
+	for i := range b.N {
+		if err := ix.Insert(ids[i%len(ids)], 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu.report(b, b.N)
+}
+
+func BenchmarkInsertParallel(b *testing.B) {
+	b.Run("existing", func(b *testing.B) {
+		ids := benchIDs(100_000)
+		ix := filledIndex(b, ids, 0)
+		var worker atomic.Int64
+		b.ReportAllocs()
+		b.ResetTimer()
+		cpu := startCPU()
+		defer cpu.report(b, b.N)
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(worker.Add(1)) * 7919
+			for pb.Next() {
+				if err := ix.Insert(ids[i%len(ids)], 0); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	})
+	b.Run("new", func(b *testing.B) {
+		ids := benchIDs(b.N)
+		ix := New(2 * 3600 * 1000)
+		var next atomic.Int64
+		b.ReportAllocs()
+		b.ResetTimer()
+		cpu := startCPU()
+		defer cpu.report(b, b.N)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := ix.Insert(ids[next.Add(1)-1], 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}
+
+func BenchmarkQuery(b *testing.B) {
+	ix := filledIndex(b, benchIDs(100_000), 0)
+	for _, q := range []struct {
+		name string
+		ms   []*labels.Matcher
+	}{
+		{"eq_and_set", []*labels.Matcher{mt(b, "__name__", "=", "node_cpu_seconds_total"), mt(b, "mode", "=~", "user|system")}},
+		{"eq_and_regex", []*labels.Matcher{mt(b, "__name__", "=", "node_cpu_seconds_total"), mt(b, "instance", "=~", "host-4.*"), mt(b, "mode", "!=", "idle")}},
+		{"regex_name", []*labels.Matcher{mt(b, "__name__", "=~", "metric_1[0-9]_bucket"), mt(b, "le", "=~", "[0-3]")}},
+		{"negative_only", []*labels.Matcher{mt(b, "job", "!=", "api"), mt(b, "region", "!~", "r[12]")}},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			var n int
+			b.ReportAllocs()
+			cpu := startCPU()
+			for b.Loop() {
+				got, err := ix.Query(q.ms, 0, 1000)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(got)
+			}
+			cpu.report(b, b.N)
+			b.ReportMetric(float64(n), "series")
+		})
+	}
+	b.Run("label_values_instance", func(b *testing.B) {
+		ms := []*labels.Matcher{mt(b, "__name__", "=", "node_cpu_seconds_total"), mt(b, "mode", "=", "user")}
+		for b.Loop() {
+			if _, err := ix.LabelValues("instance", ms, 0, 1000); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkRebuild1M inserts 1M new series into one block, as the start-up
+// rebuild does, and reports throughput and retained heap per series (the
+// index's own copy of each ID included). Run with -benchtime=1x.
+func BenchmarkRebuild1M(b *testing.B) {
+	const n = 1_000_000
+	ids := benchIDs(n)
+	var idBytes int
+	for _, id := range ids {
+		idBytes += len(id)
+	}
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		start, cpu := time.Now(), processCPU()
+		ix := New(2 * 3600 * 1000)
+		for _, id := range ids {
+			if err := ix.Insert(id, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		elapsed, cpuTime := time.Since(start), processCPU()-cpu
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(n/elapsed.Seconds(), "series/s")
+		b.ReportMetric(n/cpuTime.Seconds(), "series/cpu-s")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/series")
+		b.ReportMetric(float64(idBytes)/n, "IDbytes/series")
+		runtime.KeepAlive(ix)
+	}
+}
