@@ -138,6 +138,11 @@ type EmbeddedEtcd struct {
 	PeerURL string `yaml:"peerURL"`
 	// InitialCluster: name=peerURL,... Default: this member alone.
 	InitialCluster string `yaml:"initialCluster"`
+	// ListenClientURL and ListenPeerURL, when set, are where the member
+	// listens if that differs from what it advertises (0.0.0.0 in a
+	// container). Default: the advertised URLs.
+	ListenClientURL string `yaml:"listenClientURL"`
+	ListenPeerURL   string `yaml:"listenPeerURL"`
 }
 
 // Bootstrap configures peer streaming.

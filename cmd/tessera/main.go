@@ -1,0 +1,26 @@
+// Command tessera is the one binary of Tessera: `tessera node` runs a
+// database node, `tessera placement` manages the cluster placement in etcd,
+// `tessera bench` loads a node through remote write and checks it back.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "tessera",
+		Short:         "Tessera: a distributed time-series database for Prometheus",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(nodeCommand(), benchCommand())
+	root.AddCommand(placementCommand()...)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "tessera:", err)
+		os.Exit(1)
+	}
+}

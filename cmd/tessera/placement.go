@@ -1,0 +1,6 @@
+package main
+
+import "github.com/spf13/cobra"
+
+// placementCommand is filled in once the placement CLI lands.
+func placementCommand() []*cobra.Command { return nil }

@@ -1,0 +1,113 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/prometheus/prometheus/prompb"
+	"github.com/tessera-tsdb/tessera/dbnode/remote"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
+)
+
+func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
+	backend, err := a.getBackend()
+	if err != nil {
+		return err
+	}
+	bufp := a.getBuf()
+	defer a.bufs.Put(bufp)
+	body, err := remote.ReadBody(r.Body, r.ContentLength, a.opts.MaxBodyBytes, *bufp)
+	if err != nil {
+		return err
+	}
+	*bufp = body
+	st, _ := a.decoders.Get().(*writeState)
+	if st == nil {
+		st = &writeState{}
+	}
+	defer a.decoders.Put(st)
+	st.raw, err = remote.DecompressInto(st.raw, body, a.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	if err := st.dec.Decode(st.raw); err != nil {
+		return err
+	}
+	samples := st.samples[:0]
+	for _, s := range st.dec.Series {
+		shard := ident.Shard(s.ID, a.opts.NumShards)
+		for _, smp := range s.Samples {
+			samples = append(samples, storage.Sample{ID: s.ID, Shard: shard, T: smp.T, V: smp.V})
+		}
+	}
+	st.samples = samples
+	if err := backend.WriteBatch(r.Context(), a.namespace(r), samples); err != nil {
+		return err
+	}
+	a.m.samplesIn.Inc(int64(len(samples)))
+	a.m.seriesIn.Inc(int64(len(st.dec.Series)))
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (a *API) getBuf() *[]byte {
+	if b, ok := a.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 64<<10)
+	return &b
+}
+
+func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
+	backend, err := a.getBackend()
+	if err != nil {
+		return err
+	}
+	body, err := remote.ReadBody(r.Body, r.ContentLength, a.opts.MaxBodyBytes, nil)
+	if err != nil {
+		return err
+	}
+	req, err := remote.DecodeReadRequest(body, a.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	resp := &prompb.ReadResponse{Results: make([]*prompb.QueryResult, 0, len(req.Queries))}
+	for _, q := range req.Queries {
+		ms, err := remote.Matchers(q.Matchers)
+		if err != nil {
+			return err
+		}
+		series, err := backend.Query(r.Context(), a.namespace(r), ms, q.StartTimestampMs, q.EndTimestampMs)
+		if err != nil {
+			return err
+		}
+		res := &prompb.QueryResult{Timeseries: make([]*prompb.TimeSeries, 0, len(series))}
+		for _, s := range series {
+			ts := &prompb.TimeSeries{}
+			if err := ident.Range(s.ID, func(n, v []byte) {
+				ts.Labels = append(ts.Labels, prompb.Label{Name: string(n), Value: string(v)})
+			}); err != nil {
+				return err
+			}
+			for s.Values.Next() {
+				t, v := s.Values.At()
+				ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
+			}
+			if err := s.Values.Err(); err != nil {
+				return err
+			}
+			if len(ts.Samples) > 0 {
+				res.Timeseries = append(res.Timeseries, ts)
+			}
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	out, err := remote.EncodeReadResponse(resp)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.Header().Set("Content-Encoding", "snappy")
+	_, err = w.Write(out)
+	return err
+}

@@ -1,0 +1,210 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/remote"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/uber-go/tally/v4"
+)
+
+// Options configure the HTTP API.
+type Options struct {
+	// Namespace that remote write and read use unless the request names
+	// one with ?namespace=.
+	Namespace    string
+	MaxBodyBytes int64
+	// NumShards is the placement's shard count (4096 by default).
+	NumShards uint32
+	Logger       *slog.Logger
+	Metrics      tally.Scope
+	// MetricsHandler serves GET /metrics (the tally Prometheus reporter).
+	MetricsHandler http.Handler
+}
+
+// API serves the node's HTTP endpoints. The backend is set once storage
+// has recovered; until then writes and reads answer 503 and /ready too.
+type API struct {
+	opts     Options
+	backend  atomic.Pointer[backendBox]
+	readyMsg atomic.Pointer[string]
+	mux      *http.ServeMux
+
+	bufs     sync.Pool // *[]byte request bodies
+	decoders sync.Pool // *writeState
+
+	m apiMetrics
+}
+
+type backendBox struct{ b Backend }
+
+type writeState struct {
+	dec     remote.WriteDecoder
+	raw     []byte
+	samples []storage.Sample
+}
+
+type apiMetrics struct {
+	samplesIn   tally.Counter
+	seriesIn    tally.Counter
+	writeErrors func(reason string) tally.Counter
+	latency     func(handler string) tally.Histogram
+}
+
+// New builds the API; mount it with Handler.
+func New(opts Options) *API {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = tally.NoopScope
+	}
+	if opts.NumShards == 0 {
+		opts.NumShards = 4096
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 32 << 20
+	}
+	a := &API{opts: opts, mux: http.NewServeMux()}
+	notReady := "recovering: storage is not open yet"
+	a.readyMsg.Store(&notReady)
+	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,
+		100 * time.Millisecond, 500 * time.Millisecond, time.Second, 5 * time.Second, 30 * time.Second}
+	var errMu sync.Mutex
+	errCounters := map[string]tally.Counter{}
+	var latMu sync.Mutex
+	lat := map[string]tally.Histogram{}
+	a.m = apiMetrics{
+		samplesIn: opts.Metrics.Counter("remote_write_samples"),
+		seriesIn:  opts.Metrics.Counter("remote_write_series"),
+		writeErrors: func(reason string) tally.Counter {
+			errMu.Lock()
+			defer errMu.Unlock()
+			c, ok := errCounters[reason]
+			if !ok {
+				c = opts.Metrics.Tagged(map[string]string{"reason": reason}).Counter("remote_write_errors")
+				errCounters[reason] = c
+			}
+			return c
+		},
+		latency: func(h string) tally.Histogram {
+			latMu.Lock()
+			defer latMu.Unlock()
+			c, ok := lat[h]
+			if !ok {
+				c = opts.Metrics.Tagged(map[string]string{"handler": h}).Histogram("request_duration_seconds", buckets)
+				lat[h] = c
+			}
+			return c
+		},
+	}
+	a.handle("POST /api/v1/prom/remote/write", "remote_write", a.remoteWrite)
+	a.handle("POST /api/v1/write", "remote_write", a.remoteWrite)
+	a.handle("POST /api/v1/prom/remote/read", "remote_read", a.remoteRead)
+	a.handle("POST /api/v1/read", "remote_read", a.remoteRead)
+	a.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"ok":true}`)
+	})
+	a.mux.HandleFunc("GET /ready", a.ready)
+	if opts.MetricsHandler != nil {
+		a.mux.Handle("GET /metrics", opts.MetricsHandler)
+	}
+	return a
+}
+
+// Handler is the root handler.
+func (a *API) Handler() http.Handler { return a.mux }
+
+// Mux lets other packages (PromQL API, placement API) add routes.
+func (a *API) Mux() *http.ServeMux { return a.mux }
+
+// SetBackend makes the API serve from b.
+func (a *API) SetBackend(b Backend) { a.backend.Store(&backendBox{b}) }
+
+// SetReady marks the node ready (msg == "") or not ready with a reason
+// shown by /ready, e.g. bootstrap progress.
+func (a *API) SetReady(msg string) { a.readyMsg.Store(&msg) }
+
+func (a *API) ready(w http.ResponseWriter, _ *http.Request) {
+	msg := *a.readyMsg.Load()
+	w.Header().Set("Content-Type", "application/json")
+	if msg != "" || a.backend.Load() == nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "{\"ready\":false,\"reason\":%q}\n", msg)
+		return
+	}
+	fmt.Fprintln(w, `{"ready":true}`)
+}
+
+func (a *API) handle(pattern, name string, h func(http.ResponseWriter, *http.Request) error) {
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		err := h(w, r)
+		a.m.latency(name).RecordDuration(time.Since(start))
+		if err == nil {
+			return
+		}
+		code, reason := classify(err)
+		if name == "remote_write" {
+			a.m.writeErrors(reason).Inc(1)
+		}
+		if code >= 500 {
+			a.opts.Logger.Warn("request failed", "handler", name, "code", code, "err", err)
+		}
+		http.Error(w, err.Error(), code)
+	})
+}
+
+var errNotReady = errors.New("node is not ready: storage is recovering")
+
+// classify maps an error to an HTTP status as the remote write spec asks:
+// 400 for input that can never succeed, 413 for a body too large, 503 for
+// trouble worth retrying.
+func classify(err error) (int, string) {
+	var ie *remote.InputError
+	var tl *remote.TooLargeError
+	var rej *storage.RejectedError
+	switch {
+	case errors.As(err, &tl):
+		return http.StatusRequestEntityTooLarge, "too_large"
+	case errors.As(err, &ie):
+		return http.StatusBadRequest, "bad_request"
+	case errors.As(err, &rej):
+		reason := "rejected"
+		for r := range rej.ByReason {
+			reason = r.String()
+			break
+		}
+		return http.StatusBadRequest, reason
+	case errors.Is(err, storage.ErrUnknownNamespace):
+		return http.StatusBadRequest, "unknown_namespace"
+	case errors.Is(err, commitlog.ErrQueueFull):
+		return http.StatusServiceUnavailable, "commitlog_full"
+	case errors.Is(err, commitlog.ErrClosed), errors.Is(err, errNotReady):
+		return http.StatusServiceUnavailable, "unavailable"
+	}
+	return http.StatusServiceUnavailable, "internal"
+}
+
+func (a *API) getBackend() (Backend, error) {
+	b := a.backend.Load()
+	if b == nil {
+		return nil, errNotReady
+	}
+	return b.b, nil
+}
+
+func (a *API) namespace(r *http.Request) string {
+	if ns := r.URL.Query().Get("namespace"); ns != "" {
+		return ns
+	}
+	return a.opts.Namespace
+}

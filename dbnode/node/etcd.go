@@ -1,0 +1,69 @@
+package node
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tessera-tsdb/tessera/config"
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// startEmbeddedEtcd runs this seed's etcd member. Seeds listed in
+// initialCluster form one etcd cluster; the member's data lives under the
+// node's data directory so a restarted seed rejoins with its state.
+func startEmbeddedEtcd(cfg config.Config) (*embed.Etcd, error) {
+	e := cfg.Etcd.Embedded
+	ec := embed.NewConfig()
+	ec.Name = e.Name
+	ec.Dir = filepath.Join(cfg.DataDir, "etcd")
+	cu, err := url.Parse(e.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcd.embedded.clientURL: %w", err)
+	}
+	pu, err := url.Parse(e.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcd.embedded.peerURL: %w", err)
+	}
+	ec.ListenClientUrls = []url.URL{*cu}
+	ec.AdvertiseClientUrls = []url.URL{*cu}
+	ec.ListenPeerUrls = []url.URL{*pu}
+	ec.AdvertisePeerUrls = []url.URL{*pu}
+	if e.ListenClientURL != "" {
+		lu, err := url.Parse(e.ListenClientURL)
+		if err != nil {
+			return nil, fmt.Errorf("etcd.embedded.listenClientURL: %w", err)
+		}
+		ec.ListenClientUrls = []url.URL{*lu}
+	}
+	if e.ListenPeerURL != "" {
+		lu, err := url.Parse(e.ListenPeerURL)
+		if err != nil {
+			return nil, fmt.Errorf("etcd.embedded.listenPeerURL: %w", err)
+		}
+		ec.ListenPeerUrls = []url.URL{*lu}
+	}
+	ec.InitialCluster = e.InitialCluster
+	ec.InitialClusterToken = "tessera-" + cfg.Cluster.Name
+	ec.ClusterState = embed.ClusterStateFlagNew
+	ec.LogLevel = "error"
+	ec.Logger = "zap"
+	etcd, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd %s: %w", e.Name, err)
+	}
+	// A lone member is ready at once; a seed of several waits for a quorum
+	// of seeds, which the caller tolerates (the node serves from its cached
+	// placement meanwhile), so do not block forever here.
+	if len(strings.Split(e.InitialCluster, ",")) == 1 {
+		select {
+		case <-etcd.Server.ReadyNotify():
+		case <-time.After(60 * time.Second):
+			etcd.Close()
+			return nil, fmt.Errorf("embedded etcd %s did not become ready in 60s", e.Name)
+		}
+	}
+	return etcd, nil
+}

@@ -1,0 +1,479 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/uber-go/tally/v4"
+)
+
+// Sample is one sample of one series, addressed by its canonical ID and
+// the virtual shard the caller computed from it (one hash per series).
+type Sample struct {
+	ID    []byte
+	Shard uint32
+	T     int64 // unix ms
+	V     float64
+}
+
+// Database is the storage engine of one node. It is safe for concurrent
+// use.
+type Database struct {
+	opts       Options
+	namespaces map[string]*namespace
+	nsList     []*namespace
+
+	// writeMu is held shared by writers across "append to commit log, apply
+	// to memory", and exclusively by Tick while it snapshots the commit log
+	// files: every entry of a file listed then is already in memory, so a
+	// file whose blocks have no unflushed memory left is safe to delete.
+	writeMu sync.RWMutex
+	cl      *commitlog.Log
+
+	tickMu      sync.Mutex // one Tick at a time
+	flushedLast bool
+	graveyard   []closer // readers replaced by a newer volume, closed next tick
+
+	entryPool sync.Pool
+	metrics   metrics
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+type closer interface{ Close() error }
+
+type metrics struct {
+	written      tally.Counter
+	rejected     map[Reason]tally.Counter
+	flushes      tally.Counter
+	flushErrors  tally.Counter
+	flushedBytes tally.Counter
+	series       tally.Gauge
+	memSamples   tally.Gauge
+	memBytes     tally.Gauge
+	bytesPerSamp tally.Gauge
+	expired      tally.Counter
+	clRemoved    tally.Counter
+}
+
+func newMetrics(s tally.Scope) metrics {
+	m := metrics{
+		written:      s.Counter("samples_written"),
+		rejected:     map[Reason]tally.Counter{},
+		flushes:      s.Counter("flushes"),
+		flushErrors:  s.Counter("flush_errors"),
+		flushedBytes: s.Counter("flushed_bytes"),
+		series:       s.Gauge("series_in_memory"),
+		memSamples:   s.Gauge("samples_in_memory"),
+		memBytes:     s.Gauge("bytes_in_memory"),
+		bytesPerSamp: s.Gauge("bytes_per_sample"),
+		expired:      s.Counter("blocks_expired"),
+		clRemoved:    s.Counter("commitlog_files_removed"),
+	}
+	for _, r := range []Reason{ReasonTooOld, ReasonTooFarFuture, ReasonColdDisabled, ReasonBadID} {
+		m.rejected[r] = s.Tagged(map[string]string{"reason": r.String()}).Counter("samples_rejected")
+	}
+	return m
+}
+
+// Open recovers a database from its directory: filesets first, then the
+// commit log replayed on top. It returns once recovery is complete.
+func Open(opts Options) (*Database, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	db := &Database{
+		opts:       opts,
+		namespaces: map[string]*namespace{},
+		metrics:    newMetrics(opts.Metrics),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	for _, n := range opts.Namespaces {
+		ns := newNamespace(n, opts.NumShards)
+		db.namespaces[n.Name] = ns
+		db.nsList = append(db.nsList, ns)
+	}
+	if err := opts.FS.MkdirAll(db.dataDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("storage: create data dir: %w", err)
+	}
+	start := time.Now()
+	if err := db.loadFilesets(); err != nil {
+		return nil, err
+	}
+	stats, err := db.openCommitLog()
+	if err != nil {
+		db.closeReaders()
+		return nil, err
+	}
+	opts.Logger.Info("storage recovered",
+		"commitlog_files", stats.Files, "commitlog_entries", stats.Entries,
+		"corrupt_tails", stats.CorruptTails, "took", time.Since(start))
+	if opts.TickEvery > 0 {
+		go db.loop()
+	} else {
+		close(db.done)
+	}
+	return db, nil
+}
+
+func (db *Database) dataDir() string { return filepath.Join(db.opts.Dir, "data") }
+
+func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
+	now := db.opts.Now()
+	replay := func(e commitlog.Entry) error {
+		ns := db.namespaces[e.Namespace]
+		if ns == nil {
+			return nil // namespace removed from config: its data is dropped
+		}
+		if r, _ := ns.check(e.T, now); r == ReasonTooOld {
+			return nil
+		}
+		shard := ident.Shard(e.ID, db.opts.NumShards)
+		return db.apply(ns, e.ID, shard, e.T, e.V)
+	}
+	cl, stats, err := commitlog.Open(commitlog.Options{
+		Dir:         filepath.Join(db.opts.Dir, "commitlog"),
+		FS:          db.opts.FS,
+		Mode:        db.opts.CommitLogMode,
+		FlushEvery:  db.opts.CommitLogFlushEvery,
+		MaxFileSize: db.opts.CommitLogMaxFile,
+		MaxPending:  db.opts.CommitLogMaxPending,
+		Logger:      db.opts.Logger,
+		Metrics:     db.opts.Metrics.SubScope("commitlog"),
+	}, replay)
+	if err != nil {
+		return stats, fmt.Errorf("storage: open commit log: %w", err)
+	}
+	db.cl = cl
+	return stats, nil
+}
+
+// Shard returns the virtual shard of a series ID.
+func (db *Database) Shard(id []byte) uint32 { return ident.Shard(id, db.opts.NumShards) }
+
+// NumShards is the number of virtual shards.
+func (db *Database) NumShards() uint32 { return db.opts.NumShards }
+
+// Namespaces lists the configured namespaces.
+func (db *Database) Namespaces() []NamespaceOptions {
+	out := make([]NamespaceOptions, len(db.nsList))
+	for i, ns := range db.nsList {
+		out[i] = ns.opts
+	}
+	return out
+}
+
+func (db *Database) namespace(name string) (*namespace, error) {
+	ns := db.namespaces[name]
+	if ns == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownNamespace, name)
+	}
+	return ns, nil
+}
+
+// WriteBatch writes samples to namespace ns. Samples the namespace's time
+// rules refuse are skipped and reported in a *RejectedError (permanent);
+// the others are written. Any other error (commit log full or failing) is
+// transient and means none of the batch was acknowledged: the caller may
+// retry it whole, since rewriting a sample is idempotent.
+func (db *Database) WriteBatch(nsName string, batch []Sample) error {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return err
+	}
+	now := db.opts.Now()
+	var rejected *RejectedError
+	entries := db.getEntries(len(batch))
+	defer db.putEntries(entries)
+	accepted := (*entries)[:0]
+	var keep []int // indexes of accepted samples, only built when some are refused
+	for i := range batch {
+		s := &batch[i]
+		reason, msg := ns.check(s.T, now)
+		if reason == 0 && s.Shard >= db.opts.NumShards {
+			reason, msg = ReasonBadID, fmt.Sprintf("shard %d out of range", s.Shard)
+		}
+		if reason != 0 {
+			if rejected == nil {
+				rejected = &RejectedError{}
+				keep = make([]int, 0, len(batch))
+				for j := 0; j < i; j++ {
+					keep = append(keep, j)
+				}
+			}
+			rejected.add(SampleError{Index: i, Reason: reason, Msg: msg})
+			db.metrics.rejected[reason].Inc(1)
+			continue
+		}
+		if rejected != nil {
+			keep = append(keep, i)
+		}
+		accepted = append(accepted, commitlog.Entry{Namespace: nsName, ID: s.ID, T: s.T, V: s.V})
+	}
+	*entries = accepted
+	if len(accepted) > 0 {
+		db.writeMu.RLock()
+		err := db.cl.Write(accepted)
+		if err == nil {
+			if rejected == nil {
+				for i := range batch {
+					if err = db.apply(ns, batch[i].ID, batch[i].Shard, batch[i].T, batch[i].V); err != nil {
+						break
+					}
+				}
+			} else {
+				for _, i := range keep {
+					if err = db.apply(ns, batch[i].ID, batch[i].Shard, batch[i].T, batch[i].V); err != nil {
+						break
+					}
+				}
+			}
+		}
+		db.writeMu.RUnlock()
+		if err != nil {
+			return fmt.Errorf("write batch to namespace %s: %w", nsName, err)
+		}
+		db.metrics.written.Inc(int64(len(accepted)))
+	}
+	if rejected != nil {
+		return rejected
+	}
+	return nil
+}
+
+func (db *Database) getEntries(n int) *[]commitlog.Entry {
+	if v := db.entryPool.Get(); v != nil {
+		e := v.(*[]commitlog.Entry)
+		if cap(*e) >= n {
+			return e
+		}
+	}
+	e := make([]commitlog.Entry, 0, n)
+	return &e
+}
+
+func (db *Database) putEntries(e *[]commitlog.Entry) {
+	clear(*e) // drop references to caller IDs
+	*e = (*e)[:0]
+	db.entryPool.Put(e)
+}
+
+// apply writes one sample to memory and indexes its series for the block
+// the first time the series opens a bucket there.
+func (db *Database) apply(ns *namespace, id []byte, shard uint32, t int64, v float64) error {
+	bs := ns.blockStart(t)
+	newBucket, s, err := ns.shard(shard).write(id, bs, t, v)
+	if err != nil {
+		return fmt.Errorf("shard %d: %w", shard, err)
+	}
+	if newBucket && ns.index != nil {
+		if err := ns.index.Insert(s.id, bs); err != nil {
+			return fmt.Errorf("index series: %w", err)
+		}
+	}
+	return nil
+}
+
+// Read returns the samples of one series in [start, end] (ms, inclusive),
+// merged across filesets and memory, in timestamp order.
+func (db *Database) Read(nsName string, id []byte, start, end int64) (encoding.Iterator, error) {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return nil, err
+	}
+	return db.read(ns, id, db.Shard(id), start, end)
+}
+
+func (db *Database) read(ns *namespace, id []byte, shard uint32, start, end int64) (encoding.Iterator, error) {
+	sh := ns.existingShard(shard)
+	if sh == nil {
+		return emptyIterator{}, nil
+	}
+	its, err := sh.read(id, ns.blockStart(start), ns.blockStart(end))
+	if err != nil {
+		return nil, fmt.Errorf("read shard %d: %w", shard, err)
+	}
+	var it encoding.Iterator
+	switch len(its) {
+	case 0:
+		return emptyIterator{}, nil
+	case 1:
+		it = its[0]
+	default:
+		it = encoding.MergeIterators(its...)
+	}
+	return &rangeIterator{it: it, start: start, end: end}, nil
+}
+
+// SeriesIterator is one series matched by a query.
+type SeriesIterator struct {
+	ID     []byte // aliases index memory: do not modify
+	Shard  uint32
+	Values encoding.Iterator
+}
+
+// QueryOptions narrow a query.
+type QueryOptions struct {
+	// Shards, when set, restricts results to series of shards it accepts
+	// (a clustered node answers only for the shards it owns).
+	Shards func(shard uint32) bool
+	// Limit stops after that many series (0: none).
+	Limit int
+}
+
+// Query returns the series of namespace ns matching all matchers with data
+// in [start, end], each with an iterator over its samples in the range.
+func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels.Matcher, start, end int64, qo QueryOptions) ([]SeriesIterator, error) {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return nil, err
+	}
+	if ns.index == nil {
+		return nil, fmt.Errorf("namespace %s is not indexed: queries by label need index: true", nsName)
+	}
+	ids, err := ns.index.Query(matchers, start, end)
+	if err != nil {
+		return nil, fmt.Errorf("query index: %w", err)
+	}
+	out := make([]SeriesIterator, 0, len(ids))
+	for i, id := range ids {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		shard := db.Shard(id)
+		if qo.Shards != nil && !qo.Shards(shard) {
+			continue
+		}
+		it, err := db.read(ns, id, shard, start, end)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, SeriesIterator{ID: id, Shard: shard, Values: it})
+		if qo.Limit > 0 && len(out) >= qo.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// LabelNames lists label names of series matching matchers in the range.
+func (db *Database) LabelNames(nsName string, matchers []*labels.Matcher, start, end int64) ([]string, error) {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return nil, err
+	}
+	if ns.index == nil {
+		return nil, fmt.Errorf("namespace %s is not indexed", nsName)
+	}
+	return ns.index.LabelNames(matchers, start, end)
+}
+
+// LabelValues lists the values of label name in the range.
+func (db *Database) LabelValues(nsName, name string, matchers []*labels.Matcher, start, end int64) ([]string, error) {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return nil, err
+	}
+	if ns.index == nil {
+		return nil, fmt.Errorf("namespace %s is not indexed", nsName)
+	}
+	return ns.index.LabelValues(name, matchers, start, end)
+}
+
+// Close stops the background loop, flushes and closes the commit log and
+// closes fileset readers. Unflushed memory is recovered from the commit log
+// at the next Open.
+func (db *Database) Close() error {
+	var err error
+	db.once.Do(func() {
+		close(db.stop)
+		<-db.done
+		db.writeMu.Lock()
+		err = db.cl.Close()
+		db.writeMu.Unlock()
+		db.tickMu.Lock()
+		db.closeReaders()
+		db.tickMu.Unlock()
+	})
+	return err
+}
+
+func (db *Database) closeReaders() {
+	for _, ns := range db.nsList {
+		for _, sh := range ns.allShards() {
+			sh.mu.Lock()
+			for bs, r := range sh.blocks {
+				_ = r.Close()
+				delete(sh.blocks, bs)
+			}
+			sh.mu.Unlock()
+		}
+	}
+	for _, c := range db.graveyard {
+		_ = c.Close()
+	}
+	db.graveyard = nil
+}
+
+func (db *Database) loop() {
+	defer close(db.done)
+	t := time.NewTicker(db.opts.TickEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.stop:
+			return
+		case <-t.C:
+			if err := db.Tick(); err != nil {
+				db.opts.Logger.Error("tick", "err", err)
+			}
+		}
+	}
+}
+
+type emptyIterator struct{}
+
+func (emptyIterator) Next() bool              { return false }
+func (emptyIterator) At() (int64, float64)    { return 0, 0 }
+func (emptyIterator) Err() error              { return nil }
+
+// rangeIterator keeps the samples of it inside [start, end].
+type rangeIterator struct {
+	it         encoding.Iterator
+	start, end int64
+	done       bool
+}
+
+func (r *rangeIterator) Next() bool {
+	if r.done {
+		return false
+	}
+	for r.it.Next() {
+		t, _ := r.it.At()
+		if t < r.start {
+			continue
+		}
+		if t > r.end {
+			r.done = true
+			return false
+		}
+		return true
+	}
+	r.done = true
+	return false
+}
+
+func (r *rangeIterator) At() (int64, float64) { return r.it.At() }
+func (r *rangeIterator) Err() error           { return r.it.Err() }

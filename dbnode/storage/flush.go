@@ -1,0 +1,368 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+)
+
+// Tick runs one round of background work: flush every block past its end
+// plus bufferPast (and cold writes to already flushed blocks), expire data
+// past retention, and delete commit log files whose data is all flushed.
+func (db *Database) Tick() error {
+	db.tickMu.Lock()
+	defer db.tickMu.Unlock()
+
+	// Readers replaced at the previous tick are closed now: any read that
+	// picked one up has long finished with it.
+	for _, c := range db.graveyard {
+		_ = c.Close()
+	}
+	db.graveyard = db.graveyard[:0]
+
+	// Snapshot the closed commit log files first (see writeMu).
+	db.writeMu.Lock()
+	var rotateErr error
+	if db.flushedLast {
+		rotateErr = db.cl.Rotate()
+	}
+	files := db.cl.Files()
+	db.writeMu.Unlock()
+	if rotateErr != nil {
+		return fmt.Errorf("rotate commit log: %w", rotateErr)
+	}
+
+	now := db.opts.Now().UnixMilli()
+	var errs []error
+	flushed := false
+	dirty := map[string]map[int64]bool{} // namespace -> block starts with memory left
+	var memSeries, memSamples, memBytes int
+	for _, ns := range db.nsList {
+		d := map[int64]bool{}
+		dirty[ns.opts.Name] = d
+		retentionStart := now - ns.opts.Retention.Milliseconds()
+		expireBefore := ns.blockStart(retentionStart) // blocks ending at or before retention start
+		sealedBefore := now - ns.opts.BufferPast.Milliseconds() - ns.blockSize
+		for _, sh := range ns.allShards() {
+			n, err := db.tickShard(ns, sh, expireBefore, sealedBefore)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			flushed = flushed || n > 0
+			for _, s := range sh.snapshotSeries() {
+				memSeries++
+				s.stats(func(bs int64, samples, bytes int) {
+					d[bs] = true
+					memSamples += samples
+					memBytes += bytes
+				})
+			}
+		}
+		if ns.index != nil {
+			ns.index.DropBlocksBefore(expireBefore)
+		}
+	}
+	db.flushedLast = flushed
+	db.metrics.series.Update(float64(memSeries))
+	db.metrics.memSamples.Update(float64(memSamples))
+	db.metrics.memBytes.Update(float64(memBytes))
+	if memSamples > 0 {
+		db.metrics.bytesPerSamp.Update(float64(memBytes) / float64(memSamples))
+	}
+
+	for _, f := range files {
+		if db.fileStillNeeded(f.Ranges, dirty) {
+			continue
+		}
+		if err := db.cl.Remove(f.Path); err != nil {
+			errs = append(errs, fmt.Errorf("remove commit log %s: %w", f.Path, err))
+			continue
+		}
+		db.metrics.clRemoved.Inc(1)
+	}
+	return errors.Join(errs...)
+}
+
+// fileStillNeeded reports whether a commit log file may hold data not yet
+// in a fileset: some block its samples fall in still has memory.
+func (db *Database) fileStillNeeded(ranges map[string]commitlog.TimeRange, dirty map[string]map[int64]bool) bool {
+	for name, r := range ranges {
+		ns := db.namespaces[name]
+		if ns == nil {
+			continue
+		}
+		d := dirty[name]
+		if len(d) == 0 {
+			continue
+		}
+		from, to := ns.blockStart(r.Min), ns.blockStart(r.Max)
+		for bs := range d {
+			if bs >= from && bs <= to {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tickShard flushes the sealed blocks of one shard and expires old ones.
+// It returns how many blocks it flushed.
+func (db *Database) tickShard(ns *namespace, sh *shard, expireBefore, sealedBefore int64) (int, error) {
+	// Expire first: nothing below is flushed only to be deleted.
+	sh.mu.Lock()
+	for bs, r := range sh.blocks {
+		if bs < expireBefore {
+			delete(sh.blocks, bs)
+			db.graveyard = append(db.graveyard, removeOnClose{r: r, db: db})
+			db.metrics.expired.Inc(1)
+		}
+	}
+	sh.mu.Unlock()
+
+	all := sh.snapshotSeries()
+	var emptied []*series
+	toFlush := map[int64][]*series{}
+	for _, s := range all {
+		s.mu.Lock()
+		for _, b := range s.buckets {
+			if b.start <= sealedBefore && b.start >= expireBefore {
+				toFlush[b.start] = append(toFlush[b.start], s)
+			}
+		}
+		s.mu.Unlock()
+		if s.dropBefore(expireBefore) {
+			emptied = append(emptied, s)
+		}
+	}
+	starts := make([]int64, 0, len(toFlush))
+	for bs := range toFlush {
+		starts = append(starts, bs)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	var errs []error
+	n := 0
+	for _, bs := range starts {
+		ss := dedupe(toFlush[bs])
+		if err := db.flushBlock(ns, sh, bs, ss); err != nil {
+			db.metrics.flushErrors.Inc(1)
+			errs = append(errs, fmt.Errorf("flush namespace %s shard %d block %d: %w", ns.opts.Name, sh.id, bs, err))
+			continue
+		}
+		n++
+		for _, s := range ss {
+			s.mu.Lock()
+			if len(s.buckets) == 0 {
+				emptied = append(emptied, s)
+			}
+			s.mu.Unlock()
+		}
+	}
+	if len(emptied) > 0 {
+		sh.removeIfEmpty(emptied)
+	}
+	return n, errors.Join(errs...)
+}
+
+func dedupe(ss []*series) []*series {
+	seen := make(map[*series]bool, len(ss))
+	out := ss[:0]
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// flushBlock writes the memory of block bs of the given series, merged with
+// the block's existing fileset if there is one, as the next volume.
+func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*series) error {
+	mem := make(map[string]encoding.Iterator, len(ss))
+	for _, s := range ss {
+		if it := s.startFlush(bs); it != nil {
+			mem[string(s.id)] = it
+		}
+	}
+	if len(mem) == 0 {
+		return nil
+	}
+	prev := sh.reader(bs)
+	var out []fileset.Series
+	if prev != nil {
+		// Cold flush: carry every series of the old volume over, merging
+		// those that have new samples (memory wins on equal timestamps).
+		err := prev.RangeData(func(id, data []byte) error {
+			it, ok := mem[string(id)]
+			if !ok {
+				out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...), Samples: -1})
+				return nil
+			}
+			delete(mem, string(id))
+			merged := encoding.MergeIterators(encoding.NewSealedIterator(append([]byte(nil), data...)), it)
+			fs, err := sealSeries(id, merged)
+			if err != nil {
+				return err
+			}
+			out = append(out, fs)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("merge with volume %d: %w", prev.ID().Volume, err)
+		}
+	}
+	for id, it := range mem {
+		fs, err := sealSeries([]byte(id), it)
+		if err != nil {
+			return err
+		}
+		out = append(out, fs)
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID, out[j].ID) < 0 })
+	samples := 0
+	for i := range out {
+		if out[i].Samples < 0 {
+			n, err := countSealed(out[i].Data)
+			if err != nil {
+				return fmt.Errorf("count samples of carried-over series: %w", err)
+			}
+			out[i].Samples = n
+		}
+		samples += out[i].Samples
+	}
+
+	id := fileset.ID{Namespace: ns.opts.Name, Shard: sh.id, BlockStart: bs}
+	if prev != nil {
+		id.Volume = prev.ID().Volume + 1
+	}
+	if err := fileset.Write(db.opts.FS, db.dataDir(), id, ns.blockSize, out); err != nil {
+		return err
+	}
+	r, err := fileset.Open(db.opts.FS, db.dataDir(), id)
+	if err != nil {
+		return fmt.Errorf("reopen written fileset: %w", err)
+	}
+	db.metrics.flushes.Inc(1)
+	db.metrics.flushedBytes.Inc(r.DiskSize())
+
+	// Make the new volume visible, then drop the memory it holds: a read in
+	// between sees both, which merge to the same samples.
+	sh.mu.Lock()
+	sh.blocks[bs] = r
+	sh.mu.Unlock()
+	if ns.index != nil {
+		for i := range out {
+			if err := ns.index.Insert(out[i].ID, bs); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range ss {
+		s.finishFlush(bs)
+	}
+	if prev != nil {
+		db.graveyard = append(db.graveyard, removeOnClose{r: prev, db: db})
+	}
+	return nil
+}
+
+func sealSeries(id []byte, it encoding.Iterator) (fileset.Series, error) {
+	stream, n, err := encoding.Encode(it)
+	if err != nil {
+		return fileset.Series{}, fmt.Errorf("encode series: %w", err)
+	}
+	sealed, err := encoding.Seal(stream)
+	if err != nil {
+		return fileset.Series{}, fmt.Errorf("seal series: %w", err)
+	}
+	return fileset.Series{ID: append([]byte(nil), id...), Data: sealed, Samples: n}, nil
+}
+
+func countSealed(data []byte) (int, error) {
+	it := encoding.NewSealedIterator(data)
+	n := 0
+	for it.Next() {
+		n++
+	}
+	return n, it.Err()
+}
+
+// removeOnClose closes a replaced or expired reader and deletes its files.
+type removeOnClose struct {
+	r  *fileset.Reader
+	db *Database
+}
+
+func (x removeOnClose) Close() error {
+	err := x.r.Close()
+	if rerr := fileset.Remove(x.db.opts.FS, x.db.dataDir(), x.r.ID()); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
+// loadFilesets opens the latest complete volume of every block of every
+// shard, deletes incomplete, superseded and expired filesets, and indexes
+// the series of what it keeps.
+func (db *Database) loadFilesets() error {
+	now := db.opts.Now().UnixMilli()
+	for _, ns := range db.nsList {
+		expireBefore := ns.blockStart(now - ns.opts.Retention.Milliseconds())
+		shards, err := fileset.Shards(db.opts.FS, db.dataDir(), ns.opts.Name)
+		if err != nil {
+			return fmt.Errorf("list shards of namespace %s: %w", ns.opts.Name, err)
+		}
+		for _, shardID := range shards {
+			if shardID >= db.opts.NumShards {
+				db.opts.Logger.Warn("ignoring fileset shard beyond numShards", "namespace", ns.opts.Name, "shard", shardID)
+				continue
+			}
+			if n, err := fileset.RemoveIncomplete(db.opts.FS, db.dataDir(), ns.opts.Name, shardID); err != nil {
+				return fmt.Errorf("remove incomplete filesets of shard %d: %w", shardID, err)
+			} else if n > 0 {
+				db.opts.Logger.Warn("removed incomplete filesets", "namespace", ns.opts.Name, "shard", shardID, "count", n)
+			}
+			ids, err := fileset.List(db.opts.FS, db.dataDir(), ns.opts.Name, shardID)
+			if err != nil {
+				return fmt.Errorf("list filesets of shard %d: %w", shardID, err)
+			}
+			latest := map[int64]fileset.ID{}
+			for _, id := range ids {
+				if cur, ok := latest[id.BlockStart]; !ok || id.Volume > cur.Volume {
+					latest[id.BlockStart] = id
+				}
+			}
+			sh := ns.shard(shardID)
+			for _, id := range ids {
+				if id.BlockStart < expireBefore || latest[id.BlockStart] != id {
+					if err := fileset.Remove(db.opts.FS, db.dataDir(), id); err != nil {
+						return fmt.Errorf("remove obsolete fileset %+v: %w", id, err)
+					}
+					continue
+				}
+				r, err := fileset.Open(db.opts.FS, db.dataDir(), id)
+				if err != nil {
+					// A corrupt fileset must not stop the node: the data
+					// may still be on peers or in the commit log.
+					db.opts.Logger.Error("skipping unreadable fileset", "fileset", id, "err", err)
+					continue
+				}
+				sh.blocks[id.BlockStart] = r
+				if ns.index != nil {
+					bs := id.BlockStart
+					if err := r.RangeIndex(func(sid []byte, _ uint64, _ int, _ int) error {
+						return ns.index.Insert(append([]byte(nil), sid...), bs)
+					}); err != nil {
+						return fmt.Errorf("index fileset %+v: %w", id, err)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package storage
+
+import (
+	"sync"
+	"time"
+
+	"github.com/tessera-tsdb/tessera/dbnode/index"
+)
+
+// namespace holds the shards and tag index of one namespace.
+type namespace struct {
+	opts      NamespaceOptions
+	blockSize int64 // ms
+	index     *index.Index // nil when the namespace is not indexed
+
+	mu     sync.RWMutex
+	shards []*shard // by shard number; nil until first used
+}
+
+func newNamespace(opts NamespaceOptions, numShards uint32) *namespace {
+	ns := &namespace{
+		opts:      opts,
+		blockSize: opts.BlockSize.Milliseconds(),
+		shards:    make([]*shard, numShards),
+	}
+	if opts.Index {
+		ns.index = index.New(ns.blockSize)
+	}
+	return ns
+}
+
+func (ns *namespace) blockStart(t int64) int64 {
+	// Floor division, correct for negative timestamps too.
+	bs := t - t%ns.blockSize
+	if t%ns.blockSize < 0 {
+		bs -= ns.blockSize
+	}
+	return bs
+}
+
+// shard returns shard i, creating it on first use.
+func (ns *namespace) shard(i uint32) *shard {
+	ns.mu.RLock()
+	sh := ns.shards[i]
+	ns.mu.RUnlock()
+	if sh != nil {
+		return sh
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.shards[i] == nil {
+		ns.shards[i] = newShard(i)
+	}
+	return ns.shards[i]
+}
+
+func (ns *namespace) existingShard(i uint32) *shard {
+	ns.mu.RLock()
+	defer ns.mu.RUnlock()
+	return ns.shards[i]
+}
+
+func (ns *namespace) allShards() []*shard {
+	ns.mu.RLock()
+	defer ns.mu.RUnlock()
+	out := make([]*shard, 0, len(ns.shards))
+	for _, sh := range ns.shards {
+		if sh != nil {
+			out = append(out, sh)
+		}
+	}
+	return out
+}
+
+// check applies the namespace's time rules to a sample at t, now being
+// the wall clock; it returns 0 when the sample is accepted.
+func (ns *namespace) check(t int64, now time.Time) (Reason, string) {
+	nowMs := now.UnixMilli()
+	if limit := nowMs + ns.opts.BufferFuture.Milliseconds(); t > limit {
+		return ReasonTooFarFuture, "sample at " + time.UnixMilli(t).UTC().Format(time.RFC3339Nano) +
+			" is too far in the future: " + fmtAge(time.Duration(t-limit)*time.Millisecond) +
+			" past now+bufferFuture (" + ns.opts.BufferFuture.String() + ")"
+	}
+	if limit := nowMs - ns.opts.Retention.Milliseconds(); t < limit {
+		return ReasonTooOld, "sample at " + time.UnixMilli(t).UTC().Format(time.RFC3339Nano) +
+			" is out of retention: " + fmtAge(time.Duration(limit-t)*time.Millisecond) +
+			" older than now-retention (" + ns.opts.Retention.String() + ")"
+	}
+	if !ns.opts.ColdWrites {
+		if limit := nowMs - ns.opts.BufferPast.Milliseconds(); t < limit {
+			return ReasonColdDisabled, "sample at " + time.UnixMilli(t).UTC().Format(time.RFC3339Nano) +
+				" is too far in the past: " + fmtAge(time.Duration(limit-t)*time.Millisecond) +
+				" older than now-bufferPast (" + ns.opts.BufferPast.String() + ") and cold writes are disabled"
+		}
+	}
+	return 0, ""
+}

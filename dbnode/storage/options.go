@@ -1,0 +1,92 @@
+package storage
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tessera-tsdb/tessera/config"
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/vfs"
+	"github.com/uber-go/tally/v4"
+)
+
+// NamespaceOptions are the time rules of one namespace.
+type NamespaceOptions struct {
+	Name         string
+	Retention    time.Duration
+	BlockSize    time.Duration
+	BufferPast   time.Duration
+	BufferFuture time.Duration
+	ColdWrites   bool
+	Index        bool
+}
+
+// NamespaceFromConfig converts the YAML form.
+func NamespaceFromConfig(c config.Namespace) NamespaceOptions {
+	return NamespaceOptions{
+		Name: c.Name, Retention: c.Retention, BlockSize: c.BlockSize,
+		BufferPast: c.BufferPast, BufferFuture: c.BufferFuture,
+		ColdWrites: c.ColdWritesEnabled(), Index: c.IndexEnabled(),
+	}
+}
+
+// Options configure a Database.
+type Options struct {
+	// Dir is the data directory: commit log under Dir/commitlog, filesets
+	// under Dir/data.
+	Dir string
+	// FS is the file-system seam; vfs.OS() when nil.
+	FS         vfs.FS
+	Namespaces []NamespaceOptions
+	// NumShards is the number of virtual shards (4096 by default).
+	NumShards uint32
+	// CommitLogMode, CommitLogFlushEvery, ... configure the commit log.
+	CommitLogMode       commitlog.Mode
+	CommitLogFlushEvery time.Duration
+	CommitLogMaxFile    int64
+	CommitLogMaxPending int64
+	// TickEvery is how often the background loop flushes sealed blocks,
+	// expires data and deletes flushed commit logs. 0 disables the loop
+	// (tests call Tick themselves).
+	TickEvery time.Duration
+	// Now is the clock; time.Now when nil. A seam for tests.
+	Now     func() time.Time
+	Logger  *slog.Logger
+	Metrics tally.Scope
+}
+
+func (o *Options) defaults() error {
+	if o.Dir == "" {
+		return fmt.Errorf("storage: options: Dir is empty")
+	}
+	if o.FS == nil {
+		o.FS = vfs.OS()
+	}
+	if o.NumShards == 0 {
+		o.NumShards = 4096
+	}
+	if len(o.Namespaces) == 0 {
+		return fmt.Errorf("storage: options: no namespaces")
+	}
+	seen := map[string]bool{}
+	for _, n := range o.Namespaces {
+		if n.BlockSize <= 0 || n.Retention < n.BlockSize || n.BufferPast <= 0 || n.BufferFuture <= 0 {
+			return fmt.Errorf("storage: namespace %q: bad time options %+v", n.Name, n)
+		}
+		if seen[n.Name] {
+			return fmt.Errorf("storage: namespace %q defined twice", n.Name)
+		}
+		seen[n.Name] = true
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = tally.NoopScope
+	}
+	return nil
+}

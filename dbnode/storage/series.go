@@ -1,0 +1,132 @@
+package storage
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+)
+
+// series is one series' in-memory state in a shard. Its id is immutable
+// and read without the lock; buckets are guarded by mu.
+type series struct {
+	id []byte
+
+	mu      sync.Mutex
+	buckets []*bucket // few: one per open block, plus flushing/cold ones
+	// removed is set when the shard dropped this series from its map after
+	// a flush emptied it; a writer still holding the pointer must look the
+	// series up again instead of writing into an orphan.
+	removed bool
+}
+
+var errSeriesRemoved = errors.New("series removed from shard")
+
+// write appends a sample to the writable bucket of its block. It returns
+// whether a new bucket was opened (the caller then indexes the series for
+// that block).
+func (s *series) write(blockStart, t int64, v float64) (newBucket bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.removed {
+		return false, errSeriesRemoved
+	}
+	var b *bucket
+	for _, c := range s.buckets {
+		if c.start == blockStart && !c.flushing {
+			b = c
+			break
+		}
+	}
+	if b == nil {
+		b = &bucket{start: blockStart}
+		s.buckets = append(s.buckets, b)
+		newBucket = true
+	}
+	return newBucket, b.write(t, v)
+}
+
+// iterators returns copies of the buckets of blocks in [from, to] (block
+// starts), flushing buckets before open ones so open (newer) data wins.
+func (s *series) iterators(from, to int64) []encoding.Iterator {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var its []encoding.Iterator
+	for pass := 0; pass < 2; pass++ {
+		for _, b := range s.buckets {
+			if b.start < from || b.start > to || b.flushing != (pass == 0) {
+				continue
+			}
+			its = append(its, b.iterator(true))
+		}
+	}
+	return its
+}
+
+// startFlush marks the writable buckets of blockStart as flushing and
+// returns their merged iterator (nil when the series has none).
+func (s *series) startFlush(blockStart int64) encoding.Iterator {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var its []encoding.Iterator
+	for _, b := range s.buckets {
+		if b.start == blockStart {
+			// A bucket already flushing belongs to a failed earlier attempt:
+			// fold it in again; it is older than the open one, so first.
+			b.flushing = true
+			its = append(its, b.iterator(true))
+		}
+	}
+	switch len(its) {
+	case 0:
+		return nil
+	case 1:
+		return its[0]
+	}
+	return encoding.MergeIterators(its...)
+}
+
+// finishFlush drops the flushing buckets of blockStart once their fileset
+// is durable and visible. It reports whether the series is now empty.
+func (s *series) finishFlush(blockStart int64) (empty bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := s.buckets[:0]
+	for _, b := range s.buckets {
+		if b.start == blockStart && b.flushing {
+			continue
+		}
+		kept = append(kept, b)
+	}
+	for i := len(kept); i < len(s.buckets); i++ {
+		s.buckets[i] = nil
+	}
+	s.buckets = kept
+	return len(s.buckets) == 0
+}
+
+// dropBefore forgets buckets of blocks starting before t (retention).
+func (s *series) dropBefore(t int64) (empty bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := s.buckets[:0]
+	for _, b := range s.buckets {
+		if b.start >= t {
+			kept = append(kept, b)
+		}
+	}
+	for i := len(kept); i < len(s.buckets); i++ {
+		s.buckets[i] = nil
+	}
+	s.buckets = kept
+	return len(s.buckets) == 0
+}
+
+// blockStarts lists the block starts with unflushed data.
+func (s *series) stats(fn func(blockStart int64, samples, bytes int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.buckets {
+		fn(b.start, b.samples(), b.memBytes())
+	}
+}

@@ -1,0 +1,137 @@
+package storage
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+)
+
+// shard owns the series of one virtual shard of one namespace: the
+// in-memory series map and the flushed filesets, one (latest) volume per
+// block.
+type shard struct {
+	id uint32
+
+	mu     sync.RWMutex
+	series map[string]*series
+	blocks map[int64]*fileset.Reader // block start -> latest complete volume
+}
+
+func newShard(id uint32) *shard {
+	return &shard{id: id, series: map[string]*series{}, blocks: map[int64]*fileset.Reader{}}
+}
+
+// write appends one sample, creating the series on its first write. It
+// reports whether the series opened a bucket for the block (then the caller
+// indexes it) and the series.
+func (sh *shard) write(id []byte, blockStart, t int64, v float64) (bool, *series, error) {
+	for {
+		s := sh.getOrCreate(id)
+		newBucket, err := s.write(blockStart, t, v)
+		if err == errSeriesRemoved {
+			continue
+		}
+		return newBucket, s, err
+	}
+}
+
+// getOrCreate returns the series for id, creating it on first write.
+func (sh *shard) getOrCreate(id []byte) *series {
+	sh.mu.RLock()
+	s := sh.series[string(id)]
+	sh.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s = sh.series[string(id)]; s == nil {
+		s = &series{id: append([]byte(nil), id...)}
+		sh.series[string(s.id)] = s
+	}
+	return s
+}
+
+func (sh *shard) lookup(id []byte) *series {
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.series[string(id)]
+}
+
+// read returns the iterators over id's data in blocks [from, to]: filesets
+// first (oldest), memory last (newest wins on equal timestamps).
+func (sh *shard) read(id []byte, from, to int64) ([]encoding.Iterator, error) {
+	sh.mu.RLock()
+	var readers []*fileset.Reader
+	for start, r := range sh.blocks {
+		if start >= from && start <= to {
+			readers = append(readers, r)
+		}
+	}
+	s := sh.series[string(id)]
+	sh.mu.RUnlock()
+	sort.Slice(readers, func(i, j int) bool { return readers[i].ID().BlockStart < readers[j].ID().BlockStart })
+
+	var its []encoding.Iterator
+	for _, r := range readers {
+		data, ok, err := r.Read(id)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			its = append(its, encoding.NewSealedIterator(data))
+		}
+	}
+	if s != nil {
+		its = append(its, s.iterators(from, to)...)
+	}
+	return its, nil
+}
+
+// snapshotSeries returns the series currently in memory.
+func (sh *shard) snapshotSeries() []*series {
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	out := make([]*series, 0, len(sh.series))
+	for _, s := range sh.series {
+		out = append(out, s)
+	}
+	return out
+}
+
+// removeIfEmpty drops series with no buckets left, so flushed series free
+// their memory. It marks them removed under the series lock, so a writer
+// that found the series just before sees the mark and looks it up again.
+func (sh *shard) removeIfEmpty(ss []*series) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, s := range ss {
+		s.mu.Lock()
+		if len(s.buckets) == 0 && !s.removed {
+			if cur := sh.series[string(s.id)]; cur == s {
+				delete(sh.series, string(s.id))
+			}
+			s.removed = true
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (sh *shard) reader(blockStart int64) *fileset.Reader {
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.blocks[blockStart]
+}
+
+func (sh *shard) blockStarts() []int64 {
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	out := make([]int64, 0, len(sh.blocks))
+	for s := range sh.blocks {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
