@@ -23,8 +23,8 @@ type Options struct {
 	MaxBodyBytes int64
 	// NumShards is the placement's shard count (4096 by default).
 	NumShards uint32
-	Logger       *slog.Logger
-	Metrics      tally.Scope
+	Logger    *slog.Logger
+	Metrics   tally.Scope
 	// MetricsHandler serves GET /metrics (the tally Prometheus reporter).
 	MetricsHandler http.Handler
 }

@@ -445,9 +445,9 @@ func (db *Database) loop() {
 
 type emptyIterator struct{}
 
-func (emptyIterator) Next() bool              { return false }
-func (emptyIterator) At() (int64, float64)    { return 0, 0 }
-func (emptyIterator) Err() error              { return nil }
+func (emptyIterator) Next() bool           { return false }
+func (emptyIterator) At() (int64, float64) { return 0, 0 }
+func (emptyIterator) Err() error           { return nil }
 
 // rangeIterator keeps the samples of it inside [start, end].
 type rangeIterator struct {

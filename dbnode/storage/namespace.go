@@ -10,7 +10,7 @@ import (
 // namespace holds the shards and tag index of one namespace.
 type namespace struct {
 	opts      NamespaceOptions
-	blockSize int64 // ms
+	blockSize int64        // ms
 	index     *index.Index // nil when the namespace is not indexed
 
 	mu     sync.RWMutex
