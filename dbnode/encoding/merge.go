@@ -44,20 +44,21 @@ func (m *mergeIterator) Next() bool {
 				return false
 			}
 		}
+	} else {
+		// Advance the inputs whose head was the last sample: the winner
+		// and every input that had the same timestamp.
+		for len(m.heap) > 0 && m.heap[0].t == m.t {
+			i := m.heap[0].idx
+			m.pop()
+			if !m.push(i) {
+				return false
+			}
+		}
 	}
 	if len(m.heap) == 0 {
 		return false
 	}
-	top := m.heap[0]
-	m.t, m.v = top.t, top.v
-	// Advance the winner and every input that had the same timestamp.
-	for len(m.heap) > 0 && m.heap[0].t == top.t {
-		i := m.heap[0].idx
-		m.pop()
-		if !m.push(i) {
-			return false
-		}
-	}
+	m.t, m.v = m.heap[0].t, m.heap[0].v
 	return true
 }
 

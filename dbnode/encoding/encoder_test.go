@@ -1,0 +1,121 @@
+package encoding
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestEncoderOutOfOrder(t *testing.T) {
+	e := NewEncoder()
+	require.NoError(t, e.Append(100, 1))
+	require.NoError(t, e.Append(200, 2))
+	before := slices.Clone(e.Bytes())
+	for _, ts := range []int64{200, 199, math.MinInt64} {
+		require.ErrorIs(t, e.Append(ts, 3), ErrOutOfOrder)
+	}
+	require.Equal(t, before, e.Bytes(), "a rejected sample leaves the stream unchanged")
+	require.Equal(t, 2, e.Len())
+	require.Equal(t, int64(200), e.LastTimestamp())
+	require.NoError(t, e.Append(201, 3))
+	requireSamples(t, []sample{{100, 1}, {200, 2}, {201, 3}}, NewIterator(e.Bytes()))
+}
+
+func TestEncoderEmptyAndReset(t *testing.T) {
+	e := NewEncoder()
+	require.Equal(t, 0, e.Len())
+	requireSamples(t, nil, NewIterator(e.Bytes()))
+	requireSamples(t, nil, NewIterator(nil))
+
+	require.NoError(t, e.Append(5, 1.5))
+	require.NoError(t, e.Append(6, 2.5))
+	e.Reset()
+	require.Equal(t, 0, e.Len())
+	requireSamples(t, nil, NewIterator(e.Bytes()))
+	// After Reset any timestamp is accepted again, and the old samples
+	// are gone even though the buffer is reused.
+	require.NoError(t, e.Append(1, 7))
+	require.Equal(t, int64(1), e.LastTimestamp())
+	requireSamples(t, []sample{{1, 7}}, NewIterator(e.Bytes()))
+}
+
+// TestBytesDoesNotAliasCallerAppends checks that appending to the slice
+// Bytes returned cannot scribble over the encoder's buffer.
+func TestBytesDoesNotAliasCallerAppends(t *testing.T) {
+	e := NewEncoder()
+	in := at(1, 2, 3)
+	for _, s := range in {
+		require.NoError(t, e.Append(s.t, s.v))
+	}
+	b := e.Bytes()
+	_ = append(b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	require.NoError(t, e.Append(1_700_000_030_000, 4))
+	requireSamples(t, append(in, sample{1_700_000_030_000, 4}), NewIterator(e.Bytes()))
+}
+
+// TestBytesEveryStep decodes Bytes after every Append of a long, mixed
+// series: the stream is complete at every point, not only at the end.
+func TestBytesEveryStep(t *testing.T) {
+	in := conformanceCases()["mode switches"]
+	in = append(in, conformanceCases()["specials"]...)
+	for i := range in {
+		in[i].t = int64(i) * 1000
+	}
+	e := NewEncoder()
+	for i, s := range in {
+		require.NoError(t, e.Append(s.t, s.v))
+		requireSamples(t, in[:i+1], NewIterator(e.Bytes()))
+	}
+}
+
+func TestFindScale(t *testing.T) {
+	for _, tc := range []struct {
+		v     float64
+		n     int64
+		scale uint8
+		ok    bool
+	}{
+		{0, 0, 0, true},
+		{math.Copysign(0, -1), 0, 0, false},
+		{12345, 12345, 0, true},
+		{-7, -7, 0, true},
+		{0.5, 5, 1, true},
+		{12345.67, 1234567, 2, true},
+		{0.001, 1, 3, true},
+		{1e-6, 1, 6, true},
+		{1e-7, 0, 0, false},
+		{math.Pi, 0, 0, false},
+		{0.30000000000000004, 0, 0, false},
+		{math.NaN(), 0, 0, false},
+		{math.Inf(1), 0, 0, false},
+		{0x1p63, 0, 0, false},
+		{-0x1p63, 0, 0, false}, // fits int64, but not the open range toInt checks
+		{float64(math.MaxInt64 - 1023), math.MaxInt64 - 1023, 0, true},
+	} {
+		n, s, ok := findScale(tc.v)
+		require.Equal(t, tc.ok, ok, "%v", tc.v)
+		if ok {
+			require.Equal(t, tc.n, n, "%v", tc.v)
+			require.Equal(t, tc.scale, s, "%v", tc.v)
+			require.Equal(t, math.Float64bits(tc.v), math.Float64bits(fromInt(n, s)))
+		}
+	}
+}
+
+func TestRiceRoundTrip(t *testing.T) {
+	zs := []uint64{0, 1, 2, 3, 100, 1 << 20, 1<<63 + 5, math.MaxUint64, 7, 0}
+	for k := uint(0); k <= 62; k++ {
+		var w bitWriter
+		w.reset(0)
+		for _, z := range zs {
+			writeRice(&w, z, k)
+		}
+		r := newBitReader(w.bytes(), 0)
+		for _, z := range zs {
+			require.Equal(t, z, readRice(&r, k), "k=%d", k)
+		}
+		require.True(t, r.ok())
+	}
+}
