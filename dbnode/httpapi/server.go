@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,6 +115,11 @@ func New(opts Options) *API {
 		fmt.Fprintln(w, `{"ok":true}`)
 	})
 	a.mux.HandleFunc("GET /ready", a.ready)
+	// Profiles, as Prometheus and etcd serve them, for "why is it slow".
+	a.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	a.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	a.mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	a.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	if opts.MetricsHandler != nil {
 		a.mux.Handle("GET /metrics", opts.MetricsHandler)
 	}
