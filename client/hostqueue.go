@@ -1,0 +1,143 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+)
+
+// hostQueue batches writes to one remote host: concurrent callers' batches
+// queued while an RPC is in flight are coalesced into the next one (up to
+// maxBatch samples), so many small requests cost few round trips, and a
+// large one is split. Up to `workers` RPCs are in flight per host.
+type hostQueue struct {
+	endpoint string
+	client   *rpc.Client
+	maxBatch int
+	timeout  time.Duration
+
+	ops  chan *writeOp
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+type writeOp struct {
+	ctx     context.Context
+	ns      string
+	samples []storage.Sample
+	done    chan error
+}
+
+const hostWorkers = 4
+
+func newHostQueue(endpoint string, c *rpc.Client, maxBatch int, timeout time.Duration) *hostQueue {
+	h := &hostQueue{endpoint: endpoint, client: c, maxBatch: maxBatch, timeout: timeout,
+		ops: make(chan *writeOp, 1024), stop: make(chan struct{})}
+	for i := 0; i < hostWorkers; i++ {
+		h.wg.Add(1)
+		go h.run()
+	}
+	return h
+}
+
+func (h *hostQueue) write(ctx context.Context, ns string, samples []storage.Sample) error {
+	op := &writeOp{ctx: ctx, ns: ns, samples: samples, done: make(chan error, 1)}
+	select {
+	case h.ops <- op:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-h.stop:
+		return errHostClosed
+	}
+	select {
+	case err := <-op.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var errHostClosed = &ConsistencyError{Msg: "session closed"}
+
+func (h *hostQueue) run() {
+	defer h.wg.Done()
+	for {
+		var first *writeOp
+		select {
+		case first = <-h.ops:
+		case <-h.stop:
+			return
+		}
+		batch := []*writeOp{first}
+		n := len(first.samples)
+		// Coalesce what is already queued for the same namespace.
+	drain:
+		for n < h.maxBatch {
+			select {
+			case op := <-h.ops:
+				if op.ns != first.ns {
+					h.send([]*writeOp{op}) // rare: another namespace
+					continue
+				}
+				batch = append(batch, op)
+				n += len(op.samples)
+			default:
+				break drain
+			}
+		}
+		h.send(batch)
+	}
+}
+
+// send writes a batch of ops as one RPC and completes every op with the
+// outcome. Ops whose context is already done are dropped from it.
+func (h *hostQueue) send(ops []*writeOp) {
+	live := ops[:0]
+	for _, op := range ops {
+		if op.ctx.Err() != nil {
+			op.done <- op.ctx.Err()
+			continue
+		}
+		live = append(live, op)
+	}
+	if len(live) == 0 {
+		return
+	}
+	req := &rpc.WriteRequest{Namespace: live[0].ns}
+	idx := map[string]int{}
+	for _, op := range live {
+		for _, s := range op.samples {
+			i, ok := idx[string(s.ID)]
+			if !ok {
+				i = len(req.Series)
+				idx[string(s.ID)] = i
+				req.Series = append(req.Series, rpc.WriteSeries{ID: s.ID, Shard: s.Shard})
+			}
+			req.Series[i].Samples = append(req.Series[i].Samples, rpc.Sample{T: s.T, V: s.V})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+	resp, err := h.client.WriteBatch(ctx, req)
+	cancel()
+	for _, op := range live {
+		switch {
+		case err != nil:
+			op.done <- err
+		case resp.Rejected > 0:
+			// Rejections are per coalesced RPC; they come from time rules
+			// every replica applies alike, so report them to every op.
+			op.done <- &storage.RejectedError{Total: resp.Rejected, Examples: []storage.SampleError{{Msg: resp.RejectMsg}}}
+		default:
+			op.done <- nil
+		}
+	}
+}
+
+func (h *hostQueue) close() error {
+	close(h.stop)
+	h.wg.Wait()
+	return h.client.Close()
+}
