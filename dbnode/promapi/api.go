@@ -1,0 +1,458 @@
+package promapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/timestamp"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/prometheus/prometheus/util/stats"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+)
+
+// API serves the Prometheus HTTP query API over a Backend. It is safe for
+// concurrent use.
+type API struct {
+	b      httpapi.Backend
+	opts   Options
+	engine *promql.Engine
+	parser parser.Parser
+}
+
+// New returns the query API over b. Options left zero take the defaults
+// (namespace "default", timeout 2m, 50,000,000 samples, lookback 5m).
+func New(b httpapi.Backend, opts Options) *API {
+	opts = opts.withDefaults()
+	eo := opts.engineOpts()
+	return &API{b: b, opts: opts, engine: promql.NewEngine(eo), parser: parser.NewParser(parser.Options{})}
+}
+
+// Register adds the endpoints to mux: query, query_range, series and labels
+// answer GET and form POST, as in Prometheus; label values and buildinfo
+// answer GET.
+func (a *API) Register(mux *http.ServeMux) {
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		mux.HandleFunc(m+" /api/v1/query", a.wrap(a.query))
+		mux.HandleFunc(m+" /api/v1/query_range", a.wrap(a.queryRange))
+		mux.HandleFunc(m+" /api/v1/series", a.wrap(a.series))
+		mux.HandleFunc(m+" /api/v1/labels", a.wrap(a.labelNames))
+	}
+	mux.HandleFunc("GET /api/v1/label/{name}/values", a.wrap(a.labelValues))
+	mux.HandleFunc("GET /api/v1/status/buildinfo", a.wrap(a.buildInfo))
+}
+
+// result is what a handler answers: an appender for "data" (and any extra
+// top-level fields, such as stats), or an error.
+type result struct {
+	data     func(dst []byte) ([]byte, error)
+	warnings annotations.Annotations
+	query    string // for the positions in annotation messages
+	err      *apiError
+}
+
+func (a *API) wrap(h func(r *http.Request) result) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			a.respondError(w, badData(fmt.Errorf("error parsing form values: %w", err)))
+			return
+		}
+		res := h(r)
+		if res.err != nil {
+			a.respondError(w, res.err)
+			return
+		}
+		a.respond(w, res)
+	}
+}
+
+func (a *API) respond(w http.ResponseWriter, res result) {
+	buf := make([]byte, 0, 4096)
+	buf = append(buf, `{"status":"success","data":`...)
+	buf, err := res.data(buf)
+	if err != nil {
+		a.opts.Logger.Error("encode query API response", "err", err)
+		a.respondError(w, &apiError{errorInternal, err})
+		return
+	}
+	warns, infos := res.warnings.AsStrings(res.query, 10, 10)
+	buf = appendStrings(buf, "warnings", warns)
+	buf = appendStrings(buf, "infos", infos)
+	buf = append(buf, '}')
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(buf); err != nil {
+		a.opts.Logger.Debug("write query API response", "err", err)
+	}
+}
+
+// appendStrings writes ,"key":[...] when ss is not empty (omitempty).
+func appendStrings(dst []byte, key string, ss []string) []byte {
+	if len(ss) == 0 {
+		return dst
+	}
+	dst = append(dst, ',')
+	dst = appendString(dst, key)
+	dst = append(dst, ':')
+	return appendStringArray(dst, ss)
+}
+
+func appendStringArray(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, s)
+	}
+	return append(dst, ']')
+}
+
+func (a *API) respondError(w http.ResponseWriter, e *apiError) {
+	if e.typ == errorInternal || e.typ == errorUnavailable {
+		a.opts.Logger.Warn("query API error", "type", e.typ, "err", e.err)
+	}
+	b, _ := json.Marshal(struct {
+		Status    string `json:"status"`
+		ErrorType string `json:"errorType"`
+		Error     string `json:"error"`
+	}{"error", string(e.typ), e.err.Error()})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.typ.status())
+	_, _ = w.Write(b)
+}
+
+func (a *API) queryable(r *http.Request) storage.Queryable {
+	ns := r.FormValue("namespace")
+	if ns == "" {
+		ns = a.opts.Namespace
+	}
+	return NewQueryable(a.b, ns)
+}
+
+// queryTimeout applies ?timeout= to ctx. The engine's own timeout still
+// bounds it from above.
+func queryTimeout(ctx context.Context, r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	v := r.FormValue("timeout")
+	if v == "" {
+		return ctx, func() {}, nil
+	}
+	d, err := parseDuration(v)
+	if err != nil {
+		return nil, nil, invalidParam(err, "timeout")
+	}
+	if d <= 0 {
+		return nil, nil, invalidParam(fmt.Errorf("timeout must be positive, got %s", d), "timeout")
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return ctx, cancel, nil
+}
+
+func queryOpts(r *http.Request) (promql.QueryOpts, *apiError) {
+	var lookback time.Duration
+	if v := r.FormValue("lookback_delta"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			return nil, badData(fmt.Errorf("error parsing lookback delta duration: %w", err))
+		}
+		lookback = d
+	}
+	return promql.NewPrometheusQueryOpts(false, lookback, nil), nil
+}
+
+func (a *API) query(r *http.Request) result {
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return result{err: invalidParam(err, "limit")}
+	}
+	ts, err := timeParam(r.FormValue("time"), "time", a.opts.Now())
+	if err != nil {
+		return result{err: invalidParam(err, "time")}
+	}
+	ctx, cancel, aerr := queryTimeout(r.Context(), r)
+	if aerr != nil {
+		return result{err: aerr}
+	}
+	defer cancel()
+	opts, aerr := queryOpts(r)
+	if aerr != nil {
+		return result{err: aerr}
+	}
+	qs := r.FormValue("query")
+	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(r), opts, qs, ts)
+	if err != nil {
+		return result{err: constructionError(err)}
+	}
+	return a.exec(ctx, r, qry, qs, limit)
+}
+
+func (a *API) queryRange(r *http.Request) result {
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return result{err: invalidParam(err, "limit")}
+	}
+	start, err := parseTime(r.FormValue("start"))
+	if err != nil {
+		return result{err: invalidParam(err, "start")}
+	}
+	end, err := parseTime(r.FormValue("end"))
+	if err != nil {
+		return result{err: invalidParam(err, "end")}
+	}
+	if end.Before(start) {
+		return result{err: invalidParam(errors.New("end timestamp must not be before start time"), "end")}
+	}
+	step, err := parseDuration(r.FormValue("step"))
+	if err != nil {
+		return result{err: invalidParam(err, "step")}
+	}
+	if step <= 0 {
+		return result{err: invalidParam(errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"), "step")}
+	}
+	// As Prometheus: at most 11,000 points per series, enough for a week
+	// at 60 s or a year at 1 h.
+	if end.Sub(start)/step > 11000 {
+		return result{err: badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))}
+	}
+	ctx, cancel, aerr := queryTimeout(r.Context(), r)
+	if aerr != nil {
+		return result{err: aerr}
+	}
+	defer cancel()
+	opts, aerr := queryOpts(r)
+	if aerr != nil {
+		return result{err: aerr}
+	}
+	qs := r.FormValue("query")
+	qry, err := a.engine.NewRangeQuery(ctx, a.queryable(r), opts, qs, start, end, step)
+	if err != nil {
+		return result{err: constructionError(err)}
+	}
+	return a.exec(ctx, r, qry, qs, limit)
+}
+
+// exec runs qry and renders its result before closing it: the engine
+// recycles the result's memory on Close.
+func (a *API) exec(ctx context.Context, r *http.Request, qry promql.Query, qs string, limit int) result {
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		return result{err: queryError(res.Err)}
+	}
+	warnings := res.Warnings
+	value := res.Value
+	if limit > 0 {
+		switch v := value.(type) {
+		case promql.Matrix:
+			if len(v) > limit {
+				value = v[:limit]
+				warnings = warnings.Add(errors.New("results truncated due to limit"))
+			}
+		case promql.Vector:
+			if len(v) > limit {
+				value = v[:limit]
+				warnings = warnings.Add(errors.New("results truncated due to limit"))
+			}
+		}
+	}
+	var statsJSON []byte
+	if r.FormValue("stats") != "" {
+		b, err := json.Marshal(stats.NewQueryStats(qry.Stats()))
+		if err != nil {
+			return result{err: &apiError{errorInternal, fmt.Errorf("encode stats: %w", err)}}
+		}
+		statsJSON = b
+	}
+	// Render now, while the result's memory is still the engine's to lend.
+	buf := append(make([]byte, 0, 1024), `{"resultType":`...)
+	buf = appendString(buf, string(value.Type()))
+	buf = append(buf, `,"result":`...)
+	buf, err := appendValue(buf, value)
+	if err != nil {
+		return result{err: &apiError{errorInternal, fmt.Errorf("encode result: %w", err)}}
+	}
+	if statsJSON != nil {
+		buf = append(buf, `,"stats":`...)
+		buf = append(buf, statsJSON...)
+	}
+	buf = append(buf, '}')
+	return result{
+		data:     func(dst []byte) ([]byte, error) { return append(dst, buf...), nil },
+		warnings: warnings,
+		query:    qs,
+	}
+}
+
+// rangeParams reads the optional start and end of the metadata endpoints.
+func rangeParams(r *http.Request) (start, end time.Time, _ *apiError) {
+	start, err := timeParam(r.FormValue("start"), "start", minTime)
+	if err != nil {
+		return start, end, invalidParam(err, "start")
+	}
+	end, err = timeParam(r.FormValue("end"), "end", maxTime)
+	if err != nil {
+		return start, end, invalidParam(err, "end")
+	}
+	return start, end, nil
+}
+
+func (a *API) series(r *http.Request) result {
+	if len(r.Form["match[]"]) == 0 {
+		return result{err: badData(errors.New("no match[] parameter provided"))}
+	}
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return result{err: invalidParam(err, "limit")}
+	}
+	start, end, aerr := rangeParams(r)
+	if aerr != nil {
+		return result{err: aerr}
+	}
+	sets, err := parseMatchers(a.parser, r.Form["match[]"])
+	if err != nil {
+		return result{err: invalidParam(err, "match[]")}
+	}
+	ctx := r.Context()
+	q, err := a.queryable(r).Querier(timestamp.FromTime(start), timestamp.FromTime(end))
+	if err != nil {
+		return result{err: queryError(err)}
+	}
+	defer q.Close()
+	hints := &storage.SelectHints{
+		Start: timestamp.FromTime(start),
+		End:   timestamp.FromTime(end),
+		Func:  "series", // no samples needed
+		Limit: hintLimit(limit),
+	}
+	var set storage.SeriesSet
+	if len(sets) > 1 {
+		all := make([]storage.SeriesSet, 0, len(sets))
+		for _, ms := range sets {
+			// Sorted, so that the merge removes duplicates.
+			all = append(all, q.Select(ctx, true, hints, ms...))
+		}
+		set = storage.NewMergeSeriesSet(all, 0, storage.ChainedSeriesMerge)
+	} else {
+		set = q.Select(ctx, false, hints, sets[0]...)
+	}
+	var (
+		found    []labels.Labels
+		warnings = set.Warnings()
+	)
+	for set.Next() {
+		found = append(found, set.At().Labels())
+		if limit > 0 && len(found) > limit {
+			found = found[:limit]
+			warnings = warnings.Add(errors.New("results truncated due to limit"))
+			break
+		}
+	}
+	if err := set.Err(); err != nil {
+		return result{err: queryError(err)}
+	}
+	return result{
+		data: func(dst []byte) ([]byte, error) {
+			dst = append(dst, '[')
+			for i, ls := range found {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendLabels(dst, ls)
+			}
+			return append(dst, ']'), nil
+		},
+		warnings: warnings,
+	}
+}
+
+func (a *API) labelNames(r *http.Request) result {
+	return a.labelQuery(r, func(ctx context.Context, q storage.Querier, h *storage.LabelHints, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelNames(ctx, h, ms...)
+	})
+}
+
+func (a *API) labelValues(r *http.Request) result {
+	name := r.PathValue("name")
+	if strings.HasPrefix(name, "U__") {
+		name = model.UnescapeName(name, model.ValueEncodingEscaping)
+	}
+	if !model.UTF8Validation.IsValidLabelName(name) {
+		return result{err: badData(fmt.Errorf("invalid label name: %q", name))}
+	}
+	return a.labelQuery(r, func(ctx context.Context, q storage.Querier, h *storage.LabelHints, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelValues(ctx, name, h, ms...)
+	})
+}
+
+// labelQuery answers /labels and /label/<name>/values: the union over the
+// match[] sets (all series without one), sorted, optionally limited.
+func (a *API) labelQuery(r *http.Request, get func(context.Context, storage.Querier, *storage.LabelHints, []*labels.Matcher) ([]string, annotations.Annotations, error)) result {
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return result{err: invalidParam(err, "limit")}
+	}
+	start, end, aerr := rangeParams(r)
+	if aerr != nil {
+		return result{err: aerr}
+	}
+	sets, err := parseMatchers(a.parser, r.Form["match[]"])
+	if err != nil {
+		return result{err: badData(err)}
+	}
+	q, err := a.queryable(r).Querier(timestamp.FromTime(start), timestamp.FromTime(end))
+	if err != nil {
+		return result{err: queryError(err)}
+	}
+	defer q.Close()
+	hints := &storage.LabelHints{Limit: hintLimit(limit)}
+	var (
+		vals     []string
+		warnings annotations.Annotations
+	)
+	if len(sets) == 0 {
+		sets = [][]*labels.Matcher{nil}
+	}
+	seen := map[string]struct{}{}
+	for _, ms := range sets {
+		vs, ws, err := get(r.Context(), q, hints, ms)
+		if err != nil {
+			return result{err: queryError(err)}
+		}
+		warnings.Merge(ws)
+		for _, v := range vs {
+			if _, ok := seen[v]; !ok {
+				seen[v] = struct{}{}
+				vals = append(vals, v)
+			}
+		}
+	}
+	slices.Sort(vals)
+	if vals == nil {
+		vals = []string{}
+	}
+	if limit > 0 && len(vals) > limit {
+		vals = vals[:limit]
+		warnings = warnings.Add(errors.New("results truncated due to limit"))
+	}
+	return result{
+		data:     func(dst []byte) ([]byte, error) { return appendStringArray(dst, vals), nil },
+		warnings: warnings,
+	}
+}
+
+func (a *API) buildInfo(*http.Request) result {
+	return result{data: func(dst []byte) ([]byte, error) {
+		b, err := json.Marshal(a.opts.BuildInfo)
+		return append(dst, b...), err
+	}}
+}

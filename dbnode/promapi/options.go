@@ -1,0 +1,103 @@
+package promapi
+
+import (
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/prometheus/promql"
+)
+
+// Defaults of Options, the same as Prometheus' flags.
+const (
+	DefaultNamespace          = "default"
+	DefaultTimeout            = 2 * time.Minute // --query.timeout
+	DefaultMaxSamples         = 50_000_000      // --query.max-samples
+	DefaultLookbackDelta      = 5 * time.Minute // --query.lookback-delta
+	DefaultEvaluationInterval = time.Minute     // global evaluation_interval
+)
+
+// Options configure the query API. Zero fields take the defaults above.
+type Options struct {
+	// Namespace is queried unless a request names another with
+	// ?namespace=.
+	Namespace string
+	// Timeout bounds each query's evaluation; a request may ask for less
+	// with ?timeout=. Exceeding it answers 503 with errorType "timeout".
+	Timeout time.Duration
+	// MaxSamples bounds the samples one query may hold in memory at once.
+	// Exceeding it answers 422 with errorType "execution".
+	MaxSamples int
+	// LookbackDelta is how far back an instant selector looks for a
+	// sample; a request may override it with ?lookback_delta=.
+	LookbackDelta time.Duration
+	// EvaluationInterval is the step of subqueries written without one
+	// (x[30m:]), as Prometheus' global evaluation_interval.
+	EvaluationInterval time.Duration
+	// BuildInfo is served at /api/v1/status/buildinfo.
+	BuildInfo BuildInfo
+	Logger    *slog.Logger
+	// Now is the clock for instant queries without ?time=; time.Now when
+	// nil.
+	Now func() time.Time
+}
+
+// BuildInfo is what /api/v1/status/buildinfo reports. Grafana probes it to
+// learn which Prometheus API features the server has, so Version should
+// read like a Prometheus version.
+type BuildInfo struct {
+	Version   string `json:"version"`
+	Revision  string `json:"revision"`
+	Branch    string `json:"branch"`
+	BuildUser string `json:"buildUser"`
+	BuildDate string `json:"buildDate"`
+	GoVersion string `json:"goVersion"`
+}
+
+func (o Options) withDefaults() Options {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxSamples <= 0 {
+		o.MaxSamples = DefaultMaxSamples
+	}
+	if o.LookbackDelta <= 0 {
+		o.LookbackDelta = DefaultLookbackDelta
+	}
+	if o.EvaluationInterval <= 0 {
+		o.EvaluationInterval = DefaultEvaluationInterval
+	}
+	if o.BuildInfo.Version == "" {
+		// The Prometheus release whose engine we embed (module v0.316.0).
+		o.BuildInfo.Version = "3.16.0"
+	}
+	if o.BuildInfo.GoVersion == "" {
+		o.BuildInfo.GoVersion = runtime.Version()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// engineOpts are the promql.Engine settings of a Prometheus server with
+// these options: the @ modifier and negative offsets on, as Prometheus 3
+// has them.
+func (o Options) engineOpts() promql.EngineOpts {
+	interval := o.EvaluationInterval.Milliseconds()
+	return promql.EngineOpts{
+		Logger:                   o.Logger,
+		MaxSamples:               o.MaxSamples,
+		Timeout:                  o.Timeout,
+		LookbackDelta:            o.LookbackDelta,
+		NoStepSubqueryIntervalFn: func(int64) int64 { return interval },
+		EnableAtModifier:         true,
+		EnableNegativeOffset:     true,
+	}
+}

@@ -1,0 +1,87 @@
+package promapi
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+)
+
+// NewQueryable adapts a Backend's namespace to Prometheus' storage.Queryable
+// so that promql.Engine evaluates queries over Tessera.
+//
+// The returned Queryable and its Queriers are safe for concurrent use; a
+// SeriesSet and its series belong to one goroutine, as in Prometheus.
+func NewQueryable(b httpapi.Backend, namespace string) storage.Queryable {
+	return queryable{b: b, ns: namespace}
+}
+
+type queryable struct {
+	b  httpapi.Backend
+	ns string
+}
+
+func (q queryable) Querier(mint, maxt int64) (storage.Querier, error) {
+	return &querier{b: q.b, ns: q.ns, mint: mint, maxt: maxt}, nil
+}
+
+// querier is scoped to [mint, maxt] (ms, inclusive). It holds no resources:
+// every call goes to the backend.
+type querier struct {
+	b          httpapi.Backend
+	ns         string
+	mint, maxt int64
+}
+
+// Select returns the series matching all matchers with samples in the
+// hinted range (the querier's range without hints). The backend is asked
+// only when the set is first advanced, with the context of this call, so
+// a query that never expands a selector costs nothing.
+func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, matchers ...*labels.Matcher) storage.SeriesSet {
+	start, end, limit := q.mint, q.maxt, 0
+	if hints != nil {
+		start, end, limit = hints.Start, hints.End, hints.Limit
+	}
+	return &seriesSet{
+		ctx: ctx, b: q.b, ns: q.ns,
+		matchers: matchers, start: start, end: end,
+		sorted: sortSeries, limit: limit,
+	}
+}
+
+// LabelValues returns the sorted values of name among series matching
+// matchers in the querier's range.
+func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, matchers ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	vals, err := q.b.LabelValues(ctx, q.ns, name, matchers, q.mint, q.maxt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("label values of %q: %w", name, err)
+	}
+	return limitSorted(vals, hints), nil, nil
+}
+
+// LabelNames returns the sorted label names of series matching matchers in
+// the querier's range.
+func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, matchers ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	names, err := q.b.LabelNames(ctx, q.ns, matchers, q.mint, q.maxt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("label names: %w", err)
+	}
+	return limitSorted(names, hints), nil, nil
+}
+
+func (q *querier) Close() error { return nil }
+
+// limitSorted sorts vals (backends answer sorted; this keeps the
+// LabelQuerier contract if one does not) and applies the hinted limit.
+func limitSorted(vals []string, hints *storage.LabelHints) []string {
+	if !slices.IsSorted(vals) {
+		vals = slices.Clone(vals)
+		slices.Sort(vals)
+	}
+	vals, _ = hints.ApplyLimit(vals)
+	return vals
+}

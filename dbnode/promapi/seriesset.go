@@ -1,0 +1,165 @@
+package promapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
+)
+
+// checkContextEvery is how many series a set walks between context checks.
+const checkContextEvery = 128
+
+// seriesSet is the lazy result of one Select.
+//
+// Like Prometheus' TSDB it reports only series that have a sample in
+// [start, end]: the tag index answers at block granularity, so Next reads
+// the first sample of each candidate and skips series without one. That
+// sample is handed to the series' iterator, never read twice.
+type seriesSet struct {
+	ctx        context.Context
+	b          httpapi.Backend
+	ns         string
+	matchers   []*labels.Matcher
+	start, end int64
+	sorted     bool
+	limit      int
+
+	loaded bool
+	its    []tstorage.SeriesIterator
+	lsets  []labels.Labels // decoded labels, filled up front only when sorted
+	i      int
+	n      int // series returned so far
+	cur    *series
+	err    error
+}
+
+func (s *seriesSet) load() error {
+	s.loaded = true
+	its, err := s.b.Query(s.ctx, s.ns, s.matchers, s.start, s.end)
+	if err != nil {
+		return fmt.Errorf("query %v in [%d, %d]: %w", s.matchers, s.start, s.end, err)
+	}
+	s.its = its
+	if !s.sorted {
+		return nil
+	}
+	s.lsets = make([]labels.Labels, len(its))
+	for i, it := range its {
+		if s.lsets[i], err = ident.Labels(it.ID); err != nil {
+			return fmt.Errorf("decode series id %q: %w", it.ID, err)
+		}
+	}
+	order := make([]int, len(its))
+	for i := range order {
+		order[i] = i
+	}
+	sortByLabels(order, s.lsets)
+	sortedIts := make([]tstorage.SeriesIterator, len(its))
+	sortedLsets := make([]labels.Labels, len(its))
+	for to, from := range order {
+		sortedIts[to], sortedLsets[to] = its[from], s.lsets[from]
+	}
+	s.its, s.lsets = sortedIts, sortedLsets
+	return nil
+}
+
+func (s *seriesSet) Next() bool {
+	if s.err != nil {
+		return false
+	}
+	if !s.loaded {
+		if s.err = s.load(); s.err != nil {
+			return false
+		}
+	}
+	if s.limit > 0 && s.n >= s.limit {
+		return false
+	}
+	for ; s.i < len(s.its); s.i++ {
+		if s.i%checkContextEvery == 0 {
+			if s.err = s.ctx.Err(); s.err != nil {
+				return false
+			}
+		}
+		it := s.its[s.i]
+		src := it.Values
+		if !src.Next() {
+			if s.err = src.Err(); s.err != nil {
+				s.err = fmt.Errorf("read series %q: %w", it.ID, s.err)
+				return false
+			}
+			continue // no sample in range
+		}
+		var lset labels.Labels
+		if s.lsets != nil {
+			lset = s.lsets[s.i]
+		} else {
+			var err error
+			if lset, err = ident.Labels(it.ID); err != nil {
+				s.err = fmt.Errorf("decode series id %q: %w", it.ID, err)
+				return false
+			}
+		}
+		t, v := src.At()
+		s.cur = &series{set: s, lset: lset, first: newPeekedIterator(src, t, v)}
+		s.its[s.i] = tstorage.SeriesIterator{} // let the set forget it
+		s.i++
+		s.n++
+		return true
+	}
+	return false
+}
+
+func (s *seriesSet) At() storage.Series                { return s.cur }
+func (s *seriesSet) Err() error                        { return s.err }
+func (s *seriesSet) Warnings() annotations.Annotations { return nil }
+
+// series is one selected series. Its first Iterator streams the samples
+// the backend already opened; the engine iterates each series once, but the
+// storage.Series contract allows more, so later calls read the series
+// again from the backend.
+type series struct {
+	set   *seriesSet
+	lset  labels.Labels
+	first *floatIterator // nil once handed out
+}
+
+func (s *series) Labels() labels.Labels { return s.lset }
+
+func (s *series) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
+	if it := s.first; it != nil {
+		s.first = nil
+		return it
+	}
+	return newFloatIterator(reuse, s.reread())
+}
+
+// reread fetches this series' samples again, selecting it by all of its
+// labels and keeping the one series whose ID is exactly ours.
+func (s *series) reread() encoding.Iterator {
+	set := s.set
+	id := ident.FromLabels(s.lset)
+	ms := make([]*labels.Matcher, 0, s.lset.Len())
+	s.lset.Range(func(l labels.Label) {
+		ms = append(ms, labels.MustNewMatcher(labels.MatchEqual, l.Name, l.Value))
+	})
+	its, err := set.b.Query(set.ctx, set.ns, ms, set.start, set.end)
+	if err != nil {
+		return errIterator{fmt.Errorf("re-read series %s: %w", s.lset, err)}
+	}
+	for _, it := range its {
+		if bytes.Equal(it.ID, id) {
+			return it.Values
+		}
+	}
+	return errIterator{} // gone since (expired): no samples
+}
