@@ -1,0 +1,117 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultTimeout bounds a call whose context has no deadline.
+const DefaultTimeout = 10 * time.Second
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// Timeout bounds each call whose context carries no deadline
+	// (DefaultTimeout when 0). A deadline on the context always wins.
+	Timeout time.Duration
+	// MaxMsgSize bounds requests and responses (DefaultMaxMsgSize when 0);
+	// keep it equal to the servers'.
+	MaxMsgSize int
+	// DialOptions are appended to the client's own (tests, TLS).
+	DialOptions []grpc.DialOption
+}
+
+// Client calls one node. It is safe for concurrent use: all calls share one
+// gRPC connection, which reconnects by itself after failures.
+type Client struct {
+	addr    string
+	conn    *grpc.ClientConn
+	timeout time.Duration
+}
+
+// Dial returns a client of the node at addr (host:port). It does not wait
+// for the connection: the first call connects, and a node that is down
+// fails calls with Unavailable until it is back.
+func Dial(addr string, opts ClientOptions) (*Client, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxMsgSize <= 0 {
+		opts.MaxMsgSize = DefaultMaxMsgSize
+	}
+	dialOpts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(
+			grpc.ForceCodecV2(Codec{}),
+			grpc.MaxCallRecvMsgSize(opts.MaxMsgSize),
+			grpc.MaxCallSendMsgSize(opts.MaxMsgSize),
+		),
+	}, opts.DialOptions...)
+	// passthrough: the Go dialer resolves addr at every (re)connect, so a
+	// node that comes back under a new IP (containers) is found again.
+	conn, err := grpc.NewClient("passthrough:///"+addr, dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
+	}
+	return &Client{addr: addr, conn: conn, timeout: opts.Timeout}, nil
+}
+
+// Addr is the node address the client calls.
+func (c *Client) Addr() string { return c.addr }
+
+// WriteBatch writes req. A nil error means the node applied every sample
+// except resp.Rejected ones, which it refused for good.
+func (c *Client) WriteBatch(ctx context.Context, req *WriteRequest) (*WriteResponse, error) {
+	resp := new(WriteResponse)
+	return resp, c.invoke(ctx, methodWriteBatch, req, resp)
+}
+
+// FetchTagged returns the series matching req. Streams and IDs of the
+// response are the caller's.
+func (c *Client) FetchTagged(ctx context.Context, req *FetchTaggedRequest) (*FetchResponse, error) {
+	resp := new(FetchResponse)
+	return resp, c.invoke(ctx, methodFetchTagged, req, resp)
+}
+
+// Fetch returns one series per ID of req, in order.
+func (c *Client) Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
+	resp := new(FetchResponse)
+	return resp, c.invoke(ctx, methodFetch, req, resp)
+}
+
+// Health asks the node whether it is ready.
+func (c *Client) Health(ctx context.Context) (*HealthResponse, error) {
+	resp := new(HealthResponse)
+	return resp, c.invoke(ctx, methodHealth, &HealthRequest{}, resp)
+}
+
+// Close closes the connection; calls in flight fail with Canceled.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// invoke makes one call and returns nil or an *Error.
+func (c *Client) invoke(ctx context.Context, method string, req, resp Message) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	var trailer metadata.MD
+	err := c.conn.Invoke(ctx, method, req, resp, grpc.Trailer(&trailer))
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		st = status.New(Code(err), err.Error())
+	}
+	e := &Error{Addr: c.addr, Method: method[len(ServiceName)+2:], Status: st}
+	if v := trailer.Get(RefusedShardsKey); len(v) > 0 {
+		e.Shards = parseRefusedShards(v[0])
+	}
+	return e
+}

@@ -1,0 +1,174 @@
+package rpc
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultMaxMsgSize bounds messages in both directions unless configured:
+// large enough for big fetches, small enough to refuse a runaway one.
+const DefaultMaxMsgSize = 256 << 20
+
+// Database is the part of the storage engine the server calls;
+// *storage.Database satisfies it.
+type Database interface {
+	WriteBatch(ns string, batch []storage.Sample) error
+	Read(ns string, id []byte, start, end int64) (encoding.Iterator, error)
+	Query(ctx context.Context, ns string, matchers []*labels.Matcher, start, end int64, qo storage.QueryOptions) ([]storage.SeriesIterator, error)
+	Shard(id []byte) uint32
+	Namespaces() []storage.NamespaceOptions
+}
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// NodeID is this node's placement instance ID, reported by Health.
+	NodeID string
+	// Ready reports whether the node serves (all its shards bootstrapped)
+	// and, if not, why. Nil means always ready.
+	Ready func() (bool, string)
+	// MaxMsgSize bounds requests and responses (DefaultMaxMsgSize when 0).
+	// A fetch whose answer would be larger fails with ResourceExhausted.
+	MaxMsgSize int
+	// Logger gets transient storage failures; discarded when nil.
+	Logger *slog.Logger
+}
+
+// Server serves node RPC over a database. It holds no per-request state
+// and is safe for concurrent use.
+type Server struct {
+	db         Database
+	own        Ownership
+	opts       ServerOptions
+	namespaces map[string]storage.NamespaceOptions
+	samples    sync.Pool // *[]storage.Sample, reused across write batches
+}
+
+// NewServer returns a server over db that serves the shards own allows
+// (every shard when own is nil).
+func NewServer(db Database, own Ownership, opts ServerOptions) *Server {
+	if own == nil {
+		own = AllShards{}
+	}
+	if opts.MaxMsgSize <= 0 {
+		opts.MaxMsgSize = DefaultMaxMsgSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{db: db, own: own, opts: opts, namespaces: map[string]storage.NamespaceOptions{}}
+	for _, ns := range db.Namespaces() {
+		s.namespaces[ns.Name] = ns
+	}
+	return s
+}
+
+// Register adds the node service to g. Build g with GRPCServerOptions so
+// its message size limits match the server's.
+func (s *Server) Register(g *grpc.Server) { g.RegisterService(&serviceDesc, service{s}) }
+
+// GRPCServerOptions are the grpc.NewServer options node RPC needs: message
+// size limits of MaxMsgSize in both directions (gRPC's default is 4 MiB).
+func (s *Server) GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.opts.MaxMsgSize),
+		grpc.MaxSendMsgSize(s.opts.MaxMsgSize),
+	}
+}
+
+// service is the Server as the service descriptor sees it; keeping the
+// handler methods off Server keeps its public API to construction.
+type service struct{ s *Server }
+
+func (v service) WriteBatch(ctx context.Context, req *WriteRequest) (*WriteResponse, error) {
+	return v.s.writeBatch(ctx, req)
+}
+
+func (v service) FetchTagged(ctx context.Context, req *FetchTaggedRequest) (*FetchResponse, error) {
+	return v.s.fetchTagged(ctx, req)
+}
+
+func (v service) Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
+	return v.s.fetch(ctx, req)
+}
+
+func (v service) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
+	resp := &HealthResponse{NodeID: v.s.opts.NodeID, Ready: true}
+	if v.s.opts.Ready != nil {
+		resp.Ready, resp.Message = v.s.opts.Ready()
+	}
+	return resp, nil
+}
+
+func (s *Server) namespace(name string) (storage.NamespaceOptions, error) {
+	ns, ok := s.namespaces[name]
+	if !ok {
+		return ns, status.Errorf(codes.InvalidArgument, "unknown namespace %q", name)
+	}
+	return ns, nil
+}
+
+// shardCheck asks Ownership once per distinct shard of a request and
+// collects the refusals in the order first seen.
+type shardCheck struct {
+	own     Ownership
+	op      Op
+	seen    map[uint32]bool // shard -> allowed
+	refused []refusal
+}
+
+func newShardCheck(own Ownership, op Op) *shardCheck {
+	return &shardCheck{own: own, op: op, seen: map[uint32]bool{}}
+}
+
+func (c *shardCheck) allowed(shard uint32) bool {
+	ok, done := c.seen[shard]
+	if done {
+		return ok
+	}
+	err := c.own.CheckShard(shard, c.op)
+	c.seen[shard] = err == nil
+	if err != nil {
+		c.refused = append(c.refused, refusal{shard: shard, reason: err})
+	}
+	return err == nil
+}
+
+// err is the FailedPrecondition status naming the refused shards, also
+// listed in full in the trailer; nil when none was refused.
+func (c *shardCheck) err(ctx context.Context) error {
+	if len(c.refused) == 0 {
+		return nil
+	}
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(RefusedShardsKey, refusedShardsValue(c.refused)))
+	return status.Error(codes.FailedPrecondition, refusedMessage(c.op, c.refused))
+}
+
+func (s *Server) logTransient(method string, err error) {
+	if c := status.Code(err); c == codes.Unavailable || c == codes.DataLoss {
+		s.opts.Logger.Warn("node rpc failed", "method", method, "err", err)
+	}
+}
+
+// sizeLimit tracks the encoded size of a response as it grows, so a fetch
+// fails as soon as it cannot be sent rather than after building it whole.
+type sizeLimit struct {
+	size, max int
+}
+
+func (l *sizeLimit) add(s *FetchedSeries) error {
+	l.size += s.size()
+	if l.size > l.max-16 { // room for the header
+		return status.Errorf(codes.ResourceExhausted,
+			"fetch answer exceeds the %d-byte message limit: narrow the time range, matchers or shards", l.max)
+	}
+	return nil
+}

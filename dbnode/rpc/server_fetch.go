@@ -1,0 +1,156 @@
+package rpc
+
+import (
+	"context"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ctxCheckEvery is how many series a fetch encodes between looks at its
+// context.
+const ctxCheckEvery = 64
+
+// fetch answers one series per requested ID, in order. Every ID's shard
+// must be readable here, or nothing is read.
+func (s *Server) fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
+	if _, err := s.namespace(req.Namespace); err != nil {
+		return nil, err
+	}
+	if req.Start > req.End {
+		return nil, status.Errorf(codes.InvalidArgument, "start %d after end %d", req.Start, req.End)
+	}
+	check := newShardCheck(s.own, OpRead)
+	shards := make([]uint32, len(req.IDs))
+	for i, id := range req.IDs {
+		shards[i] = s.db.Shard(id)
+		check.allowed(shards[i])
+	}
+	if err := check.err(ctx); err != nil {
+		return nil, err
+	}
+	resp := &FetchResponse{Series: make([]FetchedSeries, len(req.IDs))}
+	limit := sizeLimit{max: s.opts.MaxMsgSize}
+	for i, id := range req.IDs {
+		if i%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, ctxStatus(err)
+			}
+		}
+		it, err := s.db.Read(req.Namespace, id, req.Start, req.End)
+		if err != nil {
+			return nil, s.fail("Fetch", "read series", err)
+		}
+		stream, n, err := encoding.Encode(it)
+		if err != nil {
+			return nil, s.fail("Fetch", "read series", err)
+		}
+		if n == 0 {
+			stream = nil // no samples: an empty stream, not a header
+		}
+		resp.Series[i] = FetchedSeries{ID: id, Shard: shards[i], Stream: stream}
+		if err := limit.add(&resp.Series[i]); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// fetchTagged answers the series matching the matchers in the shards
+// asked for (all of them readable here) or, with none asked for, in every
+// shard this node may read.
+func (s *Server) fetchTagged(ctx context.Context, req *FetchTaggedRequest) (*FetchResponse, error) {
+	ns, err := s.namespace(req.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if !ns.Index {
+		return nil, status.Errorf(codes.InvalidArgument, "namespace %q is not indexed: queries by label need index: true", req.Namespace)
+	}
+	if req.Start > req.End {
+		return nil, status.Errorf(codes.InvalidArgument, "start %d after end %d", req.Start, req.End)
+	}
+	matchers, err := toMatchers(req.Matchers)
+	if err != nil {
+		return nil, err
+	}
+
+	var filter func(uint32) bool
+	if len(req.Shards) > 0 {
+		check := newShardCheck(s.own, OpRead)
+		want := make(map[uint32]struct{}, len(req.Shards))
+		for _, sh := range req.Shards {
+			check.allowed(sh)
+			want[sh] = struct{}{}
+		}
+		if err := check.err(ctx); err != nil {
+			return nil, err
+		}
+		filter = func(sh uint32) bool { _, ok := want[sh]; return ok }
+	} else {
+		// Not refusals: the caller asked for whatever this node serves.
+		var mu sync.Mutex
+		check := newShardCheck(s.own, OpRead)
+		filter = func(sh uint32) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return check.allowed(sh)
+		}
+	}
+
+	found, err := s.db.Query(ctx, req.Namespace, matchers, req.Start, req.End, storage.QueryOptions{Shards: filter})
+	if err != nil {
+		return nil, s.fail("FetchTagged", "query", err)
+	}
+	resp := &FetchResponse{Series: make([]FetchedSeries, 0, len(found))}
+	limit := sizeLimit{max: s.opts.MaxMsgSize}
+	for i, f := range found {
+		if i%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, ctxStatus(err)
+			}
+		}
+		stream, n, err := encoding.Encode(f.Values)
+		if err != nil {
+			return nil, s.fail("FetchTagged", "read series", err)
+		}
+		if n == 0 {
+			continue // indexed in the range, but no sample in it
+		}
+		resp.Series = append(resp.Series, FetchedSeries{ID: f.ID, Shard: f.Shard, Stream: stream})
+		if err := limit.add(&resp.Series[len(resp.Series)-1]); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+func (s *Server) fail(method, what string, err error) error {
+	st := storageStatus(what, err)
+	s.logTransient(method, st)
+	return st
+}
+
+// toMatchers compiles wire matchers; a bad type or regex is the caller's
+// mistake (InvalidArgument).
+func toMatchers(ms []Matcher) ([]*labels.Matcher, error) {
+	if len(ms) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "no matchers: a query needs at least one")
+	}
+	out := make([]*labels.Matcher, len(ms))
+	for i, m := range ms {
+		if m.Type > uint8(labels.MatchNotRegexp) {
+			return nil, status.Errorf(codes.InvalidArgument, "matcher %d: unknown type %d", i, m.Type)
+		}
+		lm, err := labels.NewMatcher(labels.MatchType(m.Type), m.Name, m.Value)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "matcher %s%s%q: %v", m.Name, labels.MatchType(m.Type), m.Value, err)
+		}
+		out[i] = lm
+	}
+	return out, nil
+}
