@@ -187,6 +187,18 @@ func (db *Database) namespace(name string) (*namespace, error) {
 // transient and means none of the batch was acknowledged: the caller may
 // retry it whole, since rewriting a sample is idempotent.
 func (db *Database) WriteBatch(nsName string, batch []Sample) error {
+	return db.writeBatch(nsName, batch, false)
+}
+
+// LoadBatch writes samples streamed from a peer during bootstrap: like
+// WriteBatch, durable in the commit log before it returns, but samples
+// older than bufferPast are taken even with cold writes off, since they are
+// the shard's history, not late writes.
+func (db *Database) LoadBatch(nsName string, batch []Sample) error {
+	return db.writeBatch(nsName, batch, true)
+}
+
+func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) error {
 	ns, err := db.namespace(nsName)
 	if err != nil {
 		return err
@@ -200,6 +212,9 @@ func (db *Database) WriteBatch(nsName string, batch []Sample) error {
 	for i := range batch {
 		s := &batch[i]
 		reason, msg := ns.check(s.T, now)
+		if bootstrap && reason == ReasonColdDisabled {
+			reason = 0
+		}
 		if reason == 0 && s.Shard >= db.opts.NumShards {
 			reason, msg = ReasonBadID, fmt.Sprintf("shard %d out of range", s.Shard)
 		}
