@@ -17,14 +17,14 @@ import (
 func TestConcurrentReads(t *testing.T) {
 	root := t.TempDir()
 	id := testID(0, 0)
-	series := genSeries(3000, 1, 1500)
+	series := genSeries(1500, 1, 1500)
 	writeTest(t, vfs.OS(), root, id, series)
 	cache := NewPageCache(4 * targetPageSize)
 	r, err := OpenWith(vfs.OS(), root, id, OpenOptions{Cache: cache})
 	require.NoError(t, err)
 	defer r.Close()
 
-	const workers = 16
+	const workers = 12
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {

@@ -46,7 +46,7 @@ func TestWriteFaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
 			prev, next := testID(0, 0), testID(0, 1)
-			prevSeries := genSeries(500, 1, 1000)
+			prevSeries := genSeries(200, 1, 1000)
 			writeTest(t, vfs.OS(), root, prev, prevSeries)
 
 			faulty := vfs.NewFaulty(vfs.OS())
@@ -61,7 +61,7 @@ func TestWriteFaults(t *testing.T) {
 				}
 				return true, tc.short
 			})
-			series := genSeries(3000, 2, 1000) // ~1.5 MB: several buffered writes
+			series := genSeries(1200, 2, 1000) // ~600 KB: three buffered writes
 			err := Write(faulty, root, next, testBlockSize, series)
 			require.Error(t, err)
 			require.ErrorIs(t, err, vfs.ErrInjected)
