@@ -31,6 +31,7 @@ type wireInstance struct {
 	Hostname       string      `json:"hostname,omitempty"`
 	Port           uint32      `json:"port,omitempty"`
 	ShardSetID     uint32      `json:"shardSetID"`
+	Leaving        bool        `json:"leaving,omitempty"`
 	Shards         []wireShard `json:"shards"`
 }
 
@@ -66,6 +67,7 @@ func (p Placement) MarshalJSON() ([]byte, error) {
 			Hostname:       in.Hostname,
 			Port:           in.Port,
 			ShardSetID:     in.ShardSetID,
+			Leaving:        in.Leaving,
 			Shards:         make([]wireShard, len(in.Shards)),
 		}
 		for j, s := range in.Shards {
@@ -105,6 +107,7 @@ func (p *Placement) UnmarshalJSON(b []byte) error {
 			Hostname:       wi.Hostname,
 			Port:           wi.Port,
 			ShardSetID:     wi.ShardSetID,
+			Leaving:        wi.Leaving,
 			Shards:         make([]Shard, len(wi.Shards)),
 		}
 		for j, s := range wi.Shards {

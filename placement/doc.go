@@ -21,23 +21,24 @@
 // is one entry of the transition whitelist in shardstate.go, named by the
 // event that fires it:
 //
-//	               assigned (init, add, remove, replace)
-//	  +--------+ -------------------------------------> +--------------+
-//	  | absent |                                        | INITIALIZING |
-//	  +--------+ <------------------------------------- +--------------+
-//	      ^       receiver removed, or shard moved on           |
-//	      |       before its bootstrap finished                 | marked available
-//	      |                                                     v (bootstrap done)
-//	      |  receiver of the move    +---------+  given to  +-----------+
-//	      +------------------------- | LEAVING | <--------- | AVAILABLE |
-//	         marked available        +---------+  another   +-----------+
-//	                                      |       instance        ^
-//	                                      +-----------------------+
-//	                                       move undone (receiver removed
-//	                                       while still INITIALIZING)
+//	             assigned (init, add, remove, replace)
+//	+--------+ -------------------------------------> +--------------+
+//	| absent |                                        | INITIALIZING |
+//	+--------+ <------------------------------------- +--------------+
+//	    ^       receiver removed, or shard moved on           |
+//	    |       before its bootstrap finished                 | marked available
+//	    |                                                     v (bootstrap done)
+//	    |  receiver of the move    +---------+  given to  +-----------+
+//	    +------------------------- | LEAVING | <--------- | AVAILABLE |
+//	       marked available        +---------+  another   +-----------+
+//	                                    |       instance        ^
+//	                                    +-----------------------+
+//	                                     move undone (receiver removed
+//	                                     while still INITIALIZING)
 //
 // A move pairs two copies: the receiver holds the shard INITIALIZING with
 // SourceID naming the giver, and the giver holds it LEAVING. Marking the
 // receiver's copy available deletes the LEAVING copy in the same
-// compare-and-swap; an instance left with no shards leaves the placement.
+// compare-and-swap; a removed instance left with no shards leaves the
+// placement.
 package placement

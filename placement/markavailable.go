@@ -7,8 +7,8 @@ import (
 
 // MarkAvailable marks the instance's INITIALIZING copies of the given shards
 // AVAILABLE (all of its INITIALIZING copies when no shard is given) and
-// deletes the LEAVING copies they streamed from. A source left holding
-// nothing leaves the placement. Shards the instance already holds
+// deletes the LEAVING copies they streamed from. A removed (Leaving) source
+// left holding nothing leaves the placement. Shards the instance already holds
 // AVAILABLE are skipped, so a retry after a lost reply is harmless; a shard
 // the instance does not hold, or holds LEAVING, is an error.
 func MarkAvailable(p Placement, id string, shards ...uint32) (Placement, error) {
@@ -79,11 +79,10 @@ func markAvailable(p Placement, want map[string]map[uint32]bool) Placement {
 	}
 	kept := out.Instances[:0]
 	for _, in := range out.Instances {
-		had := len(in.Shards)
 		in.Shards = slices.DeleteFunc(in.Shards, func(s Shard) bool {
 			return s.State == Leaving && drop[pairKey{in.ID, s.ID}]
 		})
-		if had > 0 && len(in.Shards) == 0 {
+		if in.Leaving && len(in.Shards) == 0 {
 			continue // drained: it leaves the placement
 		}
 		kept = append(kept, in)

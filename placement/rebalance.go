@@ -172,73 +172,103 @@ func (w *work) pickShard(i, j int) (uint32, bool) {
 	return best, bestRank != none
 }
 
-// step is one move of a chain found by augment: from drops shard, to takes
-// it. from == -1 means the chain starts with the homeless copy.
+// step is one link of a chain found by augment: from drops shard, to takes
+// it (from == -1: the chain starts with the homeless copy). When via >= 0
+// the link is a re-sourcing instead: instance via keeps bootstrapping the
+// shard but streams from `from` (whose copy turns LEAVING) instead of `to`
+// (whose LEAVING copy turns AVAILABLE again); no copy moves.
 type step struct {
-	from, to int
-	shard    uint32
+	from, to, via int
+	shard         uint32
 }
 
-// augment searches breadth-first for the shortest chain of moves that
-// either places homeless copy h (start == -1) or takes one copy off
-// over-target instance start, and ends at an instance below target; each
-// intermediate instance gives up one copy for the one it receives, so only
-// the ends change counts. It applies the chain and reports whether one was
-// found. Each shard is used at most once per chain, so every move's
-// eligibility is independent of the others.
+// augment searches for the cheapest chain of moves that either places
+// homeless copy h (start == -1) or takes one copy off over-target instance
+// start, and ends at an instance below target; each instance in between
+// gives up one copy for the one it receives, so only the ends change
+// counts. A chain's cost is the number of copies it makes bootstrap, minus
+// the copies it un-makes (re-routing a copy this very operation created
+// costs nothing), plus one per move so that shorter chains win ties; all
+// edge costs are then 0, 1 or 2 and a bucketed Dijkstra finds the chain. It
+// applies the chain and reports whether one was found. A chain never moves
+// the same shard twice, so every move's eligibility is independent of the
+// others.
 func (w *work) augment(start int, h homeless) bool {
-	parent := make(map[int]step, len(w.ins))
-	usedShard := make(map[uint32]bool)
-	var queue []int
+	const unseen = -1
+	dist := make([]int, len(w.ins))
+	for i := range dist {
+		dist[i] = unseen
+	}
+	parent := make([]step, len(w.ins))
+	done := make([]bool, len(w.ins))
+	var buckets [][]int
 
-	// visit tries instance j as the receiver of the move s from `from`.
-	// It returns true when j ends the chain.
-	visit := func(from, j int, s uint32) bool {
-		if _, seen := parent[j]; seen || j == start {
-			return false
+	// onPath reports whether the cheapest chain to i already moves shard s.
+	onPath := func(i int, s uint32) bool {
+		for k := i; k >= 0 && k != start; k = parent[k].from {
+			if parent[k].shard == s {
+				return true
+			}
 		}
-		parent[j] = step{from: from, to: j, shard: s}
-		if w.deficit(j) > 0 {
-			return true
-		}
-		queue = append(queue, j)
 		return false
 	}
-	// expand tries every copy i could give up, to every instance.
-	expand := func(i int) (int, bool) {
+	relax := func(st step, d int) {
+		j := st.to
+		if j == start || done[j] || (dist[j] != unseen && dist[j] <= d) {
+			return
+		}
+		dist[j], parent[j] = d, st
+		for len(buckets) <= d {
+			buckets = append(buckets, nil)
+		}
+		buckets[d] = append(buckets[d], j)
+	}
+	// offer relaxes every instance that could take a copy of s dropped by
+	// i (or the homeless copy when i == -1) at base cost d.
+	offer := func(i int, hh homeless, d int) {
+		for j := range w.ins {
+			if w.canTake(j, hh, i) {
+				relax(step{from: i, to: j, via: -1, shard: hh.shard}, d+1+w.takeCost(j, hh))
+			}
+		}
+	}
+	expand := func(i, d int) {
+		seen := make(map[uint32]bool, len(w.held[i]))
 		for _, s := range w.held[i] {
-			if usedShard[s] || !w.holdsOwned(i, s) {
+			if seen[s] || !w.holdsOwned(i, s) || onPath(i, s) {
 				continue
 			}
-			usedShard[s] = true
-			hh := homeless{shard: s, src: w.srcIfDropped(i, s)}
-			for j := range w.ins {
-				if w.canTake(j, hh, i) && visit(i, j, s) {
-					return j, true
+			seen[s] = true
+			offer(i, homeless{shard: s, src: w.srcIfDropped(i, s)}, d-w.refund(i, s))
+			for _, c := range w.copies[s] {
+				if x := c.src; c.state == Initializing && x >= 0 && w.canResource(i, x, c.inst, s) {
+					relax(step{from: i, to: x, via: c.inst, shard: s}, d+1)
 				}
 			}
 		}
-		return -1, false
 	}
 
-	end, found := -1, false
 	if start < 0 {
-		usedShard[h.shard] = true
-		for j := range w.ins {
-			if w.canTake(j, h, -1) && visit(-1, j, h.shard) {
-				end, found = j, true
+		offer(-1, h, 1)
+	} else {
+		expand(start, 1)
+	}
+	end := -1
+	for d := 0; d < len(buckets) && end < 0; d++ {
+		for k := 0; k < len(buckets[d]); k++ {
+			j := buckets[d][k]
+			if done[j] || dist[j] != d {
+				continue
+			}
+			done[j] = true
+			if w.deficit(j) > 0 {
+				end = j
 				break
 			}
+			expand(j, d)
 		}
-	} else {
-		end, found = expand(start)
 	}
-	for !found && len(queue) > 0 {
-		i := queue[0]
-		queue = queue[1:]
-		end, found = expand(i)
-	}
-	if !found {
+	if end < 0 {
 		return false
 	}
 	var chain []step
@@ -250,9 +280,16 @@ func (w *work) augment(start int, h homeless) bool {
 		}
 		j = st.from
 	}
+	if debugChains != nil {
+		debugChains(w, start, chain, dist[end])
+	}
 	// chain runs from the end back to the start; apply it forwards.
 	for k := len(chain) - 1; k >= 0; k-- {
 		st := chain[k]
+		if st.via >= 0 {
+			w.resource(st.from, st.to, st.via, st.shard)
+			continue
+		}
 		hh := h
 		if st.from >= 0 {
 			hh = w.drop(st.from, st.shard)
@@ -260,4 +297,64 @@ func (w *work) augment(start int, h homeless) bool {
 		w.take(st.to, hh)
 	}
 	return true
+}
+
+// takeCost is 1 when j taking h makes j bootstrap a copy it was not already
+// bootstrapping before this operation, else 0 (an undo, or re-routing back
+// to the original receiver).
+func (w *work) takeCost(j int, h homeless) int {
+	if h.src == j {
+		return 0
+	}
+	if src, ok := w.origInit[pairIdx{j, h.shard}]; ok && src == h.src {
+		return 0
+	}
+	return 1
+}
+
+// refund is 1 when i's copy of s was created by this operation, so
+// dropping it takes a bootstrap back.
+func (w *work) refund(i int, s uint32) int {
+	c := w.copies[s][w.find(s, i)]
+	if c.state != Initializing {
+		return 0
+	}
+	if src, ok := w.origInit[pairIdx{i, s}]; ok && src == c.src {
+		return 0
+	}
+	return 1
+}
+
+var debugChains func(w *work, start int, chain []step, cost int)
+
+// canResource reports whether receiver k, bootstrapping s from x, may
+// stream from y instead: y holds s AVAILABLE, x's LEAVING copy can own the
+// shard again without sharing a group with another owner but y, and x is
+// active.
+func (w *work) canResource(y, x, k int, s uint32) bool {
+	if x == y || k == y || !w.active[x] {
+		return false
+	}
+	if c := w.copies[s][w.find(s, y)]; c.state != Available {
+		return false
+	}
+	if kx := w.find(s, x); kx < 0 || w.copies[s][kx].state != Leaving {
+		return false
+	}
+	return !w.groupOwns(s, w.group[x], y)
+}
+
+// resource makes k stream s from y instead of x: y's copy turns LEAVING,
+// x's turns AVAILABLE again. Counts move from y to x; nothing bootstraps
+// anew.
+func (w *work) resource(y, x, k int, s uint32) {
+	cy := &w.copies[s][w.find(s, y)]
+	cy.state = Leaving
+	cx := &w.copies[s][w.find(s, x)]
+	cx.state, cx.cutoff = Available, 0
+	w.copies[s][w.find(s, k)].src = y
+	w.count[y]--
+	w.gCount[w.group[y]]--
+	w.count[x]++
+	w.gCount[w.group[x]]++
 }

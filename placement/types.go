@@ -49,6 +49,11 @@ type Instance struct {
 	Port     uint32
 	// ShardSetID is a number unique to this instance within the placement.
 	ShardSetID uint32
+	// Leaving is set when the instance was removed (or replaced): it holds
+	// only LEAVING copies and leaves the placement once the last of them is
+	// taken over. An instance that merely holds nothing, or only LEAVING
+	// copies because its share rounded down to zero, is not leaving.
+	Leaving bool
 	// Shards are sorted by ID; an instance holds at most one copy of a
 	// shard.
 	Shards []Shard
@@ -126,19 +131,9 @@ func (in Instance) CountByState() [Leaving + 1]int {
 	return n
 }
 
-// IsLeaving reports whether the instance holds shards and all of them are
-// LEAVING: it was removed and waits for its shards to be taken over.
-func (in Instance) IsLeaving() bool {
-	if len(in.Shards) == 0 {
-		return false
-	}
-	for _, s := range in.Shards {
-		if s.State != Leaving {
-			return false
-		}
-	}
-	return true
-}
+// IsLeaving reports whether the instance was removed and only waits for its
+// LEAVING copies to be taken over.
+func (in Instance) IsLeaving() bool { return in.Leaving }
 
 func cmpUint32(a, b uint32) int {
 	switch {

@@ -12,6 +12,7 @@ import (
 //   - instances are sorted by unique, non-empty IDs, each with an isolation
 //     group, a weight of at least 1, a host:port endpoint and a unique
 //     ShardSetID no larger than MaxShardSetID;
+//   - a leaving instance holds at least one copy, all of them LEAVING;
 //   - each instance holds each shard at most once, in shard order, and only
 //     INITIALIZING copies carry a SourceID;
 //   - every shard has exactly ReplicaFactor non-LEAVING owners, no two of
@@ -79,6 +80,9 @@ func (p Placement) validateInstance(in Instance) error {
 			return fmt.Errorf("http endpoint: %w", err)
 		}
 	}
+	if in.Leaving && len(in.Shards) == 0 {
+		return fmt.Errorf("leaving instance holds no shards; it should have left the placement")
+	}
 	if in.ShardSetID > p.MaxShardSetID {
 		return fmt.Errorf("shardSetID %d above maxShardSetID %d", in.ShardSetID, p.MaxShardSetID)
 	}
@@ -94,10 +98,16 @@ func (p Placement) validateInstance(in Instance) error {
 		}
 		switch s.State {
 		case Initializing:
+			if in.Leaving {
+				return fmt.Errorf("leaving instance holds shard %d INITIALIZING", s.ID)
+			}
 			if s.SourceID == in.ID {
 				return fmt.Errorf("shard %d streams from its own instance", s.ID)
 			}
 		case Available, Leaving:
+			if s.State == Available && in.Leaving {
+				return fmt.Errorf("leaving instance holds shard %d AVAILABLE", s.ID)
+			}
 			if s.SourceID != "" {
 				return fmt.Errorf("%v shard %d has sourceID %q", s.State, s.ID, s.SourceID)
 			}

@@ -32,6 +32,14 @@ type work struct {
 	held       [][]uint32 // per instance, shards it may hold (stale entries allowed)
 	homeless   []homeless
 	wasPresent []bool // instance was in the input placement
+	// origInit holds the source of every INITIALIZING copy of the input,
+	// so re-routing can tell new bootstraps from old ones.
+	origInit map[pairIdx]int
+}
+
+type pairIdx struct {
+	inst  int
+	shard uint32
 }
 
 type wcopy struct {
@@ -70,6 +78,7 @@ func newWork(p Placement, newcomers []Instance) *work {
 		copies:     make([][]wcopy, p.NumShards),
 		held:       make([][]uint32, len(all)),
 		wasPresent: make([]bool, len(all)),
+		origInit:   make(map[pairIdx]int),
 	}
 	index := make(map[string]int, len(all))
 	groups := make(map[string]int)
@@ -82,7 +91,7 @@ func newWork(p Placement, newcomers []Instance) *work {
 		}
 		w.group[i] = g
 		w.wasPresent[i] = present[in.ID]
-		w.active[i] = !in.IsLeaving()
+		w.active[i] = !in.Leaving
 		w.maxSetID = max(w.maxSetID, in.ShardSetID)
 		meta := in
 		meta.Shards = nil
@@ -100,6 +109,9 @@ func newWork(p Placement, newcomers []Instance) *work {
 			}
 			w.copies[s.ID] = append(w.copies[s.ID], wcopy{inst: i, state: s.State, src: src, cutover: s.CutoverNanos, cutoff: s.CutoffNanos})
 			w.held[i] = append(w.held[i], s.ID)
+			if s.State == Initializing {
+				w.origInit[pairIdx{i, s.ID}] = src
+			}
 			if s.State != Leaving {
 				w.count[i]++
 				w.gCount[w.group[i]]++
@@ -287,6 +299,7 @@ func (w *work) placement(version int64) Placement {
 			continue
 		}
 		in.Shards = shards[i]
+		in.Leaving = !w.active[i]
 		p.Instances = append(p.Instances, in)
 	}
 	sortInstances(p.Instances)
