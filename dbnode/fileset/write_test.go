@@ -224,3 +224,12 @@ func TestFileNames(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenMissingFileset(t *testing.T) {
+	root := t.TempDir()
+	_, err := Open(vfs.OS(), root, testID(0, 0))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.Contains(t, err.Error(), "default/7/0/v0")
+	_, err = Open(vfs.OS(), root, ID{Namespace: "../x"})
+	require.Error(t, err)
+}
