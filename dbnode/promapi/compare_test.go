@@ -315,20 +315,29 @@ var compareQueries = []string{
 	`group by (job) (http_requests_total) or vector(0)`,
 }
 
-func TestQueriesMatchPrometheus(t *testing.T) {
-	// A fixed history ending about now (so writes pass the retention and
-	// future checks of a real clock too); the node's clock is fixed 30 s
-	// after the last sample.
-	start := time.Now().Add(-dsSpan - 10*time.Minute).Truncate(time.Hour).UnixMilli()
-	d := genDataset(start)
-	now := time.UnixMilli(d.end + 30_000)
-	node := newTesseraNode(t, now, Options{})
+// loadedNode returns a node holding the generated data set, written
+// through remote write, and the reference storage holding the same
+// samples. The history ends about now (so it would pass the retention and
+// future checks of a real clock too); the node's clock is fixed 30 s after
+// the last sample.
+func loadedNode(t *testing.T) (*tesseraNode, *refStorage, *dataset) {
+	t.Helper()
+	d := genDataset(time.Now().Add(-dsSpan - 10*time.Minute).Truncate(time.Hour).UnixMilli())
+	node := newTesseraNode(t, time.UnixMilli(d.end+30_000), Options{})
 	node.remoteWrite(t, d)
-
 	ref := &refStorage{}
 	for _, s := range d.series {
 		ref.add(s.lset, s.samples)
 	}
+	return node, ref, d
+}
+
+// TestQueriesMatchPrometheus evaluates every query of the table, instant
+// and range, through Tessera's HTTP API and through the promql engine over
+// Prometheus' own chunk storage, and requires identical answers.
+func TestQueriesMatchPrometheus(t *testing.T) {
+	node, ref, d := loadedNode(t)
+	start := d.start
 	engine := promql.NewEngine(Options{}.withDefaults().engineOpts())
 
 	instants := []int64{

@@ -18,6 +18,7 @@ type memBackend struct {
 	mu      sync.Mutex
 	queries []memQuery
 	err     error // returned by every call when set
+	block   bool  // Query waits for its context to end
 }
 
 type memSeries struct {
@@ -53,10 +54,13 @@ func matchesAll(ms []*labels.Matcher, ls labels.Labels) bool {
 func (m *memBackend) Query(ctx context.Context, _ string, ms []*labels.Matcher, start, end int64) ([]tstorage.SeriesIterator, error) {
 	m.mu.Lock()
 	m.queries = append(m.queries, memQuery{matchers: ms, start: start, end: end})
-	err := m.err
+	err, block := m.err, m.block
 	m.mu.Unlock()
 	if err != nil {
 		return nil, err
+	}
+	if block {
+		<-ctx.Done()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
