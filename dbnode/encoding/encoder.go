@@ -19,11 +19,10 @@ var emptyStream = []byte{streamFormat, 0, 0, 0, 0}
 // Not safe for concurrent use; Bytes does not write, so several readers may
 // call it while no Append or Reset runs.
 type Encoder struct {
-	w      bitWriter
-	count  uint32
-	t      int64
-	tDelta uint64
-	vc     valueCoder
+	w     bitWriter
+	count uint32
+	tc    tsCoder
+	vc    valueCoder
 }
 
 // NewEncoder returns an empty encoder.
@@ -37,22 +36,18 @@ func (e *Encoder) Append(t int64, v float64) error {
 		e.w.reset(streamHeaderLen)
 		e.w.buf[0] = streamFormat
 		e.w.writeBits64(uint64(t), 64)
+		e.tc = tsCoder{t: t}
 		e.vc.encodeFirst(&e.w, v)
 	} else {
-		if t <= e.t {
+		if t <= e.tc.t {
 			return ErrOutOfOrder
 		}
 		if e.count == math.MaxUint32 {
 			return ErrTooManySamples
 		}
-		// Wrapping arithmetic: any two int64 timestamps have a delta
-		// modulo 2^64, and the decoder adds it back the same way.
-		delta := uint64(t) - uint64(e.t)
-		writeTimestampDoD(&e.w, int64(delta-e.tDelta))
-		e.tDelta = delta
+		e.tc.encode(&e.w, t)
 		e.vc.encode(&e.w, v)
 	}
-	e.t = t
 	e.count++
 	binary.LittleEndian.PutUint32(e.w.buf[1:5], e.count)
 	return nil
@@ -62,7 +57,7 @@ func (e *Encoder) Append(t int64, v float64) error {
 func (e *Encoder) Len() int { return int(e.count) }
 
 // LastTimestamp returns the last appended timestamp; undefined when Len is 0.
-func (e *Encoder) LastTimestamp() int64 { return e.t }
+func (e *Encoder) LastTimestamp() int64 { return e.tc.t }
 
 // Bytes returns a self-delimiting stream of every sample appended so far,
 // readable by NewIterator. It does not copy: the caller must not modify it,

@@ -119,3 +119,46 @@ func TestRiceRoundTrip(t *testing.T) {
 		require.True(t, r.ok())
 	}
 }
+
+// TestStreamCosts pins the sizes that the mode logic is there for, so that
+// a change that still round-trips but loses compression fails too.
+func TestStreamCosts(t *testing.T) {
+	size := func(in []sample) int { return len(encodeStream(t, in)) }
+	counter := series(720, func(i int) float64 { return float64(1e9 + i*1500) })
+	constant := series(720, func(int) float64 { return 1 })
+
+	// Header 5 bytes, first timestamp and value, first delta, then a bit
+	// for the timestamp and a bit for the value per sample.
+	require.LessOrEqual(t, size(constant), 5+16+2*720/8)
+	require.LessOrEqual(t, size(counter), 5+24+2*720/8)
+
+	// A staleness marker in a counter: the NaN itself, and the way back
+	// continues the counter's integer state.
+	stale := slices.Clone(counter)
+	stale[360].v = staleNaN
+	require.LessOrEqual(t, size(stale)-size(counter), 30)
+
+	// Memory in kB*1024, moving by pages: delta-of-deltas lose their 12
+	// zero bits after a warm-up window of shiftWindow values.
+	pages := series(720, func(i int) float64 { return float64(4e6+(i*7919)%500*4) * 1024 })
+	plain := series(720, func(i int) float64 { return float64(4e6*4096 + (i*7919)%500*4) })
+	require.LessOrEqual(t, size(pages), size(plain)+16)
+
+	// A clock in seconds with sub-microsecond digits is a 6-digit decimal
+	// now and then; the encoder must not flap into integer mode for it.
+	clock := series(720, func(i int) float64 { return float64(1.7e18+float64(i)*1e10+float64(i*i*7919%1e9)) / 1e9 })
+	xor := 0
+	{
+		var c valueCoder
+		var w bitWriter
+		w.reset(0)
+		c.reset()
+		c.enterFloat(&w, clock[0].v)
+		for _, s := range clock[1:] {
+			c.writeXOR(&w, math.Float64bits(s.v))
+		}
+		xor = len(w.bytes())
+	}
+	// Timestamps take 102 bytes; allow a couple of switches.
+	require.LessOrEqual(t, size(clock), 5+xor+102+32)
+}

@@ -33,8 +33,7 @@ type streamIterator struct {
 	r       bitReader
 	left    uint32 // samples still to decode
 	read    uint32 // samples decoded
-	t       int64
-	tDelta  uint64
+	tc      tsCoder
 	v       float64
 	vc      valueCoder
 	err     error
@@ -72,15 +71,12 @@ func (it *streamIterator) Next() bool {
 	}
 	ok := true
 	if it.read == 0 {
-		it.t = int64(it.r.readBits64(64))
+		it.tc = tsCoder{t: int64(it.r.readBits64(64))}
 		it.v, ok = it.vc.decodeFirst(&it.r)
 	} else {
-		it.tDelta += readTimestampDoD(&it.r)
-		t := int64(uint64(it.t) + it.tDelta)
-		if t <= it.t {
-			return it.fail(corruptf("sample %d: timestamp %d not after %d", it.read, t, it.t))
+		if t, inOrder := it.tc.decode(&it.r); !inOrder {
+			return it.fail(corruptf("sample %d: timestamp %d not after %d", it.read, t, it.tc.t))
 		}
-		it.t = t
 		it.v, ok = it.vc.decode(&it.r)
 	}
 	if !it.r.ok() {
@@ -110,5 +106,5 @@ func (it *streamIterator) fail(err error) bool {
 	return false
 }
 
-func (it *streamIterator) At() (int64, float64) { return it.t, it.v }
+func (it *streamIterator) At() (int64, float64) { return it.tc.t, it.v }
 func (it *streamIterator) Err() error           { return it.err }

@@ -49,11 +49,9 @@ func sealSamples(ts []int64, vs []float64) []byte {
 	var w bitWriter
 	w.reset(0)
 	w.writeBits64(uint64(ts[0]), 64)
-	var tDelta uint64
-	for i := 1; i < len(ts); i++ {
-		delta := uint64(ts[i]) - uint64(ts[i-1])
-		writeTimestampDoD(&w, int64(delta-tDelta))
-		tDelta = delta
+	tc := tsCoder{t: ts[0]}
+	for _, t := range ts[1:] {
+		tc.encode(&w, t)
 	}
 	out = binary.AppendUvarint(out, uint64(len(w.bytes())))
 	out = append(out, w.bytes()...)

@@ -8,15 +8,14 @@ import (
 // sealedIterator decodes the sealed form: timestamps and values are two
 // separate sections read side by side.
 type sealedIterator struct {
-	ts     bitReader // timestamp section
-	vals   bitReader // value codes (stream kind) or Rice residuals
-	count  uint64
-	read   uint64
-	t      int64
-	tDelta uint64
-	v      float64
-	err    error
-	done   bool
+	ts    bitReader // timestamp section
+	vals  bitReader // value codes (stream kind) or Rice residuals
+	count uint64
+	read  uint64
+	tc    tsCoder
+	v     float64
+	err   error
+	done  bool
 
 	kind uint8
 	vc   valueCoder // stream kind
@@ -174,14 +173,9 @@ func (it *sealedIterator) Next() bool {
 		return false
 	}
 	if it.read == 0 {
-		it.t = int64(it.ts.readBits64(64))
-	} else {
-		it.tDelta += readTimestampDoD(&it.ts)
-		t := int64(uint64(it.t) + it.tDelta)
-		if t <= it.t {
-			return it.fail(corruptf("sealed sample %d: timestamp %d not after %d", it.read, t, it.t))
-		}
-		it.t = t
+		it.tc = tsCoder{t: int64(it.ts.readBits64(64))}
+	} else if t, inOrder := it.tc.decode(&it.ts); !inOrder {
+		return it.fail(corruptf("sealed sample %d: timestamp %d not after %d", it.read, t, it.tc.t))
 	}
 	if !it.ts.ok() {
 		return it.fail(corruptf("sealed timestamps truncated at sample %d of %d", it.read, it.count))
@@ -252,5 +246,5 @@ func (it *sealedIterator) fail(err error) bool {
 	return false
 }
 
-func (it *sealedIterator) At() (int64, float64) { return it.t, it.v }
+func (it *sealedIterator) At() (int64, float64) { return it.tc.t, it.v }
 func (it *sealedIterator) Err() error           { return it.err }
