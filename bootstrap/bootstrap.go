@@ -194,18 +194,27 @@ func (b *Bootstrapper) Reconcile(ctx context.Context, m *client.Map) error {
 	var todo []uint32
 	total, done := 0, 0
 	b.mu.Lock()
+	initializing := map[uint32]bool{}
 	for _, s := range in.Shards {
 		total++
 		if s.State != placement.Initializing {
 			done++
 			continue
 		}
+		initializing[s.ID] = true
 		if b.state[s.ID] == Done {
 			// Marked before, but this placement predates the CAS: wait.
 			continue
 		}
 		b.state[s.ID] = Pending
 		todo = append(todo, s.ID)
+	}
+	// Forget shards that are settled or gone, so a shard that comes back
+	// later is bootstrapped again.
+	for sh := range b.state {
+		if !initializing[sh] {
+			delete(b.state, sh)
+		}
 	}
 	b.mu.Unlock()
 	b.total.Store(int64(total))

@@ -12,14 +12,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/tessera-tsdb/tessera/bootstrap"
+	"github.com/tessera-tsdb/tessera/client"
 	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/uber-go/tally/v4"
 	promreporter "github.com/uber-go/tally/v4/prometheus"
+	"google.golang.org/grpc"
 )
 
 // Node is one running tessera node.
@@ -31,7 +37,9 @@ type Node struct {
 	api    *httpapi.API
 
 	httpLn net.Listener
+	rpcLn  net.Listener
 	db     *storage.Database
+	topo   *client.Topology
 }
 
 // New validates the config and binds the listeners, so a port in use fails
@@ -64,8 +72,21 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("listen http %s: %w", cfg.HTTP.Listen, err)
 	}
 	n.httpLn = ln
+	rln, err := net.Listen("tcp", cfg.RPC.Listen)
+	if err != nil {
+		ln.Close()
+		closer.Close()
+		return nil, fmt.Errorf("listen rpc %s: %w", cfg.RPC.Listen, err)
+	}
+	n.rpcLn = rln
+	if cfg.RPC.Advertise == "" || strings.HasSuffix(cfg.RPC.Advertise, ":0") {
+		n.cfg.RPC.Advertise = rln.Addr().String()
+	}
 	return n, nil
 }
+
+// RPCAddr is the bound node RPC address.
+func (n *Node) RPCAddr() string { return n.rpcLn.Addr().String() }
 
 // HTTPAddr is the bound HTTP address.
 func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
@@ -74,30 +95,112 @@ func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
 func (n *Node) DB() *storage.Database { return n.db }
 
 // Run serves until ctx is done, then shuts down cleanly. The HTTP server
-// answers (503 on /ready) while storage recovers.
-func (n *Node) Run(ctx context.Context) error {
+// answers (503 on /ready) while storage recovers and shards bootstrap.
+func (n *Node) Run(ctx context.Context) (err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	srv := &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	srvErr := make(chan error, 1)
+	srvErr := make(chan error, 2)
 	go func() { srvErr <- srv.Serve(n.httpLn) }()
 	defer n.closer.Close()
+	var cleanups []func()
+	defer func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}()
 
+	// 1. etcd: a seed runs its member; everyone connects as a client.
+	if n.cfg.Etcd.Embedded.Enabled {
+		e, err := startEmbeddedEtcd(n.cfg)
+		if err != nil {
+			shutdown(srv)
+			n.rpcLn.Close()
+			return err
+		}
+		cleanups = append(cleanups, func() { e.Close() })
+	}
+	store, closeStore, err := n.openPlacementStore()
+	if err != nil {
+		shutdown(srv)
+		n.rpcLn.Close()
+		return err
+	}
+	cleanups = append(cleanups, closeStore)
+
+	// 2. The last placement seen, so reads and writes route while etcd is
+	// unreachable.
+	n.topo, err = client.NewTopology(filepath.Join(n.cfg.DataDir, "placement.json"))
+	if err != nil {
+		shutdown(srv)
+		n.rpcLn.Close()
+		return err
+	}
+
+	// 3. Own data first (filesets, then commit log): a whole cluster
+	// restarted at once comes back without waiting on peers.
 	db, err := n.openStorage()
 	if err != nil {
 		shutdown(srv)
+		n.rpcLn.Close()
 		return err
 	}
 	n.db = db
-	n.api.SetBackend(httpapi.Local{DB: db})
-	n.api.SetReady("")
-	n.log.Info("node ready", "http", n.HTTPAddr(), "data", n.cfg.DataDir)
+
+	// 4. Node RPC.
+	rs := rpc.NewServer(db, ownership{topo: n.topo, id: n.cfg.ID}, rpc.ServerOptions{
+		NodeID: n.cfg.ID, Logger: n.log,
+		Ready: func() (bool, string) {
+			m := n.topo.Get()
+			if m == nil {
+				return false, "no placement"
+			}
+			p := bootstrap.PendingShards(m, n.cfg.ID)
+			return p == 0, fmt.Sprintf("%d shards INITIALIZING", p)
+		},
+	})
+	g := grpc.NewServer(rs.GRPCServerOptions()...)
+	rs.Register(g)
+	go func() { srvErr <- g.Serve(n.rpcLn) }()
+
+	// 5. The session routes every HTTP write and read by the placement.
+	wl, _ := client.ParseWriteLevel(n.cfg.Cluster.WriteConsistency)
+	rl, _ := client.ParseReadLevel(n.cfg.Cluster.ReadConsistency)
+	pairing := n.cfg.Cluster.PairedInitializingCounts == nil || *n.cfg.Cluster.PairedInitializingCounts
+	session := client.NewSession(client.Options{
+		LocalID: n.cfg.ID, Local: db, Topology: n.topo,
+		WriteLevel: wl, ReadLevel: rl, Pairing: pairing,
+		HedgeAfter: n.cfg.Cluster.HedgeAfter, RequestTimeout: n.cfg.Cluster.RequestTimeout,
+		Logger: n.log, Metrics: n.scope.SubScope("session"),
+	})
+	n.api.SetBackend(session)
+	n.api.SetReady("no placement yet: waiting for etcd")
+
+	// 6. Placement watch, bootstrap and shard release.
+	dials := newDialCache(n.cfg.Cluster.RequestTimeout)
+	b := bootstrap.New(bootstrap.Options{
+		InstanceID: n.cfg.ID, DB: db, Store: store, Dial: dials.dial,
+		MaxBytesPerSecond: n.cfg.Bootstrap.MaxBytesPerSecond,
+		Logger: n.log, Metrics: n.scope.SubScope("bootstrap"),
+	})
+	bg := make(chan struct{}, 2)
+	go func() { n.watchPlacement(ctx, store); bg <- struct{}{} }()
+	go func() { n.reconcile(ctx, b); bg <- struct{}{} }()
+	n.log.Info("node serving", "id", n.cfg.ID, "http", n.HTTPAddr(), "rpc", n.RPCAddr(), "data", n.cfg.DataDir)
 
 	select {
 	case <-ctx.Done():
 	case err = <-srvErr:
-		err = fmt.Errorf("http server: %w", err)
+		err = fmt.Errorf("server: %w", err)
 	}
 	n.api.SetReady("shutting down")
+	cancel()
+	<-bg
+	<-bg
 	shutdown(srv)
+	g.Stop()
+	_ = session.Close()
+	dials.close()
 	if cerr := db.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close storage: %w", cerr))
 	}

@@ -1,0 +1,206 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/tessera-tsdb/tessera/bootstrap"
+	"github.com/tessera-tsdb/tessera/client"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/placement"
+)
+
+// PlacementStore is what a node needs of the placement in etcd.
+type PlacementStore interface {
+	// Get returns the placement, or an error wrapping
+	// placement.ErrNotFound when none exists.
+	Get(ctx context.Context) (placement.Placement, error)
+	// Init creates the placement if none exists.
+	Init(ctx context.Context, instances []placement.Instance, numShards uint32, rf int) (placement.Placement, error)
+	// MarkAvailable flips this instance's INITIALIZING shards to
+	// AVAILABLE (dropping their LEAVING copies) in one CAS.
+	MarkAvailable(ctx context.Context, instanceID string, shards []uint32) error
+	// Watch delivers every placement written from revision fromRev on,
+	// until ctx ends or the watch breaks (the channel closes).
+	Watch(ctx context.Context, fromRev int64) <-chan placement.Placement
+}
+
+// ownership answers the RPC server's "may I serve this shard" from the
+// cached placement: writes for any copy this node holds, reads for
+// AVAILABLE and LEAVING copies (an INITIALIZING copy is still incomplete,
+// except that peers streaming from it are never routed to it).
+type ownership struct {
+	topo *client.Topology
+	id   string
+}
+
+func (o ownership) CheckShard(shard uint32, op rpc.Op) error {
+	m := o.topo.Get()
+	if m == nil {
+		return errors.New("no placement known yet")
+	}
+	in, ok := m.Placement.Instance(o.id)
+	if !ok {
+		return fmt.Errorf("not owned by %s: instance not in placement version %d", o.id, m.Placement.Version)
+	}
+	s, ok := in.Shard(shard)
+	if !ok {
+		return fmt.Errorf("not owned by %s in placement version %d", o.id, m.Placement.Version)
+	}
+	if op == rpc.OpRead && s.State == placement.Initializing {
+		return fmt.Errorf("INITIALIZING on %s: not readable until bootstrapped", o.id)
+	}
+	return nil
+}
+
+// watchPlacement feeds the topology from etcd for as long as ctx lives,
+// re-establishing the watch after errors. When no placement exists and
+// autoInit is set, it creates a one-instance placement for this node.
+func (n *Node) watchPlacement(ctx context.Context, store PlacementStore) {
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		p, err := store.Get(ctx)
+		if errors.Is(err, placement.ErrNotFound) && n.cfg.Cluster.AutoInit {
+			self := n.selfInstance()
+			p, err = store.Init(ctx, []placement.Instance{self}, uint32(n.cfg.Cluster.NumShards), 1)
+			if err == nil {
+				n.log.Info("created a one-node placement", "instance", self.ID, "shards", n.cfg.Cluster.NumShards)
+			} else if pp, gerr := store.Get(ctx); gerr == nil {
+				p, err = pp, nil // someone else created it first
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, placement.ErrNotFound) {
+				n.log.Warn("placement unavailable; serving from cached placement", "err", err)
+			}
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 200 * time.Millisecond
+		if err := n.topo.Update(p); err != nil {
+			n.log.Warn("cache placement", "err", err)
+		}
+		for p := range store.Watch(ctx, p.Version+1) {
+			if err := n.topo.Update(p); err != nil {
+				n.log.Warn("cache placement", "err", err)
+			}
+		}
+		// The watch ended (etcd gone or ctx done): re-read and re-watch.
+		if !sleepCtx(ctx, backoff) {
+			return
+		}
+	}
+}
+
+func (n *Node) selfInstance() placement.Instance {
+	host, port, _ := net.SplitHostPort(n.cfg.RPC.Advertise)
+	var p uint32
+	fmt.Sscanf(port, "%d", &p)
+	return placement.Instance{
+		ID: n.cfg.ID, IsolationGroup: n.cfg.IsolationGroup, Zone: "local", Weight: 1,
+		Endpoint: n.cfg.RPC.Advertise, HTTPEndpoint: n.HTTPAddr(), Hostname: host, Port: p,
+	}
+}
+
+// reconcile reacts to every placement: bootstrap newly given shards, mark
+// them available, release shards no longer held (after a grace period),
+// and keep /ready current.
+func (n *Node) reconcile(ctx context.Context, b *bootstrap.Bootstrapper) {
+	sub := n.topo.Subscribe()
+	var m *client.Map
+	released := map[uint32]time.Time{} // shard -> when first seen not owned
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m = <-sub:
+		case <-retry.C:
+		}
+		if m == nil {
+			continue
+		}
+		n.updateReady(m, b)
+		if err := b.Reconcile(ctx, m); err != nil && ctx.Err() == nil {
+			n.log.Warn("bootstrap round failed; retrying", "err", err)
+		}
+		n.updateReady(n.topo.Get(), b)
+		n.releaseShards(m, released)
+		// Come back while shards are pending (failed fetch, CAS lost, or
+		// waiting for the watch to show our CAS) or releases are due.
+		if bootstrap.PendingShards(m, n.cfg.ID) > 0 || len(released) > 0 {
+			retry.Reset(time.Second)
+		}
+	}
+}
+
+func (n *Node) updateReady(m *client.Map, b *bootstrap.Bootstrapper) {
+	if m == nil {
+		n.api.SetReady("no placement yet: waiting for etcd")
+		return
+	}
+	pending := bootstrap.PendingShards(m, n.cfg.ID)
+	if pending == 0 {
+		n.api.SetReady("")
+		return
+	}
+	p := b.Progress()
+	n.api.SetReady(fmt.Sprintf("bootstrapping: %d shards INITIALIZING, %d/%d done this round, %d samples and %d bytes streamed",
+		pending, p.ShardsDone, p.ShardsTotal, p.Samples, p.Bytes))
+}
+
+// shardReleaseGrace is how long a shard's data is kept after the
+// placement stopped giving it to this node, so reads routed by a slightly
+// older placement elsewhere still find it.
+const shardReleaseGrace = 30 * time.Second
+
+func (n *Node) releaseShards(m *client.Map, seen map[uint32]time.Time) {
+	owned := map[uint32]bool{}
+	if in, ok := m.Placement.Instance(n.cfg.ID); ok {
+		for _, s := range in.Shards {
+			owned[s.ID] = true
+		}
+	}
+	now := time.Now()
+	for _, sh := range n.db.ShardsWithData() {
+		if owned[sh] {
+			delete(seen, sh)
+			continue
+		}
+		first, ok := seen[sh]
+		if !ok {
+			seen[sh] = now
+			continue
+		}
+		if now.Sub(first) >= shardReleaseGrace {
+			if err := n.db.DropShard(sh); err != nil {
+				n.log.Warn("release shard", "shard", sh, "err", err)
+				continue
+			}
+			delete(seen, sh)
+		}
+	}
+	for sh := range seen {
+		if owned[sh] {
+			delete(seen, sh)
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,44 @@
+package node
+
+import (
+	"sync"
+	"time"
+
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+)
+
+// dialCache keeps one RPC client per peer endpoint for the bootstrap.
+type dialCache struct {
+	timeout time.Duration
+	mu      sync.Mutex
+	clients map[string]*rpc.Client
+}
+
+func newDialCache(timeout time.Duration) *dialCache {
+	return &dialCache{timeout: timeout, clients: map[string]*rpc.Client{}}
+}
+
+func (d *dialCache) dial(endpoint string) (*rpc.Client, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c := d.clients[endpoint]; c != nil {
+		return c, nil
+	}
+	// Bootstrap fetches move whole shards: allow them more time than a
+	// write.
+	c, err := rpc.Dial(endpoint, rpc.ClientOptions{Timeout: 10 * d.timeout})
+	if err != nil {
+		return nil, err
+	}
+	d.clients[endpoint] = c
+	return c, nil
+}
+
+func (d *dialCache) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for ep, c := range d.clients {
+		_ = c.Close()
+		delete(d.clients, ep)
+	}
+}
