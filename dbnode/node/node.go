@@ -181,7 +181,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	b := bootstrap.New(bootstrap.Options{
 		InstanceID: n.cfg.ID, DB: db, Store: store, Dial: dials.dial,
 		MaxBytesPerSecond: n.cfg.Bootstrap.MaxBytesPerSecond,
-		Logger: n.log, Metrics: n.scope.SubScope("bootstrap"),
+		Logger:            n.log, Metrics: n.scope.SubScope("bootstrap"),
 	})
 	bg := make(chan struct{}, 2)
 	go func() { n.watchPlacement(ctx, store); bg <- struct{}{} }()
