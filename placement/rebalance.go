@@ -280,9 +280,6 @@ func (w *work) augment(start int, h homeless) bool {
 		}
 		j = st.from
 	}
-	if debugChains != nil {
-		debugChains(w, start, chain, dist[end])
-	}
 	// chain runs from the end back to the start; apply it forwards.
 	for k := len(chain) - 1; k >= 0; k-- {
 		st := chain[k]
@@ -325,7 +322,6 @@ func (w *work) refund(i int, s uint32) int {
 	return 1
 }
 
-var debugChains func(w *work, start int, chain []step, cost int)
 
 // canResource reports whether receiver k, bootstrapping s from x, may
 // stream from y instead: y holds s AVAILABLE, x's LEAVING copy can own the

@@ -1,0 +1,112 @@
+// Package etcdtest runs a real single-member etcd inside a test process, on
+// free loopback ports with its data in t.TempDir(), for tests of anything
+// that talks to etcd.
+package etcdtest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Start runs an embedded etcd until the test ends and returns its client
+// endpoints.
+func Start(t testing.TB) (endpoints []string) {
+	t.Helper()
+	return StartServer(t).Endpoints()
+}
+
+// Server is an embedded etcd that a test can stop and restart on the same
+// ports and data directory, to exercise reconnects.
+type Server struct {
+	t      testing.TB
+	dir    string
+	client url.URL
+	peer   url.URL
+	etcd   *embed.Etcd
+}
+
+// StartServer runs an embedded etcd until the test ends.
+func StartServer(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{t: t, dir: t.TempDir()}
+	// A port picked here can be taken by someone else before etcd binds
+	// it; try a few times.
+	var err error
+	for range 5 {
+		s.client, s.peer = freeURL(t), freeURL(t)
+		if err = s.start(); err == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("start embedded etcd: %v", err)
+	return nil
+}
+
+// Endpoints returns the client endpoints (host:port).
+func (s *Server) Endpoints() []string { return []string{s.client.Host} }
+
+// Stop shuts the server down; it is safe to call more than once.
+func (s *Server) Stop() {
+	if s.etcd == nil {
+		return
+	}
+	s.etcd.Close()
+	<-s.etcd.Server.StopNotify()
+	s.etcd = nil
+}
+
+// Restart stops the server and starts it again on the same ports and data.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	var err error
+	for range 50 { // the old listeners may take a moment to release the ports
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatalf("restart embedded etcd: %v", err)
+}
+
+func (s *Server) start() error {
+	cfg := embed.NewConfig()
+	cfg.Name = "etcdtest"
+	cfg.Dir = s.dir
+	cfg.ListenClientUrls = []url.URL{s.client}
+	cfg.AdvertiseClientUrls = []url.URL{s.client}
+	cfg.ListenPeerUrls = []url.URL{s.peer}
+	cfg.AdvertisePeerUrls = []url.URL{s.peer}
+	cfg.InitialCluster = fmt.Sprintf("%s=%s", cfg.Name, s.peer.String())
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cfg.LogLevel = "error"
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		s.etcd = e
+		return nil
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return fmt.Errorf("embedded etcd not ready after 30s")
+	}
+}
+
+func freeURL(t testing.TB) url.URL {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer l.Close()
+	return url.URL{Scheme: "http", Host: l.Addr().String()}
+}

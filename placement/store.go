@@ -1,0 +1,325 @@
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// KeyPrefix is where placements live in etcd: one key per cluster,
+// KeyPrefix + cluster name.
+const KeyPrefix = "_tessera/placement/"
+
+// DefaultMaxRetries is how many times a read-modify-write is retried after
+// losing the compare-and-swap before it gives up with ErrCASConflict.
+const DefaultMaxRetries = 10
+
+// Key returns the etcd key of the cluster's placement.
+func Key(cluster string) string { return KeyPrefix + cluster }
+
+// StoreOptions configure a Store. The zero value of each field means its
+// default.
+type StoreOptions struct {
+	// Cluster names the placement (default "default").
+	Cluster string
+	// MaxRetries bounds the retries after a lost compare-and-swap (default
+	// DefaultMaxRetries; negative means none).
+	MaxRetries int
+	// Now stamps CutoverNanos and CutoffNanos of changed copies (default
+	// time.Now).
+	Now func() time.Time
+}
+
+// ChangeOptions tune Add, Remove and Replace.
+type ChangeOptions struct {
+	// Force lets the change through while shards are still moving.
+	Force bool
+}
+
+// Store keeps one cluster's placement in etcd. Every change is a
+// read-modify-write: read the key, run the pure algorithm, Validate and
+// CheckTransitions, then write with a Txn that compares the key's
+// ModRevision with the one read, retrying from a fresh read when another
+// writer got there first. A Store is safe for concurrent use; it does not
+// own the client.
+type Store struct {
+	client     *clientv3.Client
+	key        string
+	maxRetries int
+	now        func() time.Time
+}
+
+// NewStore returns a store for opts.Cluster on the given client.
+func NewStore(client *clientv3.Client, opts StoreOptions) *Store {
+	if opts.Cluster == "" {
+		opts.Cluster = "default"
+	}
+	switch {
+	case opts.MaxRetries == 0:
+		opts.MaxRetries = DefaultMaxRetries
+	case opts.MaxRetries < 0:
+		opts.MaxRetries = 0
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{client: client, key: Key(opts.Cluster), maxRetries: opts.MaxRetries, now: opts.Now}
+}
+
+// Key returns the etcd key the store uses.
+func (s *Store) Key() string { return s.key }
+
+// Get reads the placement; its Version is the key's ModRevision. It returns
+// ErrNotFound when the cluster has none yet.
+func (s *Store) Get(ctx context.Context) (Placement, error) {
+	p, _, err := s.read(ctx)
+	return p, err
+}
+
+// read returns the placement and the store revision the read was served
+// at (also when the key is missing, with ErrNotFound).
+func (s *Store) read(ctx context.Context) (Placement, int64, error) {
+	resp, err := s.client.Get(ctx, s.key)
+	if err != nil {
+		return Placement{}, 0, fmt.Errorf("read placement %s: %w", s.key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Placement{}, resp.Header.Revision, fmt.Errorf("%w: no key %s", ErrNotFound, s.key)
+	}
+	p, err := decodeStored(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	if err != nil {
+		return Placement{}, resp.Header.Revision, fmt.Errorf("read placement %s: %w", s.key, err)
+	}
+	return p, resp.Header.Revision, nil
+}
+
+func decodeStored(value []byte, modRev int64) (Placement, error) {
+	var p Placement
+	if err := json.Unmarshal(value, &p); err != nil {
+		return Placement{}, err
+	}
+	p.Version = modRev
+	return p, nil
+}
+
+func encodeStored(p Placement) ([]byte, error) {
+	p.Version = 0 // the version is the key's ModRevision, not part of the value
+	return json.Marshal(p)
+}
+
+// Init creates the cluster's placement; it returns ErrExists when there
+// already is one.
+func (s *Store) Init(ctx context.Context, instances []Instance, numShards uint32, replicaFactor int) (Placement, error) {
+	p, err := Init(instances, numShards, replicaFactor)
+	if err != nil {
+		return Placement{}, err
+	}
+	p = stamp(Placement{}, p, s.now())
+	data, err := encodeStored(p)
+	if err != nil {
+		return Placement{}, fmt.Errorf("encode placement: %w", err)
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(s.key), "=", 0)).
+		Then(clientv3.OpPut(s.key, string(data))).
+		Else(clientv3.OpGet(s.key)).
+		Commit()
+	if err != nil {
+		return Placement{}, fmt.Errorf("write placement %s: %w", s.key, err)
+	}
+	if !resp.Succeeded {
+		var version int64
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			version = kvs[0].ModRevision
+		}
+		return Placement{}, fmt.Errorf("%w: %s (version %d)", ErrExists, s.key, version)
+	}
+	p.Version = resp.Header.Revision
+	return p, nil
+}
+
+// Update runs fn on the current placement and writes its result with a
+// compare-and-swap, re-reading and re-running fn when a concurrent writer
+// won, at most MaxRetries times (then ErrCASConflict). fn must be a pure
+// function of its argument; its errors are returned as they are. When fn
+// returns the placement unchanged, nothing is written and the current
+// placement is returned.
+func (s *Store) Update(ctx context.Context, fn func(Placement) (Placement, error)) (Placement, error) {
+	for attempt := 0; ; attempt++ {
+		cur, _, err := s.read(ctx)
+		if err != nil {
+			return Placement{}, err
+		}
+		next, err := fn(cur.Clone())
+		if err != nil {
+			return Placement{}, err
+		}
+		next.Version = cur.Version
+		if reflect.DeepEqual(normalized(cur), normalized(next)) {
+			return cur, nil
+		}
+		next = stamp(cur, next, s.now())
+		if err := next.Validate(); err != nil {
+			return Placement{}, err
+		}
+		if err := CheckTransitions(cur, next); err != nil {
+			return Placement{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		data, err := encodeStored(next)
+		if err != nil {
+			return Placement{}, fmt.Errorf("encode placement: %w", err)
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(s.key), "=", cur.Version)).
+			Then(clientv3.OpPut(s.key, string(data))).
+			Commit()
+		if err != nil {
+			return Placement{}, fmt.Errorf("write placement %s: %w", s.key, err)
+		}
+		if resp.Succeeded {
+			next.Version = resp.Header.Revision
+			return next, nil
+		}
+		if attempt >= s.maxRetries {
+			return Placement{}, fmt.Errorf("%w: placement %s changed concurrently on every attempt, gave up after %d retries", ErrCASConflict, s.key, s.maxRetries)
+		}
+		if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+			return Placement{}, err
+		}
+	}
+}
+
+// normalized makes empty and nil shard lists compare equal.
+func normalized(p Placement) Placement {
+	out := p.Clone()
+	for i := range out.Instances {
+		if len(out.Instances[i].Shards) == 0 {
+			out.Instances[i].Shards = nil
+		}
+	}
+	return out
+}
+
+// backoff spreads retrying writers apart: up to 2^attempt ms, capped at
+// 100 ms, with full jitter.
+func backoff(attempt int) time.Duration {
+	ceiling := time.Duration(1<<min(attempt, 7)) * time.Millisecond
+	return time.Duration(rand.Int64N(int64(min(ceiling, 100*time.Millisecond)) + 1))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// stamp sets CutoverNanos on copies that became INITIALIZING (or changed
+// source) and CutoffNanos on copies that became LEAVING, and clears
+// CutoffNanos on copies that are no longer LEAVING.
+func stamp(prev, next Placement, now time.Time) Placement {
+	nanos := now.UnixNano()
+	for i := range next.Instances {
+		in := &next.Instances[i]
+		old, _ := prev.Instance(in.ID)
+		for j := range in.Shards {
+			sh := &in.Shards[j]
+			before, had := old.Shard(sh.ID)
+			switch sh.State {
+			case Initializing:
+				if !had || before.State != Initializing || before.SourceID != sh.SourceID {
+					sh.CutoverNanos = nanos
+				}
+			case Leaving:
+				if !had || before.State != Leaving {
+					sh.CutoffNanos = nanos
+				}
+			case Available:
+				sh.CutoffNanos = 0
+			}
+		}
+	}
+	return next
+}
+
+// Add adds instances (see Add). Unless opts.Force, it refuses while shards
+// are still moving.
+func (s *Store) Add(ctx context.Context, newcomers []Instance, opts ChangeOptions) (Placement, error) {
+	return s.Update(ctx, func(p Placement) (Placement, error) {
+		if err := refuseMoving(p, nil, opts); err != nil {
+			return Placement{}, err
+		}
+		return Add(p, newcomers...)
+	})
+}
+
+// Remove removes instances (see Remove). Unless opts.Force, it refuses
+// while shards are still moving, except when every moving shard is moving
+// onto a removed instance: that is the undo of an add and always allowed.
+func (s *Store) Remove(ctx context.Context, ids []string, opts ChangeOptions) (Placement, error) {
+	return s.Update(ctx, func(p Placement) (Placement, error) {
+		if err := refuseMoving(p, ids, opts); err != nil {
+			return Placement{}, err
+		}
+		return Remove(p, ids...)
+	})
+}
+
+// Replace replaces instances (see Replace). Unless opts.Force, it refuses
+// while shards are still moving.
+func (s *Store) Replace(ctx context.Context, leaving []string, newcomers []Instance, opts ChangeOptions) (Placement, error) {
+	return s.Update(ctx, func(p Placement) (Placement, error) {
+		if err := refuseMoving(p, nil, opts); err != nil {
+			return Placement{}, err
+		}
+		return Replace(p, leaving, newcomers)
+	})
+}
+
+// MarkAvailable marks the instance's INITIALIZING shards available (all of
+// them when no shard is given) in one compare-and-swap; see MarkAvailable.
+// Bootstrap calls it with the shards it finished; a repeated call is
+// harmless and writes nothing.
+func (s *Store) MarkAvailable(ctx context.Context, id string, shards ...uint32) (Placement, error) {
+	return s.Update(ctx, func(p Placement) (Placement, error) {
+		return MarkAvailable(p, id, shards...)
+	})
+}
+
+// refuseMoving returns ErrShardsMoving when some INITIALIZING copy sits on
+// an instance not in except and opts.Force is off.
+func refuseMoving(p Placement, except []string, opts ChangeOptions) error {
+	if opts.Force {
+		return nil
+	}
+	skip := make(map[string]bool, len(except))
+	for _, id := range except {
+		skip[id] = true
+	}
+	moving := 0
+	for _, in := range p.Instances {
+		if !skip[in.ID] {
+			moving += in.CountByState()[Initializing]
+		}
+	}
+	if moving > 0 {
+		return fmt.Errorf("%w: %d shard(s) still INITIALIZING; mark them available first, or force", ErrShardsMoving, moving)
+	}
+	return nil
+}
+
+// IsUnreachable reports whether err means etcd could not be reached in
+// time, as opposed to a placement-level failure.
+func IsUnreachable(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded)
+}
