@@ -69,10 +69,11 @@ func (ix *Index) blockStartOf(t int64) int64 {
 // Insert does not retain id.
 func (ix *Index) Insert(id []byte, blockStart int64) error {
 	start := ix.blockStartOf(blockStart)
-	st := ix.series.stripeOf(id)
+	h := ix.series.hash(id)
+	st := ix.series.stripeOf(h)
 
 	st.mu.RLock()
-	ref, ok := st.refs[string(id)]
+	ref, ok := ix.series.find(st, h, id)
 	if ok {
 		// The stripe read lock stays held while adding so that retention
 		// cannot free the ref under us (see seriesTable.release).
@@ -83,11 +84,11 @@ func (ix *Index) Insert(id []byte, blockStart int64) error {
 		return nil
 	}
 	st.mu.RUnlock()
-	return ix.insertNew(st, id, start)
+	return ix.insertNew(st, h, id, start)
 }
 
 // insertNew is Insert's path for an ID not in the series table.
-func (ix *Index) insertNew(st *stripe, id []byte, start int64) error {
+func (ix *Index) insertNew(st *stripe, h uint64, id []byte, start int64) error {
 	if err := validateID(id); err != nil {
 		return fmt.Errorf("index insert %q: %w", id, err)
 	}
@@ -97,17 +98,15 @@ func (ix *Index) insertNew(st *stripe, id []byte, start int64) error {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	ref, ok := st.refs[string(id)]
+	ref, ok := ix.series.find(st, h, id)
 	var s string
 	if ok {
 		s = ix.series.id(ref) // another writer won the race
 	} else {
-		s = string(id)
 		var err error
-		if ref, err = ix.series.alloc(s); err != nil {
+		if ref, s, err = ix.series.create(st, h, id); err != nil {
 			return fmt.Errorf("index insert %q: %w", id, err)
 		}
-		st.refs[s] = ref
 	}
 	b.add(ref, s)
 	return nil

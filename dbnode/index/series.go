@@ -10,113 +10,133 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 )
 
-// ErrFull is returned by Insert when the namespace holds 2^32 live series,
-// the most a uint32 ref can name.
-var ErrFull = errors.New("index full: 2^32 live series")
+// ErrFull is returned by Insert when the namespace already holds 2^32-1 live
+// series, the most a uint32 ref can name.
+var ErrFull = errors.New("index full: 2^32-1 live series")
 
-// numStripes spreads the ID -> ref map over independently locked shards so
+// numStripes spreads the ID -> ref table over independently locked shards so
 // that concurrent writers of different series rarely touch the same lock or
 // cache line.
 const numStripes = 256
 
-// stripe is one lock-protected shard of the ID -> ref map, padded to a cache
-// line of its own so neighbouring stripes do not false-share.
-type stripe struct {
-	mu   sync.RWMutex
-	refs map[string]uint32 // key: the stored ID string (also in seriesTable.ids)
-	_    [64 - 24 - 8]byte
-}
-
 // seriesTable assigns every distinct series ID a dense uint32 ref, so that
 // postings are small roaring bitmaps rather than lists of IDs, and stores each
-// ID's bytes exactly once: the map key and ids[ref] are the same string.
+// ID's bytes exactly once, in ids.
 //
-// Locking: a stripe lock guards its map; mu guards ids and free. A ref's entry
-// in ids is written before the ref is added to any block, and is only cleared
-// (by release) when the ref is in no block and the stripe lock of its ID is
-// held, so an insert can never pick up a ref that is being freed.
+// The ID -> ref direction is a hash table per stripe whose slots hold only
+// a 32-bit hash tag and the ref (no pointers for the GC to scan, 8 bytes a
+// slot). One 64-bit hash of the ID picks the stripe (low bits) and the tag
+// (high bits); growing a stripe re-places slots by their tags without
+// touching any ID.
+//
+// Synchronisation: a stripe lock guards its slots and every write of an
+// ids entry whose ID hashes to that stripe (alloc and release hold it), so
+// a probe under the stripe lock reads ids safely. Everyone else reads an
+// entry only for a ref found in a block bitmap, which happens after the
+// entry was written (the block lock orders them); refs are freed only by
+// DropBlocksBefore, which queries exclude.
 type seriesTable struct {
 	seed    maphash.Seed
 	stripes [numStripes]stripe
+	ids     idPages
 
-	mu   sync.RWMutex
-	ids  []string // by ref; entries of freed refs are ""
-	free []uint32 // freed refs, reused before growing ids
+	mu   sync.Mutex // guards next and free
+	next uint32     // first never-used ref
+	free []uint32   // released refs, reused before fresh ones
 
 	live atomic.Int64
 }
 
 func newSeriesTable() *seriesTable {
-	t := &seriesTable{seed: maphash.MakeSeed()}
-	for i := range t.stripes {
-		t.stripes[i].refs = make(map[string]uint32)
+	return &seriesTable{seed: maphash.MakeSeed()}
+}
+
+// hash returns the one hash of id used for stripe and slot.
+func (t *seriesTable) hash(id []byte) uint64 { return maphash.Bytes(t.seed, id) }
+
+func (t *seriesTable) stripeOf(h uint64) *stripe { return &t.stripes[h%numStripes] }
+
+// find returns id's ref. The caller holds st's lock (read or write).
+func (t *seriesTable) find(st *stripe, h uint64, id []byte) (uint32, bool) {
+	if len(st.slots) == 0 {
+		return 0, false
 	}
-	return t
+	tag := uint32(h >> 32)
+	mask := uint32(len(st.slots) - 1)
+	for i := tag & mask; ; i = (i + 1) & mask {
+		s := st.slots[i]
+		if s == 0 {
+			return 0, false
+		}
+		if uint32(s>>32) == tag {
+			ref := uint32(s) - 1
+			if t.ids.get(ref) == string(id) {
+				return ref, true
+			}
+		}
+	}
 }
 
-func (t *seriesTable) stripeOf(id []byte) *stripe {
-	return &t.stripes[maphash.Bytes(t.seed, id)%numStripes]
-}
-
-// alloc gives id a ref. The caller holds the Lock of id's stripe and records
-// the ref in the stripe map.
-func (t *seriesTable) alloc(id string) (uint32, error) {
+// create gives id a ref and stores a copy of it. The caller holds st's write
+// lock and has checked that id is absent.
+func (t *seriesTable) create(st *stripe, h uint64, id []byte) (uint32, string, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	var ref uint32
 	if n := len(t.free); n > 0 {
 		ref = t.free[n-1]
 		t.free = t.free[:n-1]
-		t.ids[ref] = id
 	} else {
-		if uint64(len(t.ids)) > math.MaxUint32 {
-			return 0, ErrFull
+		if t.next == math.MaxUint32 { // ref+1 must fit a slot
+			t.mu.Unlock()
+			return 0, "", ErrFull
 		}
-		ref = uint32(len(t.ids))
-		t.ids = append(t.ids, id)
+		ref = t.next
+		t.next++
+		t.ids.grow(t.next)
 	}
+	t.mu.Unlock()
+
+	s := string(id)
+	t.ids.set(ref, s)
+	st.insert(uint32(h>>32), ref)
 	t.live.Add(1)
-	return ref, nil
+	return ref, s, nil
 }
 
-// id returns the stored ID of a live ref.
-func (t *seriesTable) id(ref uint32) string {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.ids[ref]
-}
+// id returns the stored ID of a live ref (see the type's comment for who may
+// call it).
+func (t *seriesTable) id(ref uint32) string { return t.ids.get(ref) }
 
 // release forgets ref if inUse(ref), asked under the lock of the ref's stripe
 // (which every insert of that series holds while adding it to a block), says
 // it is in no block. It reports whether the ref was freed.
 func (t *seriesTable) release(ref uint32, inUse func(uint32) bool) bool {
-	id := t.id(ref)
+	id := t.ids.get(ref)
 	if id == "" {
 		return false
 	}
-	st := t.stripeOf(bytesOf(id))
+	h := t.hash(bytesOf(id))
+	st := t.stripeOf(h)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if cur, ok := st.refs[id]; !ok || cur != ref || inUse(ref) {
+	if cur, ok := t.find(st, h, bytesOf(id)); !ok || cur != ref || inUse(ref) {
 		return false
 	}
-	delete(st.refs, id)
+	st.remove(uint32(h>>32), ref)
+	t.ids.set(ref, "")
 	t.mu.Lock()
-	t.ids[ref] = ""
 	t.free = append(t.free, ref)
 	t.mu.Unlock()
 	t.live.Add(-1)
 	return true
 }
 
-// each calls fn with the stored ID of every ref in set, in ref order, under
-// one read lock. The refs must be live.
+// each calls fn with the stored ID of every ref in set, in ref order. The
+// refs must be live and stay so (the caller holds dropMu).
 func (t *seriesTable) each(set *roaring.Bitmap, fn func(ref uint32, id string)) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
 	it := set.Iterator()
 	for it.HasNext() {
 		ref := it.Next()
-		fn(ref, t.ids[ref])
+		fn(ref, t.ids.get(ref))
 	}
 }
