@@ -64,6 +64,18 @@ var codecs = []codec{
 		require.NoError(t, err)
 		return NewSealedIterator(sealed)
 	}},
+	{"sealer-reused", func(t tb, in []sample) Iterator {
+		// A Sealer that sealed something else before, appending after
+		// existing bytes: no state may leak from one series to the next.
+		var s Sealer
+		other := encodeStream(t, at(specials...))
+		dst, err := s.Seal([]byte("prefix"), other)
+		require.NoError(t, err)
+		n := len(dst)
+		dst, err = s.Seal(dst, encodeStream(t, in))
+		require.NoError(t, err)
+		return NewSealedIterator(dst[n:])
+	}},
 	{"encode-drain", func(t tb, in []sample) Iterator {
 		b, n, err := Encode(NewIterator(encodeStream(t, in)))
 		require.NoError(t, err)

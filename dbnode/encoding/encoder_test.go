@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 func TestEncoderOutOfOrder(t *testing.T) {
@@ -161,4 +162,13 @@ func TestStreamCosts(t *testing.T) {
 	}
 	// Timestamps take 102 bytes; allow a couple of switches.
 	require.LessOrEqual(t, size(clock), 5+xor+102+32)
+}
+
+func TestMedian(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		xs := rapid.SliceOfN(rapid.Int64Range(-5, 5), 1, 50).Draw(rt, "xs")
+		sorted := slices.Clone(xs)
+		slices.Sort(sorted)
+		require.Equal(rt, sorted[len(sorted)/2], median(xs))
+	})
 }

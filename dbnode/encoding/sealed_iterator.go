@@ -3,6 +3,7 @@ package encoding
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 )
 
 // sealedIterator decodes the sealed form: timestamps and values are two
@@ -161,7 +162,56 @@ func (it *sealedIterator) nextException(prev uint64) {
 	it.excNext = prev + gap
 }
 
+// Next has a fast path like streamIterator.Next: integer kind, a timestamp
+// on schedule or a few milliseconds off, a Rice code without escape, no
+// exception at this index. It commits nothing until the sample is known
+// good; everything else goes through next.
 func (it *sealedIterator) Next() bool {
+	if it.kind != valuesIntegers || it.ints < 2 || it.read >= it.count || it.read == it.excNext || it.err != nil {
+		return it.next()
+	}
+	word := it.ts.peek()
+	var x uint64
+	var n uint
+	switch {
+	case word>>63 == 0:
+		n = 1
+	case word>>62 == 0b10:
+		x, n = signExtend(word<<2>>59, 5), 7
+	default:
+		return it.next()
+	}
+	tc := &it.tc
+	delta := tc.nominal + x
+	t := int64(uint64(tc.t) + delta)
+	if t <= tc.t || it.ts.pos+uint64(n) > it.ts.end {
+		return it.next()
+	}
+	vw := it.vals.peek()
+	q := uint(bits.LeadingZeros64(^vw))
+	m := q + 1 + it.k
+	if q >= riceEscape || m > 57 || it.vals.pos+uint64(m) > it.vals.end {
+		return it.next()
+	}
+	z := uint64(q)<<it.k | vw<<(q+1)>>(64-it.k)
+	it.ts.pos += uint64(n)
+	it.vals.pos += uint64(m)
+	tc.next(delta)
+	tc.t = t
+	if it.order == orderDelta {
+		it.n += (uint64(unzigzag(z)) + it.bias) * it.g
+	} else {
+		it.d += uint64(unzigzag(z))
+		it.n += it.d * it.g
+	}
+	it.ints++
+	it.v = fromInt(int64(it.n), it.scale)
+	it.read++
+	return true
+}
+
+// next decodes one sample along the general path.
+func (it *sealedIterator) next() bool {
 	if it.read >= it.count {
 		if !it.done {
 			it.done = true
