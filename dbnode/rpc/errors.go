@@ -9,6 +9,7 @@ import (
 
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -75,7 +76,7 @@ func storageStatus(what string, err error) error {
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
-	case errors.Is(err, storage.ErrUnknownNamespace):
+	case errors.Is(err, storage.ErrUnknownNamespace), errors.Is(err, ident.ErrMalformedID):
 		code = codes.InvalidArgument
 	case errors.Is(err, encoding.ErrCorrupt):
 		code = codes.DataLoss // another replica may hold good data

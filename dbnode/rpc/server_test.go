@@ -251,7 +251,16 @@ func TestInvalidRequests(t *testing.T) {
 		{"write empty id", func() error {
 			_, err := c.WriteBatch(ctx, &WriteRequest{Namespace: testNS, Series: []WriteSeries{{Samples: samplesNearNow(1, 0)}}})
 			return err
-		}, "series 0: empty ID"},
+		}, "series 0 (\"\"): malformed ID: no labels"},
+		{"write unsorted labels", func() error {
+			id := []byte("\x01b\x011\x01a\x012") // b="1", a="2": length-prefixed, not sorted
+			_, err := c.WriteBatch(ctx, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samplesNearNow(1, 0))}})
+			return err
+		}, `malformed ID: label "a" not sorted after "b"`},
+		{"write garbage id", func() error {
+			_, err := c.WriteBatch(ctx, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries([]byte{0xff}, samplesNearNow(1, 0))}})
+			return err
+		}, "malformed series id"},
 		{"fetch unknown namespace", func() error {
 			_, err := c.Fetch(ctx, &FetchRequest{Namespace: "nope", IDs: [][]byte{id}})
 			return err
@@ -378,4 +387,21 @@ func TestConcurrentCalls(t *testing.T) {
 	}
 	sort.Strings(got)
 	require.Len(t, got, 8)
+}
+
+// rawMsg sends arbitrary bytes as a request.
+type rawMsg []byte
+
+func (m rawMsg) Size() int                       { return len(m) }
+func (m rawMsg) MarshalAppend(dst []byte) []byte { return append(dst, m...) }
+func (m rawMsg) Unmarshal([]byte) error          { return nil }
+
+func TestUndecodableRequest(t *testing.T) {
+	db := openStorage(t, commitlog.ModeAsync)
+	c := serve(t, db, nil, ServerOptions{}, ClientOptions{})
+	for _, method := range []string{methodWriteBatch, methodFetch, methodFetchTagged, methodHealth} {
+		err := c.conn.Invoke(context.Background(), method, rawMsg{wireVersion, 0xff}, &WriteResponse{})
+		require.Equal(t, codes.Internal, status.Code(err), "%s: %v", method, err)
+		require.Contains(t, err.Error(), "malformed message", method)
+	}
 }

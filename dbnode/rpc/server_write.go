@@ -20,8 +20,8 @@ func (s *Server) writeBatch(ctx context.Context, req *WriteRequest) (*WriteRespo
 	total := 0
 	for i := range req.Series {
 		ws := &req.Series[i]
-		if len(ws.ID) == 0 {
-			return nil, status.Errorf(codes.InvalidArgument, "series %d: empty ID", i)
+		if err := validateID(ws.ID); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "series %d (%q): malformed ID: %v", i, ws.ID, err)
 		}
 		// The client routed by ws.Shard; a wrong one would file the series
 		// where reads never look.

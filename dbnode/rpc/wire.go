@@ -133,7 +133,7 @@ func (r *reader) float(what string) float64 {
 
 // bytes returns a length-prefixed field aliasing the input, nil when empty.
 func (r *reader) bytes(what string) []byte {
-	n := r.uvarint(what + " length")
+	n := r.uvarint(what)
 	if r.err != nil {
 		return nil
 	}
