@@ -1,6 +1,7 @@
 package promapi
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,11 +73,11 @@ func (a *API) wrap(h func(r *http.Request) result) http.HandlerFunc {
 			a.respondError(w, res.err)
 			return
 		}
-		a.respond(w, res)
+		a.respond(w, r, res)
 	}
 }
 
-func (a *API) respond(w http.ResponseWriter, res result) {
+func (a *API) respond(w http.ResponseWriter, r *http.Request, res result) {
 	buf := make([]byte, 0, 4096)
 	buf = append(buf, `{"status":"success","data":`...)
 	buf, err := res.data(buf)
@@ -90,10 +91,37 @@ func (a *API) respond(w http.ResponseWriter, res result) {
 	buf = appendStrings(buf, "infos", infos)
 	buf = append(buf, '}')
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(buf); err != nil {
+	if err := writeBody(w, r, http.StatusOK, buf); err != nil {
 		a.opts.Logger.Debug("write query API response", "err", err)
 	}
+}
+
+// writeBody writes body, gzipped when the client accepts it and the body
+// is worth it, as Prometheus compresses its API responses.
+func writeBody(w http.ResponseWriter, r *http.Request, code int, body []byte) error {
+	w.Header().Add("Vary", "Accept-Encoding")
+	if len(body) < 1024 || !acceptsGzip(r) {
+		w.WriteHeader(code)
+		_, err := w.Write(body)
+		return err
+	}
+	w.Header().Set("Content-Encoding", "gzip")
+	w.WriteHeader(code)
+	zw := gzip.NewWriter(w)
+	if _, err := zw.Write(body); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		enc, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.TrimSpace(enc) == "gzip" && strings.ReplaceAll(q, " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
 }
 
 // appendStrings writes ,"key":[...] when ss is not empty (omitempty).

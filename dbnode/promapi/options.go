@@ -13,6 +13,7 @@ const (
 	DefaultNamespace          = "default"
 	DefaultTimeout            = 2 * time.Minute // --query.timeout
 	DefaultMaxSamples         = 50_000_000      // --query.max-samples
+	DefaultMaxConcurrency     = 20              // --query.max-concurrency
 	DefaultLookbackDelta      = 5 * time.Minute // --query.lookback-delta
 	DefaultEvaluationInterval = time.Minute     // global evaluation_interval
 )
@@ -28,6 +29,9 @@ type Options struct {
 	// MaxSamples bounds the samples one query may hold in memory at once.
 	// Exceeding it answers 422 with errorType "execution".
 	MaxSamples int
+	// MaxConcurrency bounds the queries evaluating at once; more wait for
+	// a slot within their timeout.
+	MaxConcurrency int
 	// LookbackDelta is how far back an instant selector looks for a
 	// sample; a request may override it with ?lookback_delta=.
 	LookbackDelta time.Duration
@@ -64,6 +68,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxSamples <= 0 {
 		o.MaxSamples = DefaultMaxSamples
 	}
+	if o.MaxConcurrency <= 0 {
+		o.MaxConcurrency = DefaultMaxConcurrency
+	}
 	if o.LookbackDelta <= 0 {
 		o.LookbackDelta = DefaultLookbackDelta
 	}
@@ -99,5 +106,6 @@ func (o Options) engineOpts() promql.EngineOpts {
 		NoStepSubqueryIntervalFn: func(int64) int64 { return interval },
 		EnableAtModifier:         true,
 		EnableNegativeOffset:     true,
+		ActiveQueryTracker:       newSlots(o.MaxConcurrency),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -33,13 +34,19 @@ type seriesSet struct {
 	sorted     bool
 	limit      int
 
-	loaded bool
-	its    []tstorage.SeriesIterator
-	lsets  []labels.Labels // decoded labels, filled up front only when sorted
-	i      int
-	n      int // series returned so far
-	cur    *series
-	err    error
+	loaded  bool
+	entries []candidate
+	i       int
+	n       int // series returned so far
+	cur     *series
+	err     error
+}
+
+// candidate is a series the index matched; lset is decoded up front only
+// when the set must be sorted, else on demand.
+type candidate struct {
+	it   tstorage.SeriesIterator
+	lset labels.Labels
 }
 
 func (s *seriesSet) load() error {
@@ -48,27 +55,19 @@ func (s *seriesSet) load() error {
 	if err != nil {
 		return fmt.Errorf("query %v in [%d, %d]: %w", s.matchers, s.start, s.end, err)
 	}
-	s.its = its
-	if !s.sorted {
-		return nil
-	}
-	s.lsets = make([]labels.Labels, len(its))
+	s.entries = make([]candidate, len(its))
 	for i, it := range its {
-		if s.lsets[i], err = ident.Labels(it.ID); err != nil {
+		s.entries[i].it = it
+		if !s.sorted {
+			continue
+		}
+		if s.entries[i].lset, err = ident.Labels(it.ID); err != nil {
 			return fmt.Errorf("decode series id %q: %w", it.ID, err)
 		}
 	}
-	order := make([]int, len(its))
-	for i := range order {
-		order[i] = i
+	if s.sorted {
+		slices.SortFunc(s.entries, func(a, b candidate) int { return labels.Compare(a.lset, b.lset) })
 	}
-	sortByLabels(order, s.lsets)
-	sortedIts := make([]tstorage.SeriesIterator, len(its))
-	sortedLsets := make([]labels.Labels, len(its))
-	for to, from := range order {
-		sortedIts[to], sortedLsets[to] = its[from], s.lsets[from]
-	}
-	s.its, s.lsets = sortedIts, sortedLsets
 	return nil
 }
 
@@ -84,34 +83,32 @@ func (s *seriesSet) Next() bool {
 	if s.limit > 0 && s.n >= s.limit {
 		return false
 	}
-	for ; s.i < len(s.its); s.i++ {
+	for ; s.i < len(s.entries); s.i++ {
 		if s.i%checkContextEvery == 0 {
 			if s.err = s.ctx.Err(); s.err != nil {
 				return false
 			}
 		}
-		it := s.its[s.i]
-		src := it.Values
+		e := &s.entries[s.i]
+		src := e.it.Values
 		if !src.Next() {
 			if s.err = src.Err(); s.err != nil {
-				s.err = fmt.Errorf("read series %q: %w", it.ID, s.err)
+				s.err = fmt.Errorf("read series %q: %w", e.it.ID, s.err)
 				return false
 			}
 			continue // no sample in range
 		}
-		var lset labels.Labels
-		if s.lsets != nil {
-			lset = s.lsets[s.i]
-		} else {
+		lset := e.lset
+		if !s.sorted {
 			var err error
-			if lset, err = ident.Labels(it.ID); err != nil {
-				s.err = fmt.Errorf("decode series id %q: %w", it.ID, err)
+			if lset, err = ident.Labels(e.it.ID); err != nil {
+				s.err = fmt.Errorf("decode series id %q: %w", e.it.ID, err)
 				return false
 			}
 		}
 		t, v := src.At()
 		s.cur = &series{set: s, lset: lset, first: newPeekedIterator(src, t, v)}
-		s.its[s.i] = tstorage.SeriesIterator{} // let the set forget it
+		*e = candidate{} // the set forgets it; the series owns it now
 		s.i++
 		s.n++
 		return true
