@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"google.golang.org/grpc"
@@ -38,6 +39,9 @@ type Client struct {
 // for the connection: the first call connects, and a node that is down
 // fails calls with Unavailable until it is back.
 func Dial(addr string, opts ClientOptions) (*Client, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("rpc: dial %q: want host:port: %w", addr, err)
+	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}

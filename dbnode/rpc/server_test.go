@@ -341,6 +341,11 @@ func TestDeadlines(t *testing.T) {
 	requireCode(t, err, codes.Canceled, "")
 }
 
+func TestDialRejectsBadAddress(t *testing.T) {
+	_, err := Dial("no-port", ClientOptions{})
+	require.ErrorContains(t, err, `dial "no-port": want host:port`)
+}
+
 func TestUnreachableNode(t *testing.T) {
 	c, err := Dial("127.0.0.1:1", ClientOptions{Timeout: 2 * time.Second})
 	require.NoError(t, err, "dial does not wait for the connection")
