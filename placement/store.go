@@ -268,6 +268,9 @@ func (s *Store) Add(ctx context.Context, newcomers []Instance, opts ChangeOption
 // onto a removed instance: that is the undo of an add and always allowed.
 func (s *Store) Remove(ctx context.Context, ids []string, opts ChangeOptions) (Placement, error) {
 	return s.Update(ctx, func(p Placement) (Placement, error) {
+		if err := requireKnown(p, ids); err != nil {
+			return Placement{}, fmt.Errorf("remove instances: %w", err)
+		}
 		if err := refuseMoving(p, ids, opts); err != nil {
 			return Placement{}, err
 		}
@@ -279,6 +282,9 @@ func (s *Store) Remove(ctx context.Context, ids []string, opts ChangeOptions) (P
 // while shards are still moving.
 func (s *Store) Replace(ctx context.Context, leaving []string, newcomers []Instance, opts ChangeOptions) (Placement, error) {
 	return s.Update(ctx, func(p Placement) (Placement, error) {
+		if err := requireKnown(p, leaving); err != nil {
+			return Placement{}, fmt.Errorf("replace instances: %w", err)
+		}
 		if err := refuseMoving(p, nil, opts); err != nil {
 			return Placement{}, err
 		}
@@ -294,6 +300,17 @@ func (s *Store) MarkAvailable(ctx context.Context, id string, shards ...uint32) 
 	return s.Update(ctx, func(p Placement) (Placement, error) {
 		return MarkAvailable(p, id, shards...)
 	})
+}
+
+// requireKnown names the first ID the placement does not have, so an
+// operator's typo is reported before anything else.
+func requireKnown(p Placement, ids []string) error {
+	for _, id := range ids {
+		if _, ok := p.Instance(id); !ok {
+			return fmt.Errorf("%w %q", ErrUnknownInstance, id)
+		}
+	}
+	return nil
 }
 
 // refuseMoving returns ErrShardsMoving when some INITIALIZING copy sits on

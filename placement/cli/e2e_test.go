@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tessera-tsdb/tessera/placement"
+	"github.com/tessera-tsdb/tessera/placement/etcdtest"
+)
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run execs the CLI binary with the given arguments.
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// cli runs a command against the test etcd.
+type cli struct {
+	t         *testing.T
+	endpoints string
+}
+
+func (c cli) ok(args ...string) string {
+	c.t.Helper()
+	r := run(c.t, append([]string{"--endpoints", c.endpoints, "--cluster", "e2e"}, args...)...)
+	require.Zero(c.t, r.code, "%v: stderr %s", args, r.stderr)
+	require.Empty(c.t, r.stderr)
+	return r.stdout
+}
+
+func (c cli) json(args ...string) placement.Placement {
+	c.t.Helper()
+	var p placement.Placement
+	require.NoError(c.t, json.Unmarshal([]byte(c.ok(append(args, "-o", "json")...)), &p))
+	require.NoError(c.t, p.Validate())
+	return p
+}
+
+// fail runs a command that must fail and returns its one-line reason.
+func (c cli) fail(args ...string) string {
+	c.t.Helper()
+	r := run(c.t, append([]string{"--endpoints", c.endpoints, "--cluster", "e2e"}, args...)...)
+	require.NotZero(c.t, r.code, "%v should fail; stdout %s", args, r.stdout)
+	requireOneLine(c.t, r.stderr)
+	return r.stderr
+}
+
+func requireOneLine(t *testing.T, stderr string) {
+	t.Helper()
+	require.Equal(t, 1, strings.Count(stderr, "\n"), "one line on stderr, got %q", stderr)
+	require.True(t, strings.HasPrefix(stderr, "Error: "), "got %q", stderr)
+}
+
+func TestCLIEndToEnd(t *testing.T) {
+	c := cli{t: t, endpoints: strings.Join(etcdtest.Start(t), ",")}
+
+	require.Contains(t, c.fail("get"), "placement not found")
+
+	p := c.json("init", "--rf", "2", "--shards", "64",
+		"--instance", "id=a,group=r1,zone=z,endpoint=127.0.0.1:9001,http=127.0.0.1:7201",
+		"--instance", "id=b,group=r2,zone=z,endpoint=127.0.0.1:9002",
+		"--instance", "id=c,group=r3,zone=z,weight=2,endpoint=127.0.0.1:9003")
+	require.Equal(t, uint32(64), p.NumShards)
+	require.Positive(t, p.Version)
+	a, _ := p.Instance("a")
+	require.Equal(t, "127.0.0.1:7201", a.HTTPEndpoint)
+	require.Equal(t, 128, placement.MovingShards(p))
+
+	require.Contains(t, c.fail("init", "--rf", "1", "--shards", "64", "--instance", "id=x,group=r,endpoint=h:1"), "placement already exists")
+	require.Contains(t, c.fail("add", "--instance", "id=d,group=r1,endpoint=127.0.0.1:9004"), "shards are still moving")
+
+	for _, id := range []string{"a", "b", "c"} {
+		p = c.json("mark-available", id)
+	}
+	require.Zero(t, placement.MovingShards(p))
+
+	table := c.ok("get")
+	require.Contains(t, table, "cluster e2e  version ")
+	require.Contains(t, table, "shards moving: 0")
+	require.Regexp(t, `(?m)^c\s+r3\s+z\s+2\s+127\.0\.0\.1:9003\s+0\s+\d+\s+0\s*$`, table)
+
+	p = c.json("add", "--instance", "id=d,group=r1,endpoint=127.0.0.1:9004")
+	d, ok := p.Instance("d")
+	require.True(t, ok)
+	require.NotEmpty(t, d.Shards)
+	require.Contains(t, c.ok("get"), "shards moving: ")
+
+	// Mark one shard, then the rest.
+	first := d.Shards[0].ID
+	p = c.json("mark-available", "d", "--shard", itoa(first))
+	d, _ = p.Instance("d")
+	s, _ := d.Shard(first)
+	require.Equal(t, placement.Available, s.State)
+	p = c.json("mark-available", "d")
+	require.Zero(t, placement.MovingShards(p))
+
+	p = c.json("replace", "--leaving", "b", "--instance", "id=e,group=r2,endpoint=127.0.0.1:9005")
+	e, _ := p.Instance("e")
+	b, _ := p.Instance("b")
+	require.True(t, b.Leaving)
+	require.Equal(t, len(b.Shards), len(e.Shards))
+	c.json("mark-available", "e")
+
+	p = c.json("remove", "d")
+	require.Positive(t, placement.MovingShards(p))
+	require.Contains(t, c.fail("remove", "a"), "still moving")
+	p = c.json("remove", "a", "--force")
+	gone, _ := p.Instance("a")
+	require.True(t, gone.Leaving)
+
+	got := c.json("get")
+	require.Equal(t, p.Version, got.Version)
+
+	// Errors, each on one line.
+	require.Contains(t, c.fail("remove", "nope"), `unknown instance "nope"`)
+	require.Contains(t, c.fail("add", "--instance", "id=x,grp=r1,endpoint=h:1"), `unknown field "grp"`)
+	require.Contains(t, c.fail("add", "--instance", "id=x,group=r1,endpoint=nope"), `field endpoint: "nope" is not host:port`)
+	require.Contains(t, c.fail("get", "-o", "yaml"), `want table or json`)
+	require.Contains(t, c.fail("mark-available", "e", "--shard", "9999"), "does not hold shard 9999")
+}
+
+func TestCLIRefusesTooFewGroups(t *testing.T) {
+	c := cli{t: t, endpoints: strings.Join(etcdtest.Start(t), ",")}
+	msg := c.fail("init", "--rf", "3", "--instance", "id=a,group=r1,endpoint=h:1", "--instance", "id=b,group=r2,endpoint=h:2")
+	require.Contains(t, msg, "not enough isolation groups: 2 isolation group(s) for replica factor 3")
+}
+
+func TestCLIEtcdUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	r := run(t, "--endpoints", addr, "--timeout", "1s", "get")
+	require.NotZero(t, r.code)
+	requireOneLine(t, r.stderr)
+	require.Contains(t, r.stderr, "etcd unreachable at "+addr+" within 1s")
+}
+
+func itoa(n uint32) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
