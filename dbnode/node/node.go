@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/tessera-tsdb/tessera/bootstrap"
 	"github.com/tessera-tsdb/tessera/client"
 	"github.com/tessera-tsdb/tessera/config"
@@ -51,7 +53,11 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	reporter := promreporter.NewReporter(promreporter.Options{})
+	// A registry per node: several nodes can share a process (tests), and
+	// /metrics carries the Go runtime and process collectors too.
+	reg := prom.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reporter := promreporter.NewReporter(promreporter.Options{Registerer: reg})
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
 		Prefix:         "tessera",
 		CachedReporter: reporter,
@@ -90,6 +96,9 @@ func (n *Node) RPCAddr() string { return n.rpcLn.Addr().String() }
 
 // HTTPAddr is the bound HTTP address.
 func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
+
+// Topology is the node's placement view, nil before Run.
+func (n *Node) Topology() *client.Topology { return n.topo }
 
 // DB is the node's storage, nil until recovery finished.
 func (n *Node) DB() *storage.Database { return n.db }

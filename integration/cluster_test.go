@@ -1,0 +1,84 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/client"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
+)
+
+func TestMain(m *testing.M) {
+	// No goleak here: etcd's server leaves goroutines behind by design
+	// until the process exits; the packages below verify their own.
+	m.Run()
+}
+
+func TestClusterWriteReadMajority(t *testing.T) {
+	_, nodes, _ := cluster3(t)
+	d := newDataset()
+	now := time.Now().UnixMilli()
+	for j := 0; j < 5; j++ {
+		require.NoError(t, d.write(nodes[j%3].url(), 0, 300, now-int64(5-j)*1000))
+	}
+	for _, n := range nodes {
+		require.NoError(t, d.check(n.url(), now-60_000, now+1), "read through %s", n.cfg.ID)
+	}
+	// Each replica holds everything (RF 3 on 3 nodes): read each one's own
+	// storage directly.
+	for _, n := range nodes {
+		res, err := n.n.DB().Query(context.Background(), "default",
+			[]*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "it_metric")}, now-60_000, now+1, storage.QueryOptions{})
+		require.NoError(t, err)
+		require.Len(t, res, 300, "series on %s", n.cfg.ID)
+	}
+}
+
+func TestClusterOneNodeDown(t *testing.T) {
+	_, nodes, _ := cluster3(t)
+	d := newDataset()
+	now := time.Now().UnixMilli()
+	require.NoError(t, d.write(nodes[0].url(), 0, 100, now-3000))
+	nodes[2].stop()
+	// Majority writes keep succeeding with one of three down.
+	for j := 0; j < 3; j++ {
+		require.NoError(t, d.write(nodes[j%2].url(), 0, 100, now-2000+int64(j)))
+	}
+	// Unstrict majority reads return everything.
+	for _, n := range nodes[:2] {
+		require.NoError(t, d.check(n.url(), now-60_000, now+1))
+	}
+	// A session at level all fails and names the missing host.
+	topo := client.NewTopologyFromMap(nodes[0].n.Topology().Get())
+	s := client.NewSession(client.Options{Topology: topo, WriteLevel: client.WriteAll, RequestTimeout: 3 * time.Second})
+	defer s.Close()
+	id := ident.FromLabels(labels.FromStrings("__name__", "it_metric", "series", "x"))
+	err := s.WriteBatch(context.Background(), "default", []storage.Sample{{ID: id, Shard: ident.Shard(id, 4096), T: now, V: 1}})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "node3")
+	require.Contains(t, err.Error(), "write consistency all not met")
+}
+
+func TestClusterSurvivesEtcdDown(t *testing.T) {
+	e, nodes, _ := cluster3(t)
+	d := newDataset()
+	now := time.Now().UnixMilli()
+	require.NoError(t, d.write(nodes[0].url(), 0, 100, now-3000))
+	e.stop()
+	require.NoError(t, d.write(nodes[1].url(), 0, 100, now-2000))
+	require.NoError(t, d.check(nodes[2].url(), now-60_000, now+1))
+	// A node restarted while etcd is down serves from its cached placement.
+	nodes[1] = nodes[1].restart(t)
+	eventually(t, 30*time.Second, "restarted node ready", nodes[1].ready)
+	require.NoError(t, d.write(nodes[1].url(), 0, 100, now-1000))
+	for _, n := range nodes {
+		require.NoError(t, d.check(n.url(), now-60_000, now+1))
+	}
+}
+
+var _ = strings.Contains
