@@ -53,8 +53,8 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/status/buildinfo", a.wrap(a.buildInfo))
 }
 
-// result is what a handler answers: an appender for "data" (and any extra
-// top-level fields, such as stats), or an error.
+// result is what a handler answers: an appender writing the "data" field
+// and the warnings to report with it, or an error.
 type result struct {
 	data     func(dst []byte) ([]byte, error)
 	warnings annotations.Annotations

@@ -86,3 +86,18 @@ func TestResponseBytes(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Equal(t, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:6: parse error: unclosed left parenthesis"}`, string(body))
 }
+
+func TestStatsParam(t *testing.T) {
+	srv, _ := newMemAPI(t, Options{})
+	code, r := get(t, srv.URL, "/api/v1/query", url.Values{"query": {"sum(x)"}, "time": {fmtTime(testBase+60_000, false)}, "stats": {"all"}})
+	require.Equal(t, http.StatusOK, code, r.Error)
+	var d struct {
+		Stats struct {
+			Timings map[string]any `json:"timings"`
+			Samples map[string]any `json:"samples"`
+		} `json:"stats"`
+	}
+	require.NoError(t, json.Unmarshal(r.Data, &d))
+	require.Contains(t, d.Stats.Timings, "evalTotalTime")
+	require.Contains(t, d.Stats.Samples, "totalQueryableSamples")
+}
