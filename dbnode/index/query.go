@@ -28,7 +28,7 @@ func (ix *Index) Query(matchers []*labels.Matcher, start, end int64) ([][]byte, 
 	set := ix.matching(p, start, end)
 	ids := make([]string, 0, set.GetCardinality())
 	ix.series.each(set, func(_ uint32, id string) { ids = append(ids, id) })
-	slices.Sort(ids)
+	sortIDs(ids)
 	out := make([][]byte, len(ids))
 	for i, id := range ids {
 		out[i] = bytesOf(id)
