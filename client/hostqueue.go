@@ -7,6 +7,7 @@ import (
 
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"google.golang.org/grpc/codes"
 )
 
 // hostQueue batches writes to one remote host: concurrent callers' batches
@@ -121,6 +122,18 @@ func (h *hostQueue) send(ops []*writeOp) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
 	resp, err := h.client.WriteBatch(ctx, req)
+	// A host that refuses a shard it does not own yet is usually one
+	// placement version behind the coordinator: its watch catches up in
+	// milliseconds, so retry briefly before giving up.
+	for backoff, try := 20*time.Millisecond, 0; try < 5 && err != nil && rpc.Code(err) == codes.FailedPrecondition && ctx.Err() == nil; backoff, try = backoff*2, try+1 {
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+		if ctx.Err() == nil {
+			resp, err = h.client.WriteBatch(ctx, req)
+		}
+	}
 	cancel()
 	for _, op := range live {
 		switch {

@@ -179,14 +179,23 @@ func (s *Session) WriteBatch(ctx context.Context, ns string, samples []storage.S
 		}
 	}
 
+	// Every replica gets the write even after the level is met and this
+	// call returned (M3DB does the same): the replica that answers late
+	// still converges. So the host writes outlive the caller's context,
+	// bounded by the request timeout.
+	hostCtx, hostCancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.RequestTimeout)
 	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
 	defer cancel()
 	results := make(chan hostResult, len(perHost))
+	var hostsLeft sync.WaitGroup
 	for inst, batch := range perHost {
+		hostsLeft.Add(1)
 		go func(inst string, batch []storage.Sample) {
-			results <- s.writeHost(ctx, m, ns, inst, batch)
+			defer hostsLeft.Done()
+			results <- s.writeHost(hostCtx, m, ns, inst, batch)
 		}(inst, batch)
 	}
+	go func() { hostsLeft.Wait(); hostCancel() }()
 
 	var rejected *storage.RejectedError
 	pending := len(perHost)
