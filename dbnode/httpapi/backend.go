@@ -41,3 +41,45 @@ func (l Local) LabelNames(_ context.Context, ns string, ms []*labels.Matcher, st
 func (l Local) LabelValues(_ context.Context, ns, name string, ms []*labels.Matcher, start, end int64) ([]string, error) {
 	return l.DB.LabelValues(ns, name, ms, start, end)
 }
+
+// Deferred is a Backend that forwards to whatever backend the API serves
+// once storage is open, and answers "not ready" before: other HTTP
+// surfaces (the PromQL API) can be mounted before recovery finishes.
+type Deferred struct{ API *API }
+
+func (d Deferred) get() (Backend, error) { return d.API.getBackend() }
+
+func (d Deferred) WriteBatch(ctx context.Context, ns string, samples []storage.Sample) error {
+	b, err := d.get()
+	if err != nil {
+		return err
+	}
+	return b.WriteBatch(ctx, ns, samples)
+}
+
+func (d Deferred) Query(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+	b, err := d.get()
+	if err != nil {
+		return nil, err
+	}
+	return b.Query(ctx, ns, ms, start, end)
+}
+
+func (d Deferred) LabelNames(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]string, error) {
+	b, err := d.get()
+	if err != nil {
+		return nil, err
+	}
+	return b.LabelNames(ctx, ns, ms, start, end)
+}
+
+func (d Deferred) LabelValues(ctx context.Context, ns, name string, ms []*labels.Matcher, start, end int64) ([]string, error) {
+	b, err := d.get()
+	if err != nil {
+		return nil, err
+	}
+	return b.LabelValues(ctx, ns, name, ms, start, end)
+}
+
+// ErrNotReady is returned by a Deferred backend before storage is open.
+var ErrNotReady = errNotReady

@@ -23,6 +23,7 @@ import (
 	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/promapi"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/uber-go/tally/v4"
@@ -72,6 +73,13 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Metrics:        scope.SubScope("http"),
 		MetricsHandler: reporter.HTTPHandler(),
 	})
+	promapi.New(httpapi.Deferred{API: n.api}, promapi.Options{
+		Namespace:     cfg.Namespaces[0].Name,
+		Timeout:       cfg.Query.Timeout,
+		MaxSamples:    cfg.Query.MaxSamples,
+		LookbackDelta: cfg.Query.LookbackDelta,
+		Logger:        log,
+	}).Register(n.api.Mux())
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
 		closer.Close()
