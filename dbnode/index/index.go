@@ -19,10 +19,15 @@ type Index struct {
 	blocks   atomic.Pointer[blockSet]
 	blocksMu sync.Mutex
 
-	// dropMu keeps DropBlocksBefore (writer) apart from queries (readers):
-	// a query turns refs into IDs after matching, and a ref must not be freed
-	// and handed to another series in between. Inserts do not take it.
-	dropMu sync.RWMutex
+	// cutMu keeps the removal of blocks from the live set (writer) apart
+	// from queries (readers). A query turns refs into IDs after matching;
+	// a ref it matched in a block must not be freed and handed to another
+	// series in between. Refs are freed only when in no live block, so once
+	// the cut is done queries and freeing can overlap: a query that starts
+	// later never sees the cut blocks. Inserts do not take it.
+	cutMu sync.RWMutex
+	// dropping serialises DropBlocksBefore calls: one at a time frees refs.
+	dropping sync.Mutex
 }
 
 // blockSet is one immutable view of the live blocks.

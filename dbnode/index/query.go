@@ -22,8 +22,8 @@ func (ix *Index) Query(matchers []*labels.Matcher, start, end int64) ([][]byte, 
 	if err != nil {
 		return nil, fmt.Errorf("index query: %w", err)
 	}
-	ix.dropMu.RLock()
-	defer ix.dropMu.RUnlock()
+	ix.cutMu.RLock()
+	defer ix.cutMu.RUnlock()
 
 	set := ix.matching(p, start, end)
 	ids := make([]string, 0, set.GetCardinality())
@@ -37,7 +37,7 @@ func (ix *Index) Query(matchers []*labels.Matcher, start, end int64) ([][]byte, 
 }
 
 // matching returns the refs of the series matching p in any block
-// overlapping [start, end]. The caller holds dropMu.RLock.
+// overlapping [start, end]. The caller holds cutMu.RLock.
 func (ix *Index) matching(p plan, start, end int64) *roaring.Bitmap {
 	var res *roaring.Bitmap
 	for _, b := range ix.overlapping(start, end) {
@@ -65,8 +65,8 @@ func (ix *Index) LabelNames(matchers []*labels.Matcher, start, end int64) ([]str
 	if err != nil {
 		return nil, fmt.Errorf("index label names: %w", err)
 	}
-	ix.dropMu.RLock()
-	defer ix.dropMu.RUnlock()
+	ix.cutMu.RLock()
+	defer ix.cutMu.RUnlock()
 
 	found := map[string]struct{}{}
 	for _, b := range ix.overlapping(start, end) {
@@ -121,8 +121,8 @@ func (ix *Index) LabelValues(name string, matchers []*labels.Matcher, start, end
 	if err != nil {
 		return nil, fmt.Errorf("index label values of %q: %w", name, err)
 	}
-	ix.dropMu.RLock()
-	defer ix.dropMu.RUnlock()
+	ix.cutMu.RLock()
+	defer ix.cutMu.RUnlock()
 
 	found := map[string]struct{}{}
 	for _, b := range ix.overlapping(start, end) {

@@ -5,13 +5,15 @@ import "github.com/RoaringBitmap/roaring/v2"
 // DropBlocksBefore forgets every block with blockStart+blockSize <= t, and
 // frees the refs (and ID bytes) of series left in no block so that a
 // namespace with series churn does not grow without bound. Later inserts
-// into the dropped range are ignored. Runs alongside inserts; waits for
-// in-flight queries.
+// into the dropped range are ignored. Runs alongside inserts; removing the
+// blocks waits for in-flight queries, freeing their series does not.
 func (ix *Index) DropBlocksBefore(t int64) {
-	ix.dropMu.Lock()
-	defer ix.dropMu.Unlock()
+	ix.dropping.Lock()
+	defer ix.dropping.Unlock()
 
+	ix.cutMu.Lock()
 	dropped := ix.cutBlocks(t)
+	ix.cutMu.Unlock()
 	if len(dropped) == 0 {
 		return
 	}

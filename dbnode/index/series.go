@@ -33,8 +33,9 @@ const numStripes = 256
 // ids entry whose ID hashes to that stripe (alloc and release hold it), so
 // a probe under the stripe lock reads ids safely. Everyone else reads an
 // entry only for a ref found in a block bitmap, which happens after the
-// entry was written (the block lock orders them); refs are freed only by
-// DropBlocksBefore, which queries exclude.
+// entry was written (the block lock orders them). A ref is freed only when
+// it is in no live block, and a query sees only blocks live when it started
+// (Index.cutMu), so no query reads an entry while it is freed or reused.
 type seriesTable struct {
 	seed    maphash.Seed
 	stripes [numStripes]stripe
@@ -132,7 +133,7 @@ func (t *seriesTable) release(ref uint32, inUse func(uint32) bool) bool {
 }
 
 // each calls fn with the stored ID of every ref in set, in ref order. The
-// refs must be live and stay so (the caller holds dropMu).
+// refs must come from blocks live for the caller (it holds cutMu.RLock).
 func (t *seriesTable) each(set *roaring.Bitmap, fn func(ref uint32, id string)) {
 	it := set.Iterator()
 	for it.HasNext() {
