@@ -36,7 +36,7 @@ func (e *Encoder) Append(t int64, v float64) error {
 		e.w.reset(streamHeaderLen)
 		e.w.buf[0] = streamFormat
 		e.w.writeBits64(uint64(t), 64)
-		e.tc = tsCoder{t: t}
+		e.tc = newTSCoder(t)
 		e.vc.encodeFirst(&e.w, v)
 	} else {
 		if t <= e.tc.t {

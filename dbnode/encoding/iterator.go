@@ -91,8 +91,7 @@ func (it *streamIterator) Next() bool {
 		return it.next()
 	}
 	tc := &it.tc
-	delta := tc.nominal + x
-	t := int64(uint64(tc.t) + delta)
+	t := int64(tc.sched + tc.nominal + x)
 	if t <= tc.t {
 		return it.next()
 	}
@@ -113,8 +112,7 @@ func (it *streamIterator) Next() bool {
 		return it.next()
 	}
 	r.pos += uint64(n)
-	tc.next(delta)
-	tc.t = t
+	tc.advance(t, x)
 	vc := &it.vc
 	vc.delta += dod
 	vc.n += vc.delta
@@ -139,7 +137,7 @@ func (it *streamIterator) next() bool {
 	}
 	ok := true
 	if it.read == 0 {
-		it.tc = tsCoder{t: int64(it.r.readBits64(64))}
+		it.tc = newTSCoder(int64(it.r.readBits64(64)))
 		it.v, ok = it.vc.decodeFirst(&it.r)
 	} else {
 		if t, inOrder := it.tc.decode(&it.r); !inOrder {

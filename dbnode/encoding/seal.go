@@ -15,6 +15,7 @@ const (
 	valuesStream   = 0 // value codes of the stream form
 	valuesIntegers = 1 // integers at one decimal scale, Rice-coded residuals
 
+	orderConst = 0 // delta/g = bias always: no residuals
 	orderDelta = 1 // residual = delta/g - bias
 	orderDoD   = 2 // residual = delta/g - previous delta/g
 )
@@ -80,7 +81,7 @@ func (s *Sealer) seal(out []byte) []byte {
 	// that zstd turns into one long match.
 	s.w.reset(0)
 	s.w.writeBits64(uint64(s.ts[0]), 64)
-	tc := tsCoder{t: s.ts[0]}
+	tc := newTSCoder(s.ts[0])
 	for _, t := range s.ts[1:] {
 		tc.encode(&s.w, t)
 	}
@@ -162,7 +163,12 @@ func (s *Sealer) appendIntegers(out []byte) ([]byte, bool) {
 	}
 	s.zs = zs
 	k, cost := bestRiceK(zs)
-	if len(ds) > 1 {
+	switch {
+	case cost == uint64(len(zs)) && k == 0:
+		// Every residual is zero (a constant, a perfectly steady
+		// counter): one bit each would still be spent on nothing.
+		order, zs = orderConst, zs[:0]
+	case len(ds) > 1:
 		z2 := s.z2[:0]
 		for i := 1; i < len(ds); i++ {
 			z2 = append(z2, zigzag(int64(uint64(ds[i])-uint64(ds[i-1]))))
@@ -183,7 +189,7 @@ func (s *Sealer) appendIntegers(out []byte) ([]byte, bool) {
 		prev = i
 	}
 	out = binary.AppendVarint(out, s.ns[0])
-	if order == orderDelta {
+	if order != orderDoD {
 		out = binary.AppendVarint(out, bias)
 	} else {
 		out = binary.AppendVarint(out, ds[0])

@@ -126,7 +126,7 @@ func (it *sealedIterator) parse(b []byte) error {
 	it.scale, it.order, it.k = r.byte(), r.byte(), uint(r.byte())
 	it.g = r.uvarint()
 	it.excLeft = r.uvarint()
-	if r.bad || it.scale > maxScale || (it.order != orderDelta && it.order != orderDoD) || it.k > 62 || it.g == 0 || it.excLeft >= it.count {
+	if r.bad || it.scale > maxScale || it.order > orderDoD || it.k > 62 || it.g == 0 || it.excLeft >= it.count {
 		return corruptf("sealed block: bad integer header")
 	}
 	// The exception list is variable length: check it now and find the
@@ -182,27 +182,28 @@ func (it *sealedIterator) Next() bool {
 		return it.next()
 	}
 	tc := &it.tc
-	delta := tc.nominal + x
-	t := int64(uint64(tc.t) + delta)
+	t := int64(tc.sched + tc.nominal + x)
 	if t <= tc.t || it.ts.pos+uint64(n) > it.ts.end {
 		return it.next()
 	}
-	vw := it.vals.peek()
-	q := uint(bits.LeadingZeros64(^vw))
-	m := q + 1 + it.k
-	if q >= riceEscape || m > 57 || it.vals.pos+uint64(m) > it.vals.end {
-		return it.next()
+	var z uint64
+	if it.order != orderConst {
+		vw := it.vals.peek()
+		q := uint(bits.LeadingZeros64(^vw))
+		m := q + 1 + it.k
+		if q >= riceEscape || m > 57 || it.vals.pos+uint64(m) > it.vals.end {
+			return it.next()
+		}
+		z = uint64(q)<<it.k | vw<<(q+1)>>(64-it.k)
+		it.vals.pos += uint64(m)
 	}
-	z := uint64(q)<<it.k | vw<<(q+1)>>(64-it.k)
 	it.ts.pos += uint64(n)
-	it.vals.pos += uint64(m)
-	tc.next(delta)
-	tc.t = t
-	if it.order == orderDelta {
-		it.n += (uint64(unzigzag(z)) + it.bias) * it.g
-	} else {
+	tc.advance(t, x)
+	if it.order == orderDoD {
 		it.d += uint64(unzigzag(z))
 		it.n += it.d * it.g
+	} else {
+		it.n += (uint64(unzigzag(z)) + it.bias) * it.g
 	}
 	it.ints++
 	it.v = fromInt(int64(it.n), it.scale)
@@ -223,7 +224,7 @@ func (it *sealedIterator) next() bool {
 		return false
 	}
 	if it.read == 0 {
-		it.tc = tsCoder{t: int64(it.ts.readBits64(64))}
+		it.tc = newTSCoder(int64(it.ts.readBits64(64)))
 	} else if t, inOrder := it.tc.decode(&it.ts); !inOrder {
 		return it.fail(corruptf("sealed sample %d: timestamp %d not after %d", it.read, t, it.tc.t))
 	}
@@ -262,6 +263,8 @@ func (it *sealedIterator) nextInt() float64 {
 	switch {
 	case it.ints == 0:
 		// n holds the first integer already.
+	case it.order == orderConst:
+		it.n += it.bias * it.g
 	case it.order == orderDelta:
 		d := uint64(unzigzag(readRice(&it.vals, it.k))) + it.bias
 		it.n += d * it.g

@@ -2,43 +2,56 @@ package encoding
 
 import "math/bits"
 
-// tsCoder codes each timestamp after the first as the difference between
-// its delta and the nominal interval: the first delta, and later any delta
-// that repeated the one before it. Scrapes are scheduled at a fixed interval
-// and jitter around that schedule without accumulating, so one late scrape
-// costs two small codes (+j, -j) where delta-of-deltas would cost three
-// (+j, -2j, +j). All arithmetic wraps, so any int64 timestamps work.
+// tsCoder codes each timestamp after the first as its offset from where the
+// scrape schedule puts it: the last sample's schedule time plus the nominal
+// interval. Scrapes jitter around a fixed schedule without accumulating, so
+// one late scrape costs one small code and the next is on schedule again
+// (delta-of-deltas would spend three codes: +j, -2j, +j).
+//
+// The schedule follows the data: the first delta sets the interval, two
+// equal deltas that differ from it set a new one (the scrape interval
+// changed), and two equal non-zero offsets move the schedule (its phase
+// changed). In both cases the current timestamp becomes the schedule. All
+// arithmetic wraps, so any int64 timestamps work.
 type tsCoder struct {
-	t         int64
+	t         int64  // last timestamp
+	sched     uint64 // schedule time of the last timestamp
+	nominal   uint64 // interval
 	delta     uint64 // last delta
-	nominal   uint64
+	off       uint64 // last offset from the schedule
 	haveDelta bool
 }
 
-func (c *tsCoder) next(delta uint64) {
-	if delta == c.delta || !c.haveDelta {
-		c.nominal = delta
+func newTSCoder(first int64) tsCoder { return tsCoder{t: first, sched: uint64(first)} }
+
+// advance moves the state past t, which was off from the schedule by off.
+func (c *tsCoder) advance(t int64, off uint64) {
+	delta := uint64(t) - uint64(c.t)
+	c.sched += c.nominal
+	switch {
+	case !c.haveDelta || delta == c.delta && delta != c.nominal:
+		c.nominal, c.sched = delta, uint64(t)
+	case off != 0 && off == c.off:
+		c.sched = uint64(t)
 	}
-	c.delta, c.haveDelta = delta, true
+	c.delta, c.off, c.t, c.haveDelta = delta, off, t, true
 }
 
 // encode writes t, which must be after the last timestamp.
 func (c *tsCoder) encode(w *bitWriter, t int64) {
-	delta := uint64(t) - uint64(c.t)
-	writeTimestampCode(w, int64(delta-c.nominal))
-	c.next(delta)
-	c.t = t
+	off := uint64(t) - (c.sched + c.nominal)
+	writeTimestampCode(w, int64(off))
+	c.advance(t, off)
 }
 
 // decode reads the next timestamp; false if it is not after the last one.
 func (c *tsCoder) decode(r *bitReader) (int64, bool) {
-	delta := c.nominal + readTimestampCode(r)
-	t := int64(uint64(c.t) + delta)
+	off := readTimestampCode(r)
+	t := int64(c.sched + c.nominal + off)
 	if t <= c.t {
 		return t, false
 	}
-	c.next(delta)
-	c.t = t
+	c.advance(t, off)
 	return t, true
 }
 

@@ -184,7 +184,7 @@ func (h *host) addSystem() {
 	h.add("constant", constant(1), "__name__", "up")
 	h.add("constant", constant(boot), "__name__", "node_boot_time_seconds")
 	h.add("constant", constant(1), "__name__", "node_uname_info", "machine", "x86_64", "release", "6.8.0-45-generic")
-	h.add("constant", constant(256), "__name__", "node_entropy_available_bits")
+	h.add("gauge_int", h.gauge(3500, 40, 1, 1), "__name__", "node_entropy_available_bits")
 	h.add("constant", constant(float64(150+h.rng.IntN(50))), "__name__", "scrape_samples_scraped")
 	// Arbitrary floats: durations and clocks in seconds with nanosecond
 	// digits, the shape integer mode cannot help with.
@@ -199,9 +199,6 @@ func (h *host) addSystem() {
 			"__name__", "node_scrape_collector_duration_seconds", "collector", c)
 	}
 	h.add("float", func() float64 { return durationSeconds(h.rng.ExpFloat64()*5e6 + 2e7) }, "__name__", "scrape_duration_seconds")
-	for _, c := range []string{"cpu", "diskstats", "filesystem", "hwmon", "loadavg", "meminfo", "netdev", "stat"} {
-		h.add("constant", constant(1), "__name__", "node_scrape_collector_success", "collector", c)
-	}
 }
 
 // durationSeconds converts nanoseconds to seconds the way time.Duration.Seconds does.
@@ -241,7 +238,7 @@ func (h *host) addCPU() {
 		h.add("cpu_seconds", field(func() int64 { return inc.softirq }, 0.01), "__name__", "node_cpu_seconds_total", "cpu", cpu, "mode", "softirq")
 		h.add("cpu_seconds", field(func() int64 { return inc.iowait }, 0.01), "__name__", "node_cpu_seconds_total", "cpu", cpu, "mode", "iowait")
 		h.add("cpu_seconds", field(func() int64 { return inc.nice }, 0.001), "__name__", "node_cpu_seconds_total", "cpu", cpu, "mode", "nice")
-		h.add("constant", constant(0), "__name__", "node_cpu_seconds_total", "cpu", cpu, "mode", "irq")
+		h.add("cpu_seconds", field(func() int64 { return h.poisson(0.2) }, 0.0005), "__name__", "node_cpu_seconds_total", "cpu", cpu, "mode", "irq")
 		h.add("constant", constant(0), "__name__", "node_cpu_seconds_total", "cpu", cpu, "mode", "steal")
 	}
 	// Load averages: kernel-style exponential averages of runnable tasks,
@@ -265,8 +262,6 @@ func (h *host) addMemory() {
 	}
 	h.add("constant", constant(float64(totalKB*1024)), "__name__", "node_memory_MemTotal_bytes")
 	h.add("constant", constant(float64(totalKB/4*1024)), "__name__", "node_memory_SwapTotal_bytes")
-	h.add("constant", constant(float64(totalKB/4*1024)), "__name__", "node_memory_SwapFree_bytes")
-	h.add("constant", constant(34359738367*1024), "__name__", "node_memory_VmallocTotal_bytes")
 	t := float64(totalKB)
 	// name, mean (kB), sd per scrape (in 4 kB pages), move probability
 	for _, g := range []struct {
@@ -320,8 +315,9 @@ func (h *host) addNetwork() {
 				// Packet sizes mix small acks and full frames.
 				return pkts * (66 + h.rng.Int64N(1400))
 			}), "__name__", "node_network_"+dir+"_bytes_total", "device", dev.name)
-			h.add("constant", constant(0), "__name__", "node_network_"+dir+"_errs_total", "device", dev.name)
-			h.add("constant", constant(0), "__name__", "node_network_"+dir+"_drop_total", "device", dev.name)
+			if dev.name == "eth0" {
+				h.add("constant", constant(0), "__name__", "node_network_"+dir+"_errs_total", "device", dev.name)
+			}
 		}
 	}
 }
@@ -367,7 +363,7 @@ func (h *host) addFilesystem() {
 		sizeGB    int64
 		churn     float64 // blocks per scrape
 		filesMove float64
-	}{{"/", 100, 30, 0.5}, {"/var/lib/docker", 200, 8, 0.2}, {"/boot", 1, 0, 0}} {
+	}{{"/", 100, 30, 0.9}, {"/var/lib/docker", 200, 8, 0.6}} {
 		size := fs.sizeGB << 30
 		blocks := float64(size / 4096)
 		lbl := []string{"device", "/dev/sda1", "fstype", "ext4", "mountpoint", fs.mount}
@@ -375,13 +371,6 @@ func (h *host) addFilesystem() {
 			h.add(kind, next, append([]string{"__name__", "node_filesystem_" + name}, lbl...)...)
 		}
 		add("constant", "size_bytes", constant(float64(size)))
-		add("constant", "files", constant(float64(size/16384)))
-		if fs.churn == 0 {
-			add("constant", "avail_bytes", constant(float64(size/3)))
-			add("constant", "free_bytes", constant(float64(size/3+size/20)))
-			add("constant", "files_free", constant(float64(size/16384-400)))
-			continue
-		}
 		free := math.Round(blocks * (0.2 + 0.6*h.rng.Float64()))
 		reserved := math.Round(blocks * 0.05)
 		step := func() float64 {
@@ -415,10 +404,10 @@ func (h *host) addMisc() {
 	inc("counter", "node_netstat_Tcp_RetransSegs", h.rng.Int64N(1e5), func() float64 { return 0.3 })
 	h.add("gauge_int", func() float64 { return float64(1 + h.poisson(h.load*c)) }, "__name__", "node_procs_running")
 	h.add("gauge_int", func() float64 { return float64(h.poisson(0.05)) }, "__name__", "node_procs_blocked")
-	h.add("gauge_int", h.gauge(50, 2, 0.7, 1), "__name__", "node_sockstat_TCP_inuse")
-	h.add("gauge_int", h.gauge(400, 3, 0.9, 1), "__name__", "node_sockstat_sockets_used")
-	h.add("gauge_int", h.gauge(3000, 5, 0.9, 1), "__name__", "node_filefd_allocated")
-	h.add("gauge_int", h.gauge(40, 2, 0.6, 1), "__name__", "node_netstat_Tcp_CurrEstab")
+	h.add("gauge_int", h.gauge(50, 2, 0.9, 1), "__name__", "node_sockstat_TCP_inuse")
+	h.add("gauge_int", h.gauge(400, 3, 1, 1), "__name__", "node_sockstat_sockets_used")
+	h.add("gauge_int", h.gauge(3000, 5, 1, 1), "__name__", "node_filefd_allocated")
+	h.add("gauge_int", h.gauge(40, 2, 0.9, 1), "__name__", "node_netstat_Tcp_CurrEstab")
 	// Temperatures: coretemp and nvme in whole degrees, the thermal zone in
 	// millidegrees; node_exporter divides millidegrees by 1000.
 	temp := func(kind string, mean, sd, p float64, div float64, kv ...string) {
