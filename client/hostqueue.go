@@ -125,7 +125,7 @@ func (h *hostQueue) send(ops []*writeOp) {
 	// A host that refuses a shard it does not own yet is usually one
 	// placement version behind the coordinator: its watch catches up in
 	// milliseconds, so retry briefly before giving up.
-	for backoff, try := 20*time.Millisecond, 0; try < 5 && err != nil && rpc.Code(err) == codes.FailedPrecondition && ctx.Err() == nil; backoff, try = backoff*2, try+1 {
+	for backoff, try := 20*time.Millisecond, 0; try < 3 && err != nil && rpc.Code(err) == codes.FailedPrecondition && ctx.Err() == nil; backoff, try = backoff*2, try+1 {
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():

@@ -146,7 +146,46 @@ func (s *Session) WriteBatch(ctx context.Context, ns string, samples []storage.S
 	if m == nil {
 		return ErrNoPlacement
 	}
+	for attempt := 0; ; attempt++ {
+		err := s.writeOnce(ctx, ns, samples, m)
+		var ce *ConsistencyError
+		if err == nil || !errors.As(err, &ce) || attempt == 2 {
+			return err
+		}
+		// Replicas refuse shards they no longer (or not yet) hold when this
+		// node's placement lags theirs, as at the end of a shard move. If
+		// a newer placement arrives shortly, route again by it: rewriting
+		// a sample is idempotent.
+		next := s.waitNewer(ctx, m.Placement.Version, 500*time.Millisecond)
+		if next == nil {
+			return err
+		}
+		m = next
+	}
+}
+
+// waitNewer returns a map newer than version, polling until d elapses;
+// nil if none arrived.
+func (s *Session) waitNewer(ctx context.Context, version int64, d time.Duration) *Map {
+	deadline := time.Now().Add(d)
+	for {
+		if m := s.opts.Topology.Get(); m != nil && m.Placement.Version > version {
+			return m
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sample, m *Map) error {
 	rf := m.Placement.ReplicaFactor
+	if len(m.Placement.Instances) > 1 {
+		// Replicas still being written when this call returns must not
+		// see the caller reuse its buffers (the HTTP decoder's arena).
+		samples = detach(samples)
+	}
 	groups := map[string]*shardGroup{}
 	byShardGroup := map[uint32]*shardGroup{}
 	perHost := map[string][]storage.Sample{}
@@ -529,4 +568,28 @@ func orAll(ms []*labels.Matcher) []*labels.Matcher {
 		return ms
 	}
 	return []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+")}
+}
+
+// detach copies samples and their IDs into memory the session owns. IDs of
+// consecutive samples of one series are copied once.
+func detach(samples []storage.Sample) []storage.Sample {
+	size := 0
+	for i := range samples {
+		if i == 0 || string(samples[i].ID) != string(samples[i-1].ID) {
+			size += len(samples[i].ID)
+		}
+	}
+	arena := make([]byte, 0, size)
+	out := make([]storage.Sample, len(samples))
+	var last []byte
+	for i, smp := range samples {
+		if i == 0 || string(smp.ID) != string(samples[i-1].ID) {
+			start := len(arena)
+			arena = append(arena, smp.ID...)
+			last = arena[start:len(arena):len(arena)]
+		}
+		smp.ID = last
+		out[i] = smp
+	}
+	return out
 }

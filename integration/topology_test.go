@@ -1,0 +1,332 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/placement"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// loader writes continuously at majority through the given nodes and
+// records every acknowledged sample and every failed request.
+type loader struct {
+	d      *dataset
+	stop   chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex
+	errs   []error
+	writes int
+}
+
+func startLoad(t *testing.T, d *dataset, urls func() []string, series int) *loader {
+	l := &loader{d: d, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		ts := time.Now().UnixMilli() - 60_000
+		for k := 0; ; k++ {
+			select {
+			case <-l.stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			us := urls()
+			err := d.write(us[k%len(us)], 0, series, ts+int64(k))
+			l.mu.Lock()
+			l.writes++
+			if err != nil {
+				l.errs = append(l.errs, err)
+			}
+			l.mu.Unlock()
+		}
+	}()
+	t.Cleanup(l.finish)
+	return l
+}
+
+func (l *loader) finish() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+}
+
+func (l *loader) failures() (int, []error) {
+	l.finish()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.writes, l.errs
+}
+
+// settled waits until the placement has no INITIALIZING and no LEAVING
+// copy left.
+func settled(t *testing.T, c *clientv3.Client, d time.Duration) placement.Placement {
+	var p placement.Placement
+	eventually(t, d, "placement settled", func() error {
+		p = getPlacement(t, c)
+		moving, leaving := 0, 0
+		for _, in := range p.Instances {
+			for _, s := range in.Shards {
+				switch s.State {
+				case placement.Initializing:
+					moving++
+				case placement.Leaving:
+					leaving++
+				}
+			}
+		}
+		if moving+leaving > 0 {
+			return fmt.Errorf("%d INITIALIZING, %d LEAVING copies", moving, leaving)
+		}
+		return nil
+	})
+	return p
+}
+
+func casPlacement(t *testing.T, c *clientv3.Client, op func(placement.Placement) (placement.Placement, error)) placement.Placement {
+	p := getPlacement(t, c)
+	next, err := op(p)
+	require.NoError(t, err)
+	putPlacement(t, c, next)
+	return next
+}
+
+// checkEachReplica reads every owned shard from each instance alone, over
+// node RPC, and finds every acknowledged sample of the shards it owns.
+func checkEachReplica(t *testing.T, p placement.Placement, d *dataset) {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, in := range p.Instances {
+		c, err := rpc.Dial(in.Endpoint, rpc.ClientOptions{Timeout: 30 * time.Second})
+		require.NoError(t, err)
+		owned := map[uint32]bool{}
+		var shards []uint32
+		for _, s := range in.Shards {
+			owned[s.ID] = true
+			shards = append(shards, s.ID)
+		}
+		resp, err := c.FetchTagged(context.Background(), &rpc.FetchTaggedRequest{
+			Namespace: "default", Start: 0, End: math.MaxInt64,
+			Matchers: []rpc.Matcher{{Type: uint8(labels.MatchEqual), Name: "__name__", Value: "it_metric"}},
+			Shards:   shards,
+		})
+		require.NoError(t, err, "fetch from %s", in.ID)
+		got := map[string]map[int64]float64{}
+		for _, s := range resp.Series {
+			ls, err := ident.Labels(s.ID)
+			require.NoError(t, err)
+			m := map[int64]float64{}
+			it := encoding.NewIterator(s.Stream)
+			for it.Next() {
+				ts, v := it.At()
+				m[ts] = v
+			}
+			require.NoError(t, it.Err())
+			got[ls.Get("series")] = m
+		}
+		checked := 0
+		for k, samples := range d.series {
+			i, _ := strconv.Atoi(k)
+			id := ident.FromLabels(labels.FromStrings("__name__", "it_metric", "job", "it", "series", strconv.Itoa(i)))
+			if !owned[ident.Shard(id, p.NumShards)] {
+				continue
+			}
+			for _, s := range samples {
+				v, ok := got[k][s.Timestamp]
+				require.True(t, ok, "%s lacks series %s sample at %d", in.ID, k, s.Timestamp)
+				require.Equal(t, math.Float64bits(s.Value), math.Float64bits(v))
+				checked++
+			}
+		}
+		require.NoError(t, c.Close())
+		t.Logf("%s alone: %d acknowledged samples of its shards checked", in.ID, checked)
+	}
+}
+
+func TestAddNodeUnderLoad(t *testing.T) {
+	e, nodes, c := cluster3(t)
+	d := newDataset()
+	l := startLoad(t, d, func() []string { return []string{nodes[0].url(), nodes[1].url(), nodes[2].url()} }, 200)
+	eventually(t, 10*time.Second, "some writes", func() error {
+		if d.total() < 2000 {
+			return fmt.Errorf("%d samples", d.total())
+		}
+		return nil
+	})
+	n4 := startNode(t, nodeConfig(t, "node4", "rack4", e.client))
+	start := time.Now()
+	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) { return placement.Add(p, n4.instance()) })
+	p := settled(t, c, 120*time.Second)
+	t.Logf("node4 added: all shards AVAILABLE in %v", time.Since(start))
+	in, ok := p.Instance("node4")
+	require.True(t, ok)
+	require.NotEmpty(t, in.Shards)
+	writes, errs := l.failures()
+	require.Empty(t, errs, "of %d writes", writes)
+	all := append(nodes, n4)
+	for _, n := range all {
+		require.NoError(t, d.check(n.url(), 0, math.MaxInt64), "majority read via %s", n.cfg.ID)
+	}
+	checkEachReplica(t, p, d)
+}
+
+func TestRemoveNodeUnderLoad(t *testing.T) {
+	e := startEtcd(t)
+	var nodes []*tnode
+	for i := 1; i <= 4; i++ {
+		nodes = append(nodes, startNode(t, nodeConfig(t, fmt.Sprintf("node%d", i), fmt.Sprintf("rack%d", i), e.client)))
+	}
+	c := etcdClient(t, e.client)
+	var ins []placement.Instance
+	for _, n := range nodes {
+		ins = append(ins, n.instance())
+	}
+	p, err := placement.Init(ins, 4096, 3)
+	require.NoError(t, err)
+	putPlacement(t, c, p)
+	settled(t, c, 60*time.Second)
+	d := newDataset()
+	l := startLoad(t, d, func() []string { return []string{nodes[0].url(), nodes[1].url()} }, 200)
+	eventually(t, 10*time.Second, "some writes", func() error {
+		if d.total() < 2000 {
+			return fmt.Errorf("%d samples", d.total())
+		}
+		return nil
+	})
+	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) { return placement.Remove(p, "node4") })
+	p = settled(t, c, 120*time.Second)
+	_, still := p.Instance("node4")
+	require.False(t, still, "node4 left the placement once its shards moved")
+	writes, errs := l.failures()
+	require.Empty(t, errs, "of %d writes", writes)
+	for _, n := range nodes[:3] {
+		require.NoError(t, d.check(n.url(), 0, math.MaxInt64))
+	}
+	checkEachReplica(t, p, d)
+}
+
+func TestReplaceNodeUnderLoad(t *testing.T) {
+	e, nodes, c := cluster3(t)
+	d := newDataset()
+	l := startLoad(t, d, func() []string { return []string{nodes[0].url(), nodes[1].url()} }, 200)
+	eventually(t, 10*time.Second, "some writes", func() error {
+		if d.total() < 2000 {
+			return fmt.Errorf("%d samples", d.total())
+		}
+		return nil
+	})
+	n4 := startNode(t, nodeConfig(t, "node4", "rack3", e.client))
+	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) {
+		return placement.Replace(p, []string{"node3"}, []placement.Instance{n4.instance()})
+	})
+	p := settled(t, c, 120*time.Second)
+	_, still := p.Instance("node3")
+	require.False(t, still)
+	in, _ := p.Instance("node4")
+	require.Len(t, in.Shards, 4096)
+	writes, errs := l.failures()
+	require.Empty(t, errs, "of %d writes", writes)
+	for _, n := range []*tnode{nodes[0], nodes[1], n4} {
+		require.NoError(t, d.check(n.url(), 0, math.MaxInt64))
+	}
+	checkEachReplica(t, p, d)
+}
+
+// slowJoiner is a node whose peer streaming is throttled hard, so it stays
+// INITIALIZING long enough to be removed or killed mid-bootstrap.
+func slowJoiner(t *testing.T, e *etcdServer, id, group string) *tnode {
+	cfg := nodeConfig(t, id, group, e.client)
+	cfg.Bootstrap.MaxBytesPerSecond = 1
+	return startNode(t, cfg)
+}
+
+func TestAddThenRemoveWhileInitializing(t *testing.T) {
+	e, nodes, c := cluster3(t)
+	d := newDataset()
+	l := startLoad(t, d, func() []string { return []string{nodes[0].url(), nodes[1].url(), nodes[2].url()} }, 100)
+	eventually(t, 10*time.Second, "some writes", func() error {
+		if d.total() < 1000 {
+			return fmt.Errorf("%d samples", d.total())
+		}
+		return nil
+	})
+	n4 := slowJoiner(t, e, "node4", "rack4")
+	before := getPlacement(t, c)
+	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) { return placement.Add(p, n4.instance()) })
+	p := getPlacement(t, c)
+	require.Greater(t, placement.MovingShards(p), 0)
+	// Undo: node4's shards go back to their sources.
+	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) { return placement.Remove(p, "node4") })
+	p = settled(t, c, 60*time.Second)
+	_, still := p.Instance("node4")
+	require.False(t, still)
+	for _, in := range before.Instances {
+		after, ok := p.Instance(in.ID)
+		require.True(t, ok)
+		require.Equal(t, len(in.Shards), len(after.Shards), "%s got its shards back", in.ID)
+	}
+	writes, errs := l.failures()
+	require.Empty(t, errs, "of %d writes", writes)
+	for _, n := range nodes {
+		require.NoError(t, d.check(n.url(), 0, math.MaxInt64))
+	}
+	checkEachReplica(t, p, d)
+}
+
+func TestJoiningNodeStoppedMidBootstrapFinishes(t *testing.T) {
+	e, nodes, c := cluster3(t)
+	d := newDataset()
+	for k := 0; k < 20; k++ {
+		require.NoError(t, d.write(nodes[k%3].url(), 0, 200, time.Now().UnixMilli()-60_000+int64(k)))
+	}
+	n4 := slowJoiner(t, e, "node4", "rack4")
+	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) { return placement.Add(p, n4.instance()) })
+	eventually(t, 30*time.Second, "node4 bootstrapping", func() error {
+		if err := n4.ready(); err == nil {
+			return fmt.Errorf("node4 ready already")
+		}
+		return nil
+	})
+	n4.stop()
+	require.Greater(t, placement.MovingShards(getPlacement(t, c)), 0, "stopped mid-bootstrap")
+	cfg := n4.cfg
+	cfg.Bootstrap.MaxBytesPerSecond = 0
+	n4 = startNode(t, cfg)
+	p := settled(t, c, 120*time.Second)
+	eventually(t, 30*time.Second, "node4 ready", n4.ready)
+	checkEachReplica(t, p, d)
+}
+
+func TestWholeClusterRestart(t *testing.T) {
+	_, nodes, c := cluster3(t)
+	d := newDataset()
+	for k := 0; k < 10; k++ {
+		require.NoError(t, d.write(nodes[k%3].url(), 0, 200, time.Now().UnixMilli()-60_000+int64(k)))
+	}
+	for _, n := range nodes {
+		n.stop()
+	}
+	for i, n := range nodes {
+		nodes[i] = startNode(t, n.cfg)
+	}
+	for _, n := range nodes {
+		eventually(t, 60*time.Second, n.cfg.ID+" ready after full restart", n.ready)
+	}
+	for _, n := range nodes {
+		require.NoError(t, d.check(n.url(), 0, math.MaxInt64))
+	}
+	checkEachReplica(t, getPlacement(t, c), d)
+}
