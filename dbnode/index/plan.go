@@ -42,7 +42,11 @@ func newPlan(ms []*labels.Matcher) (plan, error) {
 		if m.Type < labels.MatchEqual || m.Type > labels.MatchNotRegexp {
 			return nil, fmt.Errorf("matcher %d %q: unknown match type %d", i, m.Name, m.Type)
 		}
-		s := step{m: m, subtract: m.Matches("")}
+		empty, err := matchesEmpty(m)
+		if err != nil {
+			return nil, fmt.Errorf("matcher %d %q: %w", i, m.Name, err)
+		}
+		s := step{m: m, subtract: empty}
 		switch {
 		case m.Type == labels.MatchRegexp && m.Value == ".*":
 			s.matchAll = true
@@ -57,6 +61,18 @@ func newPlan(ms []*labels.Matcher) (plan, error) {
 	}
 	slices.SortStableFunc(p, func(a, b step) int { return a.rank() - b.rank() })
 	return p, nil
+}
+
+// matchesEmpty reports whether m accepts "". A regexp matcher built as a
+// struct literal instead of with labels.NewMatcher has no compiled regexp
+// and panics on use; that becomes an error here rather than a crashed node.
+func matchesEmpty(m *labels.Matcher) (ok bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("unusable matcher (not built with labels.NewMatcher?): %v", r)
+		}
+	}()
+	return m.Matches(""), nil
 }
 
 func (s step) rank() int {

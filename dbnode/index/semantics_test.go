@@ -199,4 +199,6 @@ func TestQueryRejectsBadMatchers(t *testing.T) {
 	require.ErrorContains(t, err, "nil matcher")
 	_, err = ix.LabelNames([]*labels.Matcher{{Type: 9, Name: "a"}}, 0, 1)
 	require.ErrorContains(t, err, "unknown match type")
+	_, err = ix.LabelValues("a", []*labels.Matcher{{Type: labels.MatchRegexp, Name: "a", Value: "x"}}, 0, 1)
+	require.ErrorContains(t, err, "unusable matcher")
 }
