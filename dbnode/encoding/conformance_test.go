@@ -176,6 +176,28 @@ func conformanceCases() map[string][]sample {
 			{math.MinInt64, 1}, {math.MinInt64 + 1, 2}, {-1 << 40, 3}, {-1, 4}, {0, 5}, {1, 6},
 			{1 << 40, 7}, {math.MaxInt64 - 1, 8}, {math.MaxInt64, 9},
 		},
+		"schedule changes": func() []sample {
+			// 10 s scrapes, then 15 s, then the phase moves by 2.5 s,
+			// with late scrapes throughout.
+			var out []sample
+			ts := int64(1_700_000_000_000)
+			for i := 0; i < 300; i++ {
+				step := int64(10_000)
+				if i >= 100 {
+					step = 15_000
+				}
+				if i == 200 {
+					ts += 2_500
+				}
+				ts += step
+				jit := int64(0)
+				if i%7 == 3 {
+					jit = int64(i%5) - 2
+				}
+				out = append(out, sample{ts + jit, float64(i)})
+			}
+			return out
+		}(),
 		"timestamp extremes only": {{math.MinInt64, 0.5}, {math.MaxInt64, -0.5}},
 		"irregular timestamp gaps": {
 			{0, 1}, {1, 1}, {10_001, 1}, {10_002, 1}, {10_003, 1}, {1 << 50, 1},

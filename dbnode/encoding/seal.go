@@ -79,14 +79,7 @@ func (s *Sealer) seal(out []byte) []byte {
 	// Timestamps: a section of its own, byte aligned and independent of
 	// the values, so that series scraped together carry identical bytes
 	// that zstd turns into one long match.
-	s.w.reset(0)
-	s.w.writeBits64(uint64(s.ts[0]), 64)
-	tc := newTSCoder(s.ts[0])
-	for _, t := range s.ts[1:] {
-		tc.encode(&s.w, t)
-	}
-	out = binary.AppendUvarint(out, uint64(len(s.w.bytes())))
-	out = append(out, s.w.bytes()...)
+	out = s.appendTimestamps(out)
 
 	// Values: integers where most values are decimals of one scale,
 	// unless the stream's value codes come out smaller: their buckets

@@ -15,8 +15,12 @@ type sealedIterator struct {
 	read  uint64
 	tc    tsCoder
 	v     float64
-	err   error
-	done  bool
+
+	tsKind uint8
+	t0     int64      // tsRuns: the first timestamp
+	runs   runDecoder // tsRuns
+	err    error
+	done   bool
 
 	kind uint8
 	vc   valueCoder // stream kind
@@ -114,7 +118,9 @@ func (it *sealedIterator) parse(b []byte) error {
 	if r.bad {
 		return corruptf("sealed block truncated in its header")
 	}
-	it.ts = newBitReader(tsBytes, 0)
+	if err := it.parseTimestamps(tsBytes); err != nil {
+		return err
+	}
 	switch it.kind {
 	case valuesStream:
 		it.vals = newBitReader(r.b, 0)
@@ -154,6 +160,32 @@ func (it *sealedIterator) parse(b []byte) error {
 	return nil
 }
 
+// parseTimestamps reads the header of the timestamp section.
+func (it *sealedIterator) parseTimestamps(b []byte) error {
+	r := byteReader{b: b}
+	it.tsKind = r.byte()
+	switch {
+	case r.bad:
+		return corruptf("sealed block: empty timestamp section")
+	case it.tsKind == tsCodes:
+		it.ts = newBitReader(r.b, 0)
+		return nil
+	case it.tsKind != tsRuns:
+		return corruptf("sealed block: unknown timestamp kind %d", it.tsKind)
+	}
+	t0 := r.bytes(8)
+	runs := r.uvarint()
+	kr, ko := uint(r.byte()), uint(r.byte())
+	if r.bad || runs >= it.count || it.count > maxRunSamples || kr > 62 || ko > 62 {
+		return corruptf("sealed block: bad timestamp header")
+	}
+	it.t0 = int64(binary.LittleEndian.Uint64(t0))
+	it.ts = newBitReader(r.b, 0)
+	it.runs = runDecoder{runs: runs, kr: kr, ko: ko}
+	it.runs.load(&it.ts)
+	return nil
+}
+
 // nextException reads the index of the next exception, relative to prev.
 // parse checked the list.
 func (it *sealedIterator) nextException(prev uint64) {
@@ -170,16 +202,22 @@ func (it *sealedIterator) Next() bool {
 	if it.kind != valuesIntegers || it.ints < 2 || it.read >= it.count || it.read == it.excNext || it.err != nil {
 		return it.next()
 	}
-	word := it.ts.peek()
 	var x uint64
 	var n uint
 	switch {
-	case word>>63 == 0:
-		n = 1
-	case word>>62 == 0b10:
-		x, n = signExtend(word<<2>>59, 5), 7
-	default:
+	case it.tsKind == tsRuns && it.runs.left > 0:
+	case it.tsKind == tsRuns:
 		return it.next()
+	default:
+		word := it.ts.peek()
+		switch {
+		case word>>63 == 0:
+			n = 1
+		case word>>62 == 0b10:
+			x, n = signExtend(word<<2>>59, 5), 7
+		default:
+			return it.next()
+		}
 	}
 	tc := &it.tc
 	t := int64(tc.sched + tc.nominal + x)
@@ -196,6 +234,9 @@ func (it *sealedIterator) Next() bool {
 		}
 		z = uint64(q)<<it.k | vw<<(q+1)>>(64-it.k)
 		it.vals.pos += uint64(m)
+	}
+	if it.tsKind == tsRuns {
+		it.runs.left--
 	}
 	it.ts.pos += uint64(n)
 	tc.advance(t, x)
@@ -223,10 +264,21 @@ func (it *sealedIterator) next() bool {
 	if it.err != nil {
 		return false
 	}
-	if it.read == 0 {
+	switch {
+	case it.read == 0 && it.tsKind == tsCodes:
 		it.tc = newTSCoder(int64(it.ts.readBits64(64)))
-	} else if t, inOrder := it.tc.decode(&it.ts); !inOrder {
-		return it.fail(corruptf("sealed sample %d: timestamp %d not after %d", it.read, t, it.tc.t))
+	case it.read == 0:
+		it.tc = newTSCoder(it.t0)
+	default:
+		var off uint64
+		if it.tsKind == tsCodes {
+			off = readTimestampCode(&it.ts)
+		} else {
+			off = it.runs.next(&it.ts)
+		}
+		if t, inOrder := it.tc.apply(off); !inOrder {
+			return it.fail(corruptf("sealed sample %d: timestamp %d not after %d", it.read, t, it.tc.t))
+		}
 	}
 	if !it.ts.ok() {
 		return it.fail(corruptf("sealed timestamps truncated at sample %d of %d", it.read, it.count))
@@ -289,6 +341,9 @@ func (it *sealedIterator) checkEnd() {
 	}
 	if it.excLeft != 0 {
 		it.err = corruptf("sealed block: %d exceptions past the last sample", it.excLeft)
+	}
+	if it.tsKind == tsRuns && !it.runs.done() {
+		it.err = corruptf("sealed block: timestamp runs past the last sample")
 	}
 }
 

@@ -39,14 +39,24 @@ func (c *tsCoder) advance(t int64, off uint64) {
 
 // encode writes t, which must be after the last timestamp.
 func (c *tsCoder) encode(w *bitWriter, t int64) {
+	writeTimestampCode(w, int64(c.offset(t)))
+}
+
+// offset returns t's offset from the schedule and advances past t.
+func (c *tsCoder) offset(t int64) uint64 {
 	off := uint64(t) - (c.sched + c.nominal)
-	writeTimestampCode(w, int64(off))
 	c.advance(t, off)
+	return off
 }
 
 // decode reads the next timestamp; false if it is not after the last one.
 func (c *tsCoder) decode(r *bitReader) (int64, bool) {
-	off := readTimestampCode(r)
+	return c.apply(readTimestampCode(r))
+}
+
+// apply advances past the timestamp at offset off from the schedule; false
+// if it is not after the last one.
+func (c *tsCoder) apply(off uint64) (int64, bool) {
 	t := int64(c.sched + c.nominal + off)
 	if t <= c.t {
 		return t, false
