@@ -1,6 +1,8 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
+	"github.com/tessera-tsdb/tessera/placement/cli"
+)
 
-// placementCommand is filled in once the placement CLI lands.
-func placementCommand() []*cobra.Command { return nil }
+func placementCommand() []*cobra.Command { return []*cobra.Command{cli.NewCommand()} }

@@ -13,21 +13,6 @@ import (
 	"github.com/tessera-tsdb/tessera/placement"
 )
 
-// PlacementStore is what a node needs of the placement in etcd.
-type PlacementStore interface {
-	// Get returns the placement, or an error wrapping
-	// placement.ErrNotFound when none exists.
-	Get(ctx context.Context) (placement.Placement, error)
-	// Init creates the placement if none exists.
-	Init(ctx context.Context, instances []placement.Instance, numShards uint32, rf int) (placement.Placement, error)
-	// MarkAvailable flips this instance's INITIALIZING shards to
-	// AVAILABLE (dropping their LEAVING copies) in one CAS.
-	MarkAvailable(ctx context.Context, instanceID string, shards []uint32) error
-	// Watch delivers every placement written from revision fromRev on,
-	// until ctx ends or the watch breaks (the channel closes).
-	Watch(ctx context.Context, fromRev int64) <-chan placement.Placement
-}
-
 // ownership answers the RPC server's "may I serve this shard" from the
 // cached placement: writes for any copy this node holds, reads for
 // AVAILABLE and LEAVING copies (an INITIALIZING copy is still incomplete,
@@ -56,45 +41,44 @@ func (o ownership) CheckShard(shard uint32, op rpc.Op) error {
 	return nil
 }
 
-// watchPlacement feeds the topology from etcd for as long as ctx lives,
-// re-establishing the watch after errors. When no placement exists and
+// watchPlacement feeds the topology from etcd for as long as ctx lives
+// (the store's watch re-establishes itself after etcd trouble; meanwhile
+// the node routes by its cached placement). When no placement exists and
 // autoInit is set, it creates a one-instance placement for this node.
-func (n *Node) watchPlacement(ctx context.Context, store PlacementStore) {
-	backoff := 200 * time.Millisecond
-	for ctx.Err() == nil {
-		p, err := store.Get(ctx)
-		if errors.Is(err, placement.ErrNotFound) && n.cfg.Cluster.AutoInit {
-			self := n.selfInstance()
-			p, err = store.Init(ctx, []placement.Instance{self}, uint32(n.cfg.Cluster.NumShards), 1)
-			if err == nil {
-				n.log.Info("created a one-node placement", "instance", self.ID, "shards", n.cfg.Cluster.NumShards)
-			} else if pp, gerr := store.Get(ctx); gerr == nil {
-				p, err = pp, nil // someone else created it first
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, placement.ErrNotFound) {
-				n.log.Warn("placement unavailable; serving from cached placement", "err", err)
-			}
-			if !sleepCtx(ctx, backoff) {
-				return
-			}
-			backoff = min(backoff*2, 5*time.Second)
-			continue
-		}
-		backoff = 200 * time.Millisecond
+func (n *Node) watchPlacement(ctx context.Context, store *placement.Store) {
+	if n.cfg.Cluster.AutoInit {
+		go n.autoInit(ctx, store)
+	}
+	for p := range store.Watch(ctx) {
 		if err := n.topo.Update(p); err != nil {
 			n.log.Warn("cache placement", "err", err)
 		}
-		for p := range store.Watch(ctx, p.Version+1) {
-			if err := n.topo.Update(p); err != nil {
-				n.log.Warn("cache placement", "err", err)
+	}
+}
+
+func (n *Node) autoInit(ctx context.Context, store *placement.Store) {
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		_, err := store.Get(ctx)
+		if err == nil {
+			return
+		}
+		if errors.Is(err, placement.ErrNotFound) {
+			self := n.selfInstance()
+			_, err = store.Init(ctx, []placement.Instance{self}, uint32(n.cfg.Cluster.NumShards), 1)
+			if err == nil {
+				n.log.Info("created a one-node placement", "instance", self.ID, "shards", n.cfg.Cluster.NumShards)
+				return
+			}
+			if errors.Is(err, placement.ErrExists) {
+				return
 			}
 		}
-		// The watch ended (etcd gone or ctx done): re-read and re-watch.
+		n.log.Warn("placement not readable yet", "err", err)
 		if !sleepCtx(ctx, backoff) {
 			return
 		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

@@ -196,7 +196,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	// 6. Placement watch, bootstrap and shard release.
 	dials := newDialCache(n.cfg.Cluster.RequestTimeout)
 	b := bootstrap.New(bootstrap.Options{
-		InstanceID: n.cfg.ID, DB: db, Store: store, Dial: dials.dial,
+		InstanceID: n.cfg.ID, DB: db, Store: markAvailable{store}, Dial: dials.dial,
 		MaxBytesPerSecond: n.cfg.Bootstrap.MaxBytesPerSecond,
 		Logger:            n.log, Metrics: n.scope.SubScope("bootstrap"),
 	})
