@@ -4,15 +4,18 @@
 // Two forms exist, both described bit by bit in docs/format/encoding.md:
 //
 //   - The stream form is what a series' in-memory buffer holds while a block is
-//     open. Encoder appends to it in place (delta-of-delta timestamps, values as
-//     integer delta-of-deltas while they are decimal numbers of at most six
-//     fractional digits, Gorilla XOR otherwise) and Encoder.Bytes hands out
-//     the bytes without copying; NewIterator reads them.
+//     open. Encoder appends to it in place (timestamps as offsets from the
+//     scrape schedule, values as integer delta-of-deltas while they are
+//     decimals of at most six fractional digits, Gorilla XOR otherwise) and
+//     Encoder.Bytes hands out the bytes without copying; NewIterator reads
+//     them. MergeIterators and Encode combine and re-encode iterators.
 //   - The sealed form is what a sealed block is stored as on disk and streamed
-//     to peers. Seal re-encodes a stream column by column, byte aligned, so
-//     that the fileset's page-wise zstd compression finds the redundancy that
-//     bit-packed streams hide (identical timestamp columns of series scraped
-//     together, common factors of value deltas); NewSealedIterator reads it.
+//     to peers. Seal (or a reused Sealer) re-encodes a stream with the whole
+//     block in view: timestamps in a byte-aligned section of their own, so
+//     that the series scraped together carry identical bytes for the
+//     fileset's page-wise zstd to match, and as Rice-coded runs of on-time
+//     scrapes; values as integers with their common divisor taken out and
+//     Rice-coded residuals. NewSealedIterator reads it.
 //
 // Every float64 bit pattern round-trips exactly (NaN payloads, -0, ±Inf,
 // subnormals) and every int64 timestamp too. Decoders never panic on bad

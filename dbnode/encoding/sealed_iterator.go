@@ -9,19 +9,21 @@ import (
 // sealedIterator decodes the sealed form: timestamps and values are two
 // separate sections read side by side.
 type sealedIterator struct {
-	ts    bitReader // timestamp section
-	vals  bitReader // value codes (stream kind) or Rice residuals
 	count uint64
 	read  uint64
-	tc    tsCoder
 	v     float64
+	err   error
+	done  bool // end of data verified
 
+	// Timestamp section.
+	ts     bitReader
 	tsKind uint8
+	tc     tsCoder
 	t0     int64      // tsRuns: the first timestamp
 	runs   runDecoder // tsRuns
-	err    error
-	done   bool
 
+	// Value section: stream codes or Rice residuals.
+	vals bitReader
 	kind uint8
 	vc   valueCoder // stream kind
 
@@ -46,52 +48,6 @@ func NewSealedIterator(sealed []byte) Iterator {
 		return errIterator{err}
 	}
 	return it
-}
-
-// byteReader reads the byte-aligned header fields of the sealed form.
-type byteReader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *byteReader) byte() uint8 {
-	if len(r.b) == 0 {
-		r.bad = true
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *byteReader) uvarint() uint64 {
-	x, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.bad = true
-		return 0
-	}
-	r.b = r.b[n:]
-	return x
-}
-
-func (r *byteReader) varint() int64 {
-	x, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.bad = true
-		return 0
-	}
-	r.b = r.b[n:]
-	return x
-}
-
-func (r *byteReader) bytes(n uint64) []byte {
-	if uint64(len(r.b)) < n {
-		r.bad = true
-		return nil
-	}
-	b := r.b[:n]
-	r.b = r.b[n:]
-	return b
 }
 
 func (it *sealedIterator) parse(b []byte) error {
