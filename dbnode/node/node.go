@@ -26,6 +26,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/promapi"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/placement/placementhttp"
 	"github.com/uber-go/tally/v4"
 	promreporter "github.com/uber-go/tally/v4/prometheus"
 	"google.golang.org/grpc"
@@ -144,6 +145,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return err
 	}
 	cleanups = append(cleanups, closeStore)
+	(&placementhttp.Handler{Store: store}).Register(n.api.Mux())
 
 	// 2. The last placement seen, so reads and writes route while etcd is
 	// unreachable.
