@@ -39,6 +39,20 @@
 // A move pairs two copies: the receiver holds the shard INITIALIZING with
 // SourceID naming the giver, and the giver holds it LEAVING. Marking the
 // receiver's copy available deletes the LEAVING copy in the same
-// compare-and-swap; a removed instance left with no shards leaves the
-// placement.
+// compare-and-swap. A removed instance is flagged Leaving, keeps serving its
+// LEAVING copies, and leaves the placement when the last one is taken over;
+// removing an instance whose copies are still INITIALIZING hands them back
+// to their sources at once (the undo of an add).
+//
+// # Balance
+//
+// Each active instance's target is its weight's share of numShards*RF
+// copies, computed per isolation group first: a group's share is capped at
+// numShards (it can own each shard once) and the excess is shared among the
+// other groups. Targets round the real share up or down, never further, and
+// rounding favours the instances that already hold more, so it never forces
+// a move by itself. An operation moves only what the targets require: the
+// newcomer's share on add, the removed instance's copies on remove; when the
+// isolation-group rule blocks a direct move, the cheapest chain of moves is
+// found by a small shortest-path search (see rebalance.go).
 package placement

@@ -167,7 +167,7 @@ func (m *machine) add(t *rapid.T) {
 // made at most RF more copies move than the exact optimum, on placements
 // small enough to compute it.
 func requireNearOptimum(t *rapid.T, prev, next Placement) {
-	if int(prev.NumShards)*len(next.Instances) > 2048 {
+	if int(prev.NumShards)*len(next.Instances) > 1024 {
 		return
 	}
 	moved, opt := newCopies(prev, next), minMoves(prev, next)

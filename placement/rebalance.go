@@ -16,8 +16,11 @@ import (
 //     instance below target, preferring copies whose move undoes an
 //     earlier move, then copies still INITIALIZING, then lower shard IDs;
 //  3. whatever is left (the isolation-group rule blocked every direct
-//     move) is resolved by a breadth-first search for the shortest chain
-//     of moves that ends at an instance below target.
+//     move) is resolved by augment: a search for the cheapest chain of
+//     moves, or of re-sourcings of copies this operation already moved,
+//     that ends at an instance below target. It also repairs the greedy
+//     choices of steps 1 and 2 when they used up a receiver that a more
+//     constrained copy needed.
 //
 // Every step is deterministic: ties are broken by group and instance order.
 func (w *work) rebalance() error {
@@ -38,7 +41,10 @@ func (w *work) rebalance() error {
 	w.homeless = nil
 
 	for _, i := range w.overTarget() {
-		for w.count[i] > w.target[i] && w.shedDirect(i) {
+		for w.count[i] > w.target[i] {
+			if !w.shedDirect(i) {
+				break
+			}
 		}
 	}
 
@@ -131,8 +137,9 @@ func (w *work) shedDirect(i int) bool {
 }
 
 // pickShard chooses which of i's copies to give to j: one whose move back
-// to j undoes an earlier move, else one still INITIALIZING (no bootstrap
-// is lost), else the lowest shard ID j may own.
+// to j undoes an earlier move, else one still INITIALIZING (it serves no
+// reads yet, and one this operation created moves for free), else the
+// lowest shard ID j may own.
 func (w *work) pickShard(i, j int) (uint32, bool) {
 	const (
 		none = iota
@@ -188,97 +195,21 @@ type step struct {
 // gives up one copy for the one it receives, so only the ends change
 // counts. A chain's cost is the number of copies it makes bootstrap, minus
 // the copies it un-makes (re-routing a copy this very operation created
-// costs nothing), plus one per move so that shorter chains win ties; all
-// edge costs are then 0, 1 or 2 and a bucketed Dijkstra finds the chain. It
+// costs nothing), plus one per link so that shorter chains win; all link
+// costs are then 0, 1 or 2 and a bucketed Dijkstra finds the chain, taking
+// the one with fewer new copies among chains of equal cost. It
 // applies the chain and reports whether one was found. A chain never moves
 // the same shard twice, so every move's eligibility is independent of the
 // others.
 func (w *work) augment(start int, h homeless) bool {
-	const unseen = -1
-	dist := make([]int, len(w.ins))
-	for i := range dist {
-		dist[i] = unseen
+	chain, ok := w.findChain(start, h, true)
+	if ok && !chainValid(chain) {
+		// Re-expanding an instance changed the chain to nodes found
+		// through it; search again without that refinement.
+		chain, ok = w.findChain(start, h, false)
 	}
-	parent := make([]step, len(w.ins))
-	done := make([]bool, len(w.ins))
-	var buckets [][]int
-
-	// onPath reports whether the cheapest chain to i already moves shard s.
-	onPath := func(i int, s uint32) bool {
-		for k := i; k >= 0 && k != start; k = parent[k].from {
-			if parent[k].shard == s {
-				return true
-			}
-		}
+	if !ok {
 		return false
-	}
-	relax := func(st step, d int) {
-		j := st.to
-		if j == start || done[j] || (dist[j] != unseen && dist[j] <= d) {
-			return
-		}
-		dist[j], parent[j] = d, st
-		for len(buckets) <= d {
-			buckets = append(buckets, nil)
-		}
-		buckets[d] = append(buckets[d], j)
-	}
-	// offer relaxes every instance that could take a copy of s dropped by
-	// i (or the homeless copy when i == -1) at base cost d.
-	offer := func(i int, hh homeless, d int) {
-		for j := range w.ins {
-			if w.canTake(j, hh, i) {
-				relax(step{from: i, to: j, via: -1, shard: hh.shard}, d+1+w.takeCost(j, hh))
-			}
-		}
-	}
-	expand := func(i, d int) {
-		seen := make(map[uint32]bool, len(w.held[i]))
-		for _, s := range w.held[i] {
-			if seen[s] || !w.holdsOwned(i, s) || onPath(i, s) {
-				continue
-			}
-			seen[s] = true
-			offer(i, homeless{shard: s, src: w.srcIfDropped(i, s)}, d-w.refund(i, s))
-			for _, c := range w.copies[s] {
-				if x := c.src; c.state == Initializing && x >= 0 && w.canResource(i, x, c.inst, s) {
-					relax(step{from: i, to: x, via: c.inst, shard: s}, d+1)
-				}
-			}
-		}
-	}
-
-	if start < 0 {
-		offer(-1, h, 1)
-	} else {
-		expand(start, 1)
-	}
-	end := -1
-	for d := 0; d < len(buckets) && end < 0; d++ {
-		for k := 0; k < len(buckets[d]); k++ {
-			j := buckets[d][k]
-			if done[j] || dist[j] != d {
-				continue
-			}
-			done[j] = true
-			if w.deficit(j) > 0 {
-				end = j
-				break
-			}
-			expand(j, d)
-		}
-	}
-	if end < 0 {
-		return false
-	}
-	var chain []step
-	for j := end; ; {
-		st := parent[j]
-		chain = append(chain, st)
-		if st.from == start {
-			break
-		}
-		j = st.from
 	}
 	// chain runs from the end back to the start; apply it forwards.
 	for k := len(chain) - 1; k >= 0; k-- {
@@ -294,6 +225,132 @@ func (w *work) augment(start int, h homeless) bool {
 		w.take(st.to, hh)
 	}
 	return true
+}
+
+// chainValid reports whether a chain moves each shard and visits each
+// instance at most once.
+func chainValid(chain []step) bool {
+	shards := make(map[uint32]bool, len(chain))
+	ins := make(map[int]bool, len(chain))
+	for _, st := range chain {
+		if shards[st.shard] || ins[st.to] {
+			return false
+		}
+		shards[st.shard], ins[st.to] = true, true
+	}
+	return true
+}
+
+// findChain is the search behind augment; the chain comes back from its end
+// to its start. reopen lets an instance be expanded again when it is
+// reached at the same cost with fewer new copies.
+func (w *work) findChain(start int, h homeless, reopen bool) ([]step, bool) {
+	const unseen = -1
+	dist := make([]int, len(w.ins)) // hops + net new copies
+	net := make([]int, len(w.ins))  // net new copies, breaks ties of dist
+	for i := range dist {
+		dist[i] = unseen
+	}
+	parent := make([]step, len(w.ins))
+	done := make([]bool, len(w.ins))
+	var buckets [][]int
+
+	// onPath reports whether the cheapest chain to i already moves shard s
+	// (s >= 0) or passes through instance via (via >= 0).
+	onPath := func(i int, s int64, via int) bool {
+		for k, n := i, 0; k >= 0 && k != start && n <= len(w.ins); k, n = parent[k].from, n+1 {
+			if int64(parent[k].shard) == s || k == via {
+				return true
+			}
+		}
+		return false
+	}
+	relax := func(st step, d, n int) {
+		j := st.to
+		if j == start || (dist[j] != unseen && (dist[j] < d || (dist[j] == d && net[j] <= n))) {
+			return
+		}
+		if done[j] {
+			// Reached again at the same cost with fewer new copies (a
+			// re-routed copy was taken back): expand it again, unless
+			// that would make the chain loop through j.
+			if !reopen || dist[j] != d || onPath(st.from, -1, j) {
+				return
+			}
+			done[j] = false
+		}
+		dist[j], net[j], parent[j] = d, n, st
+		for len(buckets) <= d {
+			buckets = append(buckets, nil)
+		}
+		buckets[d] = append(buckets[d], j)
+	}
+	// offer relaxes every instance that could take a copy of s dropped by
+	// i (or the homeless copy when i == -1) from cost d, n.
+	offer := func(i int, hh homeless, d, n int) {
+		for j := range w.ins {
+			if w.canTake(j, hh, i) {
+				c := w.takeCost(j, hh)
+				relax(step{from: i, to: j, via: -1, shard: hh.shard}, d+1+c, n+c)
+			}
+		}
+	}
+	expand := func(i, d, n int) {
+		seen := make(map[uint32]bool, len(w.held[i]))
+		for _, s := range w.held[i] {
+			if seen[s] || !w.holdsOwned(i, s) || onPath(i, int64(s), -1) {
+				continue
+			}
+			seen[s] = true
+			r := w.refund(i, s)
+			offer(i, homeless{shard: s, src: w.srcIfDropped(i, s)}, d-r, n-r)
+			for _, c := range w.copies[s] {
+				if x := c.src; c.state == Initializing && x >= 0 && w.canResource(i, x, c.inst, s) {
+					relax(step{from: i, to: x, via: c.inst, shard: s}, d+1, n)
+				}
+			}
+		}
+	}
+
+	if start < 0 {
+		offer(-1, h, 0, 0)
+	} else {
+		expand(start, 0, 0)
+	}
+	end := -1
+	for d := 0; d < len(buckets) && end < 0; d++ {
+		for {
+			// Within a bucket, fewer net new copies first.
+			j := -1
+			for _, k := range buckets[d] {
+				if !done[k] && dist[k] == d && (j < 0 || net[k] < net[j]) {
+					j = k
+				}
+			}
+			if j < 0 {
+				break
+			}
+			done[j] = true
+			if w.deficit(j) > 0 {
+				end = j
+				break
+			}
+			expand(j, d, net[j])
+		}
+	}
+	if end < 0 {
+		return nil, false
+	}
+	var chain []step
+	for j := end; len(chain) <= len(w.ins); {
+		st := parent[j]
+		chain = append(chain, st)
+		if st.from == start {
+			return chain, true
+		}
+		j = st.from
+	}
+	return nil, false // a loop: cannot happen, but never spin
 }
 
 // takeCost is 1 when j taking h makes j bootstrap a copy it was not already
@@ -321,7 +378,6 @@ func (w *work) refund(i int, s uint32) int {
 	}
 	return 1
 }
-
 
 // canResource reports whether receiver k, bootstrapping s from x, may
 // stream from y instead: y holds s AVAILABLE, x's LEAVING copy can own the
