@@ -327,28 +327,43 @@ feed:
 }
 
 // streamShards runs the peers bootstrapper for a group of shards with the
-// same peers: every peer is asked (bootstrap consistency: unstrict
-// majority, so one good answer is enough when the others fail) and every
-// answer is loaded; replicas that differ merge by timestamp in storage.
-// With no peers at all the shards are new (uninitialized topology).
+// same peers: one complete answer is loaded (the LEAVING source first, then
+// the AVAILABLE owners in turn until one answers). With no peers at all the
+// shards are new (uninitialized topology).
 func (b *Bootstrapper) streamShards(ctx context.Context, m *client.Map, shards []uint32, peers []placement.Owner) error {
 	if len(peers) == 0 {
 		return nil // uninitialized topology: nothing exists anywhere yet
 	}
 	now := b.opts.Now().UnixMilli()
-	var okPeers int
 	var errs []error
-	for _, p := range peers {
+	for _, p := range orderPeers(peers) {
 		if err := b.fetchFrom(ctx, p, shards, now); err != nil {
 			errs = append(errs, fmt.Errorf("peer %s: %w", p.InstanceID, err))
 			continue
 		}
-		okPeers++
+		return nil
 	}
-	if okPeers == 0 {
-		return fmt.Errorf("bootstrap shards %v: no peer answered: %w", shards, errors.Join(errs...))
+	return fmt.Errorf("bootstrap shards %v: no peer answered: %w", shards, errors.Join(errs...))
+}
+
+// orderPeers puts LEAVING owners first: the copy being replaced is the one
+// that took every write until now, so one answer from it is complete. The
+// AVAILABLE owners are the fallback, tried in turn until one answers.
+// Writes during the move reach this node directly, so nothing newer needs
+// fetching.
+func orderPeers(peers []placement.Owner) []placement.Owner {
+	out := make([]placement.Owner, 0, len(peers))
+	for _, p := range peers {
+		if p.State == placement.Leaving {
+			out = append(out, p)
+		}
 	}
-	return nil
+	for _, p := range peers {
+		if p.State != placement.Leaving {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (b *Bootstrapper) fetchFrom(ctx context.Context, p placement.Owner, shards []uint32, now int64) error {
