@@ -134,6 +134,18 @@ func (h *hostQueue) send(ops []*writeOp) {
 			resp, err = h.client.WriteBatch(ctx, req)
 		}
 	}
+	// A replica that failed transiently (overloaded, restarting) is
+	// retried while the request's budget lasts: the caller may already
+	// have its quorum, but this replica should still converge.
+	for backoff, try := 100*time.Millisecond, 0; try < 3 && err != nil && transient(err) && ctx.Err() == nil; backoff, try = backoff*2, try+1 {
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+		if ctx.Err() == nil {
+			resp, err = h.client.WriteBatch(ctx, req)
+		}
+	}
 	cancel()
 	for _, op := range live {
 		switch {
@@ -153,4 +165,13 @@ func (h *hostQueue) close() error {
 	close(h.stop)
 	h.wg.Wait()
 	return h.client.Close()
+}
+
+// transient says whether a failed write may succeed if sent again.
+func transient(err error) bool {
+	switch rpc.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
 }

@@ -98,7 +98,7 @@ func nodeConfig(t testing.TB, id, group string, etcdEndpoint string) config.Conf
 	c.RPC.Listen = "127.0.0.1:0"
 	c.Etcd.Endpoints = []string{etcdEndpoint}
 	c.Cluster.HedgeAfter = 50 * time.Millisecond
-	c.Cluster.RequestTimeout = 5 * time.Second
+	c.Cluster.RequestTimeout = 20 * time.Second
 	c.Defaults()
 	require.NoError(t, c.Validate())
 	return c
