@@ -146,6 +146,10 @@ func (s *Session) WriteBatch(ctx context.Context, ns string, samples []storage.S
 	if m == nil {
 		return ErrNoPlacement
 	}
+	if m.Sole != "" && m.Sole == s.opts.LocalID && s.opts.Local != nil {
+		// One node owning everything: every level is met by its own write.
+		return s.opts.Local.WriteBatch(ns, samples)
+	}
 	for attempt := 0; ; attempt++ {
 		err := s.writeOnce(ctx, ns, samples, m)
 		var ce *ConsistencyError
@@ -350,6 +354,9 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 	m := s.opts.Topology.Get()
 	if m == nil {
 		return nil, ErrNoPlacement
+	}
+	if m.Sole != "" && m.Sole == s.opts.LocalID && s.opts.Local != nil {
+		return s.opts.Local.Query(ctx, ns, ms, start, end, storage.QueryOptions{})
 	}
 	rf := m.Placement.ReplicaFactor
 	numShards := m.Placement.NumShards

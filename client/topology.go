@@ -17,6 +17,10 @@ type Map struct {
 	Owners    placement.OwnerIndex
 	// Endpoints by instance ID.
 	Endpoints map[string]string
+	// Sole is the ID of the only instance when the placement has one
+	// instance holding every shard AVAILABLE (the embedded default): the
+	// session then writes and reads it without per-shard routing.
+	Sole string
 }
 
 // NewMap indexes a placement for routing.
@@ -24,6 +28,15 @@ func NewMap(p placement.Placement) *Map {
 	m := &Map{Placement: p, Owners: placement.IndexOwners(p), Endpoints: map[string]string{}}
 	for _, in := range p.Instances {
 		m.Endpoints[in.ID] = in.Endpoint
+	}
+	if len(p.Instances) == 1 && uint32(len(p.Instances[0].Shards)) == p.NumShards {
+		all := true
+		for _, s := range p.Instances[0].Shards {
+			all = all && s.State == placement.Available
+		}
+		if all {
+			m.Sole = p.Instances[0].ID
+		}
 	}
 	return m
 }

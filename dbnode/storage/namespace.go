@@ -2,6 +2,7 @@ package storage
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/index"
@@ -13,15 +14,17 @@ type namespace struct {
 	blockSize int64        // ms
 	index     *index.Index // nil when the namespace is not indexed
 
-	mu     sync.RWMutex
-	shards []*shard // by shard number; nil until first used
+	// shards by number, nil until first used; read lock-free on the write
+	// path (one atomic load per sample instead of a shared RWMutex).
+	shards []atomic.Pointer[shard]
+	mu     sync.Mutex // serialises creating and dropping shards
 }
 
 func newNamespace(opts NamespaceOptions, numShards uint32) *namespace {
 	ns := &namespace{
 		opts:      opts,
 		blockSize: opts.BlockSize.Milliseconds(),
-		shards:    make([]*shard, numShards),
+		shards:    make([]atomic.Pointer[shard], numShards),
 	}
 	if opts.Index {
 		ns.index = index.New(ns.blockSize)
@@ -40,32 +43,32 @@ func (ns *namespace) blockStart(t int64) int64 {
 
 // shard returns shard i, creating it on first use.
 func (ns *namespace) shard(i uint32) *shard {
-	ns.mu.RLock()
-	sh := ns.shards[i]
-	ns.mu.RUnlock()
-	if sh != nil {
+	if sh := ns.shards[i].Load(); sh != nil {
 		return sh
 	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if ns.shards[i] == nil {
-		ns.shards[i] = newShard(i)
+	if sh := ns.shards[i].Load(); sh != nil {
+		return sh
 	}
-	return ns.shards[i]
+	sh := newShard(i)
+	ns.shards[i].Store(sh)
+	return sh
 }
 
-func (ns *namespace) existingShard(i uint32) *shard {
-	ns.mu.RLock()
-	defer ns.mu.RUnlock()
-	return ns.shards[i]
+func (ns *namespace) existingShard(i uint32) *shard { return ns.shards[i].Load() }
+
+// dropShard detaches shard i and returns it (nil if it did not exist).
+func (ns *namespace) dropShard(i uint32) *shard {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ns.shards[i].Swap(nil)
 }
 
 func (ns *namespace) allShards() []*shard {
-	ns.mu.RLock()
-	defer ns.mu.RUnlock()
 	out := make([]*shard, 0, len(ns.shards))
-	for _, sh := range ns.shards {
-		if sh != nil {
+	for i := range ns.shards {
+		if sh := ns.shards[i].Load(); sh != nil {
 			out = append(out, sh)
 		}
 	}

@@ -17,10 +17,7 @@ func (db *Database) DropShard(shard uint32) error {
 	db.tickMu.Lock()
 	defer db.tickMu.Unlock()
 	for _, ns := range db.nsList {
-		ns.mu.Lock()
-		sh := ns.shards[shard]
-		ns.shards[shard] = nil
-		ns.mu.Unlock()
+		sh := ns.dropShard(shard)
 		if sh == nil {
 			continue
 		}
