@@ -36,3 +36,13 @@ func BenchmarkInit(b *testing.B) {
 		require.NoError(b, err)
 	}
 }
+
+// BenchmarkRemoveOneInstance removes one instance from a settled 4096-shard
+// RF 3 placement of 100 instances in 10 racks.
+func BenchmarkRemoveOneInstance(b *testing.B) {
+	p := MarkAllAvailable(mustInit(b, cluster(100, 10), 4096, 3))
+	for b.Loop() {
+		_, err := Remove(p, "i042")
+		require.NoError(b, err)
+	}
+}
