@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -134,6 +135,17 @@ func (h *hostQueue) send(ops []*writeOp) {
 			resp, err = h.client.WriteBatch(ctx, req)
 		}
 	}
+	// Still refused: the host does not hold some shards of this batch
+	// (an older placement routed them here). It refuses the whole batch,
+	// but the shards it does hold must not miss these samples, so send
+	// those again on their own. The ops still report the refusal, so the
+	// quorum does not count this host for them.
+	var rerr *rpc.Error
+	if err != nil && rpc.Code(err) == codes.FailedPrecondition && errors.As(err, &rerr) && len(rerr.Shards) > 0 {
+		if rest := withoutShards(req, rerr.Shards); len(rest.Series) > 0 {
+			_, _ = h.client.WriteBatch(ctx, rest)
+		}
+	}
 	// A replica that failed transiently (overloaded, restarting) is
 	// retried while the request's budget lasts: the caller may already
 	// have its quorum, but this replica should still converge.
@@ -174,4 +186,19 @@ func transient(err error) bool {
 		return true
 	}
 	return false
+}
+
+// withoutShards returns req without the series of the given shards.
+func withoutShards(req *rpc.WriteRequest, shards []uint32) *rpc.WriteRequest {
+	drop := make(map[uint32]bool, len(shards))
+	for _, sh := range shards {
+		drop[sh] = true
+	}
+	out := &rpc.WriteRequest{Namespace: req.Namespace}
+	for _, s := range req.Series {
+		if !drop[s.Shard] {
+			out.Series = append(out.Series, s)
+		}
+	}
+	return out
 }
