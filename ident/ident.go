@@ -62,6 +62,18 @@ func AppendPairs(dst []byte, pairs []Pair) []byte {
 	return dst
 }
 
+// AppendSortedPairs is AppendPairs for pairs the caller already sorted by
+// name (the remote write decoder validates and sorts them itself).
+func AppendSortedPairs(dst []byte, pairs []Pair) []byte {
+	for _, p := range pairs {
+		dst = binary.AppendUvarint(dst, uint64(len(p.Name)))
+		dst = append(dst, p.Name...)
+		dst = binary.AppendUvarint(dst, uint64(len(p.Value)))
+		dst = append(dst, p.Value...)
+	}
+	return dst
+}
+
 // Labels decodes an ID back into its labels.
 func Labels(id []byte) (labels.Labels, error) {
 	b := labels.NewScratchBuilder(8)

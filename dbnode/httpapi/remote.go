@@ -21,11 +21,18 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	*bufp = body
-	st, _ := a.decoders.Get().(*writeState)
-	if st == nil {
+	var st *writeState
+	select {
+	case st = <-a.decoders:
+	default:
 		st = &writeState{}
 	}
-	defer a.decoders.Put(st)
+	defer func() {
+		select {
+		case a.decoders <- st:
+		default: // more concurrent requests than kept decoders
+		}
+	}()
 	st.raw, err = remote.DecompressInto(st.raw, body, a.opts.MaxBodyBytes)
 	if err != nil {
 		return err

@@ -38,8 +38,10 @@ type API struct {
 	readyMsg atomic.Pointer[string]
 	mux      *http.ServeMux
 
-	bufs     sync.Pool // *[]byte request bodies
-	decoders sync.Pool // *writeState
+	bufs sync.Pool // *[]byte request bodies
+	// decoders is a fixed free list rather than a sync.Pool: each decoder
+	// caches the IDs of the series it has seen, which a GC must not drop.
+	decoders chan *writeState
 
 	m apiMetrics
 }
@@ -73,7 +75,7 @@ func New(opts Options) *API {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 32 << 20
 	}
-	a := &API{opts: opts, mux: http.NewServeMux()}
+	a := &API{opts: opts, mux: http.NewServeMux(), decoders: make(chan *writeState, 16)}
 	notReady := "recovering: storage is not open yet"
 	a.readyMsg.Store(&notReady)
 	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,

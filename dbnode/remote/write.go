@@ -41,6 +41,8 @@ type WriteDecoder struct {
 	arena   []byte
 	samples []Sample
 	pairs   []ident.Pair
+	// labelMsgs are the label submessages of the series being decoded.
+	labelMsgs [][]byte
 	// NumSamples is the total of the last Decode.
 	NumSamples int
 	spans      []span
@@ -103,7 +105,7 @@ func (d *WriteDecoder) Decode(b []byte) error {
 }
 
 func (d *WriteDecoder) decodeSeries(b []byte, index int) error {
-	d.pairs = d.pairs[:0]
+	d.labelMsgs = d.labelMsgs[:0]
 	for i := 0; i < len(b); {
 		field, wt, n := tag(b[i:])
 		if n <= 0 {
@@ -116,11 +118,7 @@ func (d *WriteDecoder) decodeSeries(b []byte, index int) error {
 			if err != nil {
 				return inputErr("bad protobuf: timeseries %d: label: %v", index, err)
 			}
-			name, value, err := decodeLabel(msg)
-			if err != nil {
-				return inputErr("bad protobuf: timeseries %d: label: %v", index, err)
-			}
-			d.pairs = append(d.pairs, ident.Pair{Name: name, Value: value})
+			d.labelMsgs = append(d.labelMsgs, msg)
 			i += n
 		case field == 2 && wt == wireBytes: // Sample
 			msg, n, err := lenDelim(b[i:])
@@ -141,10 +139,18 @@ func (d *WriteDecoder) decodeSeries(b []byte, index int) error {
 			i += n
 		}
 	}
+	d.pairs = d.pairs[:0]
+	for _, msg := range d.labelMsgs {
+		name, value, err := decodeLabel(msg)
+		if err != nil {
+			return inputErr("bad protobuf: timeseries %d: label: %v", index, err)
+		}
+		d.pairs = append(d.pairs, ident.Pair{Name: name, Value: value})
+	}
 	if err := validateLabels(d.pairs, index); err != nil {
 		return err
 	}
-	d.arena = ident.AppendPairs(d.arena, d.pairs)
+	d.arena = ident.AppendSortedPairs(d.arena, d.pairs)
 	return nil
 }
 

@@ -122,3 +122,24 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*2000), "ns/sample")
 }
+
+func TestDecoderReuseGivesSameIDsAndStillValidates(t *testing.T) {
+	var d WriteDecoder
+	ok := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: []prompb.Label{{Name: "__name__", Value: "up"}, {Name: "job", Value: "a"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}},
+		{Labels: []prompb.Label{{Name: "job", Value: "b"}, {Name: "__name__", Value: "up"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 2}}},
+	}})
+	require.NoError(t, d.Decode(ok))
+	first := [][]byte{append([]byte(nil), d.Series[0].ID...), append([]byte(nil), d.Series[1].ID...)}
+	for i := 0; i < 3; i++ {
+		require.NoError(t, d.Decode(ok))
+		require.Equal(t, first[0], d.Series[0].ID)
+		require.Equal(t, first[1], d.Series[1].ID)
+		require.Equal(t, 2.0, d.Series[1].Samples[0].V)
+	}
+	require.Equal(t, ident.FromLabels(labels.FromStrings("__name__", "up", "job", "b")), first[1])
+	bad := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: []prompb.Label{{Name: "job", Value: "a"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}},
+	}})
+	require.Error(t, d.Decode(bad))
+}
