@@ -2,6 +2,10 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +32,10 @@ func TestClusterWriteReadMajority(t *testing.T) {
 	}
 	for _, n := range nodes {
 		require.NoError(t, d.check(n.url(), now-60_000, now+1), "read through %s", n.cfg.ID)
+		// PromQL over the cluster: every series, and the sum of the last
+		// samples, as each node sees them.
+		require.Equal(t, "300", promScalar(t, n.url(), "count(it_metric)", now))
+		require.Equal(t, "300", promScalar(t, n.url(), "count(count_over_time(it_metric[1m]) == 5)", now))
 	}
 	// Each replica holds everything (RF 3 on 3 nodes): read each one's own
 	// storage directly.
@@ -79,6 +87,29 @@ func TestClusterSurvivesEtcdDown(t *testing.T) {
 	for _, n := range nodes {
 		require.NoError(t, d.check(n.url(), now-60_000, now+1))
 	}
+}
+
+// promScalar runs an instant query that yields one sample and returns its
+// value as Prometheus formats it.
+func promScalar(t *testing.T, base, q string, at int64) string {
+	t.Helper()
+	u := base + "/api/v1/query?query=" + url.QueryEscape(q) + "&time=" + strconv.FormatFloat(float64(at)/1000, 'f', 3, 64)
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Equal(t, "success", out.Status, out.Error)
+	require.Len(t, out.Data.Result, 1, q)
+	return out.Data.Result[0].Value[1].(string)
 }
 
 var _ = strings.Contains
