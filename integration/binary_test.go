@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/placement"
 )
 
 var (
@@ -147,4 +148,67 @@ func TestBinarySIGKILLKeepsAcknowledgedWrites(t *testing.T) {
 	b.start()
 	require.NoError(t, d.check(url, 0, math.MaxInt64))
 	t.Logf("%d acknowledged samples all read back after SIGKILL and restart", acked)
+}
+
+// TestJoiningBinaryKilledMidBootstrapFinishes adds a node running the real
+// binary, SIGKILLs it while it streams its shards, and restarts it: it
+// finishes the bootstrap and its shards become AVAILABLE.
+func TestJoiningBinaryKilledMidBootstrapFinishes(t *testing.T) {
+	e, nodes, c := cluster3(t)
+	d := newDataset()
+	for k := 0; k < 20; k++ {
+		require.NoError(t, d.write(nodes[k%3].url(), 0, 200, time.Now().UnixMilli()-60_000+int64(k)))
+	}
+	dir := t.TempDir()
+	b := &binaryNode{t: t, bin: tesseraBinary(t), dir: dir, http: freePort(t)}
+	rpcAddr := freePort(t)
+	writeConf := func(rate int) {
+		conf := fmt.Sprintf(`id: node4
+isolationGroup: rack4
+dataDir: %s
+http:
+  listen: %s
+rpc:
+  listen: %s
+etcd:
+  endpoints: [%s]
+bootstrap:
+  maxBytesPerSecond: %d
+`, filepath.Join(dir, "data"), b.http, rpcAddr, e.client, rate)
+		b.conf = filepath.Join(dir, "node.yml")
+		require.NoError(t, os.WriteFile(b.conf, []byte(conf), 0o644))
+	}
+	writeConf(1) // crawl, so the kill lands mid-bootstrap
+	b.cmd = nil
+	startNoWait := func() {
+		b.cmd = exec.Command(b.bin, "node", "-f", b.conf)
+		require.NoError(t, b.cmd.Start())
+		t.Cleanup(func() {
+			if b.cmd.ProcessState == nil {
+				_ = b.cmd.Process.Kill()
+				_ = b.cmd.Wait()
+			}
+		})
+	}
+	startNoWait()
+	n4 := &tnode{cfg: nodes[0].cfg}
+	n4.cfg.ID, n4.cfg.IsolationGroup, n4.cfg.RPC.Advertise, n4.cfg.HTTP.Listen = "node4", "rack4", rpcAddr, b.http
+	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) { return placement.Add(p, n4.instance()) })
+	eventually(t, 30*time.Second, "node4 streaming", func() error {
+		resp, err := http.Get("http://" + b.http + "/ready")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			return fmt.Errorf("ready answered %d", resp.StatusCode)
+		}
+		return nil
+	})
+	b.kill9()
+	require.Greater(t, placement.MovingShards(getPlacement(t, c)), 0, "killed mid-bootstrap")
+	writeConf(0)
+	startNoWait()
+	p := settled(t, c, 120*time.Second)
+	checkEachReplica(t, p, d)
 }
