@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -24,9 +25,10 @@ func newGetCommand(o *options) *cobra.Command {
 
 func newInitCommand(o *options) *cobra.Command {
 	var (
-		rf        int
-		numShards uint32
-		specs     []string
+		rf          int
+		numShards   uint32
+		specs       []string
+		ifNotExists bool
 	)
 	cmd := &cobra.Command{
 		Use:   "init --rf N --shards N --instance id=...,group=...,endpoint=host:port [--instance ...]",
@@ -38,10 +40,17 @@ func newInitCommand(o *options) *cobra.Command {
 				return err
 			}
 			return o.run(cmd, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
-				return s.Init(ctx, ins, numShards, rf)
+				p, err := s.Init(ctx, ins, numShards, rf)
+				if errors.Is(err, placement.ErrExists) && ifNotExists {
+					// Idempotent set-up scripts (docker compose's init
+					// service) print what is there and succeed.
+					return s.Get(ctx)
+				}
+				return p, err
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&ifNotExists, "if-not-exists", false, "succeed and print the existing placement when there is one")
 	cmd.Flags().IntVar(&rf, "rf", 3, "replica factor: owners per shard, each in a different isolation group")
 	cmd.Flags().Uint32Var(&numShards, "shards", 4096, "number of virtual shards (fixed for the life of the cluster)")
 	addInstanceFlag(cmd, &specs)
