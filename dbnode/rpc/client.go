@@ -94,6 +94,27 @@ func (c *Client) Health(ctx context.Context) (*HealthResponse, error) {
 	return resp, c.invoke(ctx, methodHealth, &HealthRequest{}, resp)
 }
 
+// BlockMetadata lists the flushed blocks of the requested shards, one
+// ShardBlocks per distinct shard in request order.
+func (c *Client) BlockMetadata(ctx context.Context, req *BlockMetadataRequest) (*BlockMetadataResponse, error) {
+	resp := new(BlockMetadataResponse)
+	return resp, c.invoke(ctx, methodBlockMetadata, req, resp)
+}
+
+// FetchBlock returns one page of a flushed block's series as stored; while
+// resp.More, ask again with After set to the last series' ID.
+func (c *Client) FetchBlock(ctx context.Context, req *FetchBlockRequest) (*FetchBlockResponse, error) {
+	resp := new(FetchBlockResponse)
+	return resp, c.invoke(ctx, methodFetchBlock, req, resp)
+}
+
+// FetchUnflushed returns one page of a shard's unflushed series, paged
+// like FetchBlock.
+func (c *Client) FetchUnflushed(ctx context.Context, req *FetchUnflushedRequest) (*FetchUnflushedResponse, error) {
+	resp := new(FetchUnflushedResponse)
+	return resp, c.invoke(ctx, methodFetchUnflushed, req, resp)
+}
+
 // Close closes the connection; calls in flight fail with Canceled.
 func (c *Client) Close() error { return c.conn.Close() }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -25,7 +26,13 @@ type Database interface {
 	Read(ns string, id []byte, start, end int64) (encoding.Iterator, error)
 	Query(ctx context.Context, ns string, matchers []*labels.Matcher, start, end int64, qo storage.QueryOptions) ([]storage.SeriesIterator, error)
 	Shard(id []byte) uint32
+	NumShards() uint32
 	Namespaces() []storage.NamespaceOptions
+
+	// Peer bootstrap: flushed blocks as stored, and unflushed data, paged.
+	FlushedBlocks(ns string, shard uint32) ([]storage.BlockMeta, error)
+	ReadBlock(ns string, shard uint32, blockStart int64, after []byte, maxBytes int) ([]fileset.Series, bool, error)
+	ReadUnflushed(ns string, shard uint32, after []byte, maxBytes int) ([]storage.SeriesStream, bool, error)
 }
 
 // ServerOptions configure a Server.
@@ -40,6 +47,10 @@ type ServerOptions struct {
 	MaxMsgSize int
 	// Logger gets transient storage failures; discarded when nil.
 	Logger *slog.Logger
+	// MaxStreamBytesPerSecond bounds the bytes per second that FetchBlock
+	// and FetchUnflushed replies send, shared by all calls of the server
+	// (0 = unlimited), so peer bootstrap cannot starve reads and writes.
+	MaxStreamBytesPerSecond int64
 }
 
 // Server serves node RPC over a database. It holds no per-request state
@@ -50,6 +61,7 @@ type Server struct {
 	opts       ServerOptions
 	namespaces map[string]storage.NamespaceOptions
 	samples    sync.Pool // *[]storage.Sample, reused across write batches
+	pacer      *pacer    // paces peer streaming replies
 }
 
 // NewServer returns a server over db that serves the shards own allows
@@ -64,7 +76,8 @@ func NewServer(db Database, own Ownership, opts ServerOptions) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{db: db, own: own, opts: opts, namespaces: map[string]storage.NamespaceOptions{}}
+	s := &Server{db: db, own: own, opts: opts, namespaces: map[string]storage.NamespaceOptions{},
+		pacer: newPacer(opts.MaxStreamBytesPerSecond)}
 	for _, ns := range db.Namespaces() {
 		s.namespaces[ns.Name] = ns
 	}
@@ -98,6 +111,18 @@ func (v service) FetchTagged(ctx context.Context, req *FetchTaggedRequest) (*Fet
 
 func (v service) Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
 	return v.s.fetch(ctx, req)
+}
+
+func (v service) BlockMetadata(ctx context.Context, req *BlockMetadataRequest) (*BlockMetadataResponse, error) {
+	return v.s.blockMetadata(ctx, req)
+}
+
+func (v service) FetchBlock(ctx context.Context, req *FetchBlockRequest) (*FetchBlockResponse, error) {
+	return v.s.fetchBlock(ctx, req)
+}
+
+func (v service) FetchUnflushed(ctx context.Context, req *FetchUnflushedRequest) (*FetchUnflushedResponse, error) {
+	return v.s.fetchUnflushed(ctx, req)
 }
 
 func (v service) Health(context.Context, *HealthRequest) (*HealthResponse, error) {

@@ -7,7 +7,8 @@ import (
 )
 
 // ServiceName is the gRPC service of node RPC; methods are
-// /tessera.rpc.v1.Node/{WriteBatch,FetchTagged,Fetch,Health}.
+// /tessera.rpc.v1.Node/{WriteBatch,FetchTagged,Fetch,Health} and, for peer
+// bootstrap, {BlockMetadata,FetchBlock,FetchUnflushed}.
 const ServiceName = "tessera.rpc.v1.Node"
 
 const (
@@ -15,6 +16,10 @@ const (
 	methodFetchTagged = "/" + ServiceName + "/FetchTagged"
 	methodFetch       = "/" + ServiceName + "/Fetch"
 	methodHealth      = "/" + ServiceName + "/Health"
+
+	methodBlockMetadata  = "/" + ServiceName + "/BlockMetadata"
+	methodFetchBlock     = "/" + ServiceName + "/FetchBlock"
+	methodFetchUnflushed = "/" + ServiceName + "/FetchUnflushed"
 )
 
 // nodeService is what the service descriptor dispatches to (the role of a
@@ -24,6 +29,9 @@ type nodeService interface {
 	FetchTagged(context.Context, *FetchTaggedRequest) (*FetchResponse, error)
 	Fetch(context.Context, *FetchRequest) (*FetchResponse, error)
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
+	BlockMetadata(context.Context, *BlockMetadataRequest) (*BlockMetadataResponse, error)
+	FetchBlock(context.Context, *FetchBlockRequest) (*FetchBlockResponse, error)
+	FetchUnflushed(context.Context, *FetchUnflushedRequest) (*FetchUnflushedResponse, error)
 }
 
 // unaryHandler builds a method handler the way protoc-gen-go-grpc would:
@@ -57,6 +65,9 @@ var serviceDesc = grpc.ServiceDesc{
 		unaryHandler("FetchTagged", nodeService.FetchTagged),
 		unaryHandler("Fetch", nodeService.Fetch),
 		unaryHandler("Health", nodeService.Health),
+		unaryHandler("BlockMetadata", nodeService.BlockMetadata),
+		unaryHandler("FetchBlock", nodeService.FetchBlock),
+		unaryHandler("FetchUnflushed", nodeService.FetchUnflushed),
 	},
 	Metadata: "dbnode/rpc (hand-written, see docs/format/rpc.md)",
 }
