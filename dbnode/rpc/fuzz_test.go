@@ -78,3 +78,33 @@ func FuzzHealth(f *testing.F) {
 		fuzzDecode(t, b, func() Message { return &HealthRequest{} })
 	})
 }
+
+func FuzzBlockMetadata(f *testing.F) {
+	seeds(f,
+		&BlockMetadataRequest{Namespace: "default", Shards: []uint32{0, 17, 4095}},
+		&BlockMetadataResponse{Shards: []ShardBlocks{{Shard: 3, Blocks: []BlockMeta{{BlockStart: 1 << 40, Volume: 2, Series: 10, Samples: 300, Digest: 1<<64 - 1}}}, {Shard: 4}}})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fuzzDecode(t, b, func() Message { return &BlockMetadataRequest{} })
+		fuzzDecode(t, b, func() Message { return &BlockMetadataResponse{} })
+	})
+}
+
+func FuzzFetchBlock(f *testing.F) {
+	seeds(f,
+		&FetchBlockRequest{Namespace: "default", Shard: 5, BlockStart: -7200000, After: []byte("a"), MaxBytes: 1 << 22},
+		&FetchBlockResponse{Series: []BlockSeries{{ID: []byte("a"), Data: []byte{1, 2, 3}, Samples: 3}, {ID: []byte("b")}}, More: true})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fuzzDecode(t, b, func() Message { return &FetchBlockRequest{} })
+		fuzzDecode(t, b, func() Message { return &FetchBlockResponse{} })
+	})
+}
+
+func FuzzFetchUnflushed(f *testing.F) {
+	seeds(f,
+		&FetchUnflushedRequest{Namespace: "default", Shard: 5, After: []byte("a"), MaxBytes: 100},
+		&FetchUnflushedResponse{Series: []FetchedSeries{{ID: []byte("a"), Shard: 1, Stream: []byte{1, 2, 3}}, {ID: []byte("b")}}, More: true})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fuzzDecode(t, b, func() Message { return &FetchUnflushedRequest{} })
+		fuzzDecode(t, b, func() Message { return &FetchUnflushedResponse{} })
+	})
+}
