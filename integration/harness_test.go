@@ -207,10 +207,13 @@ func (tn *tnode) ready() error {
 
 // cluster3 starts three nodes in three groups over one etcd with an RF 3
 // placement and waits until all are ready.
-func cluster3(t testing.TB) (*etcdServer, []*tnode, *clientv3.Client) {
+func cluster3(t testing.TB) (*etcdServer, []*tnode, *clientv3.Client) { return clusterN(t, 3) }
+
+// clusterN starts n nodes in n groups with an RF 3 placement.
+func clusterN(t testing.TB, n int) (*etcdServer, []*tnode, *clientv3.Client) {
 	e := startEtcd(t)
 	var nodes []*tnode
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= n; i++ {
 		nodes = append(nodes, startNode(t, nodeConfig(t, fmt.Sprintf("node%d", i), fmt.Sprintf("rack%d", i), e.client)))
 	}
 	c := etcdClient(t, e.client)
@@ -348,4 +351,14 @@ func sortedUnique(s []prompb.Sample) []prompb.Sample {
 	out := append([]prompb.Sample(nil), s...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Timestamp < out[j].Timestamp })
 	return out
+}
+
+// waitSamples waits until the dataset holds at least n acknowledged samples.
+func (d *dataset) waitSamples(t testing.TB, n int) {
+	eventually(t, 10*time.Second, "some writes", func() error {
+		if got := d.total(); got < n {
+			return fmt.Errorf("%d samples", got)
+		}
+		return nil
+	})
 }

@@ -160,12 +160,7 @@ func TestAddNodeUnderLoad(t *testing.T) {
 	e, nodes, c := cluster3(t)
 	d := newDataset()
 	l := startLoad(t, d, func() []string { return []string{nodes[0].url(), nodes[1].url(), nodes[2].url()} }, 200)
-	eventually(t, 10*time.Second, "some writes", func() error {
-		if d.total() < 2000 {
-			return fmt.Errorf("%d samples", d.total())
-		}
-		return nil
-	})
+	d.waitSamples(t, 2000)
 	n4 := startNode(t, nodeConfig(t, "node4", "rack4", e.client))
 	start := time.Now()
 	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) { return placement.Add(p, n4.instance()) })
@@ -184,30 +179,12 @@ func TestAddNodeUnderLoad(t *testing.T) {
 }
 
 func TestRemoveNodeUnderLoad(t *testing.T) {
-	e := startEtcd(t)
-	var nodes []*tnode
-	for i := 1; i <= 4; i++ {
-		nodes = append(nodes, startNode(t, nodeConfig(t, fmt.Sprintf("node%d", i), fmt.Sprintf("rack%d", i), e.client)))
-	}
-	c := etcdClient(t, e.client)
-	var ins []placement.Instance
-	for _, n := range nodes {
-		ins = append(ins, n.instance())
-	}
-	p, err := placement.Init(ins, 4096, 3)
-	require.NoError(t, err)
-	putPlacement(t, c, p)
-	settled(t, c, 60*time.Second)
+	_, nodes, c := clusterN(t, 4)
 	d := newDataset()
 	l := startLoad(t, d, func() []string { return []string{nodes[0].url(), nodes[1].url()} }, 200)
-	eventually(t, 10*time.Second, "some writes", func() error {
-		if d.total() < 2000 {
-			return fmt.Errorf("%d samples", d.total())
-		}
-		return nil
-	})
+	d.waitSamples(t, 2000)
 	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) { return placement.Remove(p, "node4") })
-	p = settled(t, c, 120*time.Second)
+	p := settled(t, c, 120*time.Second)
 	_, still := p.Instance("node4")
 	require.False(t, still, "node4 left the placement once its shards moved")
 	writes, errs := l.failures()
@@ -222,12 +199,7 @@ func TestReplaceNodeUnderLoad(t *testing.T) {
 	e, nodes, c := cluster3(t)
 	d := newDataset()
 	l := startLoad(t, d, func() []string { return []string{nodes[0].url(), nodes[1].url()} }, 200)
-	eventually(t, 10*time.Second, "some writes", func() error {
-		if d.total() < 2000 {
-			return fmt.Errorf("%d samples", d.total())
-		}
-		return nil
-	})
+	d.waitSamples(t, 2000)
 	n4 := startNode(t, nodeConfig(t, "node4", "rack3", e.client))
 	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) {
 		return placement.Replace(p, []string{"node3"}, []placement.Instance{n4.instance()})
@@ -257,12 +229,7 @@ func TestAddThenRemoveWhileInitializing(t *testing.T) {
 	e, nodes, c := cluster3(t)
 	d := newDataset()
 	l := startLoad(t, d, func() []string { return []string{nodes[0].url(), nodes[1].url(), nodes[2].url()} }, 100)
-	eventually(t, 10*time.Second, "some writes", func() error {
-		if d.total() < 1000 {
-			return fmt.Errorf("%d samples", d.total())
-		}
-		return nil
-	})
+	d.waitSamples(t, 1000)
 	n4 := slowJoiner(t, e, "node4", "rack4")
 	before := getPlacement(t, c)
 	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) { return placement.Add(p, n4.instance()) })
