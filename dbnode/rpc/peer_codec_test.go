@@ -40,12 +40,20 @@ var (
 
 func TestPeerCodecRoundTripProperty(t *testing.T) {
 	cases := map[string]func(*rapid.T) (Message, Message){
-		"BlockMetadataRequest":   func(t *rapid.T) (Message, Message) { return genBlockMetadataRequest.Draw(t, "m"), &BlockMetadataRequest{} },
-		"BlockMetadataResponse":  func(t *rapid.T) (Message, Message) { return genBlockMetadataResponse.Draw(t, "m"), &BlockMetadataResponse{} },
-		"FetchBlockRequest":      func(t *rapid.T) (Message, Message) { return genFetchBlockRequest.Draw(t, "m"), &FetchBlockRequest{} },
-		"FetchBlockResponse":     func(t *rapid.T) (Message, Message) { return genFetchBlockResponse.Draw(t, "m"), &FetchBlockResponse{} },
-		"FetchUnflushedRequest":  func(t *rapid.T) (Message, Message) { return genFetchUnflushedRequest.Draw(t, "m"), &FetchUnflushedRequest{} },
-		"FetchUnflushedResponse": func(t *rapid.T) (Message, Message) { return genFetchUnflushedResponse.Draw(t, "m"), &FetchUnflushedResponse{} },
+		"BlockMetadataRequest": func(t *rapid.T) (Message, Message) {
+			return genBlockMetadataRequest.Draw(t, "m"), &BlockMetadataRequest{}
+		},
+		"BlockMetadataResponse": func(t *rapid.T) (Message, Message) {
+			return genBlockMetadataResponse.Draw(t, "m"), &BlockMetadataResponse{}
+		},
+		"FetchBlockRequest":  func(t *rapid.T) (Message, Message) { return genFetchBlockRequest.Draw(t, "m"), &FetchBlockRequest{} },
+		"FetchBlockResponse": func(t *rapid.T) (Message, Message) { return genFetchBlockResponse.Draw(t, "m"), &FetchBlockResponse{} },
+		"FetchUnflushedRequest": func(t *rapid.T) (Message, Message) {
+			return genFetchUnflushedRequest.Draw(t, "m"), &FetchUnflushedRequest{}
+		},
+		"FetchUnflushedResponse": func(t *rapid.T) (Message, Message) {
+			return genFetchUnflushedResponse.Draw(t, "m"), &FetchUnflushedResponse{}
+		},
 	}
 	for name, gen := range cases {
 		t.Run(name, func(t *testing.T) {
