@@ -334,6 +334,13 @@ func (b *Bootstrapper) streamShards(ctx context.Context, m *client.Map, shards [
 	if len(peers) == 0 {
 		return nil // uninitialized topology: nothing exists anywhere yet
 	}
+	if bdb, ok := b.opts.DB.(BlockDB); ok {
+		err := b.streamBlocks(ctx, bdb, shards, peers)
+		if !errors.Is(err, errNoBlockRPC) {
+			return err
+		}
+		// An older peer: fall back to fetching the series by tags.
+	}
 	now := b.opts.Now().UnixMilli()
 	var errs []error
 	for _, p := range orderPeers(peers) {

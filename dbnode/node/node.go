@@ -169,6 +169,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	// 4. Node RPC.
 	rs := rpc.NewServer(db, ownership{topo: n.topo, id: n.cfg.ID}, rpc.ServerOptions{
 		NodeID: n.cfg.ID, Logger: n.log,
+		// The same knob paces both sides of peer streaming.
+		MaxStreamBytesPerSecond: n.cfg.Bootstrap.MaxBytesPerSecond,
 		Ready: func() (bool, string) {
 			m := n.topo.Get()
 			if m == nil {

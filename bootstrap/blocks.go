@@ -1,0 +1,189 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/placement"
+	"google.golang.org/grpc/codes"
+)
+
+// BlockDB is what block streaming needs of storage besides DB.
+type BlockDB interface {
+	DB
+	LoadBlock(ns string, shard uint32, blockStart int64, series []fileset.Series) error
+}
+
+// pageBytes is the most a page of a streamed block or of unflushed data
+// carries, bounding memory on both sides.
+const pageBytes = 4 << 20
+
+// errNoBlockRPC marks a peer that does not serve block streaming; the
+// caller falls back to fetching by tags.
+var errNoBlockRPC = errors.New("peer does not serve block streaming")
+
+// streamBlocks bootstraps shards from peers block by block: first every
+// answering peer's block metadata (bootstrap consistency: unstrict
+// majority, one answer is enough), then for each flushed block the sealed
+// series as stored, from one peer when the replicas' digests agree and
+// from one peer per distinct digest otherwise (LoadBlock merges them),
+// then the unflushed samples of one peer, LEAVING source first.
+func (b *Bootstrapper) streamBlocks(ctx context.Context, db BlockDB, shards []uint32, peers []placement.Owner) error {
+	ordered := orderPeers(peers)
+	clients := make([]*rpc.Client, len(ordered))
+	for i, p := range ordered {
+		c, err := b.opts.Dial(p.Endpoint)
+		if err != nil {
+			return err
+		}
+		clients[i] = c
+	}
+	for _, ns := range db.Namespaces() {
+		// shard -> block start -> digest -> peers holding it
+		type blockKey struct {
+			shard uint32
+			start int64
+		}
+		holders := map[blockKey]map[uint64][]int{}
+		answered := 0
+		var errs []error
+		for i, c := range clients {
+			resp, err := c.BlockMetadata(ctx, &rpc.BlockMetadataRequest{Namespace: ns.Name, Shards: shards})
+			if rpc.Code(err) == codes.Unimplemented {
+				return errNoBlockRPC
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("peer %s: %w", ordered[i].InstanceID, err))
+				continue
+			}
+			answered++
+			for _, sb := range resp.Shards {
+				for _, bm := range sb.Blocks {
+					k := blockKey{sb.Shard, bm.BlockStart}
+					if holders[k] == nil {
+						holders[k] = map[uint64][]int{}
+					}
+					holders[k][bm.Digest] = append(holders[k][bm.Digest], i)
+				}
+			}
+		}
+		if answered == 0 {
+			return fmt.Errorf("no peer answered block metadata: %w", errors.Join(errs...))
+		}
+		keys := make([]blockKey, 0, len(holders))
+		for k := range holders {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			if keys[i].shard != keys[j].shard {
+				return keys[i].shard < keys[j].shard
+			}
+			return keys[i].start < keys[j].start
+		})
+		for _, k := range keys {
+			for _, peersWithDigest := range holders[k] {
+				if err := b.fetchBlock(ctx, db, clients, peersWithDigest, ns.Name, k.shard, k.start); err != nil {
+					return err
+				}
+			}
+		}
+		// Unflushed memory: from the first peer that answers.
+		for _, sh := range shards {
+			var err error
+			for i, c := range clients {
+				if err = b.fetchUnflushed(ctx, db, c, ns.Name, sh); err == nil {
+					break
+				}
+				err = fmt.Errorf("peer %s: %w", ordered[i].InstanceID, err)
+			}
+			if err != nil {
+				return fmt.Errorf("unflushed data of shard %d: %w", sh, err)
+			}
+		}
+	}
+	return nil
+}
+
+// fetchBlock pages one block in from the first of its holders that
+// answers, then loads it.
+func (b *Bootstrapper) fetchBlock(ctx context.Context, db BlockDB, clients []*rpc.Client, holders []int, ns string, shard uint32, start int64) error {
+	var errs []error
+	for _, i := range holders {
+		var series []fileset.Series
+		var after []byte
+		var bytes int64
+		var err error
+		for {
+			var resp *rpc.FetchBlockResponse
+			resp, err = clients[i].FetchBlock(ctx, &rpc.FetchBlockRequest{Namespace: ns, Shard: shard, BlockStart: start, After: after, MaxBytes: pageBytes})
+			if err != nil {
+				break
+			}
+			for _, s := range resp.Series {
+				series = append(series, fileset.Series{ID: s.ID, Data: s.Data, Samples: int(s.Samples)})
+				bytes += int64(len(s.ID) + len(s.Data))
+				b.samples.Add(int64(s.Samples))
+				b.mSamples.Inc(int64(s.Samples))
+			}
+			if err = b.limiter.wait(ctx, bytes); err != nil {
+				break
+			}
+			if !resp.More || len(resp.Series) == 0 {
+				break
+			}
+			after = resp.Series[len(resp.Series)-1].ID
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		b.bytesIn.Add(bytes)
+		b.mBytes.Inc(bytes)
+		if err := db.LoadBlock(ns, shard, start, series); err != nil {
+			return fmt.Errorf("load block %d of shard %d: %w", start, shard, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("block %d of shard %d: no holder answered: %w", start, shard, errors.Join(errs...))
+}
+
+func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db BlockDB, c *rpc.Client, ns string, shard uint32) error {
+	var after []byte
+	for {
+		resp, err := c.FetchUnflushed(ctx, &rpc.FetchUnflushedRequest{Namespace: ns, Shard: shard, After: after, MaxBytes: pageBytes})
+		if err != nil {
+			return err
+		}
+		var batch []storage.Sample
+		var bytes int64
+		for _, s := range resp.Series {
+			bytes += int64(len(s.ID) + len(s.Stream))
+			it := encoding.NewIterator(s.Stream)
+			for it.Next() {
+				t, v := it.At()
+				batch = append(batch, storage.Sample{ID: s.ID, Shard: shard, T: t, V: v})
+			}
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("decode unflushed series from peer: %w", err)
+			}
+		}
+		if err := b.load(ns, batch); err != nil {
+			return err
+		}
+		b.bytesIn.Add(bytes)
+		b.mBytes.Inc(bytes)
+		if err := b.limiter.wait(ctx, bytes); err != nil {
+			return err
+		}
+		if !resp.More || len(resp.Series) == 0 {
+			return nil
+		}
+		after = resp.Series[len(resp.Series)-1].ID
+	}
+}
