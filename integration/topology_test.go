@@ -297,3 +297,37 @@ func TestWholeClusterRestart(t *testing.T) {
 	}
 	checkEachReplica(t, getPlacement(t, c), d)
 }
+
+// flushedBlocks counts the flushed blocks a node holds over all shards.
+func flushedBlocks(t *testing.T, n *tnode) int {
+	total := 0
+	for sh := uint32(0); sh < 4096; sh++ {
+		bs, err := n.n.DB().FlushedBlocks("default", sh)
+		require.NoError(t, err)
+		total += len(bs)
+	}
+	return total
+}
+
+// TestAddNodeStreamsFlushedBlocks: history old enough to be flushed reaches
+// the joining node as sealed blocks written straight to its filesets.
+func TestAddNodeStreamsFlushedBlocks(t *testing.T) {
+	e, nodes, c := cluster3(t)
+	d := newDataset()
+	old := time.Now().Add(-3 * time.Hour).UnixMilli()
+	for k := 0; k < 10; k++ {
+		require.NoError(t, d.write(nodes[0].url(), 0, 200, old+int64(k)*1000))
+	}
+	// Cold writes to a sealed block are flushed by the next tick (10 s).
+	eventually(t, 60*time.Second, "history flushed on node1", func() error {
+		if n := flushedBlocks(t, nodes[0]); n == 0 {
+			return fmt.Errorf("no flushed block yet")
+		}
+		return nil
+	})
+	n4 := startNode(t, nodeConfig(t, "node4", "rack4", e.client))
+	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) { return placement.Add(p, n4.instance()) })
+	p := settled(t, c, 120*time.Second)
+	require.Greater(t, flushedBlocks(t, n4), 0, "node4 received sealed blocks as filesets")
+	checkEachReplica(t, p, d)
+}
