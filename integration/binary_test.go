@@ -159,6 +159,7 @@ func TestJoiningBinaryKilledMidBootstrapFinishes(t *testing.T) {
 	for k := 0; k < 20; k++ {
 		require.NoError(t, d.write(nodes[k%3].url(), 0, 200, time.Now().UnixMilli()-60_000+int64(k)))
 	}
+	l := startLoad(t, d, func() []string { return []string{nodes[0].url(), nodes[1].url(), nodes[2].url()} }, 100)
 	dir := t.TempDir()
 	b := &binaryNode{t: t, bin: tesseraBinary(t), dir: dir, http: freePort(t)}
 	rpcAddr := freePort(t)
@@ -210,5 +211,7 @@ bootstrap:
 	writeConf(0)
 	startNoWait()
 	p := settled(t, c, 120*time.Second)
+	writes, errs := l.failures()
+	require.Empty(t, errs, "of %d writes", writes)
 	checkEachReplica(t, p, d)
 }

@@ -259,6 +259,7 @@ func TestJoiningNodeStoppedMidBootstrapFinishes(t *testing.T) {
 	for k := 0; k < 20; k++ {
 		require.NoError(t, d.write(nodes[k%3].url(), 0, 200, time.Now().UnixMilli()-60_000+int64(k)))
 	}
+	l := startLoad(t, d, func() []string { return []string{nodes[0].url(), nodes[1].url(), nodes[2].url()} }, 100)
 	n4 := slowJoiner(t, e, "node4", "rack4")
 	casPlacement(t, c, func(p placement.Placement) (placement.Placement, error) { return placement.Add(p, n4.instance()) })
 	eventually(t, 30*time.Second, "node4 bootstrapping", func() error {
@@ -274,6 +275,8 @@ func TestJoiningNodeStoppedMidBootstrapFinishes(t *testing.T) {
 	n4 = startNode(t, cfg)
 	p := settled(t, c, 120*time.Second)
 	eventually(t, 30*time.Second, "node4 ready", n4.ready)
+	writes, errs := l.failures()
+	require.Empty(t, errs, "of %d writes", writes)
 	checkEachReplica(t, p, d)
 }
 

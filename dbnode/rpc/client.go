@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -50,6 +51,13 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 	}
 	dialOpts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Reconnect within a second of a peer coming back: gRPC's default
+		// backoff (up to 2 minutes) would keep a restarted replica from
+		// receiving writes long after it is up again.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}),
 		grpc.WithDefaultCallOptions(
 			grpc.ForceCodecV2(Codec{}),
 			grpc.MaxCallRecvMsgSize(opts.MaxMsgSize),
