@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"io"
 	"math"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/prompb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -164,4 +167,74 @@ func TestReadyAndHealth(t *testing.T) {
 	code, _ = post(t, srv.URL+"/api/v1/prom/remote/write", writeBody(t, ts("up", 1, 1)))
 	require.Equal(t, 503, code)
 	require.True(t, strings.HasPrefix(body, "{"))
+}
+
+// readFrames decodes a STREAMED_XOR_CHUNKS body the way Prometheus does:
+// uvarint length, big-endian CRC32-Castagnoli, ChunkedReadResponse.
+func readFrames(t *testing.T, body []byte) []*prompb.ChunkedReadResponse {
+	var out []*prompb.ChunkedReadResponse
+	for len(body) > 0 {
+		l, n := binary.Uvarint(body)
+		require.Greater(t, n, 0)
+		body = body[n:]
+		require.GreaterOrEqual(t, len(body), 4+int(l))
+		sum := binary.BigEndian.Uint32(body)
+		data := body[4 : 4+l]
+		require.Equal(t, crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)), sum)
+		var resp prompb.ChunkedReadResponse
+		require.NoError(t, resp.Unmarshal(data))
+		out = append(out, &resp)
+		body = body[4+l:]
+	}
+	return out
+}
+
+func TestRemoteReadStreamedXORChunks(t *testing.T) {
+	f := newFixture(t, 32<<20)
+	now := time.Now().UnixMilli()
+	var series []prompb.TimeSeries
+	for i := 0; i < 300; i++ { // 300 samples: three chunks of at most 120
+		series = append(series, ts("s", now-int64(300-i)*100, float64(i)*1.5, prompb.Label{Name: "job", Value: "x"}))
+	}
+	series = append(series, ts("s", now, math.Float64frombits(0x7ff0000000000002), prompb.Label{Name: "job", Value: "y"}))
+	code, msg := post(t, f.srv.URL+"/api/v1/prom/remote/write", writeBody(t, series...))
+	require.Equal(t, http.StatusNoContent, code, msg)
+
+	rr, err := (&prompb.ReadRequest{
+		Queries: []*prompb.Query{{StartTimestampMs: now - 60_000, EndTimestampMs: now + 1,
+			Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "s"}}}},
+		AcceptedResponseTypes: []prompb.ReadRequest_ResponseType{prompb.ReadRequest_STREAMED_XOR_CHUNKS, prompb.ReadRequest_SAMPLES},
+	}).Marshal()
+	require.NoError(t, err)
+	resp, err := http.Post(f.srv.URL+"/api/v1/read", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, rr)))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Equal(t, StreamedContentType, resp.Header.Get("Content-Type"))
+	frames := readFrames(t, body)
+	require.Len(t, frames, 2)
+	got := map[string][][2]float64{}
+	for _, fr := range frames {
+		cs := fr.ChunkedSeries[0]
+		job := cs.Labels[1].Value
+		for _, c := range cs.Chunks {
+			require.Equal(t, prompb.Chunk_XOR, c.Type)
+			ch, err := chunkenc.FromData(chunkenc.EncXOR, c.Data)
+			require.NoError(t, err)
+			it := ch.Iterator(nil)
+			for it.Next() != chunkenc.ValNone {
+				tt, v := it.At()
+				require.GreaterOrEqual(t, tt, c.MinTimeMs)
+				require.LessOrEqual(t, tt, c.MaxTimeMs)
+				got[job] = append(got[job], [2]float64{float64(tt), v})
+			}
+		}
+		if job == "x" {
+			require.Len(t, cs.Chunks, 3)
+		}
+	}
+	require.Len(t, got["x"], 300)
+	require.Equal(t, 1.5*299, got["x"][299][1])
+	require.Equal(t, uint64(0x7ff0000000000002), math.Float64bits(got["y"][0][1]))
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -78,6 +79,9 @@ func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if wantsStreamed(req) {
+		return a.remoteReadStreamed(w, r, backend, req)
+	}
 	resp := &prompb.ReadResponse{Results: make([]*prompb.QueryResult, 0, len(req.Queries))}
 	for _, q := range req.Queries {
 		ms, err := remote.Matchers(q.Matchers)
@@ -117,4 +121,44 @@ func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Encoding", "snappy")
 	_, err = w.Write(out)
 	return err
+}
+
+// remoteReadStreamed answers with STREAMED_XOR_CHUNKS frames. Matchers are
+// all checked before the first byte, so a bad request still gets a 400;
+// an error after streaming started can only cut the stream short.
+func (a *API) remoteReadStreamed(w http.ResponseWriter, r *http.Request, backend Backend, req *prompb.ReadRequest) error {
+	matchers := make([][]*labels.Matcher, len(req.Queries))
+	for i, q := range req.Queries {
+		ms, err := remote.Matchers(q.Matchers)
+		if err != nil {
+			return err
+		}
+		matchers[i] = ms
+	}
+	started := false
+	var buf []byte
+	for i, q := range req.Queries {
+		series, err := backend.Query(r.Context(), a.namespace(r), matchers[i], q.StartTimestampMs, q.EndTimestampMs)
+		if err != nil {
+			if !started {
+				return err
+			}
+			a.opts.Logger.Warn("remote read stream cut short", "err", err)
+			return nil
+		}
+		if !started {
+			w.Header().Set("Content-Type", StreamedContentType)
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		if buf, err = streamSeries(w, i, series, buf); err != nil {
+			a.opts.Logger.Warn("remote read stream cut short", "err", err)
+			return nil
+		}
+	}
+	if !started {
+		w.Header().Set("Content-Type", StreamedContentType)
+		w.WriteHeader(http.StatusOK)
+	}
+	return nil
 }
