@@ -41,8 +41,6 @@ type WriteDecoder struct {
 	arena   []byte
 	samples []Sample
 	pairs   []ident.Pair
-	// labelMsgs are the label submessages of the series being decoded.
-	labelMsgs [][]byte
 	// NumSamples is the total of the last Decode.
 	NumSamples int
 	spans      []span
@@ -105,8 +103,34 @@ func (d *WriteDecoder) Decode(b []byte) error {
 }
 
 func (d *WriteDecoder) decodeSeries(b []byte, index int) error {
-	d.labelMsgs = d.labelMsgs[:0]
+	d.pairs = d.pairs[:0]
 	for i := 0; i < len(b); {
+		// Fast path: Prometheus writes labels (field 1) and samples (field
+		// 2) as length-delimited messages shorter than 128 bytes, so the
+		// tag and the length are one byte each.
+		if i+1 < len(b) && b[i+1] < 0x80 {
+			l := int(b[i+1])
+			if i+2+l <= len(b) {
+				switch b[i] {
+				case 0x0a: // Label
+					name, value, err := decodeLabel(b[i+2 : i+2+l])
+					if err != nil {
+						return inputErr("bad protobuf: timeseries %d: label: %v", index, err)
+					}
+					d.pairs = append(d.pairs, ident.Pair{Name: name, Value: value})
+					i += 2 + l
+					continue
+				case 0x12: // Sample
+					s, err := decodeSample(b[i+2 : i+2+l])
+					if err != nil {
+						return inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
+					}
+					d.samples = append(d.samples, s)
+					i += 2 + l
+					continue
+				}
+			}
+		}
 		field, wt, n := tag(b[i:])
 		if n <= 0 {
 			return inputErr("bad protobuf: timeseries %d: malformed field tag", index)
@@ -118,7 +142,11 @@ func (d *WriteDecoder) decodeSeries(b []byte, index int) error {
 			if err != nil {
 				return inputErr("bad protobuf: timeseries %d: label: %v", index, err)
 			}
-			d.labelMsgs = append(d.labelMsgs, msg)
+			name, value, err := decodeLabel(msg)
+			if err != nil {
+				return inputErr("bad protobuf: timeseries %d: label: %v", index, err)
+			}
+			d.pairs = append(d.pairs, ident.Pair{Name: name, Value: value})
 			i += n
 		case field == 2 && wt == wireBytes: // Sample
 			msg, n, err := lenDelim(b[i:])
@@ -138,14 +166,6 @@ func (d *WriteDecoder) decodeSeries(b []byte, index int) error {
 			}
 			i += n
 		}
-	}
-	d.pairs = d.pairs[:0]
-	for _, msg := range d.labelMsgs {
-		name, value, err := decodeLabel(msg)
-		if err != nil {
-			return inputErr("bad protobuf: timeseries %d: label: %v", index, err)
-		}
-		d.pairs = append(d.pairs, ident.Pair{Name: name, Value: value})
 	}
 	if err := validateLabels(d.pairs, index); err != nil {
 		return err
@@ -204,6 +224,14 @@ func fmtPairs(pairs []ident.Pair) string {
 }
 
 func decodeLabel(b []byte) (name, value []byte, err error) {
+	// Fast path: name (field 1) then value (field 2), each shorter than
+	// 128 bytes, nothing else.
+	if len(b) >= 4 && b[0] == 0x0a && b[1] < 0x80 {
+		nl := int(b[1])
+		if j := 2 + nl; j+2 <= len(b) && b[j] == 0x12 && b[j+1] < 0x80 && j+2+int(b[j+1]) == len(b) {
+			return b[2:j], b[j+2:], nil
+		}
+	}
 	for i := 0; i < len(b); {
 		field, wt, n := tag(b[i:])
 		if n <= 0 {
@@ -234,6 +262,14 @@ func decodeLabel(b []byte) (name, value []byte, err error) {
 
 func decodeSample(b []byte) (Sample, error) {
 	var s Sample
+	// Fast path: value (field 1, fixed64) then timestamp (field 2, varint).
+	if len(b) >= 11 && b[0] == 0x09 && b[9] == 0x10 {
+		if v, n := binary.Uvarint(b[10:]); n > 0 && 10+n == len(b) {
+			s.V = math.Float64frombits(binary.LittleEndian.Uint64(b[1:9]))
+			s.T = int64(v)
+			return s, nil
+		}
+	}
 	for i := 0; i < len(b); {
 		field, wt, n := tag(b[i:])
 		if n <= 0 {
