@@ -1,0 +1,84 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/client"
+	"github.com/tessera-tsdb/tessera/placement"
+)
+
+// TestReadOneHedgesPastAFrozenReplica freezes one replica (SIGSTOP on a
+// real tessera process: connections open, nothing answers) and reads at
+// level one through a session that may ask it first: the hedge asks the
+// next replica after the stage timeout, so the read returns everything
+// long before the 20 s request timeout.
+func TestReadOneHedgesPastAFrozenReplica(t *testing.T) {
+	e := startEtcd(t)
+	n1 := startNode(t, nodeConfig(t, "node1", "rack1", e.client))
+	n2 := startNode(t, nodeConfig(t, "node2", "rack2", e.client))
+	dir := t.TempDir()
+	httpAddr, rpcAddr := freePort(t), freePort(t)
+	conf := filepath.Join(dir, "node3.yml")
+	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(`id: node3
+isolationGroup: rack3
+dataDir: %s
+http:
+  listen: %s
+rpc:
+  listen: %s
+etcd:
+  endpoints: [%s]
+`, filepath.Join(dir, "data"), httpAddr, rpcAddr, e.client)), 0o644))
+	cmd := exec.Command(tesseraBinary(t), "node", "-f", conf)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	n3 := &tnode{cfg: n1.cfg}
+	n3.cfg.ID, n3.cfg.IsolationGroup, n3.cfg.RPC.Advertise, n3.cfg.HTTP.Listen = "node3", "rack3", rpcAddr, httpAddr
+
+	c := etcdClient(t, e.client)
+	p, err := placement.Init([]placement.Instance{n1.instance(), n2.instance(), n3.instance()}, 4096, 3)
+	require.NoError(t, err)
+	putPlacement(t, c, p)
+	for _, n := range []*tnode{n1, n2, n3} {
+		eventually(t, 60*time.Second, n.cfg.ID+" ready", n.ready)
+	}
+	d := newDataset()
+	now := time.Now().UnixMilli()
+	require.NoError(t, d.write(n1.url(), 0, 300, now-1000))
+
+	settledMap := client.NewMap(getPlacement(t, c))
+	// The session prefers its "local" instance first; naming node3 (with no
+	// local storage) makes every shard ask node3 first.
+	s := client.NewSession(client.Options{
+		LocalID:  "node3",
+		Topology: client.NewTopologyFromMap(settledMap), ReadLevel: client.ReadOne,
+		HedgeAfter: 100 * time.Millisecond, RequestTimeout: 20 * time.Second,
+	})
+	defer s.Close()
+	ms := []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "it_metric")}
+	res, err := s.Query(context.Background(), "default", ms, now-60_000, now+1)
+	require.NoError(t, err) // connections to every replica are up now
+	require.Len(t, res, 300)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		res, err := s.Query(ctx, "default", ms, now-60_000, now+1)
+		cancel()
+		require.NoError(t, err, "a read at level one must not wait for the frozen replica")
+		require.Len(t, res, 300)
+	}
+}
