@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-tsdb/tessera/internal/waitfor"
+
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
@@ -181,15 +183,7 @@ func getPlacement(t testing.TB, c *clientv3.Client) placement.Placement {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, d time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s: %v", d, what, err)
+	waitfor.Condition(t, d, 50*time.Millisecond, what, cond)
 }
 
 func (tn *tnode) ready() error {

@@ -1,11 +1,14 @@
 package commitlog
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tessera-tsdb/tessera/internal/waitfor"
 
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
@@ -14,14 +17,12 @@ import (
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, cond func() bool, msg string) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("not within %v: %s", within, msg)
+	return waitfor.Condition(t, within, time.Millisecond, msg, func() error {
+		if !cond() {
+			return errors.New("condition false")
 		}
-		time.Sleep(time.Millisecond) // polling interval, not synchronisation
-	}
-	return time.Since(start)
+		return nil
+	})
 }
 
 // activeEntries reads what is in the file being written.

@@ -61,7 +61,7 @@ func benchWrite(b *testing.B, mode Mode, writers int) {
 						// Back off like a remote-write client answered 503
 						// (spinning would steal the flusher's CPU).
 						queueFull.Add(1)
-						time.Sleep(100 * time.Microsecond)
+						<-time.After(100 * time.Microsecond)
 						continue
 					}
 					if err != nil {

@@ -2,11 +2,14 @@ package promapi
 
 import (
 	"compress/gzip"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/tessera-tsdb/tessera/internal/waitfor"
 
 	"github.com/stretchr/testify/require"
 )
@@ -64,11 +67,12 @@ func TestConcurrencyLimit(t *testing.T) {
 		resp.Body.Close()
 		first <- resp.StatusCode
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(b.recorded()) == 0 {
-		require.True(t, time.Now().Before(deadline), "first query never reached storage")
-		time.Sleep(time.Millisecond) // polling, not synchronisation: the condition decides
-	}
+	waitfor.Condition(t, 10*time.Second, time.Millisecond, "first query to reach storage", func() error {
+		if len(b.recorded()) == 0 {
+			return errors.New("no query recorded")
+		}
+		return nil
+	})
 	code, r := get(t, srv.URL, "/api/v1/query", params("0.05"))
 	require.Equal(t, http.StatusServiceUnavailable, code, r.Error)
 	require.Equal(t, "timeout", r.ErrorType)

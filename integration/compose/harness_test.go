@@ -3,7 +3,6 @@ package compose
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tessera-tsdb/tessera/internal/waitfor"
 
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/placement"
@@ -244,13 +245,5 @@ func settled(pl placement.Placement, ids ...string) error {
 // eventually polls cond until it holds or d passes.
 func eventually(t testing.TB, d time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	err := errors.New("never checked")
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s: %v", d, what, err)
+	waitfor.Condition(t, d, 250*time.Millisecond, what, cond)
 }
