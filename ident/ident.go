@@ -53,13 +53,7 @@ func AppendPairs(dst []byte, pairs []Pair) []byte {
 	if !sort.SliceIsSorted(pairs, func(i, j int) bool { return string(pairs[i].Name) < string(pairs[j].Name) }) {
 		sort.Slice(pairs, func(i, j int) bool { return string(pairs[i].Name) < string(pairs[j].Name) })
 	}
-	for _, p := range pairs {
-		dst = binary.AppendUvarint(dst, uint64(len(p.Name)))
-		dst = append(dst, p.Name...)
-		dst = binary.AppendUvarint(dst, uint64(len(p.Value)))
-		dst = append(dst, p.Value...)
-	}
-	return dst
+	return AppendSortedPairs(dst, pairs)
 }
 
 // AppendSortedPairs is AppendPairs for pairs the caller already sorted by

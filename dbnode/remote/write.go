@@ -46,6 +46,9 @@ type WriteDecoder struct {
 	spans      []span
 }
 
+// span locates one decoded series in the arena and the sample buffer.
+type span struct{ idFrom, idTo, sFrom, sTo int }
+
 // protobuf wire types
 const (
 	wireVarint = 0
@@ -66,31 +69,18 @@ func (d *WriteDecoder) Decode(b []byte) error {
 	d.NumSamples = 0
 	// Series IDs and samples are first recorded as offsets, since the
 	// arena and sample buffers may move while they grow.
-	var spans []span
-	spansBuf := d.spanScratch()
-	spans = spansBuf[:0]
+	spans := d.spans[:0]
 	for i := 0; i < len(b); {
-		field, wt, n := tag(b[i:])
-		if n <= 0 {
-			return inputErr("bad protobuf: malformed field tag at byte %d", i)
+		field, wt, msg, n, err := nextField(b[i:])
+		if err != nil {
+			return inputErr("bad protobuf: at byte %d: %v", i, err)
 		}
-		i += n
 		if field == 1 && wt == wireBytes {
-			msg, n, err := lenDelim(b[i:])
-			if err != nil {
-				return inputErr("bad protobuf: timeseries at byte %d: %v", i, err)
-			}
 			idFrom, sFrom := len(d.arena), len(d.samples)
 			if err := d.decodeSeries(msg, len(spans)); err != nil {
 				return err
 			}
 			spans = append(spans, span{idFrom, len(d.arena), sFrom, len(d.samples)})
-			i += n
-			continue
-		}
-		n, err := skip(b[i:], wt)
-		if err != nil {
-			return inputErr("bad protobuf: field %d at byte %d: %v", field, i, err)
 		}
 		i += n
 	}
@@ -98,80 +88,66 @@ func (d *WriteDecoder) Decode(b []byte) error {
 		d.Series = append(d.Series, Series{ID: d.arena[s.idFrom:s.idTo:s.idTo], Samples: d.samples[s.sFrom:s.sTo:s.sTo]})
 	}
 	d.NumSamples = len(d.samples)
-	d.saveSpanScratch(spans)
+	d.spans = spans[:0]
 	return nil
 }
 
 func (d *WriteDecoder) decodeSeries(b []byte, index int) error {
 	d.pairs = d.pairs[:0]
 	for i := 0; i < len(b); {
-		// Fast path: Prometheus writes labels (field 1) and samples (field
-		// 2) as length-delimited messages shorter than 128 bytes, so the
-		// tag and the length are one byte each.
-		if i+1 < len(b) && b[i+1] < 0x80 {
-			l := int(b[i+1])
-			if i+2+l <= len(b) {
-				switch b[i] {
-				case 0x0a: // Label
-					name, value, err := decodeLabel(b[i+2 : i+2+l])
-					if err != nil {
-						return inputErr("bad protobuf: timeseries %d: label: %v", index, err)
-					}
-					d.pairs = append(d.pairs, ident.Pair{Name: name, Value: value})
-					i += 2 + l
-					continue
-				case 0x12: // Sample
-					s, err := decodeSample(b[i+2 : i+2+l])
-					if err != nil {
-						return inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
-					}
-					d.samples = append(d.samples, s)
-					i += 2 + l
-					continue
-				}
-			}
-		}
-		field, wt, n := tag(b[i:])
-		if n <= 0 {
-			return inputErr("bad protobuf: timeseries %d: malformed field tag", index)
+		field, wt, msg, n, err := nextField(b[i:])
+		if err != nil {
+			return inputErr("bad protobuf: timeseries %d: %v", index, err)
 		}
 		i += n
 		switch {
 		case field == 1 && wt == wireBytes: // Label
-			msg, n, err := lenDelim(b[i:])
-			if err != nil {
-				return inputErr("bad protobuf: timeseries %d: label: %v", index, err)
-			}
 			name, value, err := decodeLabel(msg)
 			if err != nil {
 				return inputErr("bad protobuf: timeseries %d: label: %v", index, err)
 			}
 			d.pairs = append(d.pairs, ident.Pair{Name: name, Value: value})
-			i += n
 		case field == 2 && wt == wireBytes: // Sample
-			msg, n, err := lenDelim(b[i:])
-			if err != nil {
-				return inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
-			}
 			s, err := decodeSample(msg)
 			if err != nil {
 				return inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
 			}
 			d.samples = append(d.samples, s)
-			i += n
-		default: // exemplars, histograms: not stored
-			n, err := skip(b[i:], wt)
-			if err != nil {
-				return inputErr("bad protobuf: timeseries %d: field %d: %v", index, field, err)
-			}
-			i += n
 		}
+		// Other fields (exemplars, histograms) are not stored.
 	}
 	if err := validateLabels(d.pairs, index); err != nil {
 		return err
 	}
 	d.arena = ident.AppendSortedPairs(d.arena, d.pairs)
 	return nil
+}
+
+// nextField reads one field: its number, wire type, the message bytes of
+// a length-delimited field, and the bytes it spans. Prometheus writes
+// labels and samples as messages shorter than 128 bytes, so the common
+// case is a one-byte tag and a one-byte length, read without the varint
+// path.
+func nextField(b []byte) (field, wt int, msg []byte, n int, err error) {
+	if len(b) >= 2 && b[0]&7 == wireBytes && b[0] < 0x80 && b[1] < 0x80 && 2+int(b[1]) <= len(b) {
+		return int(b[0] >> 3), wireBytes, b[2 : 2+int(b[1])], 2 + int(b[1]), nil
+	}
+	field, wt, n = tag(b)
+	if n <= 0 {
+		return 0, 0, nil, 0, errors.New("malformed field tag")
+	}
+	if wt == wireBytes {
+		m, l, err := lenDelim(b[n:])
+		if err != nil {
+			return 0, 0, nil, 0, fmt.Errorf("field %d: %w", field, err)
+		}
+		return field, wt, m, n + l, nil
+	}
+	l, err := skip(b[n:], wt)
+	if err != nil {
+		return 0, 0, nil, 0, fmt.Errorf("field %d: %w", field, err)
+	}
+	return field, wt, nil, n + l, nil
 }
 
 // validateLabels applies Prometheus' rules. pairs are sorted by name after
