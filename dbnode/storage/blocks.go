@@ -82,7 +82,7 @@ func (db *Database) ReadBlock(nsName string, shard uint32, blockStart int64, aft
 	var out []fileset.Series
 	size, more := 0, false
 	errStop := fmt.Errorf("page full")
-	err = r.RangeData(func(id, data []byte) error {
+	err = rangeSeries(r, func(id, data []byte, samples int) error {
 		if after != nil && bytes.Compare(id, after) <= 0 {
 			return nil
 		}
@@ -90,19 +90,12 @@ func (db *Database) ReadBlock(nsName string, shard uint32, blockStart int64, aft
 			more = true
 			return errStop
 		}
-		out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...), Samples: -1})
+		out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...), Samples: samples})
 		size += len(data)
 		return nil
 	})
 	if err != nil && err != errStop {
 		return nil, false, fmt.Errorf("read block %d of shard %d: %w", blockStart, shard, err)
-	}
-	for i := range out {
-		n, err := countSealed(out[i].Data)
-		if err != nil {
-			return nil, false, fmt.Errorf("block %d of shard %d, series %q: %w", blockStart, shard, out[i].ID, err)
-		}
-		out[i].Samples = n
 	}
 	return out, more, nil
 }
@@ -219,15 +212,11 @@ func mergeSealed(prev *fileset.Reader, in []fileset.Series) ([]fileset.Series, e
 	}
 	used := make([]bool, len(in))
 	var out []fileset.Series
-	err := prev.RangeData(func(id, data []byte) error {
+	err := rangeSeries(prev, func(id, data []byte, samples int) error {
 		local := append([]byte(nil), data...)
 		i, ok := byID[string(id)]
 		if !ok {
-			n, err := countSealed(local)
-			if err != nil {
-				return err
-			}
-			out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: local, Samples: n})
+			out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: local, Samples: samples})
 			return nil
 		}
 		used[i] = true

@@ -197,10 +197,10 @@ func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*series)
 	if prev != nil {
 		// Cold flush: carry every series of the old volume over, merging
 		// those that have new samples (memory wins on equal timestamps).
-		err := prev.RangeData(func(id, data []byte) error {
+		err := rangeSeries(prev, func(id, data []byte, samples int) error {
 			it, ok := mem[string(id)]
 			if !ok {
-				out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...), Samples: -1})
+				out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...), Samples: samples})
 				return nil
 			}
 			delete(mem, string(id))
@@ -224,17 +224,6 @@ func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*series)
 		out = append(out, fs)
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID, out[j].ID) < 0 })
-	samples := 0
-	for i := range out {
-		if out[i].Samples < 0 {
-			n, err := countSealed(out[i].Data)
-			if err != nil {
-				return fmt.Errorf("count samples of carried-over series: %w", err)
-			}
-			out[i].Samples = n
-		}
-		samples += out[i].Samples
-	}
 
 	id := fileset.ID{Namespace: ns.opts.Name, Shard: sh.id, BlockStart: bs}
 	if prev != nil {
@@ -283,13 +272,25 @@ func sealSeries(id []byte, it encoding.Iterator) (fileset.Series, error) {
 	return fileset.Series{ID: append([]byte(nil), id...), Data: sealed, Samples: n}, nil
 }
 
-func countSealed(data []byte) (int, error) {
-	it := encoding.NewSealedIterator(data)
-	n := 0
-	for it.Next() {
-		n++
+// rangeSeries walks a fileset's series in ID order with their payloads
+// and the sample counts its index records, so carrying a series over
+// never decodes it. id and data are valid only during fn.
+func rangeSeries(r *fileset.Reader, fn func(id, data []byte, samples int) error) error {
+	counts := make([]int, 0, r.Len())
+	if err := r.RangeIndex(func(_ []byte, _ uint64, _ int, samples int) error {
+		counts = append(counts, samples)
+		return nil
+	}); err != nil {
+		return err
 	}
-	return n, it.Err()
+	i := 0
+	return r.RangeData(func(id, data []byte) error {
+		if i >= len(counts) {
+			return fmt.Errorf("fileset %v: more data than index entries", r.ID())
+		}
+		i++
+		return fn(id, data, counts[i-1])
+	})
 }
 
 // removeOnClose closes a replaced or expired reader and deletes its files.
