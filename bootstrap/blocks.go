@@ -11,22 +11,11 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/placement"
-	"google.golang.org/grpc/codes"
 )
-
-// BlockDB is what block streaming needs of storage besides DB.
-type BlockDB interface {
-	DB
-	LoadBlock(ns string, shard uint32, blockStart int64, series []fileset.Series) error
-}
 
 // pageBytes is the most a page of a streamed block or of unflushed data
 // carries, bounding memory on both sides.
 const pageBytes = 4 << 20
-
-// errNoBlockRPC marks a peer that does not serve block streaming; the
-// caller falls back to fetching by tags.
-var errNoBlockRPC = errors.New("peer does not serve block streaming")
 
 // streamBlocks bootstraps shards from peers block by block: first every
 // answering peer's block metadata (bootstrap consistency: unstrict
@@ -34,7 +23,8 @@ var errNoBlockRPC = errors.New("peer does not serve block streaming")
 // series as stored, from one peer when the replicas' digests agree and
 // from one peer per distinct digest otherwise (LoadBlock merges them),
 // then the unflushed samples of one peer, LEAVING source first.
-func (b *Bootstrapper) streamBlocks(ctx context.Context, db BlockDB, shards []uint32, peers []placement.Owner) error {
+func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers []placement.Owner) error {
+	db := b.opts.DB
 	ordered := orderPeers(peers)
 	clients := make([]*rpc.Client, len(ordered))
 	for i, p := range ordered {
@@ -55,9 +45,6 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, db BlockDB, shards []ui
 		var errs []error
 		for i, c := range clients {
 			resp, err := c.BlockMetadata(ctx, &rpc.BlockMetadataRequest{Namespace: ns.Name, Shards: shards})
-			if rpc.Code(err) == codes.Unimplemented {
-				return errNoBlockRPC
-			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("peer %s: %w", ordered[i].InstanceID, err))
 				continue
@@ -112,7 +99,7 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, db BlockDB, shards []ui
 
 // fetchBlock pages one block in from the first of its holders that
 // answers, then loads it.
-func (b *Bootstrapper) fetchBlock(ctx context.Context, db BlockDB, clients []*rpc.Client, holders []int, ns string, shard uint32, start int64) error {
+func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []*rpc.Client, holders []int, ns string, shard uint32, start int64) error {
 	var errs []error
 	for _, i := range holders {
 		var series []fileset.Series
@@ -153,7 +140,7 @@ func (b *Bootstrapper) fetchBlock(ctx context.Context, db BlockDB, clients []*rp
 	return fmt.Errorf("block %d of shard %d: no holder answered: %w", start, shard, errors.Join(errs...))
 }
 
-func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db BlockDB, c *rpc.Client, ns string, shard uint32) error {
+func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c *rpc.Client, ns string, shard uint32) error {
 	var after []byte
 	for {
 		resp, err := c.FetchUnflushed(ctx, &rpc.FetchUnflushedRequest{Namespace: ns, Shard: shard, After: after, MaxBytes: pageBytes})

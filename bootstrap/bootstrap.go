@@ -32,9 +32,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/client"
-	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/placement"
@@ -69,8 +68,10 @@ type Store interface {
 	MarkAvailable(ctx context.Context, instanceID string, shards []uint32) error
 }
 
-// DB is the storage the bootstrap loads into.
+// DB is the storage the bootstrap loads into: sealed blocks as they were
+// streamed, unflushed samples through the commit log.
 type DB interface {
+	LoadBlock(ns string, shard uint32, blockStart int64, series []fileset.Series) error
 	LoadBatch(ns string, batch []storage.Sample) error
 	Namespaces() []storage.NamespaceOptions
 }
@@ -90,7 +91,6 @@ type Options struct {
 	ShardsPerFetch int
 	// MaxBytesPerSecond limits peer streaming (0 = unlimited).
 	MaxBytesPerSecond int64
-	Now               func() time.Time
 	Logger            *slog.Logger
 	Metrics           tally.Scope
 }
@@ -119,9 +119,6 @@ func New(opts Options) *Bootstrapper {
 	}
 	if opts.ShardsPerFetch <= 0 {
 		opts.ShardsPerFetch = 64
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -276,7 +273,7 @@ func (b *Bootstrapper) Reconcile(ctx context.Context, m *client.Map) error {
 				for _, sh := range j.shards {
 					b.set(sh, Streaming)
 				}
-				err := b.streamShards(ctx, m, j.shards, j.peers)
+				err := b.streamShards(ctx, j.shards, j.peers)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
@@ -327,30 +324,13 @@ feed:
 }
 
 // streamShards runs the peers bootstrapper for a group of shards with the
-// same peers: one complete answer is loaded (the LEAVING source first, then
-// the AVAILABLE owners in turn until one answers). With no peers at all the
-// shards are new (uninitialized topology).
-func (b *Bootstrapper) streamShards(ctx context.Context, m *client.Map, shards []uint32, peers []placement.Owner) error {
+// same peers (streamBlocks); with no peers at all the shards are new
+// (uninitialized topology) and there is nothing to fetch.
+func (b *Bootstrapper) streamShards(ctx context.Context, shards []uint32, peers []placement.Owner) error {
 	if len(peers) == 0 {
-		return nil // uninitialized topology: nothing exists anywhere yet
-	}
-	if bdb, ok := b.opts.DB.(BlockDB); ok {
-		err := b.streamBlocks(ctx, bdb, shards, peers)
-		if !errors.Is(err, errNoBlockRPC) {
-			return err
-		}
-		// An older peer: fall back to fetching the series by tags.
-	}
-	now := b.opts.Now().UnixMilli()
-	var errs []error
-	for _, p := range orderPeers(peers) {
-		if err := b.fetchFrom(ctx, p, shards, now); err != nil {
-			errs = append(errs, fmt.Errorf("peer %s: %w", p.InstanceID, err))
-			continue
-		}
 		return nil
 	}
-	return fmt.Errorf("bootstrap shards %v: no peer answered: %w", shards, errors.Join(errs...))
+	return b.streamBlocks(ctx, shards, peers)
 }
 
 // orderPeers puts LEAVING owners first: the copy being replaced is the one
@@ -371,53 +351,6 @@ func orderPeers(peers []placement.Owner) []placement.Owner {
 		}
 	}
 	return out
-}
-
-func (b *Bootstrapper) fetchFrom(ctx context.Context, p placement.Owner, shards []uint32, now int64) error {
-	c, err := b.opts.Dial(p.Endpoint)
-	if err != nil {
-		return err
-	}
-	all := rpc.Matcher{Type: uint8(labels.MatchRegexp), Name: "__name__", Value: ".+"}
-	for _, ns := range b.opts.DB.Namespaces() {
-		req := &rpc.FetchTaggedRequest{
-			Namespace: ns.Name, Matchers: []rpc.Matcher{all},
-			Start: now - ns.Retention.Milliseconds(), End: now + ns.BufferFuture.Milliseconds(),
-			Shards: shards,
-		}
-		resp, err := c.FetchTagged(ctx, req)
-		if err != nil {
-			return err
-		}
-		var batch []storage.Sample
-		var bytes int64
-		for _, s := range resp.Series {
-			bytes += int64(len(s.ID) + len(s.Stream))
-			it := encoding.NewIterator(s.Stream)
-			for it.Next() {
-				t, v := it.At()
-				batch = append(batch, storage.Sample{ID: s.ID, Shard: s.Shard, T: t, V: v})
-			}
-			if err := it.Err(); err != nil {
-				return fmt.Errorf("decode series from peer: %w", err)
-			}
-			if len(batch) >= 8192 {
-				if err := b.load(ns.Name, batch); err != nil {
-					return err
-				}
-				batch = batch[:0]
-			}
-		}
-		if err := b.load(ns.Name, batch); err != nil {
-			return err
-		}
-		b.bytesIn.Add(bytes)
-		b.mBytes.Inc(bytes)
-		if err := b.limiter.wait(ctx, bytes); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (b *Bootstrapper) load(ns string, batch []storage.Sample) error {
