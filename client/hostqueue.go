@@ -122,42 +122,7 @@ func (h *hostQueue) send(ops []*writeOp) {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
-	resp, err := h.client.WriteBatch(ctx, req)
-	// A host that refuses a shard it does not own yet is usually one
-	// placement version behind the coordinator: its watch catches up in
-	// milliseconds, so retry briefly before giving up.
-	for backoff, try := 20*time.Millisecond, 0; try < 3 && err != nil && rpc.Code(err) == codes.FailedPrecondition && ctx.Err() == nil; backoff, try = backoff*2, try+1 {
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-		}
-		if ctx.Err() == nil {
-			resp, err = h.client.WriteBatch(ctx, req)
-		}
-	}
-	// Still refused: the host does not hold some shards of this batch
-	// (an older placement routed them here). It refuses the whole batch,
-	// but the shards it does hold must not miss these samples, so send
-	// those again on their own. The ops still report the refusal, so the
-	// quorum does not count this host for them.
-	var rerr *rpc.Error
-	if err != nil && rpc.Code(err) == codes.FailedPrecondition && errors.As(err, &rerr) && len(rerr.Shards) > 0 {
-		if rest := withoutShards(req, rerr.Shards); len(rest.Series) > 0 {
-			_, _ = h.client.WriteBatch(ctx, rest)
-		}
-	}
-	// A replica that failed transiently (overloaded, restarting) is
-	// retried while the request's budget lasts: the caller may already
-	// have its quorum, but this replica should still converge.
-	for backoff, try := 100*time.Millisecond, 0; try < 3 && err != nil && transient(err) && ctx.Err() == nil; backoff, try = backoff*2, try+1 {
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-		}
-		if ctx.Err() == nil {
-			resp, err = h.client.WriteBatch(ctx, req)
-		}
-	}
+	resp, err := h.writeWithRetry(ctx, req)
 	cancel()
 	for _, op := range live {
 		switch {
@@ -177,6 +142,38 @@ func (h *hostQueue) close() error {
 	close(h.stop)
 	h.wg.Wait()
 	return h.client.Close()
+}
+
+// writeWithRetry sends req, and again (up to 3 times, backing off) when
+// the failure may pass: a refusal, since a host one placement version
+// behind the coordinator catches up in milliseconds, or a transient error,
+// since the caller may have its quorum already but this replica should
+// still converge. A refusal that persists means the host does not hold
+// some shards of the batch (an older placement routed them here); it
+// refuses the whole batch, so the shards it does hold are sent on their
+// own, while the ops still report the refusal and the quorum does not
+// count this host for them.
+func (h *hostQueue) writeWithRetry(ctx context.Context, req *rpc.WriteRequest) (*rpc.WriteResponse, error) {
+	backoff := 50 * time.Millisecond
+	for try := 0; ; try++ {
+		resp, err := h.client.WriteBatch(ctx, req)
+		refused := rpc.Code(err) == codes.FailedPrecondition
+		if err == nil || try == 3 || !(refused || transient(err)) {
+			var rerr *rpc.Error
+			if refused && errors.As(err, &rerr) && len(rerr.Shards) > 0 {
+				if rest := withoutShards(req, rerr.Shards); len(rest.Series) > 0 {
+					_, _ = h.client.WriteBatch(ctx, rest)
+				}
+			}
+			return resp, err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return resp, err
+		}
+		backoff *= 2
+	}
 }
 
 // transient says whether a failed write may succeed if sent again.
