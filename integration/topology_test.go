@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -104,56 +103,79 @@ func casPlacement(t *testing.T, c *clientv3.Client, op func(placement.Placement)
 }
 
 // checkEachReplica reads every owned shard from each instance alone, over
-// node RPC, and finds every acknowledged sample of the shards it owns.
+// node RPC, and finds every acknowledged sample of the shards it owns. A
+// write returns once its level is met while the other replicas are still
+// being written, so each replica is given a few seconds to converge.
 func checkEachReplica(t *testing.T, p placement.Placement, d *dataset) {
 	t.Helper()
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	for _, in := range p.Instances {
-		c, err := rpc.Dial(in.Endpoint, rpc.ClientOptions{Timeout: 30 * time.Second})
-		require.NoError(t, err)
-		owned := map[uint32]bool{}
-		var shards []uint32
-		for _, s := range in.Shards {
-			owned[s.ID] = true
-			shards = append(shards, s.ID)
-		}
-		resp, err := c.FetchTagged(context.Background(), &rpc.FetchTaggedRequest{
-			Namespace: "default", Start: 0, End: math.MaxInt64,
-			Matchers: []rpc.Matcher{{Type: uint8(labels.MatchEqual), Name: "__name__", Value: "it_metric"}},
-			Shards:   shards,
+		var checked int
+		eventually(t, 15*time.Second, in.ID+" holding every acknowledged sample of its shards", func() error {
+			var err error
+			checked, err = replicaHolds(in, p.NumShards, d)
+			return err
 		})
-		require.NoError(t, err, "fetch from %s", in.ID)
-		got := map[string]map[int64]float64{}
-		for _, s := range resp.Series {
-			ls, err := ident.Labels(s.ID)
-			require.NoError(t, err)
-			m := map[int64]float64{}
-			it := encoding.NewIterator(s.Stream)
-			for it.Next() {
-				ts, v := it.At()
-				m[ts] = v
-			}
-			require.NoError(t, it.Err())
-			got[ls.Get("series")] = m
-		}
-		checked := 0
-		for k, samples := range d.series {
-			i, _ := strconv.Atoi(k)
-			id := ident.FromLabels(labels.FromStrings("__name__", "it_metric", "job", "it", "series", strconv.Itoa(i)))
-			if !owned[ident.Shard(id, p.NumShards)] {
-				continue
-			}
-			for _, s := range samples {
-				v, ok := got[k][s.Timestamp]
-				require.True(t, ok, "%s lacks series %s sample at %d", in.ID, k, s.Timestamp)
-				require.Equal(t, math.Float64bits(s.Value), math.Float64bits(v))
-				checked++
-			}
-		}
-		require.NoError(t, c.Close())
 		t.Logf("%s alone: %d acknowledged samples of its shards checked", in.ID, checked)
 	}
+}
+
+func replicaHolds(in placement.Instance, numShards uint32, d *dataset) (int, error) {
+	c, err := rpc.Dial(in.Endpoint, rpc.ClientOptions{Timeout: 30 * time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	owned := map[uint32]bool{}
+	var shards []uint32
+	for _, s := range in.Shards {
+		owned[s.ID] = true
+		shards = append(shards, s.ID)
+	}
+	resp, err := c.FetchTagged(context.Background(), &rpc.FetchTaggedRequest{
+		Namespace: "default", Start: 0, End: math.MaxInt64,
+		Matchers: []rpc.Matcher{{Type: uint8(labels.MatchEqual), Name: "__name__", Value: "it_metric"}},
+		Shards:   shards,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("fetch from %s: %w", in.ID, err)
+	}
+	got := map[string]map[int64]float64{}
+	for _, s := range resp.Series {
+		ls, err := ident.Labels(s.ID)
+		if err != nil {
+			return 0, err
+		}
+		m := map[int64]float64{}
+		it := encoding.NewIterator(s.Stream)
+		for it.Next() {
+			ts, v := it.At()
+			m[ts] = v
+		}
+		if err := it.Err(); err != nil {
+			return 0, err
+		}
+		got[ls.Get("series")] = m
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	checked := 0
+	for k, samples := range d.series {
+		id := ident.FromLabels(labels.FromStrings("__name__", "it_metric", "job", "it", "series", k))
+		if !owned[ident.Shard(id, numShards)] {
+			continue
+		}
+		for _, s := range samples {
+			v, ok := got[k][s.Timestamp]
+			if !ok {
+				return checked, fmt.Errorf("%s lacks series %s sample at %d", in.ID, k, s.Timestamp)
+			}
+			if math.Float64bits(s.Value) != math.Float64bits(v) {
+				return checked, fmt.Errorf("%s: series %s at %d: got %v want %v", in.ID, k, s.Timestamp, v, s.Value)
+			}
+			checked++
+		}
+	}
+	return checked, nil
 }
 
 func TestAddNodeUnderLoad(t *testing.T) {
