@@ -193,7 +193,6 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 	groups := map[string]*shardGroup{}
 	byShardGroup := map[uint32]*shardGroup{}
 	perHost := map[string][]storage.Sample{}
-	var key strings.Builder
 	for i := range samples {
 		smp := &samples[i]
 		g := byShardGroup[smp.Shard]
@@ -202,17 +201,11 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 			if len(owners) == 0 {
 				return fmt.Errorf("shard %d has no owners in placement version %d", smp.Shard, m.Placement.Version)
 			}
-			key.Reset()
-			for _, o := range owners {
-				key.WriteString(o.InstanceID)
-				key.WriteByte(byte('0' + o.State))
-				key.WriteString(o.SourceID)
-				key.WriteByte(0)
-			}
-			g = groups[key.String()]
+			key := ownersKey(owners)
+			g = groups[key]
 			if g == nil {
 				g = &shardGroup{owners: owners, q: NewWriteQuorum(owners, rf, s.opts.WriteLevel, s.opts.Pairing), errs: map[string]error{}}
-				groups[key.String()] = g
+				groups[key] = g
 			}
 			g.shards = append(g.shards, smp.Shard)
 			byShardGroup[smp.Shard] = g
@@ -358,27 +351,7 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 	if m.Sole != "" && m.Sole == s.opts.LocalID && s.opts.Local != nil {
 		return s.opts.Local.Query(ctx, ns, ms, start, end, storage.QueryOptions{})
 	}
-	rf := m.Placement.ReplicaFactor
-	numShards := m.Placement.NumShards
-	quorums := make([]*Quorum, numShards)
-	// candidates per shard, in asking order: this node first, then the
-	// others in instance order.
-	cands := make([][]placement.Owner, numShards)
-	for sh := uint32(0); sh < numShards; sh++ {
-		owners := m.Owners.Owners(sh)
-		quorums[sh] = NewReadQuorum(owners, rf, s.opts.ReadLevel)
-		var c []placement.Owner
-		for _, o := range owners {
-			if o.State == placement.Available || o.State == placement.Leaving {
-				if o.InstanceID == s.opts.LocalID {
-					c = append([]placement.Owner{o}, c...)
-				} else {
-					c = append(c, o)
-				}
-			}
-		}
-		cands[sh] = c
-	}
+	groups, byShard := s.readGroups(m)
 
 	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
 	defer cancel()
@@ -390,7 +363,6 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 	}
 	results := make(chan readResult, 64)
 	inflight := 0
-	asked := make([]int, numShards) // how many candidates of each shard were asked
 	ask := func(plan map[string][]uint32) {
 		for inst, shards := range plan {
 			inflight++
@@ -403,18 +375,18 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 			}(inst, shards)
 		}
 	}
-	// First stage: level one asks one candidate per shard; the other
-	// levels ask every readable owner at once.
+	// First stage: level one asks one candidate per group of shards; the
+	// other levels ask every readable owner at once.
 	plan := map[string][]uint32{}
-	for sh := uint32(0); sh < numShards; sh++ {
-		n := len(cands[sh])
+	for _, g := range groups {
+		n := len(g.cands)
 		if s.opts.ReadLevel == ReadOne && n > 0 {
 			n = 1
 		}
-		for _, o := range cands[sh][:n] {
-			plan[o.InstanceID] = append(plan[o.InstanceID], sh)
+		for _, o := range g.cands[:n] {
+			plan[o.InstanceID] = append(plan[o.InstanceID], g.shards...)
 		}
-		asked[sh] = n
+		g.asked = n
 	}
 	ask(plan)
 
@@ -424,16 +396,16 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 		hedge = time.After(s.opts.HedgeAfter)
 	}
 	hostErrs := map[string]error{}
-	// escalate asks the next candidate of every shard not yet satisfied.
+	// escalate asks the next candidate of every group not yet satisfied.
 	escalate := func() {
 		plan := map[string][]uint32{}
-		for sh := uint32(0); sh < numShards; sh++ {
-			if quorums[sh].Satisfied() || asked[sh] >= len(cands[sh]) {
+		for _, g := range groups {
+			if g.q.Satisfied() || g.asked >= len(g.cands) {
 				continue
 			}
-			o := cands[sh][asked[sh]]
-			asked[sh]++
-			plan[o.InstanceID] = append(plan[o.InstanceID], sh)
+			o := g.cands[g.asked]
+			g.asked++
+			plan[o.InstanceID] = append(plan[o.InstanceID], g.shards...)
 		}
 		if len(plan) > 0 {
 			s.m.hedged.Inc(1)
@@ -441,8 +413,8 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 		ask(plan)
 	}
 	done := func() bool {
-		for sh := uint32(0); sh < numShards; sh++ {
-			if len(cands[sh]) > 0 && !quorums[sh].Satisfied() {
+		for _, g := range groups {
+			if len(g.cands) > 0 && !g.q.Satisfied() {
 				return false
 			}
 		}
@@ -453,8 +425,14 @@ loop:
 		select {
 		case r := <-results:
 			inflight--
+			var last *readGroup
 			for _, sh := range r.shards {
-				quorums[sh].Record(r.instance, r.err == nil)
+				// A host is asked for whole groups, so its shards come in
+				// runs of one group: record each group once.
+				if g := byShard[sh]; g != last {
+					g.q.Record(r.instance, r.err == nil)
+					last = g
+				}
 			}
 			if r.err != nil {
 				hostErrs[r.instance] = r.err
@@ -475,15 +453,15 @@ loop:
 			hedge = nil
 			escalate()
 		case <-ctx.Done():
-			return nil, s.readFailed(quorums, cands, hostErrs, ctx.Err())
+			return nil, s.readFailed(groups, hostErrs, ctx.Err())
 		}
 		if s.opts.ReadLevel == ReadOne && done() {
 			break loop
 		}
 	}
-	for sh := uint32(0); sh < numShards; sh++ {
-		if len(cands[sh]) == 0 || !quorums[sh].Satisfied() {
-			return nil, s.readFailed(quorums, cands, hostErrs, nil)
+	for _, g := range groups {
+		if len(g.cands) == 0 || !g.q.Satisfied() {
+			return nil, s.readFailed(groups, hostErrs, nil)
 		}
 	}
 	out := make([]storage.SeriesIterator, 0, len(acc))
@@ -499,14 +477,66 @@ loop:
 	return out, nil
 }
 
-func (s *Session) readFailed(quorums []*Quorum, cands [][]placement.Owner, hostErrs map[string]error, cause error) error {
+// readGroup is the shards of one read whose owners are the same in the
+// same states: they are asked together and succeed or fail together.
+type readGroup struct {
+	cands  []placement.Owner // readable owners in asking order: this node first
+	q      *Quorum
+	asked  int // candidates asked so far
+	shards []uint32
+}
+
+// readGroups groups every shard of m by its owners (with three nodes at
+// RF 3, all shards are one group) and indexes the groups by shard.
+func (s *Session) readGroups(m *Map) ([]*readGroup, []*readGroup) {
+	byShard := make([]*readGroup, m.Placement.NumShards)
+	byKey := map[string]*readGroup{}
+	var groups []*readGroup
+	for sh := uint32(0); sh < m.Placement.NumShards; sh++ {
+		owners := m.Owners.Owners(sh)
+		key := ownersKey(owners)
+		g := byKey[key]
+		if g == nil {
+			g = &readGroup{q: NewReadQuorum(owners, m.Placement.ReplicaFactor, s.opts.ReadLevel)}
+			for _, o := range owners {
+				if o.State == placement.Available || o.State == placement.Leaving {
+					if o.InstanceID == s.opts.LocalID {
+						g.cands = append([]placement.Owner{o}, g.cands...)
+					} else {
+						g.cands = append(g.cands, o)
+					}
+				}
+			}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		g.shards = append(g.shards, sh)
+		byShard[sh] = g
+	}
+	return groups, byShard
+}
+
+// ownersKey identifies an owner set with its states, for grouping shards.
+func ownersKey(owners []placement.Owner) string {
+	var b strings.Builder
+	for _, o := range owners {
+		b.WriteString(o.InstanceID)
+		b.WriteByte(byte('0' + o.State))
+		b.WriteString(o.SourceID)
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+func (s *Session) readFailed(groups []*readGroup, hostErrs map[string]error, cause error) error {
 	s.m.readFail.Inc(1)
 	var bad []uint32
-	for sh, q := range quorums {
-		if len(cands[sh]) == 0 || !q.Satisfied() {
-			bad = append(bad, uint32(sh))
+	for _, g := range groups {
+		if len(g.cands) == 0 || !g.q.Satisfied() {
+			bad = append(bad, g.shards...)
 		}
 	}
+	sort.Slice(bad, func(i, j int) bool { return bad[i] < bad[j] })
 	more := ""
 	if len(bad) > 5 {
 		more = fmt.Sprintf(" and %d more", len(bad)-5)
