@@ -4,7 +4,12 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math"
+	"sync/atomic"
 )
+
+// generations numbers encoder resets across every log in the process, so a
+// SeriesRef set by one file's encoder is never taken for a ref of another.
+var generations atomic.Uint64
 
 // nsState is one namespace's share of a file's ref tables, plus the
 // sample time range the file holds for it.
@@ -24,6 +29,7 @@ type encoder struct {
 	byName     map[string]*nsState
 	namespaces []*nsState // by ref
 	nextSeries uint32
+	gen        uint64 // this file's generation: SeriesRefs of others are stale
 
 	// Scratch sections of the record being encoded; the series
 	// definitions have to precede the samples in the payload, but are only
@@ -42,6 +48,7 @@ func (e *encoder) reset() {
 	e.byName = make(map[string]*nsState)
 	e.namespaces = e.namespaces[:0]
 	e.nextSeries = 0
+	e.gen = generations.Add(1)
 }
 
 func (e *encoder) namespace(name string, nDefs *int) *nsState {
@@ -71,11 +78,15 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 		if ns == nil || en.Namespace != ns.name {
 			ns = e.namespace(en.Namespace, &nNs)
 		}
-		ref, ok := ns.series[string(en.ID)]
+		ref, ok := e.lookup(ns, en)
 		if !ok {
 			ref = e.nextSeries
 			e.nextSeries++
-			ns.series[string(en.ID)] = ref
+			if en.Ref != nil {
+				*en.Ref = SeriesRef{gen: e.gen, ref: ref}
+			} else {
+				ns.series[string(en.ID)] = ref
+			}
 			e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(ref))
 			e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(ns.ref))
 			e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(len(en.ID)))
@@ -108,6 +119,16 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli))
 	return dst
+}
+
+// lookup returns the ref of en's series in this file, if it has one: from
+// the caller's SeriesRef when given, else from the namespace's table.
+func (e *encoder) lookup(ns *nsState, en *Entry) (uint32, bool) {
+	if en.Ref != nil {
+		return en.Ref.ref, en.Ref.gen == e.gen
+	}
+	ref, ok := ns.series[string(en.ID)]
+	return ref, ok
 }
 
 // commit folds the staged ranges into the committed ones: the records

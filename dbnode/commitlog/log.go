@@ -25,6 +25,21 @@ type Entry struct {
 	ID        []byte // the series ID (ident); opaque to the log
 	T         int64  // milliseconds since the epoch
 	V         float64
+	// Ref, when set, is where the log remembers the series' ref in the
+	// file being written, so a caller that keeps state per series (the
+	// storage engine) spares the log a lookup of ID in its per-file table.
+	// See SeriesRef for the contract.
+	Ref *SeriesRef
+}
+
+// SeriesRef is the log's per-file handle on one series, kept by the
+// caller beside its series. Only the log's flusher goroutine reads or
+// writes it: once a SeriesRef has been handed to Write, the caller must not
+// touch it. A caller passes the same SeriesRef only with the same
+// namespace and ID. The zero value is valid (no ref yet).
+type SeriesRef struct {
+	gen uint64 // the encoder generation the ref belongs to; 0: none
+	ref uint32
 }
 
 // TimeRange is an inclusive range of sample timestamps.

@@ -41,7 +41,7 @@ type Database struct {
 	flushedLast bool
 	graveyard   []closer // readers replaced by a newer volume, closed next tick
 
-	entryPool sync.Pool
+	scratchPool sync.Pool // *writeScratch
 	metrics   metrics
 
 	stop chan struct{}
@@ -205,10 +205,13 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 	}
 	now := db.opts.Now()
 	var rejected *RejectedError
-	entries := db.getEntries(len(batch))
-	defer db.putEntries(entries)
-	accepted := (*entries)[:0]
-	var keep []int // indexes of accepted samples, only built when some are refused
+	sc := db.getScratch(len(batch))
+	defer db.putScratch(sc)
+	// Each accepted sample's series is found (or created) before the
+	// commit log write, so the log can record it by the ref kept in the
+	// series and memory is written without a second lookup. A series
+	// created for a write the log then fails stays empty and is dropped at
+	// the next tick.
 	for i := range batch {
 		s := &batch[i]
 		reason, msg := ns.check(s.T, now)
@@ -221,36 +224,24 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 		if reason != 0 {
 			if rejected == nil {
 				rejected = &RejectedError{}
-				keep = make([]int, 0, len(batch))
-				for j := 0; j < i; j++ {
-					keep = append(keep, j)
-				}
 			}
 			rejected.add(SampleError{Index: i, Reason: reason, Msg: msg})
 			db.metrics.rejected[reason].Inc(1)
 			continue
 		}
-		if rejected != nil {
-			keep = append(keep, i)
-		}
-		accepted = append(accepted, commitlog.Entry{Namespace: nsName, ID: s.ID, T: s.T, V: s.V})
+		se := ns.shard(s.Shard).getOrCreate(hashID(s.ID), s.ID)
+		sc.series = append(sc.series, se)
+		sc.index = append(sc.index, int32(i))
+		sc.entries = append(sc.entries, commitlog.Entry{Namespace: nsName, ID: se.id, Ref: &se.clRef, T: s.T, V: s.V})
 	}
-	*entries = accepted
-	if len(accepted) > 0 {
+	if len(sc.entries) > 0 {
 		db.writeMu.RLock()
-		err := db.cl.Write(accepted)
+		err := db.cl.Write(sc.entries)
 		if err == nil {
-			if rejected == nil {
-				for i := range batch {
-					if err = db.apply(ns, batch[i].ID, batch[i].Shard, batch[i].T, batch[i].V); err != nil {
-						break
-					}
-				}
-			} else {
-				for _, i := range keep {
-					if err = db.apply(ns, batch[i].ID, batch[i].Shard, batch[i].T, batch[i].V); err != nil {
-						break
-					}
+			for k, se := range sc.series {
+				s := &batch[sc.index[k]]
+				if err = db.applyTo(ns, s.Shard, se, s.T, s.V); err != nil {
+					break
 				}
 			}
 		}
@@ -258,7 +249,7 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 		if err != nil {
 			return fmt.Errorf("write batch to namespace %s: %w", nsName, err)
 		}
-		db.metrics.written.Inc(int64(len(accepted)))
+		db.metrics.written.Inc(int64(len(sc.entries)))
 	}
 	if rejected != nil {
 		return rejected
@@ -266,37 +257,61 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 	return nil
 }
 
-func (db *Database) getEntries(n int) *[]commitlog.Entry {
-	if v := db.entryPool.Get(); v != nil {
-		e := v.(*[]commitlog.Entry)
-		if cap(*e) >= n {
-			return e
-		}
+// writeScratch is the per-call working memory of writeBatch, pooled: the
+// accepted samples' series, their indexes in the batch and their commit
+// log entries.
+type writeScratch struct {
+	series  []*series
+	index   []int32
+	entries []commitlog.Entry
+}
+
+func (db *Database) getScratch(n int) *writeScratch {
+	sc, _ := db.scratchPool.Get().(*writeScratch)
+	if sc == nil {
+		sc = &writeScratch{}
 	}
-	e := make([]commitlog.Entry, 0, n)
-	return &e
+	if cap(sc.entries) < n {
+		sc.series = make([]*series, 0, n)
+		sc.index = make([]int32, 0, n)
+		sc.entries = make([]commitlog.Entry, 0, n)
+	}
+	return sc
 }
 
-func (db *Database) putEntries(e *[]commitlog.Entry) {
-	clear(*e) // drop references to caller IDs
-	*e = (*e)[:0]
-	db.entryPool.Put(e)
+func (db *Database) putScratch(sc *writeScratch) {
+	clear(sc.series) // drop references to series and caller IDs
+	clear(sc.entries)
+	sc.series, sc.index, sc.entries = sc.series[:0], sc.index[:0], sc.entries[:0]
+	db.scratchPool.Put(sc)
 }
 
-// apply writes one sample to memory and indexes its series for the block
-// the first time the series opens a bucket there.
+// apply writes one sample to memory (commit log replay).
 func (db *Database) apply(ns *namespace, id []byte, shard uint32, t int64, v float64) error {
+	return db.applyTo(ns, shard, ns.shard(shard).getOrCreate(hashID(id), id), t, v)
+}
+
+// applyTo writes one sample to series s of shard, and indexes the series
+// for the block the first time it opens a bucket there. If a flush
+// dropped s from its shard meanwhile, the series is looked up again.
+func (db *Database) applyTo(ns *namespace, shard uint32, s *series, t int64, v float64) error {
 	bs := ns.blockStart(t)
-	newBucket, s, err := ns.shard(shard).write(id, bs, t, v)
-	if err != nil {
-		return fmt.Errorf("shard %d: %w", shard, err)
-	}
-	if newBucket && ns.index != nil {
-		if err := ns.index.Insert(s.id, bs); err != nil {
-			return fmt.Errorf("index series: %w", err)
+	for {
+		newBucket, err := s.write(bs, t, v)
+		if err == errSeriesRemoved {
+			s = ns.shard(shard).getOrCreate(s.hash, s.id)
+			continue
 		}
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", shard, err)
+		}
+		if newBucket && ns.index != nil {
+			if err := ns.index.Insert(s.id, bs); err != nil {
+				return fmt.Errorf("index series: %w", err)
+			}
+		}
+		return nil
 	}
-	return nil
 }
 
 // Read returns the samples of one series in [start, end] (ms, inclusive),

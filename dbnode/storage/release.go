@@ -26,13 +26,12 @@ func (db *Database) DropShard(shard uint32) error {
 			delete(sh.blocks, bs)
 			db.graveyard = append(db.graveyard, removeOnClose{r: r, db: db})
 		}
-		for id, s := range sh.series {
+		sh.series.clear(func(s *series) {
 			s.mu.Lock()
 			s.removed = true
 			s.buckets = nil
 			s.mu.Unlock()
-			delete(sh.series, id)
-		}
+		})
 		sh.mu.Unlock()
 	}
 	return nil
@@ -45,7 +44,7 @@ func (db *Database) ShardsWithData() []uint32 {
 	for _, ns := range db.nsList {
 		for _, sh := range ns.allShards() {
 			sh.mu.RLock()
-			if len(sh.series) > 0 || len(sh.blocks) > 0 {
+			if sh.series.len() > 0 || len(sh.blocks) > 0 {
 				seen[sh.id] = true
 			}
 			sh.mu.RUnlock()

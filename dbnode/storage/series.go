@@ -4,13 +4,21 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 )
 
-// series is one series' in-memory state in a shard. Its id is immutable
-// and read without the lock; buckets are guarded by mu.
+// series is one series' in-memory state in a shard. Its id and hash are
+// immutable and read without the lock; next belongs to the shard's map
+// (guarded by the shard's mu); buckets are guarded by mu.
 type series struct {
-	id []byte
+	id   []byte
+	hash uint64  // hashID(id)
+	next *series // next series with the same hash in the shard's map
+
+	// clRef is the commit log's handle on this series, owned by the log's
+	// flusher once the series has been written (commitlog.SeriesRef).
+	clRef commitlog.SeriesRef
 
 	mu      sync.Mutex
 	buckets []*bucket // few: one per open block, plus flushing/cold ones

@@ -15,49 +15,30 @@ type shard struct {
 	id uint32
 
 	mu     sync.RWMutex
-	series map[string]*series
+	series seriesMap
 	blocks map[int64]*fileset.Reader // block start -> latest complete volume
 }
 
 func newShard(id uint32) *shard {
-	return &shard{id: id, series: map[string]*series{}, blocks: map[int64]*fileset.Reader{}}
+	return &shard{id: id, series: newSeriesMap(), blocks: map[int64]*fileset.Reader{}}
 }
 
-// write appends one sample, creating the series on its first write. It
-// reports whether the series opened a bucket for the block (then the caller
-// indexes it) and the series.
-func (sh *shard) write(id []byte, blockStart, t int64, v float64) (bool, *series, error) {
-	for {
-		s := sh.getOrCreate(id)
-		newBucket, err := s.write(blockStart, t, v)
-		if err == errSeriesRemoved {
-			continue
-		}
-		return newBucket, s, err
-	}
-}
-
-// getOrCreate returns the series for id, creating it on first write.
-func (sh *shard) getOrCreate(id []byte) *series {
+// getOrCreate returns the series for id (h = hashID(id)), creating it on
+// first write.
+func (sh *shard) getOrCreate(h uint64, id []byte) *series {
 	sh.mu.RLock()
-	s := sh.series[string(id)]
+	s := sh.series.get(h, id)
 	sh.mu.RUnlock()
 	if s != nil {
 		return s
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s = sh.series[string(id)]; s == nil {
-		s = &series{id: append([]byte(nil), id...)}
-		sh.series[string(s.id)] = s
+	if s = sh.series.get(h, id); s == nil {
+		s = &series{id: append([]byte(nil), id...), hash: h}
+		sh.series.insert(s)
 	}
 	return s
-}
-
-func (sh *shard) lookup(id []byte) *series {
-	sh.mu.RLock()
-	defer sh.mu.RUnlock()
-	return sh.series[string(id)]
 }
 
 // read returns the iterators over id's data in blocks [from, to]: filesets
@@ -70,7 +51,7 @@ func (sh *shard) read(id []byte, from, to int64) ([]encoding.Iterator, error) {
 			readers = append(readers, r)
 		}
 	}
-	s := sh.series[string(id)]
+	s := sh.series.get(hashID(id), id)
 	sh.mu.RUnlock()
 	sort.Slice(readers, func(i, j int) bool { return readers[i].ID().BlockStart < readers[j].ID().BlockStart })
 
@@ -94,10 +75,8 @@ func (sh *shard) read(id []byte, from, to int64) ([]encoding.Iterator, error) {
 func (sh *shard) snapshotSeries() []*series {
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	out := make([]*series, 0, len(sh.series))
-	for _, s := range sh.series {
-		out = append(out, s)
-	}
+	out := make([]*series, 0, sh.series.len())
+	sh.series.each(func(s *series) { out = append(out, s) })
 	return out
 }
 
@@ -110,9 +89,7 @@ func (sh *shard) removeIfEmpty(ss []*series) {
 	for _, s := range ss {
 		s.mu.Lock()
 		if len(s.buckets) == 0 && !s.removed {
-			if cur := sh.series[string(s.id)]; cur == s {
-				delete(sh.series, string(s.id))
-			}
+			sh.series.remove(s)
 			s.removed = true
 		}
 		s.mu.Unlock()
