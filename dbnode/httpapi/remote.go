@@ -26,7 +26,7 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	select {
 	case st = <-a.decoders:
 	default:
-		st = &writeState{}
+		st = a.newWriteState()
 	}
 	defer func() {
 		select {
@@ -38,24 +38,67 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := st.dec.Decode(st.raw); err != nil {
+	a.series.view(func() { err = st.dec.Decode(st.raw) })
+	if err != nil {
+		st.add = st.add[:0]
 		return err
 	}
 	samples := st.samples[:0]
-	for _, s := range st.dec.Series {
-		shard := ident.Shard(s.ID, a.opts.NumShards)
+	for i, s := range st.dec.Series {
+		var shard uint32
+		var ref *storage.Series
+		if s.Known {
+			e := st.known[i]
+			shard, ref = e.shard, e.ref.Load()
+		} else {
+			shard = ident.Shard(s.ID, a.opts.NumShards)
+		}
 		for _, smp := range s.Samples {
-			samples = append(samples, storage.Sample{ID: s.ID, Shard: shard, T: smp.T, V: smp.V})
+			samples = append(samples, storage.Sample{ID: s.ID, Shard: shard, Ref: ref, T: smp.T, V: smp.V})
 		}
 	}
 	st.samples = samples
-	if err := backend.WriteBatch(r.Context(), a.namespace(r), samples); err != nil {
+	err = backend.WriteBatch(r.Context(), a.namespace(r), samples)
+	a.remember(st)
+	clear(st.samples) // drop refs and IDs until the next request
+	clear(st.known)
+	clear(st.add)
+	st.add = st.add[:0]
+	if err != nil {
 		return err
 	}
 	a.m.samplesIn.Inc(int64(len(samples)))
 	a.m.seriesIn.Inc(int64(len(st.dec.Series)))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// remember adds the request's new series to the series cache, and keeps
+// the storage refs the write handed back (storage.Sample.Ref) for the next
+// request. A series is remembered even if the write failed: its labels
+// were valid, so its ID and shard are right.
+func (a *API) remember(st *writeState) {
+	k, hits := 0, 0
+	for i, s := range st.dec.Series {
+		n := len(s.Samples)
+		if n == 0 {
+			continue
+		}
+		ref := st.samples[k+n-1].Ref
+		k += n
+		switch {
+		case s.Known:
+			hits++
+			if e := st.known[i]; ref != nil && e.ref.Load() != ref {
+				e.ref.Store(ref)
+			}
+		case s.Labels != nil && remote.LabelsMatchID(s.Labels, s.ID):
+			st.add = append(st.add, newSeries{s.LabelsHash, entry(s.ID, st.samples[k-1].Shard, ref)})
+		}
+	}
+	a.series.update(st.add)
+	a.m.cacheHits.Inc(int64(hits))
+	a.m.cacheMisses.Inc(int64(len(st.dec.Series) - hits))
 }
 
 func (a *API) getBuf() *[]byte {

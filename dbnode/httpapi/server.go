@@ -28,6 +28,9 @@ type Options struct {
 	Metrics   tally.Scope
 	// MetricsHandler serves GET /metrics (the tally Prometheus reporter).
 	MetricsHandler http.Handler
+	// SeriesCacheSize bounds the series remote write remembers by their
+	// label bytes (see seriesCache). Default 1Mi.
+	SeriesCacheSize int
 }
 
 // API serves the node's HTTP endpoints. The backend is set once storage
@@ -39,24 +42,52 @@ type API struct {
 	mux      *http.ServeMux
 
 	bufs sync.Pool // *[]byte request bodies
-	// decoders is a fixed free list rather than a sync.Pool: each decoder
-	// caches the IDs of the series it has seen, which a GC must not drop.
+	// decoders is a fixed free list rather than a sync.Pool: each holds
+	// buffers sized for the requests seen, which a GC must not drop.
 	decoders chan *writeState
+	series   *seriesCache
 
 	m apiMetrics
 }
 
 type backendBox struct{ b Backend }
 
+// writeState is one remote write's working memory, reused across requests.
 type writeState struct {
 	dec     remote.WriteDecoder
 	raw     []byte
 	samples []storage.Sample
+	// known holds, by series index, the cache entry of each series the
+	// decoder recognised (valid where dec.Series[i].Known).
+	known []*cachedSeries
+	// add collects the series to put into the cache after the write.
+	add []newSeries
+}
+
+func (a *API) newWriteState() *writeState {
+	st := &writeState{}
+	st.dec.Known = func(i int, h uint64, raw []byte) []byte {
+		e, old := a.series.get(h, raw)
+		if e == nil {
+			return nil
+		}
+		if old {
+			st.add = append(st.add, newSeries{h, e})
+		}
+		for len(st.known) <= i {
+			st.known = append(st.known, nil)
+		}
+		st.known[i] = e
+		return e.id
+	}
+	return st
 }
 
 type apiMetrics struct {
 	samplesIn   tally.Counter
 	seriesIn    tally.Counter
+	cacheHits   tally.Counter
+	cacheMisses tally.Counter
 	writeErrors func(reason string) tally.Counter
 	latency     func(handler string) tally.Histogram
 }
@@ -75,7 +106,10 @@ func New(opts Options) *API {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 32 << 20
 	}
-	a := &API{opts: opts, mux: http.NewServeMux(), decoders: make(chan *writeState, 16)}
+	if opts.SeriesCacheSize <= 0 {
+		opts.SeriesCacheSize = 1 << 20
+	}
+	a := &API{opts: opts, mux: http.NewServeMux(), decoders: make(chan *writeState, 16), series: newSeriesCache(opts.SeriesCacheSize)}
 	notReady := "recovering: storage is not open yet"
 	a.readyMsg.Store(&notReady)
 	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,
@@ -85,8 +119,10 @@ func New(opts Options) *API {
 	var latMu sync.Mutex
 	lat := map[string]tally.Histogram{}
 	a.m = apiMetrics{
-		samplesIn: opts.Metrics.Counter("remote_write_samples"),
-		seriesIn:  opts.Metrics.Counter("remote_write_series"),
+		samplesIn:   opts.Metrics.Counter("remote_write_samples"),
+		seriesIn:    opts.Metrics.Counter("remote_write_series"),
+		cacheHits:   opts.Metrics.Counter("remote_write_series_cache_hits"),
+		cacheMisses: opts.Metrics.Counter("remote_write_series_cache_misses"),
 		writeErrors: func(reason string) tally.Counter {
 			errMu.Lock()
 			defer errMu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"math"
 	"unicode/utf8"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/tessera-tsdb/tessera/ident"
 )
 
@@ -21,10 +22,20 @@ func inputErr(format string, args ...any) error {
 }
 
 // Series is one decoded time series: its canonical ID (aliasing the
-// decoder's arena) and its samples (aliasing the decoder's sample buffer).
+// decoder's arena, or the ID Known returned) and its samples (aliasing the
+// decoder's sample buffer).
 type Series struct {
 	ID      []byte
 	Samples []Sample
+	// Labels is the raw encoding of the series' labels in the request (its
+	// label fields, aliasing the request), LabelsHash its xxhash: together a
+	// cache key for the series. Labels is nil when the label fields are not
+	// all in front of the other fields, so they cannot serve as a key.
+	Labels     []byte
+	LabelsHash uint64
+	// Known is set when Known recognised Labels: ID is what it returned and
+	// the labels were not validated again.
+	Known bool
 }
 
 // Sample is one (timestamp ms, value) pair.
@@ -44,10 +55,24 @@ type WriteDecoder struct {
 	// NumSamples is the total of the last Decode.
 	NumSamples int
 	spans      []span
+
+	// Known, when set, is asked about each series before its labels are
+	// validated and encoded: given the series' index in the request and its
+	// raw label fields (hash h), it returns the ID those exact bytes were
+	// decoded to before, or nil. It must only return an ID for which
+	// LabelsMatchID(raw, id) holds; the ID must stay valid until the next
+	// Decode.
+	Known func(index int, h uint64, raw []byte) []byte
 }
 
-// span locates one decoded series in the arena and the sample buffer.
-type span struct{ idFrom, idTo, sFrom, sTo int }
+// span locates one decoded series in the arena and the sample buffer;
+// known is the ID Known gave, outside the arena.
+type span struct {
+	idFrom, idTo, sFrom, sTo int
+	known                    []byte
+	labels                   []byte
+	hash                     uint64
+}
 
 // protobuf wire types
 const (
@@ -76,23 +101,47 @@ func (d *WriteDecoder) Decode(b []byte) error {
 			return inputErr("bad protobuf: at byte %d: %v", i, err)
 		}
 		if field == 1 && wt == wireBytes {
-			idFrom, sFrom := len(d.arena), len(d.samples)
-			if err := d.decodeSeries(msg, len(spans)); err != nil {
+			sp := span{idFrom: len(d.arena), sFrom: len(d.samples)}
+			if err := d.decodeSeries(msg, len(spans), &sp); err != nil {
 				return err
 			}
-			spans = append(spans, span{idFrom, len(d.arena), sFrom, len(d.samples)})
+			sp.idTo, sp.sTo = len(d.arena), len(d.samples)
+			spans = append(spans, sp)
 		}
 		i += n
 	}
 	for _, s := range spans {
-		d.Series = append(d.Series, Series{ID: d.arena[s.idFrom:s.idTo:s.idTo], Samples: d.samples[s.sFrom:s.sTo:s.sTo]})
+		out := Series{ID: s.known, Samples: d.samples[s.sFrom:s.sTo:s.sTo], Labels: s.labels, LabelsHash: s.hash, Known: s.known != nil}
+		if !out.Known {
+			out.ID = d.arena[s.idFrom:s.idTo:s.idTo]
+		}
+		d.Series = append(d.Series, out)
 	}
 	d.NumSamples = len(d.samples)
 	d.spans = spans[:0]
 	return nil
 }
 
-func (d *WriteDecoder) decodeSeries(b []byte, index int) error {
+// decodeSeries decodes one TimeSeries message into the arena and the
+// sample buffer, recording in sp what is not there.
+func (d *WriteDecoder) decodeSeries(b []byte, index int, sp *span) error {
+	raw := b[:labelRun(b)]
+	sp.labels = raw
+	sp.hash = xxhash.Sum64(raw)
+	if d.Known != nil {
+		if id := d.Known(index, sp.hash, raw); id != nil {
+			ok, err := d.decodeSamples(b[len(raw):], index)
+			if err != nil {
+				return err
+			}
+			if ok {
+				sp.known = id
+				return nil
+			}
+			// A label field after the samples: raw was not all of them.
+			d.samples = d.samples[:sp.sFrom]
+		}
+	}
 	d.pairs = d.pairs[:0]
 	for i := 0; i < len(b); {
 		field, wt, msg, n, err := nextField(b[i:])
@@ -102,6 +151,9 @@ func (d *WriteDecoder) decodeSeries(b []byte, index int) error {
 		i += n
 		switch {
 		case field == 1 && wt == wireBytes: // Label
+			if i > len(raw) {
+				sp.labels = nil // not all labels in front: no cache key
+			}
 			name, value, err := decodeLabel(msg)
 			if err != nil {
 				return inputErr("bad protobuf: timeseries %d: label: %v", index, err)
@@ -121,6 +173,75 @@ func (d *WriteDecoder) decodeSeries(b []byte, index int) error {
 	}
 	d.arena = ident.AppendSortedPairs(d.arena, d.pairs)
 	return nil
+}
+
+// decodeSamples decodes the fields after a known series' labels. It
+// reports false, decoding no further, at a label field: the labels were
+// not all in front, so the series must be decoded in full.
+func (d *WriteDecoder) decodeSamples(b []byte, index int) (bool, error) {
+	for i := 0; i < len(b); {
+		field, wt, msg, n, err := nextField(b[i:])
+		if err != nil {
+			return false, inputErr("bad protobuf: timeseries %d: %v", index, err)
+		}
+		i += n
+		switch {
+		case field == 1 && wt == wireBytes:
+			return false, nil
+		case field == 2 && wt == wireBytes:
+			s, err := decodeSample(msg)
+			if err != nil {
+				return false, inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
+			}
+			d.samples = append(d.samples, s)
+		}
+	}
+	return true, nil
+}
+
+// labelRun returns the length of the label fields at the front of a
+// TimeSeries message (Prometheus writes every label before the samples).
+func labelRun(b []byte) int {
+	i := 0
+	for i < len(b) {
+		field, wt, _, n, err := nextField(b[i:])
+		if err != nil || field != 1 || wt != wireBytes {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
+// LabelsMatchID reports whether raw, the label fields of a TimeSeries,
+// encode exactly the labels of id, in id's order, each label in the
+// plain form Prometheus writes (name then value, both shorter than 128
+// bytes). When it holds, decoding raw yields id: a cache may hand id out
+// for raw without decoding or validating raw again.
+func LabelsMatchID(raw, id []byte) bool {
+	for len(raw) > 0 {
+		// raw: 0x0a L (0x0a nl name 0x12 vl value); id: nl name vl value.
+		if len(raw) < 2 || raw[0] != 0x0a || raw[1] >= 0x80 || 2+int(raw[1]) > len(raw) {
+			return false
+		}
+		msg := raw[2 : 2+int(raw[1])]
+		raw = raw[2+int(raw[1]):]
+		if len(msg) < 4 || msg[0] != 0x0a || msg[1] >= 0x80 {
+			return false
+		}
+		nl := int(msg[1])
+		if 2+nl+2 > len(msg) || msg[2+nl] != 0x12 || msg[3+nl] >= 0x80 || 2+nl+2+int(msg[3+nl]) != len(msg) {
+			return false
+		}
+		// msg[1:2+nl] is nl and the name, msg[3+nl:] is vl and the value:
+		// the same bytes as id's uvarint lengths below 128.
+		k := 1 + nl
+		if len(id) < k+len(msg)-3-nl || string(msg[1:2+nl]) != string(id[:k]) || string(msg[3+nl:]) != string(id[k:k+len(msg)-3-nl]) {
+			return false
+		}
+		id = id[k+len(msg)-3-nl:]
+	}
+	return len(id) == 0
 }
 
 // nextField reads one field: its number, wire type, the message bytes of

@@ -21,6 +21,11 @@ type Sample struct {
 	Shard uint32
 	T     int64 // unix ms
 	V     float64
+	// Ref is nil or the handle WriteBatch filled in for this same ID on an
+	// earlier call: with it the write skips looking the series up. A stale
+	// ref (the series was flushed out of memory, its shard dropped, or it
+	// belongs to another namespace) is detected and looked up again.
+	Ref *Series
 }
 
 // Database is the storage engine of one node. It is safe for concurrent
@@ -42,7 +47,7 @@ type Database struct {
 	graveyard   []closer // readers replaced by a newer volume, closed next tick
 
 	scratchPool sync.Pool // *writeScratch
-	metrics   metrics
+	metrics     metrics
 
 	stop chan struct{}
 	done chan struct{}
@@ -186,6 +191,9 @@ func (db *Database) namespace(name string) (*namespace, error) {
 // the others are written. Any other error (commit log full or failing) is
 // transient and means none of the batch was acknowledged: the caller may
 // retry it whole, since rewriting a sample is idempotent.
+//
+// It sets the Ref of every sample it wrote, so a caller that remembers
+// series across requests can hand the ref back next time.
 func (db *Database) WriteBatch(nsName string, batch []Sample) error {
 	return db.writeBatch(nsName, batch, false)
 }
@@ -229,7 +237,10 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 			db.metrics.rejected[reason].Inc(1)
 			continue
 		}
-		se := ns.shard(s.Shard).getOrCreate(hashID(s.ID), s.ID)
+		se := s.Ref
+		if se == nil || se.ns != ns {
+			se = ns.shard(s.Shard).getOrCreate(ns, hashID(s.ID), s.ID)
+		}
 		sc.series = append(sc.series, se)
 		sc.index = append(sc.index, int32(i))
 		sc.entries = append(sc.entries, commitlog.Entry{Namespace: nsName, ID: se.id, Ref: &se.clRef, T: s.T, V: s.V})
@@ -240,7 +251,7 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 		if err == nil {
 			for k, se := range sc.series {
 				s := &batch[sc.index[k]]
-				if err = db.applyTo(ns, s.Shard, se, s.T, s.V); err != nil {
+				if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V); err != nil {
 					break
 				}
 			}
@@ -261,7 +272,7 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 // accepted samples' series, their indexes in the batch and their commit
 // log entries.
 type writeScratch struct {
-	series  []*series
+	series  []*Series
 	index   []int32
 	entries []commitlog.Entry
 }
@@ -272,7 +283,7 @@ func (db *Database) getScratch(n int) *writeScratch {
 		sc = &writeScratch{}
 	}
 	if cap(sc.entries) < n {
-		sc.series = make([]*series, 0, n)
+		sc.series = make([]*Series, 0, n)
 		sc.index = make([]int32, 0, n)
 		sc.entries = make([]commitlog.Entry, 0, n)
 	}
@@ -288,29 +299,31 @@ func (db *Database) putScratch(sc *writeScratch) {
 
 // apply writes one sample to memory (commit log replay).
 func (db *Database) apply(ns *namespace, id []byte, shard uint32, t int64, v float64) error {
-	return db.applyTo(ns, shard, ns.shard(shard).getOrCreate(hashID(id), id), t, v)
+	_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(id), id), t, v)
+	return err
 }
 
 // applyTo writes one sample to series s of shard, and indexes the series
-// for the block the first time it opens a bucket there. If a flush
-// dropped s from its shard meanwhile, the series is looked up again.
-func (db *Database) applyTo(ns *namespace, shard uint32, s *series, t int64, v float64) error {
+// for the block the first time it opens a bucket there. If a flush or a
+// shard drop removed s from memory meanwhile, the series is looked up
+// again. It returns the series written.
+func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v float64) (*Series, error) {
 	bs := ns.blockStart(t)
 	for {
 		newBucket, err := s.write(bs, t, v)
 		if err == errSeriesRemoved {
-			s = ns.shard(shard).getOrCreate(s.hash, s.id)
+			s = ns.shard(shard).getOrCreate(ns, s.hash, s.id)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("shard %d: %w", shard, err)
+			return s, fmt.Errorf("shard %d: %w", shard, err)
 		}
 		if newBucket && ns.index != nil {
 			if err := ns.index.Insert(s.id, bs); err != nil {
-				return fmt.Errorf("index series: %w", err)
+				return s, fmt.Errorf("index series: %w", err)
 			}
 		}
-		return nil
+		return s, nil
 	}
 }
 

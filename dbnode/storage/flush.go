@@ -125,8 +125,8 @@ func (db *Database) tickShard(ns *namespace, sh *shard, expireBefore, sealedBefo
 	sh.mu.Unlock()
 
 	all := sh.snapshotSeries()
-	var emptied []*series
-	toFlush := map[int64][]*series{}
+	var emptied []*Series
+	toFlush := map[int64][]*Series{}
 	for _, s := range all {
 		s.mu.Lock()
 		for _, b := range s.buckets {
@@ -168,8 +168,8 @@ func (db *Database) tickShard(ns *namespace, sh *shard, expireBefore, sealedBefo
 	return n, errors.Join(errs...)
 }
 
-func dedupe(ss []*series) []*series {
-	seen := make(map[*series]bool, len(ss))
+func dedupe(ss []*Series) []*Series {
+	seen := make(map[*Series]bool, len(ss))
 	out := ss[:0]
 	for _, s := range ss {
 		if !seen[s] {
@@ -182,7 +182,7 @@ func dedupe(ss []*series) []*series {
 
 // flushBlock writes the memory of block bs of the given series, merged with
 // the block's existing fileset if there is one, as the next volume.
-func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*series) error {
+func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*Series) error {
 	mem := make(map[string]encoding.Iterator, len(ss))
 	for _, s := range ss {
 		if it := s.startFlush(bs); it != nil {

@@ -26,7 +26,7 @@ func (db *Database) DropShard(shard uint32) error {
 			delete(sh.blocks, bs)
 			db.graveyard = append(db.graveyard, removeOnClose{r: r, db: db})
 		}
-		sh.series.clear(func(s *series) {
+		sh.series.clear(func(s *Series) {
 			s.mu.Lock()
 			s.removed = true
 			s.buckets = nil

@@ -8,13 +8,18 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 )
 
-// series is one series' in-memory state in a shard. Its id and hash are
-// immutable and read without the lock; next belongs to the shard's map
-// (guarded by the shard's mu); buckets are guarded by mu.
-type series struct {
+// Series is one series' in-memory state in a shard. Outside this package
+// a *Series is only an opaque handle (Sample.Ref) that spares the next
+// write of the same series the shard map lookup.
+//
+// Its id, hash and ns are immutable and read without the lock; next
+// belongs to the shard's map (guarded by the shard's mu); buckets and
+// removed are guarded by mu.
+type Series struct {
 	id   []byte
-	hash uint64  // hashID(id)
-	next *series // next series with the same hash in the shard's map
+	hash uint64     // hashID(id)
+	ns   *namespace // the namespace it belongs to, to check a caller's ref
+	next *Series    // next series with the same hash in the shard's map
 
 	// clRef is the commit log's handle on this series, owned by the log's
 	// flusher once the series has been written (commitlog.SeriesRef).
@@ -33,7 +38,7 @@ var errSeriesRemoved = errors.New("series removed from shard")
 // write appends a sample to the writable bucket of its block. It returns
 // whether a new bucket was opened (the caller then indexes the series for
 // that block).
-func (s *series) write(blockStart, t int64, v float64) (newBucket bool, err error) {
+func (s *Series) write(blockStart, t int64, v float64) (newBucket bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.removed {
@@ -56,7 +61,7 @@ func (s *series) write(blockStart, t int64, v float64) (newBucket bool, err erro
 
 // iterators returns copies of the buckets of blocks in [from, to] (block
 // starts), flushing buckets before open ones so open (newer) data wins.
-func (s *series) iterators(from, to int64) []encoding.Iterator {
+func (s *Series) iterators(from, to int64) []encoding.Iterator {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var its []encoding.Iterator
@@ -73,7 +78,7 @@ func (s *series) iterators(from, to int64) []encoding.Iterator {
 
 // startFlush marks the writable buckets of blockStart as flushing and
 // returns their merged iterator (nil when the series has none).
-func (s *series) startFlush(blockStart int64) encoding.Iterator {
+func (s *Series) startFlush(blockStart int64) encoding.Iterator {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var its []encoding.Iterator
@@ -96,7 +101,7 @@ func (s *series) startFlush(blockStart int64) encoding.Iterator {
 
 // finishFlush drops the flushing buckets of blockStart once their fileset
 // is durable and visible. It reports whether the series is now empty.
-func (s *series) finishFlush(blockStart int64) (empty bool) {
+func (s *Series) finishFlush(blockStart int64) (empty bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kept := s.buckets[:0]
@@ -114,7 +119,7 @@ func (s *series) finishFlush(blockStart int64) (empty bool) {
 }
 
 // dropBefore forgets buckets of blocks starting before t (retention).
-func (s *series) dropBefore(t int64) (empty bool) {
+func (s *Series) dropBefore(t int64) (empty bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kept := s.buckets[:0]
@@ -131,7 +136,7 @@ func (s *series) dropBefore(t int64) (empty bool) {
 }
 
 // blockStarts lists the block starts with unflushed data.
-func (s *series) stats(fn func(blockStart int64, samples, bytes int)) {
+func (s *Series) stats(fn func(blockStart int64, samples, bytes int)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range s.buckets {

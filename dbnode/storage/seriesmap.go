@@ -9,16 +9,16 @@ import "github.com/cespare/xxhash/v2"
 // lookup compares one ID. IDs that share a hash, which is rare, are chained
 // through series.next. Guarded by the shard's mu.
 type seriesMap struct {
-	m map[uint64]*series
+	m map[uint64]*Series
 	n int
 }
 
-func newSeriesMap() seriesMap { return seriesMap{m: map[uint64]*series{}} }
+func newSeriesMap() seriesMap { return seriesMap{m: map[uint64]*Series{}} }
 
 // hashID is the seriesMap key of an ID.
 func hashID(id []byte) uint64 { return xxhash.Sum64(id) }
 
-func (m *seriesMap) get(h uint64, id []byte) *series {
+func (m *seriesMap) get(h uint64, id []byte) *Series {
 	for s := m.m[h]; s != nil; s = s.next {
 		if string(s.id) == string(id) {
 			return s
@@ -28,7 +28,7 @@ func (m *seriesMap) get(h uint64, id []byte) *series {
 }
 
 // insert adds s, whose ID must not be in the map yet.
-func (m *seriesMap) insert(s *series) {
+func (m *seriesMap) insert(s *Series) {
 	s.next = m.m[s.hash]
 	m.m[s.hash] = s
 	m.n++
@@ -36,9 +36,9 @@ func (m *seriesMap) insert(s *series) {
 
 // remove drops s if it is the map's series for its ID; it reports whether
 // it was.
-func (m *seriesMap) remove(s *series) bool {
+func (m *seriesMap) remove(s *Series) bool {
 	head := m.m[s.hash]
-	var prev *series
+	var prev *Series
 	for c := head; c != nil; prev, c = c, c.next {
 		if c != s {
 			continue
@@ -61,7 +61,7 @@ func (m *seriesMap) remove(s *series) bool {
 func (m *seriesMap) len() int { return m.n }
 
 // each calls fn for every series; fn must not change the map.
-func (m *seriesMap) each(fn func(*series)) {
+func (m *seriesMap) each(fn func(*Series)) {
 	for _, s := range m.m {
 		for ; s != nil; s = s.next {
 			fn(s)
@@ -70,8 +70,8 @@ func (m *seriesMap) each(fn func(*series)) {
 }
 
 // clear empties the map, calling fn for every series it held.
-func (m *seriesMap) clear(fn func(*series)) {
+func (m *seriesMap) clear(fn func(*Series)) {
 	m.each(fn)
-	m.m = map[uint64]*series{}
+	m.m = map[uint64]*Series{}
 	m.n = 0
 }

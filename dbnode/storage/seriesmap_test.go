@@ -11,21 +11,21 @@ import (
 func TestSeriesMapCollisions(t *testing.T) {
 	m := newSeriesMap()
 	const h = 42 // forced shared hash
-	a := &series{id: []byte("a"), hash: h}
-	b := &series{id: []byte("b"), hash: h}
-	c := &series{id: []byte("c"), hash: h}
-	other := &series{id: []byte("x"), hash: 7}
-	for _, s := range []*series{a, b, c, other} {
+	a := &Series{id: []byte("a"), hash: h}
+	b := &Series{id: []byte("b"), hash: h}
+	c := &Series{id: []byte("c"), hash: h}
+	other := &Series{id: []byte("x"), hash: 7}
+	for _, s := range []*Series{a, b, c, other} {
 		m.insert(s)
 	}
 	require.Equal(t, 4, m.len())
-	for _, s := range []*series{a, b, c} {
+	for _, s := range []*Series{a, b, c} {
 		require.Same(t, s, m.get(h, s.id))
 	}
 	require.Nil(t, m.get(h, []byte("x")), "same ID under another hash is not found")
 	require.Nil(t, m.get(h, []byte("d")))
 
-	for _, gone := range []*series{b, c, a} { // middle, head, last
+	for _, gone := range []*Series{b, c, a} { // middle, head, last
 		require.True(t, m.remove(gone))
 		require.False(t, m.remove(gone), "removed twice")
 		require.Nil(t, m.get(h, gone.id))
@@ -33,9 +33,9 @@ func TestSeriesMapCollisions(t *testing.T) {
 	require.Equal(t, 1, m.len())
 	require.Same(t, other, m.get(7, []byte("x")))
 	n := 0
-	m.each(func(*series) { n++ })
+	m.each(func(*Series) { n++ })
 	require.Equal(t, 1, n)
-	m.clear(func(*series) { n-- })
+	m.clear(func(*Series) { n-- })
 	require.Zero(t, n)
 	require.Zero(t, m.len())
 }

@@ -23,9 +23,9 @@ func newShard(id uint32) *shard {
 	return &shard{id: id, series: newSeriesMap(), blocks: map[int64]*fileset.Reader{}}
 }
 
-// getOrCreate returns the series for id (h = hashID(id)), creating it on
-// first write.
-func (sh *shard) getOrCreate(h uint64, id []byte) *series {
+// getOrCreate returns the series for id (h = hashID(id)) of namespace ns,
+// creating it on first write.
+func (sh *shard) getOrCreate(ns *namespace, h uint64, id []byte) *Series {
 	sh.mu.RLock()
 	s := sh.series.get(h, id)
 	sh.mu.RUnlock()
@@ -35,7 +35,7 @@ func (sh *shard) getOrCreate(h uint64, id []byte) *series {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if s = sh.series.get(h, id); s == nil {
-		s = &series{id: append([]byte(nil), id...), hash: h}
+		s = &Series{id: append([]byte(nil), id...), hash: h, ns: ns}
 		sh.series.insert(s)
 	}
 	return s
@@ -72,18 +72,18 @@ func (sh *shard) read(id []byte, from, to int64) ([]encoding.Iterator, error) {
 }
 
 // snapshotSeries returns the series currently in memory.
-func (sh *shard) snapshotSeries() []*series {
+func (sh *shard) snapshotSeries() []*Series {
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	out := make([]*series, 0, sh.series.len())
-	sh.series.each(func(s *series) { out = append(out, s) })
+	out := make([]*Series, 0, sh.series.len())
+	sh.series.each(func(s *Series) { out = append(out, s) })
 	return out
 }
 
 // removeIfEmpty drops series with no buckets left, so flushed series free
 // their memory. It marks them removed under the series lock, so a writer
 // that found the series just before sees the mark and looks it up again.
-func (sh *shard) removeIfEmpty(ss []*series) {
+func (sh *shard) removeIfEmpty(ss []*Series) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, s := range ss {

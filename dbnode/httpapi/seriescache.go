@@ -1,0 +1,115 @@
+package httpapi
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/tessera-tsdb/tessera/dbnode/remote"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+)
+
+// seriesCache remembers the series remote write requests carried, keyed by
+// the raw bytes of their labels on the wire: a series written again (each
+// Prometheus send carries every series anew) skips label validation, ID
+// encoding, the shard hash and, writing to this node's storage, the series
+// lookup there. Decoding a known series costs a hash of its label bytes,
+// one map lookup and one comparison of those bytes with the cached ID.
+//
+// An entry is only used when the request's label bytes encode exactly the
+// cached ID (remote.LabelsMatchID), so a hash collision or a label set
+// sent in another order or form costs a miss, never a wrong series.
+//
+// A request decodes under one read lock (view), taken once, not per
+// series: a lock per series would be two atomic operations each, and on
+// x86 each is a fence that stops the CPU from overlapping the cache misses
+// of neighbouring series. New series and promotions are applied after the
+// write, under the write lock, in one go per request (update).
+//
+// It is bounded in two generations: when the current one is full it
+// becomes the old one and the previous old one is dropped; an old entry
+// that is hit moves back to the current one. Series that stopped being
+// written age out after two generations.
+type seriesCache struct {
+	perGen   int
+	mu       sync.RWMutex
+	cur, old map[uint64]*cachedSeries
+}
+
+// cachedSeries is one remembered series. id and shard are immutable; ref
+// is the storage handle the last local write returned (storage.Sample.Ref),
+// nil when this node has not written the series.
+type cachedSeries struct {
+	id    []byte
+	shard uint32
+	ref   atomic.Pointer[storage.Series]
+}
+
+func newSeriesCache(maxSeries int) *seriesCache {
+	perGen := max(maxSeries/2, 1)
+	return &seriesCache{perGen: perGen, cur: make(map[uint64]*cachedSeries)}
+}
+
+// view runs fn with lookups allowed: get may be called, from fn's
+// goroutine only, until fn returns.
+func (c *seriesCache) view(fn func()) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	fn()
+}
+
+// get returns the series whose labels are encoded as raw (h = its hash),
+// or nil, and whether it was found in the old generation (the caller then
+// passes it to update, to keep it). Only inside view.
+func (c *seriesCache) get(h uint64, raw []byte) (e *cachedSeries, old bool) {
+	e = c.cur[h]
+	if e == nil {
+		e, old = c.old[h], true
+	}
+	if e == nil || !remote.LabelsMatchID(raw, e.id) {
+		return nil, false
+	}
+	return e, old
+}
+
+// newSeries is a series to remember: the hash of its label bytes, and its
+// entry.
+type newSeries struct {
+	h uint64
+	e *cachedSeries
+}
+
+// entry builds the cache entry of a series that decoded to id in shard
+// and was written to ref (nil if not written locally); id is copied. The
+// caller checks remote.LabelsMatchID on the label bytes it will be keyed
+// by.
+func entry(id []byte, shard uint32, ref *storage.Series) *cachedSeries {
+	e := &cachedSeries{id: append([]byte(nil), id...), shard: shard}
+	e.ref.Store(ref)
+	return e
+}
+
+// update puts every entry of add into the current generation (new series,
+// and old-generation hits being kept).
+func (c *seriesCache) update(add []newSeries) {
+	if len(add) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range add {
+		if len(c.cur) >= c.perGen {
+			c.old, c.cur = c.cur, make(map[uint64]*cachedSeries, c.perGen)
+		}
+		if c.old[a.h] == a.e {
+			delete(c.old, a.h)
+		}
+		c.cur[a.h] = a.e
+	}
+}
+
+// len counts the entries, for tests.
+func (c *seriesCache) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.cur) + len(c.old)
+}

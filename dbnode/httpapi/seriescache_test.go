@@ -1,0 +1,144 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/prometheus/prompb"
+	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/remote"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
+)
+
+// recording is a Local backend that keeps a copy of every batch it was
+// given, refs included.
+type recording struct {
+	Local
+	mu      sync.Mutex
+	batches [][]storage.Sample
+}
+
+func (r *recording) WriteBatch(ctx context.Context, ns string, s []storage.Sample) error {
+	r.mu.Lock()
+	r.batches = append(r.batches, append([]storage.Sample(nil), s...))
+	r.mu.Unlock()
+	return r.Local.WriteBatch(ctx, ns, s)
+}
+
+func (r *recording) last() []storage.Sample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.batches[len(r.batches)-1]
+}
+
+func readIDs(t *testing.T, f *fixture, id []byte, from, to int64) []int64 {
+	t.Helper()
+	it, err := f.db.Read("default", id, from, to)
+	require.NoError(t, err)
+	var out []int64
+	for it.Next() {
+		ts, _ := it.At()
+		out = append(out, ts)
+	}
+	require.NoError(t, it.Err())
+	return out
+}
+
+// A series sent again comes from the cache: the storage ref of its first
+// write is handed back, and its samples land in the same series.
+func TestSeriesCacheHandsBackRefs(t *testing.T) {
+	f := newFixture(t, 32<<20)
+	rec := &recording{Local: Local{DB: f.db}}
+	f.api.SetBackend(rec)
+	now := time.Now().UnixMilli()
+	job := func(v string) prompb.Label { return prompb.Label{Name: "job", Value: v} }
+	url := f.srv.URL + "/api/v1/prom/remote/write"
+
+	code, msg := post(t, url, writeBody(t, ts("up", now-2000, 1, job("a")), ts("up", now-2000, 2, job("b"))))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	for _, s := range rec.last() {
+		require.Nil(t, s.Ref, "first sight: no ref yet")
+	}
+	require.Equal(t, 2, f.api.series.len())
+
+	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 3, job("a")), ts("up", now-1000, 4, job("b"))))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	second := rec.last()
+	for _, s := range second {
+		require.NotNil(t, s.Ref, "known series carry the ref of their first write")
+	}
+	require.NotSame(t, second[0].Ref, second[1].Ref)
+	require.Equal(t, 2, f.api.series.len())
+
+	a := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("a")}})
+	require.Equal(t, []int64{now - 2000, now - 1000}, readIDs(t, f, a, now-5000, now))
+}
+
+// Labels sent out of order decode right but are not cached (their bytes
+// are not the ID's order), and a cache entry whose ID does not match the
+// request's label bytes (a hash collision) is never used.
+func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
+	f := newFixture(t, 32<<20)
+	now := time.Now().UnixMilli()
+	url := f.srv.URL + "/api/v1/prom/remote/write"
+	unsorted := prompb.TimeSeries{
+		Labels:  []prompb.Label{{Name: "job", Value: "x"}, {Name: "__name__", Value: "up"}},
+		Samples: []prompb.Sample{{Timestamp: now - 1000, Value: 1}},
+	}
+	code, msg := post(t, url, writeBody(t, unsorted))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	require.Zero(t, f.api.series.len())
+
+	// Poison: the hash of "up{job=y}"'s label bytes maps to up{job=z}.
+	yBody, err := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts("up", now, 1, prompb.Label{Name: "job", Value: "y"})}}).Marshal()
+	require.NoError(t, err)
+	var d remote.WriteDecoder
+	require.NoError(t, d.Decode(yBody))
+	yRaw, yID := d.Series[0].Labels, append([]byte(nil), d.Series[0].ID...)
+	zID := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("z")}})
+	f.api.series.update([]newSeries{{h: xxhash.Sum64(yRaw), e: entry(zID, ident.Shard(zID, 64), nil)}})
+
+	code, msg = post(t, url, writeBody(t, ts("up", now-500, 7, prompb.Label{Name: "job", Value: "y"})))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	require.Equal(t, []int64{now - 500}, readIDs(t, f, yID, now-5000, now))
+	require.Empty(t, readIDs(t, f, zID, now-5000, now))
+}
+
+// The cache holds at most its size: older series age out.
+func TestSeriesCacheIsBounded(t *testing.T) {
+	c := newSeriesCache(4)
+	for i := range 10 {
+		c.update([]newSeries{{h: uint64(i), e: entry([]byte{byte(i)}, 0, nil)}})
+		require.LessOrEqual(t, c.len(), 4)
+	}
+	// Two generations of two: 6 and 7 are old, 8 and 9 current, the rest
+	// gone. A hit in the old generation is kept by promoting it.
+	var e *cachedSeries
+	c.view(func() {
+		for i := range 6 {
+			require.Nil(t, c.cur[uint64(i)])
+			require.Nil(t, c.old[uint64(i)])
+		}
+		e = c.old[6]
+	})
+	require.NotNil(t, e)
+	c.update([]newSeries{{h: 6, e: e}})
+	c.view(func() { require.Same(t, e, c.cur[6]) })
+	c.update([]newSeries{{h: 100, e: entry([]byte{100}, 0, nil)}, {h: 101, e: entry([]byte{101}, 0, nil)}})
+	c.view(func() { require.Same(t, e, c.old[6]) })
+}
+
+// A request refused as bad input adds nothing to the cache.
+func TestSeriesCacheIgnoresRefusedRequests(t *testing.T) {
+	f := newFixture(t, 32<<20)
+	now := time.Now().UnixMilli()
+	bad := prompb.TimeSeries{Labels: []prompb.Label{{Name: "job", Value: "x"}}, Samples: []prompb.Sample{{Timestamp: now, Value: 1}}}
+	code, _ := post(t, f.srv.URL+"/api/v1/prom/remote/write", writeBody(t, ts("up", now, 1), bad))
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Zero(t, f.api.series.len())
+}

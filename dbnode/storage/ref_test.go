@@ -1,0 +1,57 @@
+package storage
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// WriteBatch hands back a ref per sample; a ref handed back is used, and a
+// stale one (series flushed out of memory, shard dropped, another
+// database) is noticed and replaced, never written into.
+func TestSampleRefs(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	db := openDB(t, testOpts(t.TempDir(), clk))
+	id, other := sid("ref", "k", "a"), sid("ref", "k", "b")
+	base := ms(t0)
+
+	b := []Sample{{ID: id, Shard: db.Shard(id), T: base + 1000, V: 1}, {ID: other, Shard: db.Shard(other), T: base + 1000, V: 2}}
+	require.NoError(t, db.WriteBatch("default", b))
+	require.NotNil(t, b[0].Ref)
+	require.NotSame(t, b[0].Ref, b[1].Ref)
+	ref := b[0].Ref
+
+	// Handed back, the ref is the series written to.
+	b2 := []Sample{{ID: id, Shard: db.Shard(id), T: base + 2000, V: 3, Ref: ref}}
+	require.NoError(t, db.WriteBatch("default", b2))
+	require.Same(t, ref, b2[0].Ref)
+	require.Equal(t, []tv{{base + 1000, 1}, {base + 2000, 3}}, readAll(t, db, id, base, base+10_000))
+
+	// The block is flushed and the series leaves memory: the old ref is
+	// stale, the write goes to the series now in memory.
+	clk.Add(2 * time.Hour)
+	require.NoError(t, db.Tick())
+	require.Equal(t, 0, countSeries(db))
+	b3 := []Sample{{ID: id, Shard: db.Shard(id), T: base + 3000, V: 4, Ref: ref}}
+	require.NoError(t, db.WriteBatch("default", b3))
+	require.NotSame(t, ref, b3[0].Ref)
+	require.Equal(t, 1, countSeries(db))
+	require.Equal(t, []tv{{base + 1000, 1}, {base + 2000, 3}, {base + 3000, 4}}, readAll(t, db, id, base, base+10_000))
+
+	// The shard is dropped: its series' refs are stale too.
+	ref = b3[0].Ref
+	require.NoError(t, db.DropShard(db.Shard(id)))
+	b4 := []Sample{{ID: id, Shard: db.Shard(id), T: ms(clk.Now()), V: 5, Ref: ref}}
+	require.NoError(t, db.WriteBatch("default", b4))
+	require.NotSame(t, ref, b4[0].Ref)
+	require.Equal(t, []tv{{ms(clk.Now()), 5}}, readAll(t, db, id, base, ms(clk.Now())))
+
+	// A ref of another database is not taken.
+	db2 := openDB(t, testOpts(t.TempDir(), clk))
+	b5 := []Sample{{ID: other, Shard: db2.Shard(other), T: ms(clk.Now()), V: 6, Ref: b4[0].Ref}}
+	require.NoError(t, db2.WriteBatch("default", b5))
+	require.NotSame(t, b4[0].Ref, b5[0].Ref)
+	require.Equal(t, []tv{{ms(clk.Now()), 6}}, readAll(t, db2, other, base, ms(clk.Now())))
+	require.Empty(t, readAll(t, db2, id, base, ms(clk.Now())))
+}
