@@ -1,66 +1,72 @@
 package encoding
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"slices"
+)
 
 // bitWriter appends bit fields, most significant bit first, to a byte slice.
 //
-// It writes whole 64-bit words at the current byte so that one field costs
-// one load and one store, and it keeps at least 8 zero bytes of slack after
-// the last written bit so those words never run past the slice. Bits after
-// the last one written are always zero, so bytes() needs no flushing and never
-// mutates: a reader may hold bytes() while nothing else is written.
+// Bits gather in a 64-bit accumulator and reach buf a whole word at a time,
+// so most fields touch only the writer itself: on the storage write path,
+// where each sample goes to a different series, the buffer's tail is a
+// cache miss that now comes once per word rather than once per sample.
 type bitWriter struct {
-	buf  []byte // written bits followed by zero slack; len(buf) >= bytes()+8
-	nbit uint64 // bits written
+	buf  []byte // whole words (and any header bytes) written so far
+	acc  uint64 // pending bits, most significant first
+	nacc uint   // pending bits in acc, < 64
 }
 
-// reset empties w, keeping its buffer, and reserves header bytes in front.
+// reset empties w, keeping its buffer, and reserves header bytes (zero) in
+// front.
 func (w *bitWriter) reset(headerBytes int) {
-	clear(w.buf)
-	if len(w.buf) < headerBytes+8 {
-		w.buf = make([]byte, max(64, headerBytes+8))
+	buf := w.buf[:0]
+	if cap(buf) < max(64, headerBytes+8) {
+		buf = make([]byte, 0, max(64, headerBytes+8))
 	}
-	w.nbit = uint64(headerBytes) * 8
+	for range headerBytes {
+		buf = append(buf, 0)
+	}
+	w.buf, w.acc, w.nacc = buf, 0, 0
 }
 
-// bytes returns the written bits, the last byte zero-padded. Its capacity is
-// clipped so that a caller's append cannot overwrite the slack.
+// bytes returns the written bits, the last byte zero-padded. It stores the
+// pending bits into buf's spare capacity, so like a write it needs
+// exclusive access; the result is valid until the next write or reset. Its
+// capacity is clipped so that a caller's append cannot overwrite anything.
 func (w *bitWriter) bytes() []byte {
-	n := (w.nbit + 7) / 8
-	return w.buf[:n:n]
+	n := len(w.buf)
+	if w.nacc == 0 {
+		return w.buf[:n:n]
+	}
+	if cap(w.buf)-n < 8 {
+		w.buf = slices.Grow(w.buf, 8)
+	}
+	b := w.buf[:n+8]
+	binary.BigEndian.PutUint64(b[n:], w.acc)
+	k := n + int(w.nacc+7)/8
+	return b[:k:k]
 }
 
-// grow makes room for at least one more 64-bit word after the current byte.
-func (w *bitWriter) grow() {
-	nb := make([]byte, 2*len(w.buf)+64)
-	copy(nb, w.buf)
-	w.buf = nb
-}
-
-// writeBits appends the low n bits of v, n <= 56. Bits of v above n must be
-// zero.
+// writeBits appends the low n bits of v, n <= 64. Bits of v above n must
+// be zero.
 func (w *bitWriter) writeBits(v uint64, n uint) {
-	i := w.nbit >> 3
-	if i+8 > uint64(len(w.buf)) {
-		w.grow()
+	if free := 64 - w.nacc; n < free {
+		w.acc |= v << (free - n)
+		w.nacc += n
+		return
 	}
-	off := w.nbit & 7
-	p := w.buf[i : i+8]
-	word := binary.BigEndian.Uint64(p)
-	word |= v << (64 - n) >> off
-	binary.BigEndian.PutUint64(p, word)
-	w.nbit += uint64(n)
+	// Fill the word with v's top bits, write it, keep the rest. Shifts by
+	// 64 give 0 in Go, which is what rest == 0 needs.
+	rest := n - (64 - w.nacc)
+	w.buf = binary.BigEndian.AppendUint64(w.buf, w.acc|v>>rest)
+	w.acc = v << (64 - rest)
+	w.nacc = rest
 }
 
-// writeBits64 appends the low n bits of v for any n <= 64 (bits above n zero).
-func (w *bitWriter) writeBits64(v uint64, n uint) {
-	if n > 56 {
-		w.writeBits(v>>32, n-32)
-		v &= 1<<32 - 1
-		n = 32
-	}
-	w.writeBits(v, n)
-}
+// writeBits64 appends the low n bits of v for any n <= 64 (bits above n
+// zero); the same as writeBits, kept for the call sites that say so.
+func (w *bitWriter) writeBits64(v uint64, n uint) { w.writeBits(v, n) }
 
 // bitReader reads what a bitWriter wrote.
 type bitReader struct {

@@ -6,7 +6,7 @@ import (
 )
 
 // Stream header: a format byte, then the sample count as uint32 little
-// endian, rewritten in place on every Append so Bytes never copies.
+// endian, written in place by Bytes so it never copies.
 const (
 	streamFormat    = 0x01
 	streamHeaderLen = 5
@@ -16,8 +16,11 @@ const (
 var emptyStream = []byte{streamFormat, 0, 0, 0, 0}
 
 // Encoder appends samples with strictly increasing timestamps to a stream.
-// Not safe for concurrent use; Bytes does not write, so several readers may
-// call it while no Append or Reset runs.
+// Not safe for concurrent use, Bytes included: it completes the stream in
+// the encoder's buffer (header count, pending bits), so every call needs
+// exclusive access. The zero value is empty and ready;
+// an Encoder may be moved by value (the old copy no longer used), so it can
+// live inline in its owner.
 type Encoder struct {
 	w     bitWriter
 	count uint32
@@ -49,7 +52,6 @@ func (e *Encoder) Append(t int64, v float64) error {
 		e.vc.encode(&e.w, v)
 	}
 	e.count++
-	binary.LittleEndian.PutUint32(e.w.buf[1:5], e.count)
 	return nil
 }
 
@@ -61,11 +63,13 @@ func (e *Encoder) LastTimestamp() int64 { return e.tc.t }
 
 // Bytes returns a self-delimiting stream of every sample appended so far,
 // readable by NewIterator. It does not copy: the caller must not modify it,
-// and it is valid until the next Append or Reset.
+// and it is valid until the next Append or Reset. It writes into the
+// encoder's buffer (see Encoder).
 func (e *Encoder) Bytes() []byte {
 	if e.count == 0 {
 		return emptyStream[:streamHeaderLen:streamHeaderLen]
 	}
+	binary.LittleEndian.PutUint32(e.w.buf[1:5], e.count)
 	return e.w.bytes()
 }
 

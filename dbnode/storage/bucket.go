@@ -18,8 +18,12 @@ const maxStreams = 8
 // t (last timestamps only grow), so the new value lands in a later stream,
 // and MergeIterators lets later streams win. Hence last-write-wins.
 type bucket struct {
-	start   int64 // block start, ms
-	streams []*encoding.Encoder
+	start int64 // block start, ms
+	// streams start as the one inline stream (streamsInline[0] = &first),
+	// so an in-order series' bucket is one allocation, read in one place.
+	streams       []*encoding.Encoder
+	streamsInline [1]*encoding.Encoder
+	first         encoding.Encoder
 	// flushing buckets are being written to a fileset: they stay readable
 	// but take no more writes (a write to the same block opens a new
 	// bucket, which the next flush merges in as a cold write).
@@ -40,9 +44,20 @@ func (b *bucket) write(t int64, v float64) error {
 			return s.Append(t, v)
 		}
 	}
+	s := b.addStream()
+	return s.Append(t, v)
+}
+
+// addStream appends an empty stream: the inline one first.
+func (b *bucket) addStream() *encoding.Encoder {
+	if len(b.streams) == 0 {
+		b.streamsInline[0] = &b.first
+		b.streams = b.streamsInline[:1]
+		return &b.first
+	}
 	s := encoding.NewEncoder()
 	b.streams = append(b.streams, s)
-	return s.Append(t, v)
+	return s
 }
 
 // compact merges all streams into one.
@@ -54,7 +69,7 @@ func (b *bucket) compact() error {
 	if err != nil {
 		return err
 	}
-	enc := encoding.NewEncoder()
+	var enc encoding.Encoder
 	it := encoding.NewIterator(stream)
 	for it.Next() {
 		t, v := it.At()
@@ -65,7 +80,11 @@ func (b *bucket) compact() error {
 	if err := it.Err(); err != nil {
 		return err
 	}
-	b.streams = []*encoding.Encoder{enc}
+	// The merged encoder becomes the inline stream (moved by value).
+	clear(b.streams)
+	b.streams = b.streams[:0]
+	b.first = enc
+	b.addStream()
 	return nil
 }
 

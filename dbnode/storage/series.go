@@ -13,8 +13,14 @@ import (
 // write of the same series the shard map lookup.
 //
 // Its id, hash and ns are immutable and read without the lock; next
-// belongs to the shard's map (guarded by the shard's mu); buckets and
-// removed are guarded by mu.
+// belongs to the shard's map (guarded by the shard's mu); the rest is
+// guarded by mu.
+//
+// Layout is for the write path, where every sample touches a different
+// series and each pointer followed is a likely cache miss (or a line
+// pulled from the other core): the bucket most writes go to lives inline
+// (one), as does the short bucket list, so a write reads the Series and
+// the tail of one encoder buffer.
 type Series struct {
 	id   []byte
 	hash uint64     // hashID(id)
@@ -25,12 +31,16 @@ type Series struct {
 	// flusher once the series has been written (commitlog.SeriesRef).
 	clRef commitlog.SeriesRef
 
-	mu      sync.Mutex
-	buckets []*bucket // few: one per open block, plus flushing/cold ones
+	mu sync.Mutex
 	// removed is set when the shard dropped this series from its map after
 	// a flush emptied it; a writer still holding the pointer must look the
 	// series up again instead of writing into an orphan.
 	removed bool
+	// buckets are few: one per open block, plus flushing/cold ones. They
+	// start in bucketsInline; one of them may be inline.
+	buckets       []*bucket
+	bucketsInline [2]*bucket
+	inline        bucket
 }
 
 var errSeriesRemoved = errors.New("series removed from shard")
@@ -52,11 +62,29 @@ func (s *Series) write(blockStart, t int64, v float64) (newBucket bool, err erro
 		}
 	}
 	if b == nil {
-		b = &bucket{start: blockStart}
-		s.buckets = append(s.buckets, b)
+		b = s.newBucket(blockStart)
 		newBucket = true
 	}
 	return newBucket, b.write(t, v)
+}
+
+// newBucket opens a bucket for blockStart: the inline one when no bucket
+// in use is it (a fresh value: nothing outside the lock holds a bucket or
+// its bytes, readers copy them).
+func (s *Series) newBucket(blockStart int64) *bucket {
+	if s.buckets == nil {
+		s.buckets = s.bucketsInline[:0]
+	}
+	b := &s.inline
+	for _, c := range s.buckets {
+		if c == b {
+			b = &bucket{}
+			break
+		}
+	}
+	*b = bucket{start: blockStart}
+	s.buckets = append(s.buckets, b)
+	return b
 }
 
 // iterators returns copies of the buckets of blocks in [from, to] (block
