@@ -33,6 +33,7 @@ type seriesCache struct {
 	perGen   int
 	mu       sync.RWMutex
 	cur, old map[uint64]*cachedSeries
+	gen      uint64 // generation of cur
 }
 
 // cachedSeries is one remembered series. id and shard are immutable; ref
@@ -41,6 +42,7 @@ type seriesCache struct {
 type cachedSeries struct {
 	id    []byte
 	shard uint32
+	gen   uint64 // the generation it is in; guarded by the cache's mu
 	ref   atomic.Pointer[storage.Series]
 }
 
@@ -49,7 +51,7 @@ func newSeriesCache(maxSeries int) *seriesCache {
 	return &seriesCache{perGen: perGen, cur: make(map[uint64]*cachedSeries)}
 }
 
-// view runs fn with lookups allowed: get may be called, from fn's
+// view runs fn with lookups allowed: lookup may be called, from fn's
 // goroutine only, until fn returns.
 func (c *seriesCache) view(fn func()) {
 	c.mu.RLock()
@@ -57,18 +59,37 @@ func (c *seriesCache) view(fn func()) {
 	fn()
 }
 
-// get returns the series whose labels are encoded as raw (h = its hash),
-// or nil, and whether it was found in the old generation (the caller then
-// passes it to update, to keep it). Only inside view.
-func (c *seriesCache) get(h uint64, raw []byte) (e *cachedSeries, old bool) {
-	e = c.cur[h]
-	if e == nil {
-		e, old = c.old[h], true
+// lookup finds the series of every key it knows: it sets entries[i] and
+// ids[i] (the ID, for the decoder) for those, and appends to promote the
+// ones found in the old generation (the caller passes them to update, to
+// keep them). Only inside view.
+//
+// The map lookups run in a loop of their own: they do not depend on each
+// other, so the CPU overlaps their cache misses, and the comparisons with
+// the cached IDs come after.
+func (c *seriesCache) lookup(keys []remote.LabelKey, ids [][]byte, entries []*cachedSeries, promote []newSeries) []newSeries {
+	for i := range keys {
+		h := keys[i].Hash
+		e := c.cur[h]
+		if e == nil {
+			e = c.old[h]
+		}
+		entries[i] = e
 	}
-	if e == nil || !remote.LabelsMatchID(raw, e.id) {
-		return nil, false
+	for i, e := range entries {
+		if e == nil {
+			continue
+		}
+		if !remote.LabelsMatchID(keys[i].Raw, e.id) {
+			entries[i] = nil
+			continue
+		}
+		ids[i] = e.id
+		if e.gen != c.gen {
+			promote = append(promote, newSeries{keys[i].Hash, e})
+		}
 	}
-	return e, old
+	return promote
 }
 
 // newSeries is a series to remember: the hash of its label bytes, and its
@@ -99,10 +120,12 @@ func (c *seriesCache) update(add []newSeries) {
 	for _, a := range add {
 		if len(c.cur) >= c.perGen {
 			c.old, c.cur = c.cur, make(map[uint64]*cachedSeries, c.perGen)
+			c.gen++
 		}
 		if c.old[a.h] == a.e {
 			delete(c.old, a.h)
 		}
+		a.e.gen = c.gen
 		c.cur[a.h] = a.e
 	}
 }

@@ -66,14 +66,17 @@ func TestSeriesCacheHandsBackRefs(t *testing.T) {
 	}
 	require.Equal(t, 2, f.api.series.len())
 
-	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 3, job("a")), ts("up", now-1000, 4, job("b"))))
+	// Known and new series mixed in one request.
+	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 3, job("a")), ts("up", now-1000, 9, job("c")), ts("up", now-1000, 4, job("b"))))
 	require.Equal(t, http.StatusNoContent, code, msg)
 	second := rec.last()
-	for _, s := range second {
-		require.NotNil(t, s.Ref, "known series carry the ref of their first write")
-	}
-	require.NotSame(t, second[0].Ref, second[1].Ref)
-	require.Equal(t, 2, f.api.series.len())
+	require.NotNil(t, second[0].Ref, "known series carry the ref of their first write")
+	require.Nil(t, second[1].Ref)
+	require.NotNil(t, second[2].Ref)
+	require.NotSame(t, second[0].Ref, second[2].Ref)
+	require.Equal(t, 3, f.api.series.len())
+	c := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("c")}})
+	require.Equal(t, []int64{now - 1000}, readIDs(t, f, c, now-5000, now))
 
 	a := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("a")}})
 	require.Equal(t, []int64{now - 2000, now - 1000}, readIDs(t, f, a, now-5000, now))

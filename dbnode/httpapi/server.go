@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,19 +67,9 @@ type writeState struct {
 
 func (a *API) newWriteState() *writeState {
 	st := &writeState{}
-	st.dec.Known = func(i int, h uint64, raw []byte) []byte {
-		e, old := a.series.get(h, raw)
-		if e == nil {
-			return nil
-		}
-		if old {
-			st.add = append(st.add, newSeries{h, e})
-		}
-		for len(st.known) <= i {
-			st.known = append(st.known, nil)
-		}
-		st.known[i] = e
-		return e.id
+	st.dec.Known = func(keys []remote.LabelKey, ids [][]byte) {
+		st.known = slices.Grow(st.known[:0], len(keys))[:len(keys)]
+		st.add = a.series.lookup(keys, ids, st.known, st.add)
 	}
 	return st
 }

@@ -72,9 +72,10 @@ func TestLabelsMatchIDProperty(t *testing.T) {
 		}
 		// Matched: a decoder told the ID is known gives the same series.
 		var k WriteDecoder
-		k.Known = func(_ int, _ uint64, r []byte) []byte {
-			require.Equal(t, raw, r)
-			return id
+		k.Known = func(keys []LabelKey, ids [][]byte) {
+			require.Len(t, keys, 1)
+			require.Equal(t, raw, keys[0].Raw)
+			ids[0] = id
 		}
 		require.NoError(t, k.Decode(body))
 		require.True(t, k.Series[0].Known)
@@ -128,12 +129,13 @@ func TestKnownFallsBackWhenLabelsAreSplit(t *testing.T) {
 	body := append([]byte{0x0a, byte(len(msg))}, msg...)
 
 	calls := 0
-	d := WriteDecoder{Known: func(_ int, _ uint64, raw []byte) []byte {
+	d := WriteDecoder{Known: func(keys []LabelKey, ids [][]byte) {
 		calls++
-		if LabelsMatchID(raw, firstID) {
-			return firstID
+		for i, k := range keys {
+			if LabelsMatchID(k.Raw, firstID) {
+				ids[i] = firstID
+			}
 		}
-		return nil
 	}}
 	require.NoError(t, d.Decode(body))
 	require.Equal(t, 1, calls)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
@@ -55,14 +56,26 @@ type WriteDecoder struct {
 	// NumSamples is the total of the last Decode.
 	NumSamples int
 	spans      []span
+	msgs       [][]byte
+	keys       []LabelKey
+	known      [][]byte
 
-	// Known, when set, is asked about each series before its labels are
-	// validated and encoded: given the series' index in the request and its
-	// raw label fields (hash h), it returns the ID those exact bytes were
-	// decoded to before, or nil. It must only return an ID for which
-	// LabelsMatchID(raw, id) holds; the ID must stay valid until the next
-	// Decode.
-	Known func(index int, h uint64, raw []byte) []byte
+	// Known, when set, is asked which series it has seen before their
+	// labels are validated and encoded. It gets the label keys of every
+	// series of the request at once, so it can look them all up in one
+	// sweep (independent lookups, whose cache misses the CPU overlaps), and
+	// sets ids[i] to the ID keys[i].Raw decoded to before, leaving it nil
+	// for a series it does not know. It must only give an ID for which
+	// LabelsMatchID(raw, id) holds, valid until the next Decode, and must
+	// not keep keys or ids.
+	Known func(keys []LabelKey, ids [][]byte)
+}
+
+// LabelKey identifies a series by the raw bytes of its labels in a
+// request (its label fields, aliasing the request) and their xxhash.
+type LabelKey struct {
+	Raw  []byte
+	Hash uint64
 }
 
 // span locates one decoded series in the arena and the sample buffer;
@@ -92,23 +105,43 @@ func (d *WriteDecoder) Decode(b []byte) error {
 	d.arena = d.arena[:0]
 	d.samples = d.samples[:0]
 	d.NumSamples = 0
-	// Series IDs and samples are first recorded as offsets, since the
-	// arena and sample buffers may move while they grow.
-	spans := d.spans[:0]
+	// First the series' messages and label keys, then what Known knows
+	// of them all, then each series in full.
+	msgs, keys := d.msgs[:0], d.keys[:0]
 	for i := 0; i < len(b); {
 		field, wt, msg, n, err := nextField(b[i:])
 		if err != nil {
 			return inputErr("bad protobuf: at byte %d: %v", i, err)
 		}
 		if field == 1 && wt == wireBytes {
-			sp := span{idFrom: len(d.arena), sFrom: len(d.samples)}
-			if err := d.decodeSeries(msg, len(spans), &sp); err != nil {
-				return err
-			}
-			sp.idTo, sp.sTo = len(d.arena), len(d.samples)
-			spans = append(spans, sp)
+			raw := msg[:labelRun(msg)]
+			msgs = append(msgs, msg)
+			keys = append(keys, LabelKey{Raw: raw, Hash: xxhash.Sum64(raw)})
 		}
 		i += n
+	}
+	d.msgs, d.keys = msgs, keys
+	known := d.known[:0]
+	if d.Known != nil {
+		known = slices.Grow(known, len(keys))[:len(keys)]
+		clear(known)
+		d.Known(keys, known)
+	}
+	d.known = known
+	// Series IDs and samples are first recorded as offsets, since the
+	// arena and sample buffers may move while they grow.
+	spans := d.spans[:0]
+	for i, msg := range msgs {
+		sp := span{idFrom: len(d.arena), sFrom: len(d.samples), labels: keys[i].Raw, hash: keys[i].Hash}
+		var id []byte
+		if d.Known != nil {
+			id = known[i]
+		}
+		if err := d.decodeSeries(msg, i, id, &sp); err != nil {
+			return err
+		}
+		sp.idTo, sp.sTo = len(d.arena), len(d.samples)
+		spans = append(spans, sp)
 	}
 	for _, s := range spans {
 		out := Series{ID: s.known, Samples: d.samples[s.sFrom:s.sTo:s.sTo], Labels: s.labels, LabelsHash: s.hash, Known: s.known != nil}
@@ -119,28 +152,28 @@ func (d *WriteDecoder) Decode(b []byte) error {
 	}
 	d.NumSamples = len(d.samples)
 	d.spans = spans[:0]
+	clear(d.msgs) // drop references to the request
+	clear(d.keys)
+	clear(d.known)
 	return nil
 }
 
 // decodeSeries decodes one TimeSeries message into the arena and the
-// sample buffer, recording in sp what is not there.
-func (d *WriteDecoder) decodeSeries(b []byte, index int, sp *span) error {
-	raw := b[:labelRun(b)]
-	sp.labels = raw
-	sp.hash = xxhash.Sum64(raw)
-	if d.Known != nil {
-		if id := d.Known(index, sp.hash, raw); id != nil {
-			ok, err := d.decodeSamples(b[len(raw):], index)
-			if err != nil {
-				return err
-			}
-			if ok {
-				sp.known = id
-				return nil
-			}
-			// A label field after the samples: raw was not all of them.
-			d.samples = d.samples[:sp.sFrom]
+// sample buffer, recording in sp what is not there. A known series (id
+// from Known) has only its samples decoded.
+func (d *WriteDecoder) decodeSeries(b []byte, index int, id []byte, sp *span) error {
+	raw := sp.labels
+	if id != nil {
+		ok, err := d.decodeSamples(b[len(raw):], index)
+		if err != nil {
+			return err
 		}
+		if ok {
+			sp.known = id
+			return nil
+		}
+		// A label field after the samples: raw was not all of them.
+		d.samples = d.samples[:sp.sFrom]
 	}
 	d.pairs = d.pairs[:0]
 	for i := 0; i < len(b); {
