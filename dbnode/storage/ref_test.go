@@ -55,3 +55,27 @@ func TestSampleRefs(t *testing.T) {
 	require.Equal(t, []tv{{ms(clk.Now()), 6}}, readAll(t, db2, other, base, ms(clk.Now())))
 	require.Empty(t, readAll(t, db2, id, base, ms(clk.Now())))
 }
+
+// A batch is written a lock stripe at a time, but one series' samples
+// keep their batch order: of two values for one timestamp, the later
+// wins, whatever other series sit between them.
+func TestBatchKeepsPerSeriesOrderAcrossStripes(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	db := openDB(t, testOpts(t.TempDir(), clk))
+	base := ms(t0)
+	const n = 300 // series, spread over every stripe
+	ids := make([][]byte, n)
+	var batch []Sample
+	for i := range ids {
+		ids[i] = sid("order", "i", string(rune('a'+i%26))+string(rune('a'+i/26)))
+		batch = append(batch, Sample{ID: ids[i], Shard: db.Shard(ids[i]), T: base + 1000, V: 1})
+	}
+	for i := range ids {
+		batch = append(batch, Sample{ID: ids[i], Shard: db.Shard(ids[i]), T: base + 1000, V: float64(i + 2)})
+		batch = append(batch, Sample{ID: ids[i], Shard: db.Shard(ids[i]), T: base + 500, V: -1})
+	}
+	require.NoError(t, db.WriteBatch("default", batch))
+	for i, id := range ids {
+		require.Equal(t, []tv{{base + 500, -1}, {base + 1000, float64(i + 2)}}, readAll(t, db, id, base, base+10_000))
+	}
+}
