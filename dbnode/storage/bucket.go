@@ -19,50 +19,54 @@ const maxStreams = 8
 // and MergeIterators lets later streams win. Hence last-write-wins.
 type bucket struct {
 	start int64 // block start, ms
-	// streams start as the one inline stream (streamsInline[0] = &first),
-	// so an in-order series' bucket is one allocation, read in one place.
-	streams       []*encoding.Encoder
-	streamsInline [1]*encoding.Encoder
-	first         encoding.Encoder
 	// flushing buckets are being written to a fileset: they stay readable
 	// but take no more writes (a write to the same block opens a new
 	// bucket, which the next flush merges in as a cold write).
 	flushing bool
+	// first is stream 0, inline: an in-order series' bucket is one
+	// allocation, its write state beside the series lock. more are the
+	// later streams, never empty.
+	first encoding.Encoder
+	more  []*encoding.Encoder
 }
 
 func (b *bucket) write(t int64, v float64) error {
-	for _, s := range b.streams {
-		if s.Len() == 0 || t > s.LastTimestamp() {
+	if s := &b.first; s.Len() == 0 || t > s.LastTimestamp() {
+		return s.Append(t, v)
+	}
+	for _, s := range b.more {
+		if t > s.LastTimestamp() {
 			return s.Append(t, v)
 		}
 	}
-	if len(b.streams) >= maxStreams {
+	if 1+len(b.more) >= maxStreams {
 		if err := b.compact(); err != nil {
 			return err
 		}
-		if s := b.streams[0]; t > s.LastTimestamp() {
+		if s := &b.first; t > s.LastTimestamp() {
 			return s.Append(t, v)
 		}
 	}
-	s := b.addStream()
+	s := encoding.NewEncoder()
+	b.more = append(b.more, s)
 	return s.Append(t, v)
 }
 
-// addStream appends an empty stream: the inline one first.
-func (b *bucket) addStream() *encoding.Encoder {
-	if len(b.streams) == 0 {
-		b.streamsInline[0] = &b.first
-		b.streams = b.streamsInline[:1]
-		return &b.first
+// streams calls fn for each stream in order, stopping when it returns false.
+func (b *bucket) streams(fn func(*encoding.Encoder) bool) {
+	if !fn(&b.first) {
+		return
 	}
-	s := encoding.NewEncoder()
-	b.streams = append(b.streams, s)
-	return s
+	for _, s := range b.more {
+		if !fn(s) {
+			return
+		}
+	}
 }
 
 // compact merges all streams into one.
 func (b *bucket) compact() error {
-	if len(b.streams) <= 1 {
+	if len(b.more) == 0 {
 		return nil
 	}
 	stream, _, err := encoding.Encode(b.iterator(false))
@@ -80,11 +84,7 @@ func (b *bucket) compact() error {
 	if err := it.Err(); err != nil {
 		return err
 	}
-	// The merged encoder becomes the inline stream (moved by value).
-	clear(b.streams)
-	b.streams = b.streams[:0]
-	b.first = enc
-	b.addStream()
+	b.first, b.more = enc, nil // moved by value
 	return nil
 }
 
@@ -92,13 +92,14 @@ func (b *bucket) compact() error {
 // copied first, so the iterator stays valid after the caller releases the
 // series lock.
 func (b *bucket) iterator(copyBytes bool) encoding.Iterator {
-	if len(b.streams) == 1 {
-		return encoding.NewIterator(streamBytes(b.streams[0], copyBytes))
+	if len(b.more) == 0 {
+		return encoding.NewIterator(streamBytes(&b.first, copyBytes))
 	}
-	its := make([]encoding.Iterator, len(b.streams))
-	for i, s := range b.streams {
-		its[i] = encoding.NewIterator(streamBytes(s, copyBytes))
-	}
+	its := make([]encoding.Iterator, 0, 1+len(b.more))
+	b.streams(func(s *encoding.Encoder) bool {
+		its = append(its, encoding.NewIterator(streamBytes(s, copyBytes)))
+		return true
+	})
 	return encoding.MergeIterators(its...)
 }
 
@@ -112,16 +113,12 @@ func streamBytes(e *encoding.Encoder, copyBytes bool) []byte {
 
 func (b *bucket) samples() int {
 	n := 0
-	for _, s := range b.streams {
-		n += s.Len()
-	}
+	b.streams(func(s *encoding.Encoder) bool { n += s.Len(); return true })
 	return n
 }
 
 func (b *bucket) memBytes() int {
 	n := 0
-	for _, s := range b.streams {
-		n += len(s.Bytes())
-	}
+	b.streams(func(s *encoding.Encoder) bool { n += len(s.Bytes()); return true })
 	return n
 }

@@ -31,6 +31,8 @@ type Series struct {
 	// flusher once the series has been written (commitlog.SeriesRef).
 	clRef commitlog.SeriesRef
 
+	// What a write touches comes next, together: the lock, the bucket
+	// list and the inline bucket's encoder state.
 	mu sync.Mutex
 	// removed is set when the shard dropped this series from its map after
 	// a flush emptied it; a writer still holding the pointer must look the
@@ -39,8 +41,8 @@ type Series struct {
 	// buckets are few: one per open block, plus flushing/cold ones. They
 	// start in bucketsInline; one of them may be inline.
 	buckets       []*bucket
-	bucketsInline [2]*bucket
 	inline        bucket
+	bucketsInline [2]*bucket
 }
 
 var errSeriesRemoved = errors.New("series removed from shard")
