@@ -42,6 +42,11 @@ type HTTP struct {
 	// MaxBodyBytes bounds a remote write/read body, compressed and
 	// decompressed. Default 32 MiB.
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+	// SeriesCacheSize is how many series remote write remembers by the
+	// bytes of their labels, to skip decoding and looking up a series it
+	// saw before (about 150 bytes each). Set it above the number of active
+	// series. Default 1048576.
+	SeriesCacheSize int `yaml:"seriesCacheSize"`
 }
 
 // RPC is the node-to-node gRPC server.
@@ -178,6 +183,9 @@ func (c *Config) Defaults() {
 	def(&c.HTTP.Listen, "127.0.0.1:7201")
 	if c.HTTP.MaxBodyBytes == 0 {
 		c.HTTP.MaxBodyBytes = 32 << 20
+	}
+	if c.HTTP.SeriesCacheSize == 0 {
+		c.HTTP.SeriesCacheSize = 1 << 20
 	}
 	def(&c.RPC.Listen, "127.0.0.1:9000")
 	def(&c.RPC.Advertise, c.RPC.Listen)

@@ -30,6 +30,9 @@ func (c *Config) Validate() error {
 	if c.HTTP.MaxBodyBytes < 0 {
 		bad("http.maxBodyBytes", "must be positive, got %d", c.HTTP.MaxBodyBytes)
 	}
+	if c.HTTP.SeriesCacheSize < 0 {
+		bad("http.seriesCacheSize", "must be positive, got %d", c.HTTP.SeriesCacheSize)
+	}
 	switch c.CommitLog.Mode {
 	case "sync", "async":
 	default:
