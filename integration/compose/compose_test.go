@@ -21,7 +21,7 @@ func TestComposeCluster(t *testing.T) {
 		t.Skip("compose cluster test skipped: " + why)
 	}
 	p := newProject(t, compose)
-	t.Logf("compose %q, project %s, image %s, node1 %s, etcd %s", strings.Join(compose, " "), p.name, p.image, p.http, p.etcd)
+	t.Logf("compose %q, project %s, image %s", strings.Join(compose, " "), p.name, p.image)
 
 	start := time.Now()
 	p.build()
@@ -31,7 +31,8 @@ func TestComposeCluster(t *testing.T) {
 	// placement, every node bootstraps its 4096 shards and turns healthy.
 	p.teardownOnCleanup()
 	start = time.Now()
-	p.mustDC(5*time.Minute, "up", "-d")
+	p.up()
+	t.Logf("node1 %s, etcd %s", p.http, p.etcd)
 	eventually(t, 3*time.Minute, "node1..node3 healthy and every shard AVAILABLE", func() error {
 		for _, s := range []string{"node1", "node2", "node3"} {
 			if err := p.healthy(s); err != nil {

@@ -64,14 +64,22 @@ func firstLine(b []byte) string {
 	return s
 }
 
-// freePort asks the kernel for a free loopback port for compose to
-// publish on. Another process may take it before compose binds it; the
-// unique ports only keep parallel runs of this test apart.
+// freePort picks a loopback port for compose to publish on: a random one
+// below the kernel's ephemeral range (which other tests running in
+// parallel draw from all the time), checked free by binding it. Another
+// process may still take it before compose binds it; up retries then.
 func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	for range 100 {
+		port := 20000 + rand.IntN(10000)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
+	}
+	t.Fatal("no free loopback port in 20000-29999")
+	return 0
 }
 
 // project is one compose project: the repo's docker-compose.yml started
@@ -91,26 +99,59 @@ type project struct {
 func newProject(t *testing.T, compose []string) *project {
 	root := repoRoot(t)
 	id := fmt.Sprintf("%d%04d", os.Getpid(), rand.IntN(10000))
-	httpPort, etcdPort := freePort(t), freePort(t)
 	p := &project{
 		t: t, compose: compose, root: root,
 		name:  "tesseratest" + id,
 		image: "tessera:test" + id,
 		bin:   filepath.Join(t.TempDir(), "tessera"),
-		http:  "http://127.0.0.1:" + strconv.Itoa(httpPort),
-		etcd:  "127.0.0.1:" + strconv.Itoa(etcdPort),
 	}
 	p.env = append(os.Environ(),
 		"TESSERA_IMAGE="+p.image,
 		"TESSERA_BIND=127.0.0.1",
-		"TESSERA_HTTP_PORT="+strconv.Itoa(httpPort),
-		"TESSERA_ETCD_PORT="+strconv.Itoa(etcdPort),
 		"TESSERA_BIN="+p.bin,
 	)
 	if _, err := exec.LookPath("go"); err != nil {
 		p.env = append(p.env, "GO="+filepath.Join(runtime.GOROOT(), "bin", "go"))
 	}
+	p.pickPorts()
 	return p
+}
+
+// pickPorts chooses node1's published HTTP and etcd ports.
+func (p *project) pickPorts() {
+	httpPort, etcdPort := freePort(p.t), freePort(p.t)
+	for etcdPort == httpPort {
+		etcdPort = freePort(p.t)
+	}
+	p.http = "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	p.etcd = "127.0.0.1:" + strconv.Itoa(etcdPort)
+	kept := p.env[:0]
+	for _, kv := range p.env {
+		if !strings.HasPrefix(kv, "TESSERA_HTTP_PORT=") && !strings.HasPrefix(kv, "TESSERA_ETCD_PORT=") {
+			kept = append(kept, kv)
+		}
+	}
+	p.env = append(kept, "TESSERA_HTTP_PORT="+strconv.Itoa(httpPort), "TESSERA_ETCD_PORT="+strconv.Itoa(etcdPort))
+}
+
+// up starts the cluster. Ports are chosen just before (the build takes
+// minutes), and if one was taken meanwhile the project is taken down and
+// started again on new ones.
+func (p *project) up() {
+	p.t.Helper()
+	for attempt := 1; ; attempt++ {
+		p.pickPorts()
+		_, err := p.dc(5*time.Minute, "up", "-d")
+		if err == nil {
+			return
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			require.NoError(p.t, err)
+		}
+		p.t.Logf("compose up: a published port was taken, retrying on new ones: %v", firstLine([]byte(err.Error())))
+		_, derr := p.dc(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5")
+		require.NoError(p.t, derr)
+	}
 }
 
 // exec runs a command in the repo root with the project's environment
