@@ -64,10 +64,6 @@ func (w *bitWriter) writeBits(v uint64, n uint) {
 	w.nacc = rest
 }
 
-// writeBits64 appends the low n bits of v for any n <= 64 (bits above n
-// zero); the same as writeBits, kept for the call sites that say so.
-func (w *bitWriter) writeBits64(v uint64, n uint) { w.writeBits(v, n) }
-
 // bitReader reads what a bitWriter wrote.
 type bitReader struct {
 	b   []byte

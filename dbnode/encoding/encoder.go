@@ -38,7 +38,7 @@ func (e *Encoder) Append(t int64, v float64) error {
 	if e.count == 0 {
 		e.w.reset(streamHeaderLen)
 		e.w.buf[0] = streamFormat
-		e.w.writeBits64(uint64(t), 64)
+		e.w.writeBits(uint64(t), 64)
 		e.tc = newTSCoder(t)
 		e.vc.encodeFirst(&e.w, v)
 	} else {

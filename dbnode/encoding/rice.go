@@ -27,7 +27,7 @@ func writeRice(w *bitWriter, z uint64, k uint) {
 	if q >= riceEscape {
 		n := uint(bits.Len64(z))
 		w.writeBits((1<<riceEscape-1)<<6|uint64(n-1), riceEscape+6)
-		w.writeBits64(z, n)
+		w.writeBits(z, n)
 		return
 	}
 	// q ones, a zero, k bits: at most 23+1+k bits.
@@ -36,7 +36,7 @@ func writeRice(w *bitWriter, z uint64, k uint) {
 		return
 	}
 	w.writeBits((1<<q-1)<<1, uint(q)+1)
-	w.writeBits64(z&(1<<k-1), k)
+	w.writeBits(z&(1<<k-1), k)
 }
 
 func readRice(r *bitReader, k uint) uint64 {

@@ -24,7 +24,7 @@ const maxRunSamples = 1 << 24
 func (s *Sealer) appendTimestamps(out []byte) []byte {
 	// Kind codes.
 	s.w.reset(0)
-	s.w.writeBits64(uint64(s.ts[0]), 64)
+	s.w.writeBits(uint64(s.ts[0]), 64)
 	tc := newTSCoder(s.ts[0])
 	for _, t := range s.ts[1:] {
 		tc.encode(&s.w, t)

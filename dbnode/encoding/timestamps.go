@@ -82,7 +82,7 @@ func writeTimestampCode(w *bitWriter, x int64) {
 		w.writeBits(0b1110<<24|uint64(x)&(1<<24-1), 4+24)
 	default:
 		w.writeBits(0b1111, 4)
-		w.writeBits64(uint64(x), 64)
+		w.writeBits(uint64(x), 64)
 	}
 }
 

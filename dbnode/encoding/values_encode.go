@@ -126,7 +126,7 @@ func (c *valueCoder) writeInt(w *bitWriter, n uint64) {
 		w.writeBits(0b11110<<32|uint64(dod)&(1<<32-1), 5+32)
 	default:
 		w.writeBits(0b111110, 6)
-		w.writeBits64(uint64(dod), 64)
+		w.writeBits(uint64(dod), 64)
 	}
 }
 
@@ -175,11 +175,11 @@ func (c *valueCoder) writeXOR(w *bitWriter, vb uint64) {
 	lead, trail := xorWindow(x)
 	if c.lead != noWindow && lead >= c.lead && trail >= c.trail {
 		w.writeBits(0b10, 2)
-		w.writeBits64(x>>c.trail, uint(64-c.lead-c.trail))
+		w.writeBits(x>>c.trail, uint(64-c.lead-c.trail))
 		return
 	}
 	c.lead, c.trail = lead, trail
 	sig := 64 - lead - trail // 1..64, stored minus one
 	w.writeBits(0b11<<11|uint64(lead)<<6|uint64(sig-1), 2+11)
-	w.writeBits64(x>>trail, uint(sig))
+	w.writeBits(x>>trail, uint(sig))
 }

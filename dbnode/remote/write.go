@@ -79,12 +79,12 @@ type LabelKey struct {
 }
 
 // span locates one decoded series in the arena and the sample buffer;
-// known is the ID Known gave, outside the arena.
+// known is the ID Known gave, outside the arena; split is set when its
+// label fields are not all in front (keys[i] is then no cache key).
 type span struct {
 	idFrom, idTo, sFrom, sTo int
 	known                    []byte
-	labels                   []byte
-	hash                     uint64
+	split                    bool
 }
 
 // protobuf wire types
@@ -132,19 +132,22 @@ func (d *WriteDecoder) Decode(b []byte) error {
 	// arena and sample buffers may move while they grow.
 	spans := d.spans[:0]
 	for i, msg := range msgs {
-		sp := span{idFrom: len(d.arena), sFrom: len(d.samples), labels: keys[i].Raw, hash: keys[i].Hash}
+		sp := span{idFrom: len(d.arena), sFrom: len(d.samples)}
 		var id []byte
-		if d.Known != nil {
+		if i < len(known) {
 			id = known[i]
 		}
-		if err := d.decodeSeries(msg, i, id, &sp); err != nil {
+		if err := d.decodeSeries(msg, i, len(keys[i].Raw), id, &sp); err != nil {
 			return err
 		}
 		sp.idTo, sp.sTo = len(d.arena), len(d.samples)
 		spans = append(spans, sp)
 	}
-	for _, s := range spans {
-		out := Series{ID: s.known, Samples: d.samples[s.sFrom:s.sTo:s.sTo], Labels: s.labels, LabelsHash: s.hash, Known: s.known != nil}
+	for i, s := range spans {
+		out := Series{ID: s.known, Samples: d.samples[s.sFrom:s.sTo:s.sTo], LabelsHash: keys[i].Hash, Known: s.known != nil}
+		if !s.split {
+			out.Labels = keys[i].Raw
+		}
 		if !out.Known {
 			out.ID = d.arena[s.idFrom:s.idTo:s.idTo]
 		}
@@ -161,10 +164,9 @@ func (d *WriteDecoder) Decode(b []byte) error {
 // decodeSeries decodes one TimeSeries message into the arena and the
 // sample buffer, recording in sp what is not there. A known series (id
 // from Known) has only its samples decoded.
-func (d *WriteDecoder) decodeSeries(b []byte, index int, id []byte, sp *span) error {
-	raw := sp.labels
+func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, id []byte, sp *span) error {
 	if id != nil {
-		ok, err := d.decodeSamples(b[len(raw):], index)
+		ok, err := d.decodeSamples(b[rawLen:], index)
 		if err != nil {
 			return err
 		}
@@ -184,8 +186,8 @@ func (d *WriteDecoder) decodeSeries(b []byte, index int, id []byte, sp *span) er
 		i += n
 		switch {
 		case field == 1 && wt == wireBytes: // Label
-			if i > len(raw) {
-				sp.labels = nil // not all labels in front: no cache key
+			if i > rawLen {
+				sp.split = true // not all labels in front: no cache key
 			}
 			name, value, err := decodeLabel(msg)
 			if err != nil {
