@@ -1,0 +1,385 @@
+// Package bench is the load generator behind `tessera bench`: a
+// deterministic remote write workload (series x samples, time-major, so
+// each request looks like one Prometheus shard's send) and a verifier that
+// reads every sample back through remote read.
+//
+// The generator is meant to share a small machine with the node it
+// measures, so it costs as little CPU as it can: each series' labels are
+// encoded to protobuf once, a request is those bytes plus one sample each,
+// written by hand into a buffer every worker reuses, and connections are
+// kept alive. Whatever the generator burns is taken from the node.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/prompb"
+)
+
+// Options describe a workload and where to send it.
+type Options struct {
+	URL         string // node base URL, e.g. http://127.0.0.1:7201
+	Series      int
+	Samples     int // per series
+	Interval    time.Duration
+	Batch       int    // samples per request
+	Concurrency int    // requests in flight
+	Start       int64  // timestamp (ms) of every series' first sample
+	Metric      string // metric name prefix
+}
+
+// Validate reports options no workload can run with.
+func (o Options) Validate() error {
+	if o.Series <= 0 || o.Samples <= 0 || o.Batch <= 0 || o.Concurrency <= 0 || o.Interval <= 0 {
+		return errors.New("bench: --series, --samples, --batch, --concurrency and --interval must be > 0")
+	}
+	if o.Interval%time.Millisecond != 0 {
+		return fmt.Errorf("bench: --interval %v is not a whole number of milliseconds", o.Interval)
+	}
+	if o.URL == "" {
+		return errors.New("bench: --url is required")
+	}
+	return nil
+}
+
+// Value is the deterministic value of sample j of series i, mixing
+// counters (integral), gauges (floats) and noisy floats, so Verify can
+// recompute it.
+func Value(i, j int) float64 {
+	switch i % 4 {
+	case 0:
+		return float64(j * (i%97 + 1))
+	case 1:
+		return math.Round((50+30*math.Sin(float64(i+j)/10))*100) / 100
+	case 2:
+		x := uint64(i)*0x9E3779B97F4A7C15 ^ uint64(j)*0xBF58476D1CE4E5B9
+		x ^= x >> 31
+		return float64(x%1_000_000) / 7
+	default:
+		return float64(1e9 + (i*j)%4096*4096)
+	}
+}
+
+// Labels are series i's labels, sorted by name.
+func Labels(o Options, i int) []prompb.Label {
+	return []prompb.Label{
+		{Name: "__name__", Value: o.Metric + "_" + strconv.Itoa(i%4)},
+		{Name: "group", Value: strconv.Itoa(i / 100)},
+		{Name: "instance", Value: "host-" + strconv.Itoa(i%50) + ":9100"},
+		{Name: "job", Value: "bench"},
+		{Name: "series", Value: strconv.Itoa(i)},
+	}
+}
+
+// Result is what a Write run did.
+type Result struct {
+	Sent, Failed int64 // samples acknowledged / given up on
+	Retried      int64 // requests retried after a 5xx or 429
+	Elapsed      time.Duration
+}
+
+// Write sends the workload: sample j of every series, then j+1, cut into
+// requests of Batch samples, Concurrency of them in flight. Requests a node
+// answers with 5xx or 429 are retried a few times, as Prometheus would.
+func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
+	if err := o.Validate(); err != nil {
+		return Result{}, err
+	}
+	enc := newRequestEncoder(o)
+	total := o.Series * o.Samples
+	numReqs := (total + o.Batch - 1) / o.Batch
+	var next, sent, failed, retried atomic.Int64
+	var firstErr atomic.Pointer[string]
+	client := newClient(o)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < o.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Every worker encodes its own requests into buffers it keeps:
+			// the encoding is spread over the cores and makes no garbage.
+			var raw, body []byte
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= numReqs || ctx.Err() != nil {
+					return
+				}
+				from, to := k*o.Batch, min((k+1)*o.Batch, total)
+				raw = enc.appendRequest(raw[:0], from, to)
+				body = snappy.Encode(body[:cap(body)], raw)
+				var err error
+				for attempt := 0; attempt < 5; attempt++ {
+					var retry bool
+					retry, err = post(ctx, client, o.URL+"/api/v1/prom/remote/write", body)
+					if err == nil || !retry {
+						break
+					}
+					retried.Add(1)
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+					}
+				}
+				if err != nil {
+					failed.Add(int64(to - from))
+					msg := err.Error()
+					firstErr.CompareAndSwap(nil, &msg)
+					continue
+				}
+				sent.Add(int64(to - from))
+			}
+		}()
+	}
+	wg.Wait()
+	res := Result{Sent: sent.Load(), Failed: failed.Load(), Retried: retried.Load(), Elapsed: time.Since(start)}
+	fmt.Fprintf(out, "write: %d samples in %v: %.0f samples/s, %d failed samples, %d retried requests\n",
+		res.Sent, res.Elapsed.Round(time.Millisecond), float64(res.Sent)/res.Elapsed.Seconds(), res.Failed, res.Retried)
+	if p := firstErr.Load(); p != nil {
+		return res, fmt.Errorf("write errors, first: %s", *p)
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// newClient keeps one connection per worker alive between requests: the
+// default transport keeps two per host, so with more workers every extra
+// request would pay (and make the node pay) a new TCP connection.
+func newClient(o Options) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = o.Concurrency
+	tr.MaxIdleConns = max(tr.MaxIdleConns, o.Concurrency)
+	return &http.Client{Timeout: 60 * time.Second, Transport: tr}
+}
+
+// requestEncoder writes remote write requests of the workload as protobuf
+// (prompb.WriteRequest, the bytes gogo's Marshal would produce) without
+// building the message: each series' labels are encoded once.
+type requestEncoder struct {
+	o      Options
+	labels [][]byte // series i: its TimeSeries.labels fields
+}
+
+func newRequestEncoder(o Options) *requestEncoder {
+	e := &requestEncoder{o: o, labels: make([][]byte, o.Series)}
+	for i := range e.labels {
+		var b []byte
+		for _, l := range Labels(o, i) {
+			b = binary.AppendUvarint(append(b, 0x0a), uint64(protoStringLen(l.Name)+protoStringLen(l.Value)))
+			b = appendProtoString(b, 0x0a, l.Name)
+			b = appendProtoString(b, 0x12, l.Value)
+		}
+		e.labels[i] = b
+	}
+	return e
+}
+
+// appendRequest appends the request holding samples [from, to) of the
+// time-major order: flat index k is sample k/Series of series k%Series.
+func (e *requestEncoder) appendRequest(b []byte, from, to int) []byte {
+	step := e.o.Interval.Milliseconds()
+	for k := from; k < to; k++ {
+		i, j := k%e.o.Series, k/e.o.Series
+		ts, v := e.o.Start+int64(j)*step, Value(i, j)
+		// Sample: value (field 1, fixed64) and timestamp (field 2,
+		// varint), each left out when zero as proto3 does.
+		var sample [1 + 8 + 1 + binary.MaxVarintLen64]byte
+		n := 0
+		if bits := math.Float64bits(v); bits != 0 {
+			sample[0] = 0x09
+			binary.LittleEndian.PutUint64(sample[1:], bits)
+			n = 9
+		}
+		if ts != 0 {
+			sample[n] = 0x10
+			n = len(binary.AppendUvarint(sample[:n+1], uint64(ts)))
+		}
+		lbl := e.labels[i]
+		tsLen := len(lbl) + 1 + uvarintLen(uint64(n)) + n
+		b = binary.AppendUvarint(append(b, 0x0a), uint64(tsLen))
+		b = append(b, lbl...)
+		b = binary.AppendUvarint(append(b, 0x12), uint64(n))
+		b = append(b, sample[:n]...)
+	}
+	return b
+}
+
+// protoStringLen is the size of a string field with a one-byte tag.
+func protoStringLen(s string) int {
+	if s == "" {
+		return 0 // proto3 leaves empty strings out
+	}
+	return 1 + uvarintLen(uint64(len(s))) + len(s)
+}
+
+func appendProtoString(b []byte, tag byte, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return append(binary.AppendUvarint(append(b, tag), uint64(len(s))), s...)
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+// post sends one remote write; retry says whether the status is one
+// Prometheus would retry (5xx, 429).
+func post(ctx context.Context, c *http.Client, url string, body []byte) (retry bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Encoding", "snappy")
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	resp, err := c.Do(req)
+	if err != nil {
+		return true, err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	_, _ = io.Copy(io.Discard, resp.Body) // drain, so the connection is reused
+	if resp.StatusCode/100 == 2 {
+		return false, nil
+	}
+	return resp.StatusCode >= 500 || resp.StatusCode == 429, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+}
+
+// Verify reads every series of the workload back through remote read, 100
+// series per query, and compares each sample bit for bit with what Write
+// sent. It fails on the first run of problems it finds.
+func Verify(ctx context.Context, o Options, out io.Writer) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	client := newClient(o)
+	end := o.Start + int64(o.Samples)*o.Interval.Milliseconds()
+	groups := (o.Series + 99) / 100
+	var checked, bad atomic.Int64
+	var firstErr atomic.Pointer[string]
+	fail := func(format string, args ...any) {
+		bad.Add(1)
+		msg := fmt.Sprintf(format, args...)
+		firstErr.CompareAndSwap(nil, &msg)
+	}
+	sem := make(chan struct{}, o.Concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := 0; g < groups; g++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(g int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			rr := &prompb.ReadRequest{Queries: []*prompb.Query{{
+				StartTimestampMs: o.Start, EndTimestampMs: end,
+				Matchers: []*prompb.LabelMatcher{
+					{Type: prompb.LabelMatcher_RE, Name: "__name__", Value: o.Metric + "_.*"},
+					{Type: prompb.LabelMatcher_EQ, Name: "group", Value: strconv.Itoa(g)},
+					{Type: prompb.LabelMatcher_EQ, Name: "job", Value: "bench"},
+				},
+			}}}
+			resp, err := remoteRead(ctx, client, o.URL, rr)
+			if err != nil {
+				fail("group %d: %v", g, err)
+				return
+			}
+			seen := map[int]bool{}
+			for _, ts := range resp.Results[0].Timeseries {
+				var i = -1
+				for _, l := range ts.Labels {
+					if l.Name == "series" {
+						i, _ = strconv.Atoi(l.Value)
+					}
+				}
+				if i < 0 || i >= o.Series {
+					fail("group %d: unexpected series %v", g, ts.Labels)
+					continue
+				}
+				seen[i] = true
+				if len(ts.Samples) != o.Samples {
+					fail("series %d: %d samples, want %d", i, len(ts.Samples), o.Samples)
+					continue
+				}
+				for j, s := range ts.Samples {
+					wantT := o.Start + int64(j)*o.Interval.Milliseconds()
+					if s.Timestamp != wantT || math.Float64bits(s.Value) != math.Float64bits(Value(i, j)) {
+						fail("series %d sample %d: got (%d, %v) want (%d, %v)", i, j, s.Timestamp, s.Value, wantT, Value(i, j))
+						break
+					}
+				}
+				checked.Add(int64(len(ts.Samples)))
+			}
+			for i := g * 100; i < (g+1)*100 && i < o.Series; i++ {
+				if !seen[i] {
+					fail("series %d missing", i)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	fmt.Fprintf(out, "verify: %d samples compared bit for bit in %v, %d problems\n", checked.Load(), time.Since(start).Round(time.Millisecond), bad.Load())
+	if p := firstErr.Load(); p != nil {
+		return fmt.Errorf("verify failed: %s", *p)
+	}
+	fmt.Fprintln(out, "verify: OK")
+	return nil
+}
+
+func remoteRead(ctx context.Context, c *http.Client, base string, rr *prompb.ReadRequest) (*prompb.ReadResponse, error) {
+	raw, err := rr.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/prom/remote/read", bytes.NewReader(snappy.Encode(nil, raw)))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Encoding", "snappy")
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("X-Prometheus-Remote-Read-Version", "0.1.0")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("remote read: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))
+	}
+	dec, err := snappy.Decode(nil, body)
+	if err != nil {
+		return nil, fmt.Errorf("remote read: bad snappy: %w", err)
+	}
+	var out prompb.ReadResponse
+	if err := out.Unmarshal(dec); err != nil {
+		return nil, fmt.Errorf("remote read: bad protobuf: %w", err)
+	}
+	if len(out.Results) != len(rr.Queries) {
+		return nil, fmt.Errorf("remote read: %d results for %d queries", len(out.Results), len(rr.Queries))
+	}
+	return &out, nil
+}
