@@ -22,6 +22,10 @@
 //
 // While group N is being fsynced, group N+1 fills up, so the number of
 // fsyncs per second is bounded by the disk, not by the number of writers.
+// Write is Enqueue then Ticket.Wait, and a group is only handed to the
+// flusher when one of its writers waits: a caller that does its own work
+// in between (the storage engine applies the batch to memory) keeps the
+// group open for the writers arriving meanwhile.
 // Async mode uses the same queue; nobody waits, the flusher writes when
 // enough bytes are queued and writes+fsyncs every FlushEvery.
 //

@@ -214,50 +214,94 @@ func (l *Log) replayAll(replay func(Entry) error, stats *ReplayStats) (uint64, e
 // ErrClosed after Close. The log does not modify batch; in ModeSync it
 // reads it until Write returns.
 func (l *Log) Write(batch []Entry) error {
+	t, err := l.Enqueue(batch)
+	if err != nil {
+		return err
+	}
+	return t.Wait()
+}
+
+// Ticket is a batch's place in the log between Enqueue and Wait.
+type Ticket struct {
+	l *Log
+	g *group // nil: nothing to wait for (async mode, empty batch)
+}
+
+// Enqueue is the first half of Write: it queues batch, or refuses it with
+// ErrQueueFull or ErrClosed, and returns without waiting. In ModeSync the
+// caller must call Wait on the ticket exactly once, and must keep batch
+// unmodified until Wait returns.
+//
+// In ModeSync the batch joins the group being filled, which is written
+// when one of its writers waits for it (or when a flush happens anyway).
+// So a caller with work to do between Enqueue and Wait, such as the
+// storage engine applying the batch to memory, lets the writers that
+// arrive meanwhile join its group and share its write and fsync: with
+// requests taking turns on few cores, this is what turns one fsync per
+// request into one per several.
+func (l *Log) Enqueue(batch []Entry) (Ticket, error) {
 	est, idBytes := batchBytes(batch)
 	sync := l.opts.Mode == ModeSync
 
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return ErrClosed
+		return Ticket{}, ErrClosed
 	}
 	if len(batch) == 0 {
 		l.mu.Unlock()
-		return nil
+		return Ticket{}, nil
 	}
 	if l.pending > 0 && l.pending+est > l.opts.MaxPending {
 		l.mu.Unlock()
 		l.m.queueFull.Inc(1)
-		return ErrQueueFull
+		return Ticket{}, ErrQueueFull
 	}
 	l.pending += est
 	q := l.cur
 	q.bytes += est
-	var g *group
 	if sync {
 		q.batches = append(q.batches, batch)
 		if q.group == nil {
 			q.group = &group{done: make(chan struct{})}
 		}
-		g = q.group
-	} else {
-		q.appendCopy(batch, idBytes)
+		g := q.group
+		l.mu.Unlock()
+		return Ticket{l: l, g: g}, nil
 	}
-	kick := sync || q.bytes >= l.asyncHi
+	q.appendCopy(batch, idBytes)
+	kick := q.bytes >= l.asyncHi
 	l.mu.Unlock()
-
 	if kick {
-		select {
-		case l.kick <- struct{}{}:
-		default: // a flush is already due and will take this batch too
-		}
+		l.kickFlusher()
 	}
-	if g == nil {
+	return Ticket{}, nil
+}
+
+// Wait returns once the ticket's batch is durable (nil) or its group
+// failed (the write or fsync error). It asks for the group to be written
+// if nobody has yet.
+func (t Ticket) Wait() error {
+	if t.g == nil {
 		return nil
 	}
-	<-g.done
-	return g.err
+	select {
+	case <-t.g.done:
+	default:
+		t.l.kickFlusher()
+		<-t.g.done
+	}
+	return t.g.err
+}
+
+// kickFlusher asks the flusher for a flush of everything queued. A kick
+// made after a batch was queued always reaches a flush that takes it: if
+// one is already pending, that flush has not swapped the queue yet.
+func (l *Log) kickFlusher() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Rotate writes and fsyncs everything queued, closes the current file and

@@ -190,3 +190,57 @@ func TestOpenRequiresDir(t *testing.T) {
 	_, _, err := Open(Options{}, nil)
 	require.ErrorContains(t, err, "Dir")
 }
+
+// Batches enqueued before anyone waits form one group: one record each,
+// one write and one fsync for them all, and every waiter sees it durable.
+func TestEnqueueThenWaitSharesOneFsync(t *testing.T) {
+	scope := newTestScope()
+	opts := Options{Dir: t.TempDir(), Mode: ModeSync, Metrics: scope}
+	l, _, err := Open(opts, nil)
+	require.NoError(t, err)
+	fsyncsAtOpen := counter(scope, "fsyncs") // the new file's header
+
+	batches := [][]Entry{makeBatch("default", "a", 10, 3, 0), makeBatch("default", "b", 20, 5, 0), makeBatch("other", "a", 5, 5, 100)}
+	var tickets []Ticket
+	for _, b := range batches {
+		tk, err := l.Enqueue(b)
+		require.NoError(t, err)
+		tickets = append(tickets, tk)
+	}
+	var wg sync.WaitGroup
+	for i, tk := range tickets {
+		wg.Go(func() {
+			if err := tk.Wait(); err != nil {
+				t.Errorf("ticket %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int64(1), counter(scope, "fsyncs")-fsyncsAtOpen)
+	require.Equal(t, int64(3), counter(scope, "records"))
+
+	// Async mode and empty batches give tickets with nothing to wait for.
+	tk, err := l.Enqueue(nil)
+	require.NoError(t, err)
+	require.NoError(t, tk.Wait())
+	require.NoError(t, l.Close())
+	_, err = l.Enqueue(batches[0])
+	require.ErrorIs(t, err, ErrClosed)
+
+	got, _ := reopen(t, opts)
+	require.Equal(t, toRecs(batches...), got)
+}
+
+// A batch enqueued but not yet waited for is still written by Close.
+func TestCloseWritesEnqueuedBatch(t *testing.T) {
+	opts := Options{Dir: t.TempDir(), Mode: ModeSync}
+	l, _, err := Open(opts, nil)
+	require.NoError(t, err)
+	b := makeBatch("default", "a", 10, 2, 0)
+	tk, err := l.Enqueue(b)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	require.NoError(t, tk.Wait())
+	got, _ := reopen(t, opts)
+	require.Equal(t, toRecs(b), got)
+}

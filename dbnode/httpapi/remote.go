@@ -22,18 +22,8 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	*bufp = body
-	var st *writeState
-	select {
-	case st = <-a.decoders:
-	default:
-		st = a.newWriteState()
-	}
-	defer func() {
-		select {
-		case a.decoders <- st:
-		default: // more concurrent requests than kept decoders
-		}
-	}()
+	st := a.getWriteState()
+	defer a.putWriteState(st)
 	st.raw, err = remote.DecompressInto(st.raw, body, a.opts.MaxBodyBytes)
 	if err != nil {
 		return err
@@ -99,6 +89,30 @@ func (a *API) remember(st *writeState) {
 	a.series.update(st.add)
 	a.m.cacheHits.Inc(int64(hits))
 	a.m.cacheMisses.Inc(int64(len(st.dec.Series) - hits))
+}
+
+// getWriteState takes the most recently returned decoder state: its
+// buffers (megabytes for a large request) are the likeliest to be still in
+// the CPU caches, which a FIFO over all kept states would never be.
+func (a *API) getWriteState() *writeState {
+	a.freeMu.Lock()
+	if n := len(a.free); n > 0 {
+		st := a.free[n-1]
+		a.free[n-1] = nil
+		a.free = a.free[:n-1]
+		a.freeMu.Unlock()
+		return st
+	}
+	a.freeMu.Unlock()
+	return a.newWriteState()
+}
+
+func (a *API) putWriteState(st *writeState) {
+	a.freeMu.Lock()
+	if len(a.free) < maxFreeWriteStates {
+		a.free = append(a.free, st)
+	} // else: more concurrent requests than kept states; let it go
+	a.freeMu.Unlock()
 }
 
 func (a *API) getBuf() *[]byte {

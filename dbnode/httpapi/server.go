@@ -43,10 +43,12 @@ type API struct {
 	mux      *http.ServeMux
 
 	bufs sync.Pool // *[]byte request bodies
-	// decoders is a fixed free list rather than a sync.Pool: each holds
-	// buffers sized for the requests seen, which a GC must not drop.
-	decoders chan *writeState
-	series   *seriesCache
+	// free is a bounded LIFO free list of decoder states rather than a
+	// sync.Pool: each holds buffers sized for the requests seen, which a
+	// GC must not drop.
+	freeMu sync.Mutex
+	free   []*writeState
+	series *seriesCache
 
 	m apiMetrics
 }
@@ -54,6 +56,9 @@ type API struct {
 type backendBox struct{ b Backend }
 
 // writeState is one remote write's working memory, reused across requests.
+// maxFreeWriteStates bounds the decoder states kept between requests.
+const maxFreeWriteStates = 16
+
 type writeState struct {
 	dec     remote.WriteDecoder
 	raw     []byte
@@ -100,7 +105,7 @@ func New(opts Options) *API {
 	if opts.SeriesCacheSize <= 0 {
 		opts.SeriesCacheSize = 1 << 20
 	}
-	a := &API{opts: opts, mux: http.NewServeMux(), decoders: make(chan *writeState, 16), series: newSeriesCache(opts.SeriesCacheSize)}
+	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize)}
 	notReady := "recovering: storage is not open yet"
 	a.readyMsg.Store(&notReady)
 	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,

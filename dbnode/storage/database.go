@@ -246,14 +246,23 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 		sc.entries = append(sc.entries, commitlog.Entry{Namespace: nsName, ID: se.id, Ref: &se.clRef, T: s.T, V: s.V})
 	}
 	if len(sc.entries) > 0 {
+		// The batch is queued in the commit log, applied to memory, and
+		// only then waited for: requests that arrive while this one
+		// applies join its commit log group and share its fsync. Memory
+		// may thus briefly hold samples not yet durable, and keeps them
+		// if the log then fails; the caller is told the batch failed and
+		// retries it, which rewrites the same samples.
 		db.writeMu.RLock()
-		err := db.cl.Write(sc.entries)
+		ticket, err := db.cl.Enqueue(sc.entries)
 		if err == nil {
 			for k, se := range sc.series {
 				s := &batch[sc.index[k]]
 				if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V); err != nil {
 					break
 				}
+			}
+			if werr := ticket.Wait(); err == nil {
+				err = werr
 			}
 		}
 		db.writeMu.RUnlock()
