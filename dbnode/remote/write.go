@@ -55,7 +55,6 @@ type WriteDecoder struct {
 	pairs   []ident.Pair
 	// NumSamples is the total of the last Decode.
 	NumSamples int
-	spans      []span
 	msgs       [][]byte
 	keys       []LabelKey
 	known      [][]byte
@@ -78,13 +77,14 @@ type LabelKey struct {
 	Hash uint64
 }
 
-// span locates one decoded series in the arena and the sample buffer;
-// known is the ID Known gave, outside the arena; split is set when its
-// label fields are not all in front (keys[i] is then no cache key).
+// span is where one series being decoded starts in the arena and the
+// sample buffer; known is the ID Known gave, outside the arena; split is
+// set when its label fields are not all in front (keys[i] is then no
+// cache key).
 type span struct {
-	idFrom, idTo, sFrom, sTo int
-	known                    []byte
-	split                    bool
+	idFrom, sFrom int
+	known         []byte
+	split         bool
 }
 
 // protobuf wire types
@@ -128,9 +128,11 @@ func (d *WriteDecoder) Decode(b []byte) error {
 		d.Known(keys, known)
 	}
 	d.known = known
-	// Series IDs and samples are first recorded as offsets, since the
-	// arena and sample buffers may move while they grow.
-	spans := d.spans[:0]
+	// Each series is appended as soon as it is decoded. Its ID and samples
+	// slice the arena and sample buffer as they are then: when a buffer
+	// grows later, earlier series keep slicing the old array, whose bytes
+	// nothing writes again, so they stay right without a fix-up pass.
+	series := slices.Grow(d.Series[:0], len(msgs))
 	for i, msg := range msgs {
 		sp := span{idFrom: len(d.arena), sFrom: len(d.samples)}
 		var id []byte
@@ -138,23 +140,21 @@ func (d *WriteDecoder) Decode(b []byte) error {
 			id = known[i]
 		}
 		if err := d.decodeSeries(msg, i, len(keys[i].Raw), id, &sp); err != nil {
+			d.Series = series[:0]
 			return err
 		}
-		sp.idTo, sp.sTo = len(d.arena), len(d.samples)
-		spans = append(spans, sp)
-	}
-	for i, s := range spans {
-		out := Series{ID: s.known, Samples: d.samples[s.sFrom:s.sTo:s.sTo], LabelsHash: keys[i].Hash, Known: s.known != nil}
-		if !s.split {
+		out := Series{ID: sp.known, Samples: d.samples[sp.sFrom:len(d.samples):len(d.samples)],
+			LabelsHash: keys[i].Hash, Known: sp.known != nil}
+		if !sp.split {
 			out.Labels = keys[i].Raw
 		}
 		if !out.Known {
-			out.ID = d.arena[s.idFrom:s.idTo:s.idTo]
+			out.ID = d.arena[sp.idFrom:len(d.arena):len(d.arena)]
 		}
-		d.Series = append(d.Series, out)
+		series = append(series, out)
 	}
+	d.Series = series
 	d.NumSamples = len(d.samples)
-	d.spans = spans[:0]
 	clear(d.msgs) // drop references to the request
 	clear(d.keys)
 	clear(d.known)
