@@ -91,29 +91,22 @@ func (a *API) remember(st *writeState) {
 	a.m.cacheMisses.Inc(int64(len(st.dec.Series) - hits))
 }
 
-// getWriteState takes the most recently returned decoder state: its
-// buffers (megabytes for a large request) are the likeliest to be still in
-// the CPU caches, which a FIFO over all kept states would never be.
+// getWriteState takes a decoder state from the pool. sync.Pool keeps a
+// free list per P, so a request mostly gets a state last used on its own
+// core, whose megabytes of buffers are still in that core's cache: a
+// shared free list hands them across cores, and every store into a line
+// another core holds is a cross-core miss (on the 2-core test VM, Decode's
+// stores cost twice as much with a shared list). A GC may drop idle
+// states; one survives a GC in the pool's victim cache, so a node under
+// steady load keeps its states.
 func (a *API) getWriteState() *writeState {
-	a.freeMu.Lock()
-	if n := len(a.free); n > 0 {
-		st := a.free[n-1]
-		a.free[n-1] = nil
-		a.free = a.free[:n-1]
-		a.freeMu.Unlock()
+	if st, ok := a.states.Get().(*writeState); ok {
 		return st
 	}
-	a.freeMu.Unlock()
 	return a.newWriteState()
 }
 
-func (a *API) putWriteState(st *writeState) {
-	a.freeMu.Lock()
-	if len(a.free) < maxFreeWriteStates {
-		a.free = append(a.free, st)
-	} // else: more concurrent requests than kept states; let it go
-	a.freeMu.Unlock()
-}
+func (a *API) putWriteState(st *writeState) { a.states.Put(st) }
 
 func (a *API) getBuf() *[]byte {
 	if b, ok := a.bufs.Get().(*[]byte); ok {

@@ -42,12 +42,8 @@ type API struct {
 	readyMsg atomic.Pointer[string]
 	mux      *http.ServeMux
 
-	bufs sync.Pool // *[]byte request bodies
-	// free is a bounded LIFO free list of decoder states rather than a
-	// sync.Pool: each holds buffers sized for the requests seen, which a
-	// GC must not drop.
-	freeMu sync.Mutex
-	free   []*writeState
+	bufs   sync.Pool // *[]byte request bodies
+	states sync.Pool // *writeState, see getWriteState
 	series *seriesCache
 
 	m apiMetrics
@@ -56,9 +52,6 @@ type API struct {
 type backendBox struct{ b Backend }
 
 // writeState is one remote write's working memory, reused across requests.
-// maxFreeWriteStates bounds the decoder states kept between requests.
-const maxFreeWriteStates = 16
-
 type writeState struct {
 	dec     remote.WriteDecoder
 	raw     []byte
