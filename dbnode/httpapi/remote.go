@@ -35,16 +35,17 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	}
 	samples := st.samples[:0]
 	for i, s := range st.dec.Series {
+		id := s.ID
 		var shard uint32
 		var ref *storage.Series
 		if s.Known {
 			e := st.known[i]
-			shard, ref = e.shard, e.ref.Load()
+			id, shard, ref = e.id, e.shard, e.ref.Load()
 		} else {
-			shard = ident.Shard(s.ID, a.opts.NumShards)
+			shard = ident.Shard(id, a.opts.NumShards)
 		}
 		for _, smp := range s.Samples {
-			samples = append(samples, storage.Sample{ID: s.ID, Shard: shard, Ref: ref, T: smp.T, V: smp.V})
+			samples = append(samples, storage.Sample{ID: id, Shard: shard, Ref: ref, T: smp.T, V: smp.V})
 		}
 	}
 	st.samples = samples
@@ -82,8 +83,8 @@ func (a *API) remember(st *writeState) {
 			if e := st.known[i]; ref != nil && e.ref.Load() != ref {
 				e.ref.Store(ref)
 			}
-		case s.Labels != nil && remote.LabelsMatchID(s.Labels, s.ID):
-			st.add = append(st.add, newSeries{s.LabelsHash, entry(s.ID, st.samples[k-1].Shard, ref)})
+		case s.Keyed && remote.LabelsMatchID(st.dec.Keys[i].Raw, s.ID):
+			st.add = append(st.add, newSeries{st.dec.Keys[i].Hash, entry(s.ID, st.samples[k-1].Shard, ref)})
 		}
 	}
 	a.series.update(st.add)

@@ -60,14 +60,14 @@ func (c *seriesCache) view(fn func()) {
 }
 
 // lookup finds the series of every key it knows: it sets entries[i] and
-// ids[i] (the ID, for the decoder) for those, and appends to promote the
+// known[i] (for the decoder) for those, and appends to promote the
 // ones found in the old generation (the caller passes them to update, to
 // keep them). Only inside view.
 //
 // The map lookups run in a loop of their own: they do not depend on each
 // other, so the CPU overlaps their cache misses, and the comparisons with
 // the cached IDs come after.
-func (c *seriesCache) lookup(keys []remote.LabelKey, ids [][]byte, entries []*cachedSeries, promote []newSeries) []newSeries {
+func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, entries []*cachedSeries, promote []newSeries) []newSeries {
 	for i := range keys {
 		h := keys[i].Hash
 		e := c.cur[h]
@@ -84,7 +84,7 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, ids [][]byte, entries []*ca
 			entries[i] = nil
 			continue
 		}
-		ids[i] = e.id
+		known[i] = true
 		if e.gen != c.gen {
 			promote = append(promote, newSeries{keys[i].Hash, e})
 		}

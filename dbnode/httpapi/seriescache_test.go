@@ -102,7 +102,7 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	require.NoError(t, err)
 	var d remote.WriteDecoder
 	require.NoError(t, d.Decode(yBody))
-	yRaw, yID := d.Series[0].Labels, append([]byte(nil), d.Series[0].ID...)
+	yRaw, yID := d.Keys[0].Raw, append([]byte(nil), d.Series[0].ID...)
 	zID := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("z")}})
 	f.api.series.update([]newSeries{{h: xxhash.Sum64(yRaw), e: entry(zID, ident.Shard(zID, 64), nil)}})
 

@@ -65,9 +65,9 @@ type writeState struct {
 
 func (a *API) newWriteState() *writeState {
 	st := &writeState{}
-	st.dec.Known = func(keys []remote.LabelKey, ids [][]byte) {
+	st.dec.Known = func(keys []remote.LabelKey, known []bool) {
 		st.known = slices.Grow(st.known[:0], len(keys))[:len(keys)]
-		st.add = a.series.lookup(keys, ids, st.known, st.add)
+		st.add = a.series.lookup(keys, known, st.known, st.add)
 	}
 	return st
 }

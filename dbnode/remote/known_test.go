@@ -14,7 +14,7 @@ func labelBytes(t testing.TB, ls []prompb.Label) (raw, id []byte) {
 	t.Helper()
 	var d WriteDecoder
 	require.NoError(t, d.Decode(marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: ls, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})))
-	return append([]byte(nil), d.Series[0].Labels...), append([]byte(nil), d.Series[0].ID...)
+	return append([]byte(nil), d.Keys[0].Raw...), append([]byte(nil), d.Series[0].ID...)
 }
 
 func TestLabelsMatchID(t *testing.T) {
@@ -66,20 +66,22 @@ func TestLabelsMatchIDProperty(t *testing.T) {
 		if err := d.Decode(body); err != nil {
 			return // invalid label sets are refused before any cache
 		}
-		raw, id := d.Series[0].Labels, d.Series[0].ID
+		raw, id := d.Keys[0].Raw, d.Series[0].ID
+		require.True(t, d.Series[0].Keyed)
 		if !LabelsMatchID(raw, id) {
 			return
 		}
-		// Matched: a decoder told the ID is known gives the same series.
+		// Matched: a decoder told the series is known gives the same
+		// samples, and leaves the ID to the caller.
 		var k WriteDecoder
-		k.Known = func(keys []LabelKey, ids [][]byte) {
+		k.Known = func(keys []LabelKey, known []bool) {
 			require.Len(t, keys, 1)
 			require.Equal(t, raw, keys[0].Raw)
-			ids[0] = id
+			known[0] = true
 		}
 		require.NoError(t, k.Decode(body))
 		require.True(t, k.Series[0].Known)
-		require.Equal(t, id, k.Series[0].ID)
+		require.Nil(t, k.Series[0].ID)
 		require.Equal(t, d.Series[0].Samples, k.Series[0].Samples)
 	})
 }
@@ -129,18 +131,16 @@ func TestKnownFallsBackWhenLabelsAreSplit(t *testing.T) {
 	body := append([]byte{0x0a, byte(len(msg))}, msg...)
 
 	calls := 0
-	d := WriteDecoder{Known: func(keys []LabelKey, ids [][]byte) {
+	d := WriteDecoder{Known: func(keys []LabelKey, known []bool) {
 		calls++
 		for i, k := range keys {
-			if LabelsMatchID(k.Raw, firstID) {
-				ids[i] = firstID
-			}
+			known[i] = LabelsMatchID(k.Raw, firstID)
 		}
 	}}
 	require.NoError(t, d.Decode(body))
 	require.Equal(t, 1, calls)
 	require.False(t, d.Series[0].Known)
-	require.Nil(t, d.Series[0].Labels, "split labels are no cache key")
+	require.False(t, d.Series[0].Keyed, "split labels are no cache key")
 	_, want := labelBytes(t, []prompb.Label{{Name: "__name__", Value: "up"}, {Name: "job", Value: "x"}})
 	require.Equal(t, want, d.Series[0].ID)
 	require.Len(t, d.Series[0].Samples, 1)

@@ -23,20 +23,19 @@ func inputErr(format string, args ...any) error {
 }
 
 // Series is one decoded time series: its canonical ID (aliasing the
-// decoder's arena, or the ID Known returned) and its samples (aliasing the
-// decoder's sample buffer).
+// decoder's arena; nil for a Known series) and its samples (aliasing the
+// decoder's sample buffer). It is kept small: a request's Series are
+// written once and read twice, thousands of them.
 type Series struct {
 	ID      []byte
 	Samples []Sample
-	// Labels is the raw encoding of the series' labels in the request (its
-	// label fields, aliasing the request), LabelsHash its xxhash: together a
-	// cache key for the series. Labels is nil when the label fields are not
-	// all in front of the other fields, so they cannot serve as a key.
-	Labels     []byte
-	LabelsHash uint64
-	// Known is set when Known recognised Labels: ID is what it returned and
-	// the labels were not validated again.
+	// Known is set when Known recognised the series' label key: its labels
+	// were not validated or encoded again, and ID is nil (the caller has
+	// the ID of what it recognised).
 	Known bool
+	// Keyed is set when the series' label key (WriteDecoder.Keys) is a
+	// cache key for it: its label fields are all in front of the others.
+	Keyed bool
 }
 
 // Sample is one (timestamp ms, value) pair.
@@ -55,19 +54,19 @@ type WriteDecoder struct {
 	pairs   []ident.Pair
 	// NumSamples is the total of the last Decode.
 	NumSamples int
-	msgs       [][]byte
-	keys       []LabelKey
-	known      [][]byte
+	// Keys are the label keys of Series, by index, valid until the next
+	// Decode (a key is only a cache key where Series[i].Keyed).
+	Keys  []LabelKey
+	msgs  [][]byte
+	known []bool
 
 	// Known, when set, is asked which series it has seen before their
 	// labels are validated and encoded. It gets the label keys of every
 	// series of the request at once, so it can look them all up in one
 	// sweep (independent lookups, whose cache misses the CPU overlaps), and
-	// sets ids[i] to the ID keys[i].Raw decoded to before, leaving it nil
-	// for a series it does not know. It must only give an ID for which
-	// LabelsMatchID(raw, id) holds, valid until the next Decode, and must
-	// not keep keys or ids.
-	Known func(keys []LabelKey, ids [][]byte)
+	// sets known[i] for a series whose ID it has: one for which
+	// LabelsMatchID(keys[i].Raw, id) holds. It must not keep keys or known.
+	Known func(keys []LabelKey, known []bool)
 }
 
 // LabelKey identifies a series by the raw bytes of its labels in a
@@ -78,13 +77,12 @@ type LabelKey struct {
 }
 
 // span is where one series being decoded starts in the arena and the
-// sample buffer; known is the ID Known gave, outside the arena; split is
-// set when its label fields are not all in front (keys[i] is then no
-// cache key).
+// sample buffer; known is set when only its samples were decoded (Known
+// recognised it); split when its label fields are not all in front
+// (Keys[i] is then no cache key).
 type span struct {
 	idFrom, sFrom int
-	known         []byte
-	split         bool
+	known, split  bool
 }
 
 // protobuf wire types
@@ -107,7 +105,7 @@ func (d *WriteDecoder) Decode(b []byte) error {
 	d.NumSamples = 0
 	// First the series' messages and label keys, then what Known knows
 	// of them all, then each series in full.
-	msgs, keys := d.msgs[:0], d.keys[:0]
+	msgs, keys := d.msgs[:0], d.Keys[:0]
 	for i := 0; i < len(b); {
 		field, wt, msg, n, err := nextField(b[i:])
 		if err != nil {
@@ -120,7 +118,7 @@ func (d *WriteDecoder) Decode(b []byte) error {
 		}
 		i += n
 	}
-	d.msgs, d.keys = msgs, keys
+	d.msgs, d.Keys = msgs, keys
 	known := d.known[:0]
 	if d.Known != nil {
 		known = slices.Grow(known, len(keys))[:len(keys)]
@@ -135,19 +133,11 @@ func (d *WriteDecoder) Decode(b []byte) error {
 	series := slices.Grow(d.Series[:0], len(msgs))
 	for i, msg := range msgs {
 		sp := span{idFrom: len(d.arena), sFrom: len(d.samples)}
-		var id []byte
-		if i < len(known) {
-			id = known[i]
-		}
-		if err := d.decodeSeries(msg, i, len(keys[i].Raw), id, &sp); err != nil {
+		if err := d.decodeSeries(msg, i, len(keys[i].Raw), i < len(known) && known[i], &sp); err != nil {
 			d.Series = series[:0]
 			return err
 		}
-		out := Series{ID: sp.known, Samples: d.samples[sp.sFrom:len(d.samples):len(d.samples)],
-			LabelsHash: keys[i].Hash, Known: sp.known != nil}
-		if !sp.split {
-			out.Labels = keys[i].Raw
-		}
+		out := Series{Samples: d.samples[sp.sFrom:len(d.samples):len(d.samples)], Known: sp.known, Keyed: !sp.split}
 		if !out.Known {
 			out.ID = d.arena[sp.idFrom:len(d.arena):len(d.arena)]
 		}
@@ -155,23 +145,21 @@ func (d *WriteDecoder) Decode(b []byte) error {
 	}
 	d.Series = series
 	d.NumSamples = len(d.samples)
-	clear(d.msgs) // drop references to the request
-	clear(d.keys)
-	clear(d.known)
+	clear(d.msgs) // Keys and Series still alias the request until the next Decode
 	return nil
 }
 
 // decodeSeries decodes one TimeSeries message into the arena and the
-// sample buffer, recording in sp what is not there. A known series (id
-// from Known) has only its samples decoded.
-func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, id []byte, sp *span) error {
-	if id != nil {
+// sample buffer, recording in sp what is not there. A known series has
+// only its samples decoded.
+func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, known bool, sp *span) error {
+	if known {
 		ok, err := d.decodeSamples(b[rawLen:], index)
 		if err != nil {
 			return err
 		}
 		if ok {
-			sp.known = id
+			sp.known = true
 			return nil
 		}
 		// A label field after the samples: raw was not all of them.
