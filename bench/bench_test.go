@@ -88,9 +88,17 @@ func newNode(t *testing.T) string {
 
 // Write then Verify against a node: every sample acknowledged and read back
 // bit for bit; verifying a workload that was never written fails.
+// Both ways of building requests (all before the run, or on the fly) are
+// covered.
 func TestWriteThenVerify(t *testing.T) {
+	for name, pregen := range map[string]int64{"pregen": 0, "on the fly": -1} {
+		t.Run(name, func(t *testing.T) { testWriteThenVerify(t, pregen) })
+	}
+}
+
+func testWriteThenVerify(t *testing.T, pregen int64) {
 	o := Options{URL: newNode(t), Series: 250, Samples: 30, Interval: 10 * time.Second, Batch: 333,
-		Concurrency: 3, Start: time.Now().Add(-time.Hour).UnixMilli(), Metric: "bench_test"}
+		Concurrency: 3, Start: time.Now().Add(-time.Hour).UnixMilli(), Metric: "bench_test", PregenBytes: pregen}
 	res, err := Write(context.Background(), o, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, int64(o.Series*o.Samples), res.Sent)

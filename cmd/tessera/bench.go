@@ -49,5 +49,6 @@ func benchCommand() *cobra.Command {
 	f.BoolVar(&verifyOnly, "verify-only", false, "only verify data written by an earlier run with the same --start")
 	f.Int64Var(&o.Start, "start", 0, "timestamp (ms) of the first sample; default now - samples*interval")
 	f.StringVar(&o.Metric, "metric", "tessera_bench", "metric name prefix")
+	f.Int64Var(&o.PregenBytes, "pregen-bytes", bench.DefaultPregenBytes, "build every request before the run when they fit in this many bytes (negative: build them during the run)")
 	return cmd
 }
