@@ -44,8 +44,9 @@ type HTTP struct {
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
 	// SeriesCacheSize is how many series remote write remembers by the
 	// bytes of their labels, to skip decoding and looking up a series it
-	// saw before (about 150 bytes each). Set it above the number of active
-	// series. Default 1048576.
+	// saw before (each costs about twice its label bytes plus 100 bytes:
+	// it keeps the label bytes and the ID). Set it above the number of
+	// active series. Default 1048576.
 	SeriesCacheSize int `yaml:"seriesCacheSize"`
 }
 

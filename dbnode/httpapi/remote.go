@@ -83,8 +83,9 @@ func (a *API) remember(st *writeState) {
 			if e := st.known[i]; ref != nil && e.ref.Load() != ref {
 				e.ref.Store(ref)
 			}
-		case s.Keyed && remote.LabelsMatchID(st.dec.Keys[i].Raw, s.ID):
-			st.add = append(st.add, newSeries{st.dec.Keys[i].Hash, entry(s.ID, st.samples[k-1].Shard, ref)})
+		case s.Keyed:
+			key := st.dec.Keys[i]
+			st.add = append(st.add, newSeries{key.Hash, entry(key.Raw, s.ID, st.samples[k-1].Shard, ref)})
 		}
 	}
 	a.series.update(st.add)

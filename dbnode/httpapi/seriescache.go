@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"sync"
 	"sync/atomic"
 
@@ -13,11 +14,15 @@ import (
 // Prometheus send carries every series anew) skips label validation, ID
 // encoding, the shard hash and, writing to this node's storage, the series
 // lookup there. Decoding a known series costs a hash of its label bytes,
-// one map lookup and one comparison of those bytes with the cached ID.
+// one map lookup and one comparison of those bytes with the cached ones.
 //
-// An entry is only used when the request's label bytes encode exactly the
-// cached ID (remote.LabelsMatchID), so a hash collision or a label set
-// sent in another order or form costs a miss, never a wrong series.
+// An entry keeps the exact label bytes it was decoded from, and is only
+// used when a request's bytes are equal: decoding is a function of those
+// bytes, so equal bytes are the same series, whatever order or form the
+// labels were sent in, and a hash collision costs a miss, never a wrong
+// series. (Keeping the bytes costs about their size again per entry; the
+// alternative, checking that the bytes encode the cached ID, parsed every
+// label of every series of every request.)
 //
 // A request decodes under one read lock (view), taken once, not per
 // series: a lock per series would be two atomic operations each, and on
@@ -36,10 +41,12 @@ type seriesCache struct {
 	gen      uint64 // generation of cur
 }
 
-// cachedSeries is one remembered series. id and shard are immutable; ref
-// is the storage handle the last local write returned (storage.Sample.Ref),
-// nil when this node has not written the series.
+// cachedSeries is one remembered series. key (the label bytes), id and
+// shard are immutable; ref is the storage handle the last local write
+// returned (storage.Sample.Ref), nil when this node has not written the
+// series.
 type cachedSeries struct {
+	key   []byte
 	id    []byte
 	shard uint32
 	gen   uint64 // the generation it is in; guarded by the cache's mu
@@ -80,7 +87,7 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, entries []*ca
 		if e == nil {
 			continue
 		}
-		if !remote.LabelsMatchID(keys[i].Raw, e.id) {
+		if !bytes.Equal(keys[i].Raw, e.key) {
 			entries[i] = nil
 			continue
 		}
@@ -99,12 +106,13 @@ type newSeries struct {
 	e *cachedSeries
 }
 
-// entry builds the cache entry of a series that decoded to id in shard
-// and was written to ref (nil if not written locally); id is copied. The
-// caller checks remote.LabelsMatchID on the label bytes it will be keyed
-// by.
-func entry(id []byte, shard uint32, ref *storage.Series) *cachedSeries {
-	e := &cachedSeries{id: append([]byte(nil), id...), shard: shard}
+// entry builds the cache entry of a series whose label bytes key decoded
+// to id in shard and which was written to ref (nil if not written
+// locally). key and id are copied, side by side in one allocation.
+func entry(key, id []byte, shard uint32, ref *storage.Series) *cachedSeries {
+	buf := make([]byte, 0, len(key)+len(id))
+	buf = append(append(buf, key...), id...)
+	e := &cachedSeries{key: buf[:len(key):len(key)], id: buf[len(key):], shard: shard}
 	e.ref.Store(ref)
 	return e
 }

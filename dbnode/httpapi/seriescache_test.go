@@ -82,29 +82,42 @@ func TestSeriesCacheHandsBackRefs(t *testing.T) {
 	require.Equal(t, []int64{now - 2000, now - 1000}, readIDs(t, f, a, now-5000, now))
 }
 
-// Labels sent out of order decode right but are not cached (their bytes
-// are not the ID's order), and a cache entry whose ID does not match the
-// request's label bytes (a hash collision) is never used.
+// Labels sent out of order are cached under their own bytes and hit the
+// same series as the sorted form; a cache entry whose label bytes differ
+// from the request's (a hash collision) is never used.
 func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	f := newFixture(t, 32<<20)
+	rec := &recording{Local: Local{DB: f.db}}
+	f.api.SetBackend(rec)
 	now := time.Now().UnixMilli()
 	url := f.srv.URL + "/api/v1/prom/remote/write"
-	unsorted := prompb.TimeSeries{
-		Labels:  []prompb.Label{{Name: "job", Value: "x"}, {Name: "__name__", Value: "up"}},
-		Samples: []prompb.Sample{{Timestamp: now - 1000, Value: 1}},
+	unsorted := func(ts int64) prompb.TimeSeries {
+		return prompb.TimeSeries{Labels: []prompb.Label{{Name: "job", Value: "x"}, {Name: "__name__", Value: "up"}},
+			Samples: []prompb.Sample{{Timestamp: ts, Value: 1}}}
 	}
-	code, msg := post(t, url, writeBody(t, unsorted))
+	code, msg := post(t, url, writeBody(t, unsorted(now-3000)))
 	require.Equal(t, http.StatusNoContent, code, msg)
-	require.Zero(t, f.api.series.len())
+	require.Equal(t, 1, f.api.series.len())
+	code, msg = post(t, url, writeBody(t, unsorted(now-2000)))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	require.NotNil(t, rec.last()[0].Ref, "unsorted labels sent again hit the cache")
+	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 1, prompb.Label{Name: "job", Value: "x"})))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	require.Equal(t, 2, f.api.series.len(), "the sorted form is other bytes: its own entry")
+	x := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("x")}})
+	require.Equal(t, []int64{now - 3000, now - 2000, now - 1000}, readIDs(t, f, x, now-5000, now))
 
 	// Poison: the hash of "up{job=y}"'s label bytes maps to up{job=z}.
 	yBody, err := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts("up", now, 1, prompb.Label{Name: "job", Value: "y"})}}).Marshal()
 	require.NoError(t, err)
+	zBody, err := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts("up", now, 1, prompb.Label{Name: "job", Value: "z"})}}).Marshal()
+	require.NoError(t, err)
 	var d remote.WriteDecoder
 	require.NoError(t, d.Decode(yBody))
-	yRaw, yID := d.Keys[0].Raw, append([]byte(nil), d.Series[0].ID...)
-	zID := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("z")}})
-	f.api.series.update([]newSeries{{h: xxhash.Sum64(yRaw), e: entry(zID, ident.Shard(zID, 64), nil)}})
+	yRaw, yID := append([]byte(nil), d.Keys[0].Raw...), append([]byte(nil), d.Series[0].ID...)
+	require.NoError(t, d.Decode(zBody))
+	zRaw, zID := d.Keys[0].Raw, d.Series[0].ID
+	f.api.series.update([]newSeries{{h: xxhash.Sum64(yRaw), e: entry(zRaw, zID, ident.Shard(zID, 64), nil)}})
 
 	code, msg = post(t, url, writeBody(t, ts("up", now-500, 7, prompb.Label{Name: "job", Value: "y"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
@@ -116,7 +129,7 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 func TestSeriesCacheIsBounded(t *testing.T) {
 	c := newSeriesCache(4)
 	for i := range 10 {
-		c.update([]newSeries{{h: uint64(i), e: entry([]byte{byte(i)}, 0, nil)}})
+		c.update([]newSeries{{h: uint64(i), e: entry([]byte{byte(i)}, []byte{byte(i)}, 0, nil)}})
 		require.LessOrEqual(t, c.len(), 4)
 	}
 	// Two generations of two: 6 and 7 are old, 8 and 9 current, the rest
@@ -132,7 +145,7 @@ func TestSeriesCacheIsBounded(t *testing.T) {
 	require.NotNil(t, e)
 	c.update([]newSeries{{h: 6, e: e}})
 	c.view(func() { require.Same(t, e, c.cur[6]) })
-	c.update([]newSeries{{h: 100, e: entry([]byte{100}, 0, nil)}, {h: 101, e: entry([]byte{101}, 0, nil)}})
+	c.update([]newSeries{{h: 100, e: entry([]byte{100}, []byte{100}, 0, nil)}, {h: 101, e: entry([]byte{101}, []byte{101}, 0, nil)}})
 	c.view(func() { require.Same(t, e, c.old[6]) })
 }
 

@@ -64,8 +64,9 @@ type WriteDecoder struct {
 	// labels are validated and encoded. It gets the label keys of every
 	// series of the request at once, so it can look them all up in one
 	// sweep (independent lookups, whose cache misses the CPU overlaps), and
-	// sets known[i] for a series whose ID it has: one for which
-	// LabelsMatchID(keys[i].Raw, id) holds. It must not keep keys or known.
+	// sets known[i] for a series whose ID it has: one it saw decoded from
+	// exactly these label bytes (decoding is a function of the bytes). It
+	// must not keep keys or known.
 	Known func(keys []LabelKey, known []bool)
 }
 
@@ -234,37 +235,6 @@ func labelRun(b []byte) int {
 		i += n
 	}
 	return i
-}
-
-// LabelsMatchID reports whether raw, the label fields of a TimeSeries,
-// encode exactly the labels of id, in id's order, each label in the
-// plain form Prometheus writes (name then value, both shorter than 128
-// bytes). When it holds, decoding raw yields id: a cache may hand id out
-// for raw without decoding or validating raw again.
-func LabelsMatchID(raw, id []byte) bool {
-	for len(raw) > 0 {
-		// raw: 0x0a L (0x0a nl name 0x12 vl value); id: nl name vl value.
-		if len(raw) < 2 || raw[0] != 0x0a || raw[1] >= 0x80 || 2+int(raw[1]) > len(raw) {
-			return false
-		}
-		msg := raw[2 : 2+int(raw[1])]
-		raw = raw[2+int(raw[1]):]
-		if len(msg) < 4 || msg[0] != 0x0a || msg[1] >= 0x80 {
-			return false
-		}
-		nl := int(msg[1])
-		if 2+nl+2 > len(msg) || msg[2+nl] != 0x12 || msg[3+nl] >= 0x80 || 2+nl+2+int(msg[3+nl]) != len(msg) {
-			return false
-		}
-		// msg[1:2+nl] is nl and the name, msg[3+nl:] is vl and the value:
-		// the same bytes as id's uvarint lengths below 128.
-		k := 1 + nl
-		if len(id) < k+len(msg)-3-nl || string(msg[1:2+nl]) != string(id[:k]) || string(msg[3+nl:]) != string(id[k:k+len(msg)-3-nl]) {
-			return false
-		}
-		id = id[k+len(msg)-3-nl:]
-	}
-	return len(id) == 0
 }
 
 // nextField reads one field: its number, wire type, the message bytes of
