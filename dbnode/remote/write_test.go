@@ -1,7 +1,9 @@
 package remote
 
 import (
+	"bytes"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -95,6 +97,30 @@ func FuzzWriteDecoder(f *testing.F) {
 		}
 		if n != d.NumSamples {
 			t.Fatalf("decoded %d samples, prompb %d", d.NumSamples, n)
+		}
+		// Told every series is known, a decoder must not fail where a full
+		// decode succeeded, and must find the same samples (a series whose
+		// key turns out not to be its labels is decoded in full).
+		k := WriteDecoder{Known: func(_ []LabelKey, known []bool) {
+			for i := range known {
+				known[i] = true
+			}
+		}}
+		if err := k.Decode(b); err != nil {
+			t.Fatalf("known decode failed where full decode did not: %v", err)
+		}
+		if len(k.Series) != len(d.Series) {
+			t.Fatalf("known decode: %d series, full %d", len(k.Series), len(d.Series))
+		}
+		for i := range d.Series {
+			if !slices.EqualFunc(k.Series[i].Samples, d.Series[i].Samples, func(a, b Sample) bool {
+				return a.T == b.T && math.Float64bits(a.V) == math.Float64bits(b.V)
+			}) {
+				t.Fatalf("series %d: known decode samples %v, full %v", i, k.Series[i].Samples, d.Series[i].Samples)
+			}
+			if !k.Series[i].Known && !bytes.Equal(k.Series[i].ID, d.Series[i].ID) {
+				t.Fatalf("series %d: fallback ID differs", i)
+			}
 		}
 	})
 }
