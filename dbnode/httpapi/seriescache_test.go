@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
@@ -117,7 +116,7 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	yRaw, yID := append([]byte(nil), d.Keys[0].Raw...), append([]byte(nil), d.Series[0].ID...)
 	require.NoError(t, d.Decode(zBody))
 	zRaw, zID := d.Keys[0].Raw, d.Series[0].ID
-	f.api.series.update([]newSeries{{h: xxhash.Sum64(yRaw), e: entry(zRaw, zID, ident.Shard(zID, 64), nil)}})
+	f.api.series.update([]newSeries{{h: remote.KeyHash(yRaw), e: entry(zRaw, zID, ident.Shard(zID, 64), nil)}})
 
 	code, msg = post(t, url, writeBody(t, ts("up", now-500, 7, prompb.Label{Name: "job", Value: "y"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
