@@ -29,7 +29,7 @@ func (db *Database) DropShard(shard uint32) error {
 		sh.series.clear(func(s *Series) {
 			s.mu.Lock()
 			s.removed = true
-			s.buckets = nil
+			s.buckets, s.hot = nil, nil
 			s.mu.Unlock()
 		})
 		sh.mu.Unlock()

@@ -1,0 +1,23 @@
+package storage
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The write path's lines: Series must stay in the 320-byte size class
+// (64-byte aligned objects), with the lock in the second line and the
+// inline bucket's encoder state ending by the end of the fourth, so a
+// write to its hot bucket touches four lines.
+func TestSeriesLayout(t *testing.T) {
+	var s Series
+	size := unsafe.Sizeof(s)
+	require.Greater(t, size, uintptr(288), "below the 320-byte class: objects no longer 64-byte aligned")
+	require.LessOrEqual(t, size, uintptr(320))
+	require.Equal(t, uintptr(64), unsafe.Offsetof(s.mu), "the lock starts the second line")
+	encEnd := unsafe.Offsetof(s.inline) + unsafe.Offsetof(s.inline.first) + unsafe.Sizeof(s.inline.first)
+	require.LessOrEqual(t, encEnd, uintptr(256), "inline encoder state spills into a fifth line")
+	require.Less(t, unsafe.Offsetof(s.hot), uintptr(128))
+}
