@@ -11,9 +11,8 @@ import (
 
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
-	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
-	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"go.uber.org/goleak"
 )
 
@@ -70,19 +69,12 @@ func TestOptionsValidate(t *testing.T) {
 // newNode serves a real storage engine's remote write and read on loopback.
 func newNode(t *testing.T) string {
 	t.Helper()
-	db, err := storage.Open(storage.Options{
-		Dir: t.TempDir(),
-		Namespaces: []storage.NamespaceOptions{{Name: "default", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
-			BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true}},
-		NumShards:     64,
-		CommitLogMode: commitlog.ModeSync,
-	})
-	require.NoError(t, err)
+	db := storagetest.Open(t, 64, nil)
 	api := httpapi.New(httpapi.Options{Namespace: "default", NumShards: 64})
 	api.SetBackend(httpapi.Local{DB: db})
 	api.SetReady("")
 	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(func() { srv.Close(); _ = db.Close() })
+	t.Cleanup(srv.Close)
 	return srv.URL
 }
 

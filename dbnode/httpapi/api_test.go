@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
-	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"go.uber.org/goleak"
 )
 
@@ -31,19 +31,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, maxBody int64) *fixture {
 	t.Helper()
-	db, err := storage.Open(storage.Options{
-		Dir: t.TempDir(),
-		Namespaces: []storage.NamespaceOptions{{Name: "default", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
-			BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true}},
-		NumShards:     64,
-		CommitLogMode: commitlog.ModeSync,
-	})
-	require.NoError(t, err)
+	db := storagetest.Open(t, 64, nil)
 	api := New(Options{Namespace: "default", MaxBodyBytes: maxBody, NumShards: 64})
 	api.SetBackend(Local{DB: db})
 	api.SetReady("")
 	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(func() { srv.Close(); _ = db.Close() })
+	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, db: db, api: api}
 }
 

@@ -13,8 +13,7 @@ import (
 
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/prompb"
-	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
-	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 )
 
 // BenchmarkRemoteWrite runs the node's remote write handler, without the
@@ -26,17 +25,7 @@ import (
 // Run with -benchtime 720x at most (720 requests pre-built).
 func BenchmarkRemoteWrite(b *testing.B) {
 	const numSeries, batch, samples = 10_000, 5000, 360
-	db, err := storage.Open(storage.Options{
-		Dir: b.TempDir(),
-		Namespaces: []storage.NamespaceOptions{{Name: "default", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
-			BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true}},
-		NumShards:     4096,
-		CommitLogMode: commitlog.ModeSync,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db := storagetest.Open(b, 4096, nil)
 	api := New(Options{Namespace: "default", NumShards: 4096})
 	api.SetBackend(Local{DB: db})
 	api.SetReady("")

@@ -13,9 +13,9 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
-	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
 )
 
@@ -37,16 +37,7 @@ func BenchmarkRangeQuerySumRate(b *testing.B) {
 	// they would from a Prometheus scraping in real time.
 	var clock atomic.Int64
 	clock.Store(start)
-	db, err := tstorage.Open(tstorage.Options{
-		Dir: b.TempDir(),
-		Namespaces: []tstorage.NamespaceOptions{{Name: "default", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
-			BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true}},
-		NumShards:     64,
-		CommitLogMode: commitlog.ModeSync,
-		Now:           func() time.Time { return time.UnixMilli(clock.Load()) },
-	})
-	require.NoError(b, err)
-	defer db.Close()
+	db := storagetest.Open(b, 64, func() time.Time { return time.UnixMilli(clock.Load()) })
 
 	ids := make([][]byte, numSeries)
 	shards := make([]uint32, numSeries)

@@ -21,9 +21,9 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/stretchr/testify/require"
-	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 )
 
 // tesseraNode is one node's HTTP surface over a real database: remote
@@ -37,15 +37,7 @@ type tesseraNode struct {
 // generated history is inside its retention and write windows.
 func newTesseraNode(t testing.TB, now time.Time, opts Options) *tesseraNode {
 	t.Helper()
-	db, err := tstorage.Open(tstorage.Options{
-		Dir: t.TempDir(),
-		Namespaces: []tstorage.NamespaceOptions{{Name: "default", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
-			BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true}},
-		NumShards:     64,
-		CommitLogMode: commitlog.ModeSync,
-		Now:           func() time.Time { return now },
-	})
-	require.NoError(t, err)
+	db := storagetest.Open(t, 64, func() time.Time { return now })
 	h := httpapi.New(httpapi.Options{Namespace: "default", NumShards: 64})
 	h.SetBackend(httpapi.Local{DB: db})
 	h.SetReady("")
