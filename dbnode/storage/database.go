@@ -246,33 +246,44 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 		sc.entries = append(sc.entries, commitlog.Entry{Namespace: nsName, ID: se.id, Ref: &se.clRef, T: s.T, V: s.V})
 	}
 	if len(sc.entries) > 0 {
-		// The batch is queued in the commit log, applied to memory, and
-		// only then waited for: requests that arrive while this one
-		// applies join its commit log group and share its fsync. Memory
-		// may thus briefly hold samples not yet durable, and keeps them
-		// if the log then fails; the caller is told the batch failed and
-		// retries it, which rewrites the same samples.
-		db.writeMu.RLock()
-		ticket, err := db.cl.Enqueue(sc.entries)
-		if err == nil {
-			for k, se := range sc.series {
-				s := &batch[sc.index[k]]
-				if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V); err != nil {
-					break
-				}
-			}
-			if werr := ticket.Wait(); err == nil {
-				err = werr
-			}
-		}
-		db.writeMu.RUnlock()
-		if err != nil {
+		if err := db.logAndApply(ns, batch, sc); err != nil {
 			return fmt.Errorf("write batch to namespace %s: %w", nsName, err)
 		}
 		db.metrics.written.Inc(int64(len(sc.entries)))
 	}
 	if rejected != nil {
 		return rejected
+	}
+	return nil
+}
+
+// logAndApply queues the accepted samples in the commit log, applies them
+// to memory, and only then waits for the log: requests that arrive while
+// this one applies join its commit log group and share its fsync. Memory
+// may thus briefly hold samples not yet durable, and keeps them if the log
+// then fails; the caller is told the batch failed and retries it, which
+// rewrites the same samples.
+//
+// The wait is deferred: the queued entries live in sc, which goes back to
+// the pool when writeBatch returns, so even a panic while applying must
+// not leave them queued and unwritten.
+func (db *Database) logAndApply(ns *namespace, batch []Sample, sc *writeScratch) (err error) {
+	db.writeMu.RLock()
+	defer db.writeMu.RUnlock()
+	ticket, err := db.cl.Enqueue(sc.entries)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if werr := ticket.Wait(); err == nil {
+			err = werr
+		}
+	}()
+	for k, se := range sc.series {
+		s := &batch[sc.index[k]]
+		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V); err != nil {
+			return err
+		}
 	}
 	return nil
 }
