@@ -130,7 +130,7 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 		for range o.Concurrency {
 			wg.Go(func() {
 				var raw []byte
-				for k := int(next.Add(1) - 1); k < numReqs; k = int(next.Add(1) - 1) {
+				for k := int(next.Add(1) - 1); k < numReqs && ctx.Err() == nil; k = int(next.Add(1) - 1) {
 					var b []byte
 					raw, b = body(k, raw, nil)
 					bodies[k] = b
@@ -138,6 +138,9 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 			})
 		}
 		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
 		var size int
 		for _, b := range bodies {
 			size += len(b)
