@@ -150,6 +150,7 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 	var next, sent, failed, retried atomic.Int64
 	var firstErr atomic.Pointer[string]
 	client := newClient(o)
+	defer client.CloseIdleConnections()
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := 0; w < o.Concurrency; w++ {
@@ -176,7 +177,7 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 				for attempt := 0; attempt < 5; attempt++ {
 					var retry bool
 					retry, err = post(ctx, client, o.URL+"/api/v1/prom/remote/write", b)
-					if err == nil || !retry {
+					if err == nil || !retry || ctx.Err() != nil {
 						break
 					}
 					retried.Add(1)
@@ -199,11 +200,11 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 	res := Result{Sent: sent.Load(), Failed: failed.Load(), Retried: retried.Load(), Elapsed: time.Since(start)}
 	fmt.Fprintf(out, "write: %d samples in %v: %.0f samples/s, %d failed samples, %d retried requests\n",
 		res.Sent, res.Elapsed.Round(time.Millisecond), float64(res.Sent)/res.Elapsed.Seconds(), res.Failed, res.Retried)
-	if p := firstErr.Load(); p != nil {
-		return res, fmt.Errorf("write errors, first: %s", *p)
-	}
 	if err := ctx.Err(); err != nil {
 		return res, err
+	}
+	if p := firstErr.Load(); p != nil {
+		return res, fmt.Errorf("write errors, first: %s", *p)
 	}
 	return res, nil
 }
@@ -295,12 +296,18 @@ func uvarintLen(x uint64) int {
 }
 
 // post sends one remote write; retry says whether the status is one
-// Prometheus would retry (5xx, 429).
+// Prometheus would retry (5xx, 429). It returns only once the transport is
+// done with body (it may still read it after the response, when the node
+// answered early), so the caller may reuse body.
 func post(ctx context.Context, c *http.Client, url string, body []byte) (retry bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	rb := &requestBody{Reader: bytes.NewReader(body), closed: make(chan struct{})}
+	defer func() { <-rb.closed }()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, rb)
 	if err != nil {
+		rb.Close()
 		return false, err
 	}
+	req.ContentLength = int64(len(body))
 	req.Header.Set("Content-Encoding", "snappy")
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
@@ -317,6 +324,19 @@ func post(ctx context.Context, c *http.Client, url string, body []byte) (retry b
 	return resp.StatusCode >= 500 || resp.StatusCode == 429, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
 }
 
+// requestBody tells post when the transport has closed it (RoundTrip
+// always closes a request body, possibly after returning).
+type requestBody struct {
+	*bytes.Reader
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (b *requestBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
 // Verify reads every series of the workload back through remote read, 100
 // series per query, and compares each sample bit for bit with what Write
 // sent. It fails on the first run of problems it finds.
@@ -325,6 +345,7 @@ func Verify(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	client := newClient(o)
+	defer client.CloseIdleConnections()
 	end := o.Start + int64(o.Samples)*o.Interval.Milliseconds()
 	groups := (o.Series + 99) / 100
 	var checked, bad atomic.Int64

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -116,4 +117,41 @@ func TestWriteReportsRefusals(t *testing.T) {
 	require.ErrorContains(t, err, "HTTP 400")
 	require.Zero(t, res.Sent)
 	require.Equal(t, int64(20), res.Failed)
+}
+
+// A cancelled run reports the cancellation, not write errors, whether
+// requests are built first or on the fly.
+func TestWriteCancelled(t *testing.T) {
+	for name, pregen := range map[string]int64{"pregen": 0, "on the fly": -1} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			o := Options{URL: newNode(t), Series: 100, Samples: 10, Interval: time.Second, Batch: 50,
+				Concurrency: 2, Start: time.Now().Add(-time.Hour).UnixMilli(), Metric: "bench_test", PregenBytes: pregen}
+			res, err := Write(ctx, o, io.Discard)
+			require.ErrorIs(t, err, context.Canceled)
+			require.Zero(t, res.Sent)
+			require.Zero(t, res.Retried)
+		})
+	}
+}
+
+// Cancelled while requests are in flight: no retries of the cancelled
+// requests, and the cancellation is what Write reports.
+func TestWriteCancelledInFlight(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	arrived := make(chan struct{}, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // read it all: the server then notices the client leaving
+		arrived <- struct{}{}
+		<-r.Context().Done() // hold the request until the client gives up
+	}))
+	t.Cleanup(srv.Close)
+	go func() { <-arrived; cancel() }()
+	o := Options{URL: srv.URL, Series: 100, Samples: 10, Interval: time.Second, Batch: 50,
+		Concurrency: 2, Start: 1000, Metric: "bench_test", PregenBytes: -1}
+	res, err := Write(ctx, o, io.Discard)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Zero(t, res.Sent)
+	require.Zero(t, res.Retried, "a cancelled request is not retried")
 }
