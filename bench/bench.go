@@ -157,9 +157,10 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Built on the fly, every worker encodes its own requests into
-			// buffers it keeps: no garbage.
-			var raw, buf []byte
+			// Built on the fly, every worker encodes its requests into a
+			// protobuf buffer it keeps, and compresses each into a new one:
+			// the transport may still read a body after the response.
+			var raw []byte
 			for {
 				k := int(next.Add(1) - 1)
 				if k >= numReqs || ctx.Err() != nil {
@@ -170,8 +171,7 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 				if bodies != nil {
 					b, bodies[k] = bodies[k], nil
 				} else {
-					raw, buf = body(k, raw, buf)
-					b = buf
+					raw, b = body(k, raw, nil)
 				}
 				var err error
 				for attempt := 0; attempt < 5; attempt++ {
@@ -296,18 +296,14 @@ func uvarintLen(x uint64) int {
 }
 
 // post sends one remote write; retry says whether the status is one
-// Prometheus would retry (5xx, 429). It returns only once the transport is
-// done with body (it may still read it after the response, when the node
-// answered early), so the caller may reuse body.
+// Prometheus would retry (5xx, 429). The transport may still read body
+// after post returns (when the node answered before reading it), so the
+// caller must not reuse it.
 func post(ctx context.Context, c *http.Client, url string, body []byte) (retry bool, err error) {
-	rb := &requestBody{Reader: bytes.NewReader(body), closed: make(chan struct{})}
-	defer func() { <-rb.closed }()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, rb)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		rb.Close()
 		return false, err
 	}
-	req.ContentLength = int64(len(body))
 	req.Header.Set("Content-Encoding", "snappy")
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
@@ -322,19 +318,6 @@ func post(ctx context.Context, c *http.Client, url string, body []byte) (retry b
 		return false, nil
 	}
 	return resp.StatusCode >= 500 || resp.StatusCode == 429, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
-}
-
-// requestBody tells post when the transport has closed it (RoundTrip
-// always closes a request body, possibly after returning).
-type requestBody struct {
-	*bytes.Reader
-	once   sync.Once
-	closed chan struct{}
-}
-
-func (b *requestBody) Close() error {
-	b.once.Do(func() { close(b.closed) })
-	return nil
 }
 
 // Verify reads every series of the workload back through remote read, 100
