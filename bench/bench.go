@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"net/http"
 	"strconv"
 	"sync"
@@ -286,13 +287,20 @@ func appendProtoString(b []byte, tag byte, s string) []byte {
 	return append(binary.AppendUvarint(append(b, tag), uint64(len(s))), s...)
 }
 
-func uvarintLen(x uint64) int {
-	n := 1
-	for x >= 0x80 {
-		x >>= 7
-		n++
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// newRequest is a POST of a snappy-compressed protobuf body with the
+// headers Prometheus sends, versionHeader being its remote write or read
+// version header.
+func newRequest(ctx context.Context, url string, body []byte, versionHeader string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
-	return n
+	req.Header.Set("Content-Encoding", "snappy")
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set(versionHeader, "0.1.0")
+	return req, nil
 }
 
 // post sends one remote write; retry says whether the status is one
@@ -300,13 +308,10 @@ func uvarintLen(x uint64) int {
 // after post returns (when the node answered before reading it), so the
 // caller must not reuse it.
 func post(ctx context.Context, c *http.Client, url string, body []byte) (retry bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := newRequest(ctx, url, body, "X-Prometheus-Remote-Write-Version")
 	if err != nil {
 		return false, err
 	}
-	req.Header.Set("Content-Encoding", "snappy")
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
 	resp, err := c.Do(req)
 	if err != nil {
 		return true, err
@@ -407,13 +412,10 @@ func remoteRead(ctx context.Context, c *http.Client, base string, rr *prompb.Rea
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/prom/remote/read", bytes.NewReader(snappy.Encode(nil, raw)))
+	req, err := newRequest(ctx, base+"/api/v1/prom/remote/read", snappy.Encode(nil, raw), "X-Prometheus-Remote-Read-Version")
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Encoding", "snappy")
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	req.Header.Set("X-Prometheus-Remote-Read-Version", "0.1.0")
 	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err

@@ -73,7 +73,7 @@ func (c *seriesCache) view(fn func()) {
 //
 // The map lookups run in a loop of their own: they do not depend on each
 // other, so the CPU overlaps their cache misses, and the comparisons with
-// the cached IDs come after.
+// the cached label bytes come after.
 func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, entries []*cachedSeries, promote []newSeries) []newSeries {
 	for i := range keys {
 		h := keys[i].Hash
