@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
+	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 	"github.com/tessera-tsdb/tessera/placement"
 )
 
@@ -45,6 +45,7 @@ func NewMap(p placement.Placement) *Map {
 // fed by a watch on etcd and cached on local disk, so a node restarted
 // while etcd is down routes by the last placement it saw.
 type Topology struct {
+	fs        vfs.FS
 	cachePath string
 	cur       atomic.Pointer[Map]
 
@@ -52,14 +53,14 @@ type Topology struct {
 	subs []chan *Map
 }
 
-// NewTopology returns a topology caching to cachePath ("" for none). It
-// loads the cached placement if there is one.
-func NewTopology(cachePath string) (*Topology, error) {
-	t := &Topology{cachePath: cachePath}
+// NewTopology returns a topology caching to cachePath through fs ("" for
+// no cache). It loads the cached placement if there is one.
+func NewTopology(fs vfs.FS, cachePath string) (*Topology, error) {
+	t := &Topology{fs: fs, cachePath: cachePath}
 	if cachePath == "" {
 		return t, nil
 	}
-	b, err := os.ReadFile(cachePath)
+	b, err := vfs.ReadFile(fs, cachePath)
 	if os.IsNotExist(err) {
 		return t, nil
 	}
@@ -110,14 +111,7 @@ func (t *Topology) Update(p placement.Placement) error {
 	if err != nil {
 		return fmt.Errorf("encode placement cache: %w", err)
 	}
-	tmp := t.cachePath + ".tmp"
-	if err := os.MkdirAll(filepath.Dir(t.cachePath), 0o755); err != nil {
-		return fmt.Errorf("write placement cache: %w", err)
-	}
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write placement cache: %w", err)
-	}
-	if err := os.Rename(tmp, t.cachePath); err != nil {
+	if err := vfs.WriteFileAtomic(t.fs, t.cachePath, b); err != nil {
 		return fmt.Errorf("write placement cache: %w", err)
 	}
 	return nil

@@ -28,6 +28,7 @@ type Config struct {
 	HTTP       HTTP        `yaml:"http"`
 	RPC        RPC         `yaml:"rpc"`
 	CommitLog  CommitLog   `yaml:"commitlog"`
+	Storage    Storage     `yaml:"storage"`
 	Namespaces []Namespace `yaml:"namespaces"`
 	Query      Query       `yaml:"query"`
 	Cluster    Cluster     `yaml:"cluster"`
@@ -151,6 +152,15 @@ type EmbeddedEtcd struct {
 	ListenPeerURL   string `yaml:"listenPeerURL"`
 }
 
+// Storage configures the engine's background work.
+type Storage struct {
+	// TickInterval is how often the node flushes sealed blocks to
+	// filesets, expires data past retention and deletes commit log files
+	// whose data is all flushed. Shorter ticks flush a block sooner after
+	// bufferPast ends; each tick walks every series. Default 10s.
+	TickInterval time.Duration `yaml:"tickInterval"`
+}
+
 // Bootstrap configures peer streaming.
 type Bootstrap struct {
 	// MaxBytesPerSecond rate-limits peer streaming on both sides. 0 = unlimited.
@@ -198,6 +208,7 @@ func (c *Config) Defaults() {
 	if c.CommitLog.MaxPendingBytes == 0 {
 		c.CommitLog.MaxPendingBytes = 64 << 20
 	}
+	defDur(&c.Storage.TickInterval, 10*time.Second)
 	if len(c.Namespaces) == 0 {
 		c.Namespaces = []Namespace{{Name: "default"}}
 	}

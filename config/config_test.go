@@ -36,6 +36,8 @@ id: n2
 commitlog:
   mode: async
   flushEvery: 250ms
+storage:
+  tickInterval: 2s
 namespaces:
   - name: metrics
     blockSize: 1h
@@ -44,6 +46,7 @@ namespaces:
 	require.NoError(t, err)
 	require.Equal(t, "n2", c.ID)
 	require.Equal(t, 250*time.Millisecond, c.CommitLog.FlushEvery)
+	require.Equal(t, 2*time.Second, c.Storage.TickInterval)
 	require.Equal(t, time.Hour, c.Namespaces[0].BlockSize)
 	require.False(t, c.Namespaces[0].ColdWritesEnabled())
 	require.Equal(t, 48*time.Hour, c.Namespaces[0].Retention)
@@ -61,6 +64,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"namespaces:\n  - name: a\n  - name: a", "namespaces[1].name"},
 		{"cluster:\n  writeConsistency: most", "cluster.writeConsistency"},
 		{"commitlog:\n  flushEvery: soon", "flushEvery"},
+		{"storage:\n  tickInterval: 1ms", "storage.tickInterval"},
 		{"etcd:\n  endpoints: [\"x\"]", "etcd.endpoints[0]"},
 	} {
 		_, err := Parse(strings.NewReader(tc.yaml))

@@ -47,6 +47,9 @@ func (c *Config) Validate() error {
 	if c.CommitLog.MaxPendingBytes < 1<<20 {
 		bad("commitlog.maxPendingBytes", "must be at least 1 MiB, got %d", c.CommitLog.MaxPendingBytes)
 	}
+	if c.Storage.TickInterval < 100*time.Millisecond {
+		bad("storage.tickInterval", "must be at least 100ms, got %v", c.Storage.TickInterval)
+	}
 	seen := map[string]bool{}
 	for i, n := range c.Namespaces {
 		f := func(name string) string { return fmt.Sprintf("namespaces[%d].%s", i, name) }

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/promapi"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 	"github.com/tessera-tsdb/tessera/placement/placementhttp"
 	"github.com/uber-go/tally/v4"
 	promreporter "github.com/uber-go/tally/v4/prometheus"
@@ -115,45 +117,48 @@ func (n *Node) DB() *storage.Database { return n.db }
 
 // Run serves until ctx is done, then shuts down cleanly. The HTTP server
 // answers (503 on /ready) while storage recovers and shards bootstrap.
+//
+// Everything Run starts pushes its shutdown onto one stack, unwound in
+// reverse order whether Run fails half-way through start-up or returns
+// after serving: the order of start-up is the reverse of the order of
+// shutdown, written once.
 func (n *Node) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var stack cleanupStack
+	defer func() { err = errors.Join(err, stack.unwind()) }()
+
 	srv := &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 2)
 	go func() { srvErr <- srv.Serve(n.httpLn) }()
-	defer n.closer.Close()
-	var cleanups []func()
-	defer func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	}()
+	stack.push("metrics", n.closer.Close)
+	// Pushed twice: here, so a failed start-up stops serving HTTP, and once
+	// the session serves, so on shutdown HTTP stops before what it calls.
+	stopHTTP := sync.OnceValue(func() error { shutdown(srv); return nil })
+	stack.push("http server", stopHTTP)
+	// Closed here in case Run fails before the gRPC server owns it (which
+	// then closes it first; a second close only errs, and is ignored).
+	stack.push("rpc listener", func() error { _ = n.rpcLn.Close(); return nil })
 
 	// 1. etcd: a seed runs its member; everyone connects as a client.
 	if n.cfg.Etcd.Embedded.Enabled {
 		e, err := startEmbeddedEtcd(n.cfg)
 		if err != nil {
-			shutdown(srv)
-			n.rpcLn.Close()
 			return err
 		}
-		cleanups = append(cleanups, func() { e.Close() })
+		stack.push("embedded etcd", func() error { e.Close(); return nil })
 	}
 	store, closeStore, err := n.openPlacementStore()
 	if err != nil {
-		shutdown(srv)
-		n.rpcLn.Close()
 		return err
 	}
-	cleanups = append(cleanups, closeStore)
+	stack.push("placement store", func() error { closeStore(); return nil })
 	(&placementhttp.Handler{Store: store}).Register(n.api.Mux())
 
 	// 2. The last placement seen, so reads and writes route while etcd is
 	// unreachable.
-	n.topo, err = client.NewTopology(filepath.Join(n.cfg.DataDir, "placement.json"))
+	n.topo, err = client.NewTopology(vfs.OS(), filepath.Join(n.cfg.DataDir, "placement.json"))
 	if err != nil {
-		shutdown(srv)
-		n.rpcLn.Close()
 		return err
 	}
 
@@ -161,11 +166,15 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	// restarted at once comes back without waiting on peers.
 	db, err := n.openStorage()
 	if err != nil {
-		shutdown(srv)
-		n.rpcLn.Close()
 		return err
 	}
 	n.db = db
+	stack.push("storage", func() error {
+		if err := db.Close(); err != nil {
+			return fmt.Errorf("close storage: %w", err)
+		}
+		return nil
+	})
 
 	// 4. Node RPC.
 	rs := rpc.NewServer(db, ownership{topo: n.topo, id: n.cfg.ID}, rpc.ServerOptions{
@@ -184,6 +193,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	g := grpc.NewServer(rs.GRPCServerOptions()...)
 	rs.Register(g)
 	go func() { srvErr <- g.Serve(n.rpcLn) }()
+	stack.push("rpc server", func() error { g.Stop(); return nil })
 
 	// 5. The session routes every HTTP write and read by the placement.
 	wl, _ := client.ParseWriteLevel(n.cfg.Cluster.WriteConsistency)
@@ -195,19 +205,23 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		HedgeAfter: n.cfg.Cluster.HedgeAfter, RequestTimeout: n.cfg.Cluster.RequestTimeout,
 		Logger: n.log, Metrics: n.scope.SubScope("session"),
 	})
+	stack.push("session", session.Close)
+	stack.push("http server", stopHTTP)
 	n.api.SetBackend(session)
 	n.api.SetReady("no placement yet: waiting for etcd")
 
 	// 6. Placement watch, bootstrap and shard release.
 	dials := newDialCache(n.cfg.Cluster.RequestTimeout)
+	stack.push("bootstrap peers", func() error { dials.close(); return nil })
 	b := bootstrap.New(bootstrap.Options{
 		InstanceID: n.cfg.ID, DB: db, Store: markAvailable{store}, Dial: dials.dial,
 		MaxBytesPerSecond: n.cfg.Bootstrap.MaxBytesPerSecond,
 		Logger:            n.log, Metrics: n.scope.SubScope("bootstrap"),
 	})
-	bg := make(chan struct{}, 2)
-	go func() { n.watchPlacement(ctx, store); bg <- struct{}{} }()
-	go func() { n.reconcile(ctx, b); bg <- struct{}{} }()
+	var bg sync.WaitGroup
+	bg.Go(func() { n.watchPlacement(ctx, store) })
+	bg.Go(func() { n.reconcile(ctx, b) })
+	stack.push("background loops", func() error { cancel(); bg.Wait(); return nil })
 	n.log.Info("node serving", "id", n.cfg.ID, "http", n.HTTPAddr(), "rpc", n.RPCAddr(), "data", n.cfg.DataDir)
 
 	select {
@@ -216,17 +230,31 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		err = fmt.Errorf("server: %w", err)
 	}
 	n.api.SetReady("shutting down")
-	cancel()
-	<-bg
-	<-bg
-	shutdown(srv)
-	g.Stop()
-	_ = session.Close()
-	dials.close()
-	if cerr := db.Close(); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("close storage: %w", cerr))
-	}
 	return err
+}
+
+// cleanupStack runs shutdown steps in the reverse order they were pushed.
+type cleanupStack []cleanupStep
+
+type cleanupStep struct {
+	name string
+	fn   func() error
+}
+
+func (s *cleanupStack) push(name string, fn func() error) {
+	*s = append(*s, cleanupStep{name, fn})
+}
+
+// unwind runs every step, newest first, and joins their errors.
+func (s *cleanupStack) unwind() error {
+	var errs []error
+	for i := len(*s) - 1; i >= 0; i-- {
+		if err := (*s)[i].fn(); err != nil {
+			errs = append(errs, fmt.Errorf("shut down %s: %w", (*s)[i].name, err))
+		}
+	}
+	*s = nil
+	return errors.Join(errs...)
 }
 
 func shutdown(srv *http.Server) {
@@ -252,7 +280,7 @@ func (n *Node) openStorage() (*storage.Database, error) {
 		CommitLogFlushEvery: n.cfg.CommitLog.FlushEvery,
 		CommitLogMaxFile:    n.cfg.CommitLog.MaxFileSize,
 		CommitLogMaxPending: n.cfg.CommitLog.MaxPendingBytes,
-		TickEvery:           10 * time.Second,
+		TickEvery:           n.cfg.Storage.TickInterval,
 		Logger:              n.log,
 		Metrics:             n.scope.SubScope("storage"),
 	})

@@ -176,31 +176,8 @@ func (db *Database) LoadBlock(nsName string, shard uint32, blockStart int64, ser
 			return fmt.Errorf("merge streamed block %d of shard %d: %w", blockStart, shard, err)
 		}
 	}
-	id := fileset.ID{Namespace: nsName, Shard: shard, BlockStart: blockStart}
-	if prev != nil {
-		id.Volume = prev.ID().Volume + 1
-	}
-	if err := fileset.Write(db.opts.FS, db.dataDir(), id, ns.blockSize, out); err != nil {
-		return err
-	}
-	r, err := fileset.Open(db.opts.FS, db.dataDir(), id)
-	if err != nil {
-		return fmt.Errorf("reopen loaded fileset: %w", err)
-	}
-	sh.mu.Lock()
-	sh.blocks[blockStart] = r
-	sh.mu.Unlock()
-	if prev != nil {
-		db.graveyard = append(db.graveyard, removeOnClose{r: prev, db: db})
-	}
-	if ns.index != nil {
-		for i := range series {
-			if err := ns.index.Insert(series[i].ID, blockStart); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	_, err = db.installVolume(ns, sh, blockStart, prev, out)
+	return err
 }
 
 // mergeSealed merges a local fileset with streamed series: series only on

@@ -225,39 +225,53 @@ func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*Series)
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID, out[j].ID) < 0 })
 
+	r, err := db.installVolume(ns, sh, bs, prev, out)
+	if err != nil {
+		return err
+	}
+	db.metrics.flushes.Inc(1)
+	db.metrics.flushedBytes.Inc(r.DiskSize())
+	for _, s := range ss {
+		s.finishFlush(bs)
+	}
+	return nil
+}
+
+// installVolume writes series (sorted by ID) as the volume after prev (the
+// block's current reader, nil for none) of block bs, and makes it the one
+// reads see: its series are indexed first, so a read that finds the new
+// volume also finds every series in it; then the reader is swapped in and
+// prev is retired to the graveyard (closed and deleted on the next tick,
+// after reads that hold it finish). A flush and a block streamed from a
+// peer both install through here. The caller holds tickMu, so no other
+// install of the shard races this one.
+func (db *Database) installVolume(ns *namespace, sh *shard, bs int64, prev *fileset.Reader, series []fileset.Series) (*fileset.Reader, error) {
 	id := fileset.ID{Namespace: ns.opts.Name, Shard: sh.id, BlockStart: bs}
 	if prev != nil {
 		id.Volume = prev.ID().Volume + 1
 	}
-	if err := fileset.Write(db.opts.FS, db.dataDir(), id, ns.blockSize, out); err != nil {
-		return err
+	if err := fileset.Write(db.opts.FS, db.dataDir(), id, ns.blockSize, series); err != nil {
+		return nil, err
 	}
 	r, err := fileset.Open(db.opts.FS, db.dataDir(), id)
 	if err != nil {
-		return fmt.Errorf("reopen written fileset: %w", err)
+		return nil, fmt.Errorf("reopen written fileset %+v: %w", id, err)
 	}
-	db.metrics.flushes.Inc(1)
-	db.metrics.flushedBytes.Inc(r.DiskSize())
-
-	// Make the new volume visible, then drop the memory it holds: a read in
-	// between sees both, which merge to the same samples.
-	sh.mu.Lock()
-	sh.blocks[bs] = r
-	sh.mu.Unlock()
 	if ns.index != nil {
-		for i := range out {
-			if err := ns.index.Insert(out[i].ID, bs); err != nil {
-				return err
+		for i := range series {
+			if err := ns.index.Insert(series[i].ID, bs); err != nil {
+				_ = r.Close()
+				return nil, fmt.Errorf("index fileset %+v: %w", id, err)
 			}
 		}
 	}
-	for _, s := range ss {
-		s.finishFlush(bs)
-	}
+	sh.mu.Lock()
+	sh.blocks[bs] = r
+	sh.mu.Unlock()
 	if prev != nil {
 		db.graveyard = append(db.graveyard, removeOnClose{r: prev, db: db})
 	}
-	return nil
+	return r, nil
 }
 
 func sealSeries(id []byte, it encoding.Iterator) (fileset.Series, error) {
