@@ -39,7 +39,7 @@ var ErrMalformed = errors.New("rpc: malformed write payload")
 
 // Smallest encodings, to bound counts read from untrusted input.
 const (
-	minEntrySize  = 4 // one-byte ID length, one-byte ID, shard, sample count
+	minEntrySize  = 3 // ID length (an empty ID decodes; the server refuses it), shard, sample count
 	minSampleSize = 9 // one-byte delta, 8-byte value
 )
 
@@ -59,13 +59,18 @@ func sameID(a, b []byte) bool {
 	return string(a) == string(b)
 }
 
+// sameSeries says whether b continues a's entry: same ID and same shard (a
+// sender that disagrees with itself about the shard gets two entries, and
+// the server's shard check refuses the wrong one).
+func sameSeries(a, b *storage.Sample) bool { return a.Shard == b.Shard && sameID(a.ID, b.ID) }
+
 // appendPayload appends the SERIES_V1 encoding of samples to dst. Runs of
-// consecutive samples with the same ID become one entry; the order of
+// consecutive samples with the same ID (and shard) become one entry; the order of
 // samples is kept, so a decoder gives back exactly samples (Ref aside).
 func appendPayload(dst []byte, samples []storage.Sample) []byte {
 	entries := 0
 	for i := range samples {
-		if i == 0 || !sameID(samples[i].ID, samples[i-1].ID) {
+		if i == 0 || !sameSeries(&samples[i-1], &samples[i]) {
 			entries++
 		}
 	}
@@ -75,7 +80,7 @@ func appendPayload(dst []byte, samples []storage.Sample) []byte {
 	for i := 0; i < len(samples); {
 		id := samples[i].ID
 		j := i + 1
-		for j < len(samples) && sameID(samples[j].ID, id) {
+		for j < len(samples) && sameSeries(&samples[i], &samples[j]) {
 			j++
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(id)))
@@ -100,7 +105,7 @@ func appendPayload(dst []byte, samples []storage.Sample) []byte {
 func payloadSize(samples []storage.Sample) int {
 	n := 2 * binary.MaxVarintLen64
 	for i := range samples {
-		if i == 0 || !sameID(samples[i].ID, samples[i-1].ID) {
+		if i == 0 || !sameSeries(&samples[i-1], &samples[i]) {
 			n += 3*binary.MaxVarintLen32 + len(samples[i].ID)
 		}
 		n += binary.MaxVarintLen64 + 8
@@ -151,9 +156,6 @@ func decodePayload(b []byte, dst []storage.Sample) ([]storage.Sample, error) {
 		off += n
 		id := b[off : off+int(l) : off+int(l)]
 		off += int(l)
-		if len(id) == 0 {
-			return dst[:start], malformed(off, "entry %d: empty ID", e)
-		}
 		shard, n := binary.Uvarint(b[off:])
 		if n <= 0 || shard > math.MaxUint32 {
 			return dst[:start], malformed(off, "entry %d: bad shard", e)
