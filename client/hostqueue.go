@@ -108,21 +108,13 @@ func (h *hostQueue) send(ops []*writeOp) {
 	if len(live) == 0 {
 		return
 	}
-	req := &rpc.WriteRequest{Namespace: live[0].ns}
-	idx := map[string]int{}
+	ns := live[0].ns
+	var samples []storage.Sample
 	for _, op := range live {
-		for _, s := range op.samples {
-			i, ok := idx[string(s.ID)]
-			if !ok {
-				i = len(req.Series)
-				idx[string(s.ID)] = i
-				req.Series = append(req.Series, rpc.WriteSeries{ID: s.ID, Shard: s.Shard})
-			}
-			req.Series[i].Samples = append(req.Series[i].Samples, rpc.Sample{T: s.T, V: s.V})
-		}
+		samples = append(samples, op.samples...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
-	resp, err := h.writeWithRetry(ctx, req)
+	resp, err := h.writeWithRetry(ctx, ns, samples)
 	cancel()
 	for _, op := range live {
 		switch {
@@ -153,16 +145,16 @@ func (h *hostQueue) close() error {
 // refuses the whole batch, so the shards it does hold are sent on their
 // own, while the ops still report the refusal and the quorum does not
 // count this host for them.
-func (h *hostQueue) writeWithRetry(ctx context.Context, req *rpc.WriteRequest) (*rpc.WriteResponse, error) {
+func (h *hostQueue) writeWithRetry(ctx context.Context, ns string, samples []storage.Sample) (rpc.WriteResult, error) {
 	backoff := 50 * time.Millisecond
 	for try := 0; ; try++ {
-		resp, err := h.client.WriteBatch(ctx, req)
+		resp, err := h.client.WriteBatch(ctx, ns, samples)
 		refused := rpc.Code(err) == codes.FailedPrecondition
 		if err == nil || try == 3 || !(refused || transient(err)) {
 			var rerr *rpc.Error
 			if refused && errors.As(err, &rerr) && len(rerr.Shards) > 0 {
-				if rest := withoutShards(req, rerr.Shards); len(rest.Series) > 0 {
-					_, _ = h.client.WriteBatch(ctx, rest)
+				if rest := withoutShards(samples, rerr.Shards); len(rest) > 0 {
+					_, _ = h.client.WriteBatch(ctx, ns, rest)
 				}
 			}
 			return resp, err
@@ -185,16 +177,16 @@ func transient(err error) bool {
 	return false
 }
 
-// withoutShards returns req without the series of the given shards.
-func withoutShards(req *rpc.WriteRequest, shards []uint32) *rpc.WriteRequest {
+// withoutShards returns the samples not in the given shards.
+func withoutShards(samples []storage.Sample, shards []uint32) []storage.Sample {
 	drop := make(map[uint32]bool, len(shards))
 	for _, sh := range shards {
 		drop[sh] = true
 	}
-	out := &rpc.WriteRequest{Namespace: req.Namespace}
-	for _, s := range req.Series {
+	var out []storage.Sample
+	for _, s := range samples {
 		if !drop[s.Shard] {
-			out.Series = append(out.Series, s)
+			out = append(out, s)
 		}
 	}
 	return out

@@ -4,13 +4,19 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // DefaultTimeout bounds a call whose context has no deadline.
@@ -59,7 +65,6 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 			MinConnectTimeout: 2 * time.Second,
 		}),
 		grpc.WithDefaultCallOptions(
-			grpc.ForceCodecV2(Codec{}),
 			grpc.MaxCallRecvMsgSize(opts.MaxMsgSize),
 			grpc.MaxCallSendMsgSize(opts.MaxMsgSize),
 		),
@@ -76,58 +81,88 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 // Addr is the node address the client calls.
 func (c *Client) Addr() string { return c.addr }
 
-// WriteBatch writes req. A nil error means the node applied every sample
-// except resp.Rejected ones, which it refused for good.
-func (c *Client) WriteBatch(ctx context.Context, req *WriteRequest) (*WriteResponse, error) {
-	resp := new(WriteResponse)
-	return resp, c.invoke(ctx, methodWriteBatch, req, resp)
+// WriteBatch writes samples into namespace ns. Samples may come in any
+// order; consecutive samples of one series (the same ID bytes) travel as
+// one entry, so callers that group them send less. Each sample's Shard must
+// be ident.Shard of its ID. A nil error means the node applied every sample
+// except the Rejected ones, which it refused for good.
+func (c *Client) WriteBatch(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
+	buf := getPayloadBuf(payloadSize(samples))
+	defer putPayloadBuf(buf)
+	*buf = appendPayload((*buf)[:0], samples)
+	req := &nodepb.WriteBatchRequest{Namespace: ns, Payload: *buf}
+	resp := new(nodepb.WriteBatchResponse)
+	// Invoke has marshalled req by the time it returns, so the payload
+	// buffer can go back to the pool.
+	if err := c.invoke(ctx, nodepb.Node_WriteBatch_FullMethodName, req, resp); err != nil {
+		return WriteResult{}, err
+	}
+	return writeResultFromPB(resp), nil
 }
 
 // FetchTagged returns the series matching req. Streams and IDs of the
 // response are the caller's.
 func (c *Client) FetchTagged(ctx context.Context, req *FetchTaggedRequest) (*FetchResponse, error) {
-	resp := new(FetchResponse)
-	return resp, c.invoke(ctx, methodFetchTagged, req, resp)
+	resp := new(nodepb.FetchResponse)
+	if err := c.invoke(ctx, nodepb.Node_FetchTagged_FullMethodName, req.toPB(), resp); err != nil {
+		return nil, err
+	}
+	return fetchResponseFromPB(resp), nil
 }
 
 // Fetch returns one series per ID of req, in order.
 func (c *Client) Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
-	resp := new(FetchResponse)
-	return resp, c.invoke(ctx, methodFetch, req, resp)
+	resp := new(nodepb.FetchResponse)
+	if err := c.invoke(ctx, nodepb.Node_Fetch_FullMethodName, req.toPB(), resp); err != nil {
+		return nil, err
+	}
+	return fetchResponseFromPB(resp), nil
 }
 
 // Health asks the node whether it is ready.
 func (c *Client) Health(ctx context.Context) (*HealthResponse, error) {
-	resp := new(HealthResponse)
-	return resp, c.invoke(ctx, methodHealth, &HealthRequest{}, resp)
+	resp := new(nodepb.HealthResponse)
+	if err := c.invoke(ctx, nodepb.Node_Health_FullMethodName, &nodepb.HealthRequest{}, resp); err != nil {
+		return nil, err
+	}
+	return healthFromPB(resp), nil
 }
 
 // BlockMetadata lists the flushed blocks of the requested shards, one
 // ShardBlocks per distinct shard in request order.
 func (c *Client) BlockMetadata(ctx context.Context, req *BlockMetadataRequest) (*BlockMetadataResponse, error) {
-	resp := new(BlockMetadataResponse)
-	return resp, c.invoke(ctx, methodBlockMetadata, req, resp)
+	resp := new(nodepb.BlockMetadataResponse)
+	if err := c.invoke(ctx, nodepb.Node_BlockMetadata_FullMethodName, req.toPB(), resp); err != nil {
+		return nil, err
+	}
+	return blockMetadataResponseFromPB(resp), nil
 }
 
 // FetchBlock returns one page of a flushed block's series as stored; while
 // resp.More, ask again with After set to the last series' ID.
 func (c *Client) FetchBlock(ctx context.Context, req *FetchBlockRequest) (*FetchBlockResponse, error) {
-	resp := new(FetchBlockResponse)
-	return resp, c.invoke(ctx, methodFetchBlock, req, resp)
+	resp := new(nodepb.FetchBlockResponse)
+	if err := c.invoke(ctx, nodepb.Node_FetchBlock_FullMethodName, req.toPB(), resp); err != nil {
+		return nil, err
+	}
+	return fetchBlockResponseFromPB(resp), nil
 }
 
 // FetchUnflushed returns one page of a shard's unflushed series, paged
 // like FetchBlock.
 func (c *Client) FetchUnflushed(ctx context.Context, req *FetchUnflushedRequest) (*FetchUnflushedResponse, error) {
-	resp := new(FetchUnflushedResponse)
-	return resp, c.invoke(ctx, methodFetchUnflushed, req, resp)
+	resp := new(nodepb.FetchUnflushedResponse)
+	if err := c.invoke(ctx, nodepb.Node_FetchUnflushed_FullMethodName, req.toPB(), resp); err != nil {
+		return nil, err
+	}
+	return fetchUnflushedResponseFromPB(resp), nil
 }
 
 // Close closes the connection; calls in flight fail with Canceled.
 func (c *Client) Close() error { return c.conn.Close() }
 
 // invoke makes one call and returns nil or an *Error.
-func (c *Client) invoke(ctx context.Context, method string, req, resp Message) error {
+func (c *Client) invoke(ctx context.Context, method string, req, resp proto.Message) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -142,9 +177,31 @@ func (c *Client) invoke(ctx context.Context, method string, req, resp Message) e
 	if !ok {
 		st = status.New(Code(err), err.Error())
 	}
-	e := &Error{Addr: c.addr, Method: method[len(ServiceName)+2:], Status: st}
+	e := &Error{Addr: c.addr, Method: method[strings.LastIndexByte(method, '/')+1:], Status: st}
 	if v := trailer.Get(RefusedShardsKey); len(v) > 0 {
 		e.Shards = parseRefusedShards(v[0])
 	}
 	return e
+}
+
+// payloadBufs reuses write payload buffers across calls: a coordinator
+// encodes every batch it replicates, and a fresh buffer per batch would be
+// garbage the size of the batch.
+var payloadBufs sync.Pool // *[]byte
+
+// maxPooledPayload keeps a rare huge batch from pinning its buffer.
+const maxPooledPayload = 16 << 20
+
+func getPayloadBuf(n int) *[]byte {
+	if b, ok := payloadBufs.Get().(*[]byte); ok && cap(*b) >= n {
+		return b
+	}
+	b := make([]byte, 0, n)
+	return &b
+}
+
+func putPayloadBuf(b *[]byte) {
+	if cap(*b) <= maxPooledPayload {
+		payloadBufs.Put(b)
+	}
 }

@@ -6,8 +6,12 @@ import (
 	"math"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/mem"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 )
 
@@ -28,17 +32,19 @@ var (
 	genSample = rapid.Custom(func(t *rapid.T) Sample {
 		return Sample{T: genTime.Draw(t, "t"), V: genFloat.Draw(t, "v")}
 	})
-	genWriteRequest = rapid.Custom(func(t *rapid.T) *WriteRequest {
-		return &WriteRequest{
-			Namespace: rapid.String().Draw(t, "ns"),
-			Series: rapid.SliceOfN(rapid.Custom(func(t *rapid.T) WriteSeries {
-				return WriteSeries{
-					ID:      genID.Draw(t, "id"),
-					Shard:   rapid.Uint32().Draw(t, "shard"),
-					Samples: rapid.SliceOfN(genSample, 0, 20).Draw(t, "samples"),
-				}
-			}), 0, 10).Draw(t, "series"),
+	// genBatch draws write batches whose series come in runs (as a
+	// coordinator sends them) and sometimes repeat later, unsorted.
+	genBatch = rapid.Custom(func(t *rapid.T) []storage.Sample {
+		ids := rapid.SliceOfN(genID, 1, 5).Draw(t, "ids")
+		var out []storage.Sample
+		for range rapid.IntRange(0, 8).Draw(t, "runs") {
+			id := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "which")]
+			shard := rapid.Uint32().Draw(t, "shard")
+			for _, s := range rapid.SliceOfN(genSample, 1, 10).Draw(t, "samples") {
+				out = append(out, storage.Sample{ID: id, Shard: shard, T: s.T, V: s.V})
+			}
 		}
+		return out
 	})
 	genFetchTagged = rapid.Custom(func(t *rapid.T) *FetchTaggedRequest {
 		return &FetchTaggedRequest{
@@ -64,136 +70,211 @@ var (
 			return FetchedSeries{ID: genID.Draw(t, "id"), Shard: rapid.Uint32().Draw(t, "shard"), Stream: rapid.SliceOfN(rapid.Byte(), 0, 100).Draw(t, "stream")}
 		}), 0, 10).Draw(t, "series")}
 	})
-	genWriteResponse = rapid.Custom(func(t *rapid.T) *WriteResponse {
-		return &WriteResponse{Written: rapid.IntRange(0, math.MaxInt32).Draw(t, "w"), Rejected: rapid.IntRange(0, math.MaxInt32).Draw(t, "r"), RejectMsg: rapid.String().Draw(t, "msg")}
+	genWriteResult = rapid.Custom(func(t *rapid.T) WriteResult {
+		return WriteResult{Written: rapid.IntRange(0, math.MaxInt32).Draw(t, "w"), Rejected: rapid.IntRange(0, math.MaxInt32).Draw(t, "r"), RejectMsg: rapid.String().Draw(t, "msg")}
 	})
 	genHealth = rapid.Custom(func(t *rapid.T) *HealthResponse {
 		return &HealthResponse{NodeID: rapid.String().Draw(t, "id"), Ready: rapid.Bool().Draw(t, "ready"), Message: rapid.String().Draw(t, "msg")}
 	})
 )
 
-// roundTrip marshals m, checks Size, decodes into a fresh out and checks
-// that out marshals to the same bytes (our encoding is canonical, so equal
-// bytes mean equal messages, float bit patterns included).
-func roundTrip(t require.TestingT, m, out Message) {
-	b := m.MarshalAppend([]byte{0xAA}) // appends after existing bytes
-	require.Equal(t, byte(0xAA), b[0])
-	b = b[1:]
-	require.Len(t, b, m.Size(), "Size must match MarshalAppend")
-	require.NoError(t, out.Unmarshal(b))
-	require.Equal(t, hex.EncodeToString(b), hex.EncodeToString(out.MarshalAppend(nil)))
+// wire sends m through the proto wire form, as gRPC does: marshal, then
+// unmarshal into a fresh message of the same type.
+func wire[M proto.Message](t require.TestingT, m M) M {
+	b, err := proto.Marshal(m)
+	require.NoError(t, err)
+	out := m.ProtoReflect().New().Interface().(M)
+	require.NoError(t, proto.Unmarshal(b, out))
+	return out
 }
 
-func TestCodecRoundTripProperty(t *testing.T) {
-	cases := map[string]func(*rapid.T) (Message, Message){
-		"WriteRequest":       func(t *rapid.T) (Message, Message) { return genWriteRequest.Draw(t, "m"), &WriteRequest{} },
-		"WriteResponse":      func(t *rapid.T) (Message, Message) { return genWriteResponse.Draw(t, "m"), &WriteResponse{} },
-		"FetchTaggedRequest": func(t *rapid.T) (Message, Message) { return genFetchTagged.Draw(t, "m"), &FetchTaggedRequest{} },
-		"FetchRequest":       func(t *rapid.T) (Message, Message) { return genFetch.Draw(t, "m"), &FetchRequest{} },
-		"FetchResponse":      func(t *rapid.T) (Message, Message) { return genFetchResponse.Draw(t, "m"), &FetchResponse{} },
-		"HealthResponse":     func(t *rapid.T) (Message, Message) { return genHealth.Draw(t, "m"), &HealthResponse{} },
-	}
-	for name, gen := range cases {
-		t.Run(name, func(t *testing.T) {
-			rapid.Check(t, func(t *rapid.T) {
-				m, out := gen(t)
-				roundTrip(t, m, out)
-			})
-		})
+// requireSame compares structs field by field, nil and empty slices alike
+// (proto3 does not tell them apart); floats are compared by bits elsewhere.
+func requireSame(t require.TestingT, want, got any) {
+	if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
+		require.Fail(t, "conversion round trip differs (-want +got)", d)
 	}
 }
 
-// TestWriteRequestFields checks decoded fields directly, since the
-// canonical-bytes check alone would not catch a symmetric bug.
-func TestWriteRequestFields(t *testing.T) {
+// TestConvertRoundTrip converts every message to its generated form,
+// through the wire and back: what the caller sent is what the server sees,
+// and what the server answered is what the caller gets.
+func TestConvertRoundTrip(t *testing.T) {
+	cases := map[string]func(*rapid.T){
+		"WriteResult": func(t *rapid.T) {
+			m := genWriteResult.Draw(t, "m")
+			requireSame(t, m, writeResultFromPB(wire(t, m.toPB())))
+		},
+		"FetchTaggedRequest": func(t *rapid.T) {
+			m := genFetchTagged.Draw(t, "m")
+			requireSame(t, m, fetchTaggedFromPB(wire(t, m.toPB())))
+		},
+		"FetchRequest": func(t *rapid.T) {
+			m := genFetch.Draw(t, "m")
+			requireSame(t, m, fetchFromPB(wire(t, m.toPB())))
+		},
+		"FetchResponse": func(t *rapid.T) {
+			m := genFetchResponse.Draw(t, "m")
+			requireSame(t, m, fetchResponseFromPB(wire(t, m.toPB())))
+		},
+		"HealthResponse": func(t *rapid.T) {
+			m := genHealth.Draw(t, "m")
+			requireSame(t, m, healthFromPB(wire(t, m.toPB())))
+		},
+		"BlockMetadataRequest": func(t *rapid.T) {
+			m := genBlockMetadataRequest.Draw(t, "m")
+			requireSame(t, m, blockMetadataRequestFromPB(wire(t, m.toPB())))
+		},
+		"BlockMetadataResponse": func(t *rapid.T) {
+			m := genBlockMetadataResponse.Draw(t, "m")
+			requireSame(t, m, blockMetadataResponseFromPB(wire(t, m.toPB())))
+		},
+		"FetchBlockRequest": func(t *rapid.T) {
+			m := genFetchBlockRequest.Draw(t, "m")
+			requireSame(t, m, fetchBlockRequestFromPB(wire(t, m.toPB())))
+		},
+		"FetchBlockResponse": func(t *rapid.T) {
+			m := genFetchBlockResponse.Draw(t, "m")
+			requireSame(t, m, fetchBlockResponseFromPB(wire(t, m.toPB())))
+		},
+		"FetchUnflushedRequest": func(t *rapid.T) {
+			m := genFetchUnflushedRequest.Draw(t, "m")
+			requireSame(t, m, fetchUnflushedRequestFromPB(wire(t, m.toPB())))
+		},
+		"FetchUnflushedResponse": func(t *rapid.T) {
+			m := genFetchUnflushedResponse.Draw(t, "m")
+			requireSame(t, m, fetchUnflushedResponseFromPB(wire(t, m.toPB())))
+		},
+	}
+	for name, check := range cases {
+		t.Run(name, func(t *testing.T) { rapid.Check(t, check) })
+	}
+}
+
+// TestMatcherTypeOutOfRange: a matcher type no uint8 holds must not wrap
+// around to a valid type.
+func TestMatcherTypeOutOfRange(t *testing.T) {
+	for _, typ := range []nodepb.MatchType{256 + 2, -1} {
+		got := matchersFromPB([]*nodepb.Matcher{{Type: typ, Name: "a", Value: "b"}})
+		require.Equal(t, uint8(math.MaxUint8), got[0].Type)
+	}
+}
+
+// requireSamples compares decoded samples with sent ones, float bits and
+// all (Ref is not carried).
+func requireSamples(t require.TestingT, want, got []storage.Sample) {
+	require.Len(t, got, len(want))
+	for i := range want {
+		w, g := want[i], got[i]
+		require.True(t, bytes.Equal(w.ID, g.ID), "sample %d: ID %q, got %q", i, w.ID, g.ID)
+		require.Equal(t, w.Shard, g.Shard, "sample %d", i)
+		require.Equal(t, w.T, g.T, "sample %d", i)
+		require.Equal(t, math.Float64bits(w.V), math.Float64bits(g.V), "sample %d", i)
+	}
+}
+
+func TestPayloadRoundTripProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m := genWriteRequest.Draw(t, "m")
-		var out WriteRequest
-		require.NoError(t, out.Unmarshal(m.MarshalAppend(nil)))
-		require.Equal(t, m.Namespace, out.Namespace)
-		require.Len(t, out.Series, len(m.Series))
-		for i, s := range m.Series {
-			o := out.Series[i]
-			require.True(t, bytes.Equal(s.ID, o.ID))
-			require.Equal(t, s.Shard, o.Shard)
-			require.Len(t, o.Samples, len(s.Samples))
-			for j, smp := range s.Samples {
-				require.Equal(t, smp.T, o.Samples[j].T)
-				require.Equal(t, math.Float64bits(smp.V), math.Float64bits(o.Samples[j].V))
-			}
-		}
-		require.Equal(t, m.NumSamples(), out.NumSamples())
+		batch := genBatch.Draw(t, "batch")
+		b := appendPayload([]byte{0xAA}, batch) // appends after existing bytes
+		require.Equal(t, byte(0xAA), b[0])
+		require.LessOrEqual(t, len(b)-1, payloadSize(batch))
+		prefix := []storage.Sample{{T: 42}}
+		got, err := decodePayload(b[1:], prefix)
+		require.NoError(t, err)
+		require.Equal(t, int64(42), got[0].T, "decode appends after existing samples")
+		requireSamples(t, batch, got[1:])
 	})
 }
 
-// TestWriteRequestGolden pins the layout documented in docs/format/rpc.md.
-func TestWriteRequestGolden(t *testing.T) {
-	m := &WriteRequest{Namespace: "ns", Series: []WriteSeries{
-		{ID: []byte("a"), Shard: 5, Samples: []Sample{{T: 1000, V: 1}, {T: 1010, V: 2}}},
-		{ID: []byte("b"), Shard: 300, Samples: []Sample{{T: 1001, V: 0.5}}},
-	}}
-	want := "01" + "026e73" + "02" + "03" + // version, "ns", 2 series, 3 samples
+// TestPayloadRunsShareEntries: consecutive samples of one series are one
+// entry (the ID is sent once), whether or not their ID slices are shared.
+func TestPayloadRunsShareEntries(t *testing.T) {
+	a1, a2 := []byte("series-a"), []byte("series-a")
+	b := []byte("series-b")
+	batch := []storage.Sample{{ID: a1, T: 1}, {ID: a2, T: 2}, {ID: b, T: 3}, {ID: a1, T: 4}}
+	enc := appendPayload(nil, batch)
+	_, entries, _, err := payloadHeader(enc)
+	require.NoError(t, err)
+	require.Equal(t, 3, entries)
+	require.Equal(t, 2, bytes.Count(enc, a1))
+}
+
+// TestPayloadGolden pins the layout documented in docs/format/rpc.md.
+func TestPayloadGolden(t *testing.T) {
+	batch := []storage.Sample{
+		{ID: []byte("a"), Shard: 5, T: 1000, V: 1},
+		{ID: []byte("a"), Shard: 5, T: 1010, V: 2},
+		{ID: []byte("b"), Shard: 300, T: 1001, V: 0.5},
+	}
+	want := "03" + "02" + // 3 samples, 2 entries
 		"0161" + "05" + "02" + // "a", shard 5, 2 samples
 		"d00f" + "000000000000f03f" + // T 1000 (zigzag 2000), 1.0
 		"14" + "0000000000000040" + // +10, 2.0
 		"0162" + "ac02" + "01" + // "b", shard 300, 1 sample
-		"02" + "000000000000e03f" // +1 from the previous series' first T, 0.5
-	require.Equal(t, want, hex.EncodeToString(m.MarshalAppend(nil)))
+		"02" + "000000000000e03f" // +1 from the previous entry's first T, 0.5
+	require.Equal(t, want, hex.EncodeToString(appendPayload(nil, batch)))
 }
 
-// TestDecodeRejectsDamage truncates and extends valid messages: every
+// TestPayloadRejectsDamage truncates and extends a valid payload: every
 // proper prefix and every extension must fail with ErrMalformed.
-func TestDecodeRejectsDamage(t *testing.T) {
-	msgs := []struct {
-		m   Message
-		new func() Message
-	}{
-		{&WriteRequest{Namespace: "default", Series: []WriteSeries{{ID: []byte("id"), Shard: 3, Samples: []Sample{{1, 2}, {3, 4}}}}}, func() Message { return &WriteRequest{} }},
-		{&WriteResponse{Written: 3, Rejected: 1, RejectMsg: "too old"}, func() Message { return &WriteResponse{} }},
-		{&FetchTaggedRequest{Namespace: "default", Matchers: []Matcher{{2, "job", "a.*"}}, Start: 1, End: 2, Shards: []uint32{1, 500}}, func() Message { return &FetchTaggedRequest{} }},
-		{&FetchRequest{Namespace: "default", IDs: [][]byte{[]byte("x")}, Start: 1, End: 2}, func() Message { return &FetchRequest{} }},
-		{&FetchResponse{Series: []FetchedSeries{{ID: []byte("x"), Shard: 2, Stream: []byte{1, 2, 3}}}}, func() Message { return &FetchResponse{} }},
-		{&HealthResponse{NodeID: "n1", Ready: true, Message: "ok"}, func() Message { return &HealthResponse{} }},
-		{&HealthRequest{}, func() Message { return &HealthRequest{} }},
+func TestPayloadRejectsDamage(t *testing.T) {
+	batch := []storage.Sample{{ID: []byte("id"), Shard: 3, T: 1, V: 2}, {ID: []byte("id"), Shard: 3, T: 3, V: 4}, {ID: []byte("x"), T: 9}}
+	b := appendPayload(nil, batch)
+	_, err := decodePayload(b, nil)
+	require.NoError(t, err)
+	for i := 0; i < len(b); i++ {
+		_, err := decodePayload(b[:i], nil)
+		require.ErrorIs(t, err, ErrMalformed, "prefix %d", i)
 	}
-	for _, tc := range msgs {
-		b := tc.m.MarshalAppend(nil)
-		require.NoError(t, tc.new().Unmarshal(b))
-		for i := 0; i < len(b); i++ {
-			require.ErrorIs(t, tc.new().Unmarshal(b[:i]), ErrMalformed, "%T prefix %d", tc.m, i)
-		}
-		require.ErrorIs(t, tc.new().Unmarshal(append(b, 0)), ErrMalformed, "%T trailing byte", tc.m)
-		bad := append([]byte{}, b...)
-		bad[0] = 2
-		require.ErrorContains(t, tc.new().Unmarshal(bad), "unknown version 2")
-	}
+	_, err = decodePayload(append(b, 0), nil)
+	require.ErrorContains(t, err, "1 trailing bytes")
 }
 
-// TestDecodeBoundsAllocations feeds counts far larger than the message:
+// TestPayloadBoundsAllocations feeds counts far larger than the payload:
 // the decoder must refuse them before allocating.
-func TestDecodeBoundsAllocations(t *testing.T) {
-	b := []byte{wireVersion, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0}
-	require.ErrorContains(t, (&WriteRequest{}).Unmarshal(b), "cannot fit")
-	b = []byte{wireVersion, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
-	require.ErrorContains(t, (&WriteRequest{}).Unmarshal(b), "cannot fit")
-	b = []byte{wireVersion, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}
-	require.ErrorContains(t, (&FetchResponse{}).Unmarshal(b), "bad varint")
+func TestPayloadBoundsAllocations(t *testing.T) {
+	cases := map[string][]byte{
+		"samples":             {0xff, 0xff, 0xff, 0xff, 0x0f, 1, 0, 0, 0},
+		"entries":             {1, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		"entry samples":       {1, 1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		"id length":           {1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		"bad varint":          {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01},
+		"shard beyond u32":    {1, 1, 0, 0x80, 0x80, 0x80, 0x80, 0x10, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		"entries w/o samples": {0, 1, 0, 0, 0},
+	}
+	for name, b := range cases {
+		_, err := decodePayload(b, nil)
+		require.ErrorIs(t, err, ErrMalformed, name)
+	}
 }
 
-func TestCodecMarshalPooledAndSmall(t *testing.T) {
-	c := Codec{}
-	require.Equal(t, "tessera", c.Name())
-	for _, n := range []int{1, 5000} { // below and above the pooling threshold
-		m := &FetchResponse{Series: []FetchedSeries{{ID: []byte("id"), Stream: bytes.Repeat([]byte{7}, n)}}}
-		bs, err := c.Marshal(m)
-		require.NoError(t, err)
-		require.Equal(t, m.Size(), bs.Len())
-		var out FetchResponse
-		require.NoError(t, c.Unmarshal(bs, &out))
-		bs.Free()
-		require.Equal(t, m.Series[0].Stream, out.Series[0].Stream, "decoded data must not alias the freed buffer")
-	}
-	_, err := c.Marshal("not a message")
-	require.Error(t, err)
-	require.Error(t, c.Unmarshal(mem.BufferSlice{mem.SliceBuffer{1}}, 42))
-}
+var (
+	genBlockMetadataRequest = rapid.Custom(func(t *rapid.T) *BlockMetadataRequest {
+		return &BlockMetadataRequest{Namespace: rapid.String().Draw(t, "ns"), Shards: rapid.SliceOfN(rapid.Uint32(), 0, 20).Draw(t, "shards")}
+	})
+	genBlockMetadataResponse = rapid.Custom(func(t *rapid.T) *BlockMetadataResponse {
+		return &BlockMetadataResponse{Shards: rapid.SliceOfN(rapid.Custom(func(t *rapid.T) ShardBlocks {
+			return ShardBlocks{Shard: rapid.Uint32().Draw(t, "shard"), Blocks: rapid.SliceOfN(rapid.Custom(func(t *rapid.T) BlockMeta {
+				return BlockMeta{BlockStart: genTime.Draw(t, "start"), Volume: rapid.Uint32().Draw(t, "vol"),
+					Series: rapid.Uint32().Draw(t, "series"), Samples: rapid.Uint32().Draw(t, "samples"), Digest: rapid.Uint64().Draw(t, "digest")}
+			}), 0, 5).Draw(t, "blocks")}
+		}), 0, 5).Draw(t, "shards")}
+	})
+	genFetchBlockRequest = rapid.Custom(func(t *rapid.T) *FetchBlockRequest {
+		return &FetchBlockRequest{Namespace: rapid.String().Draw(t, "ns"), Shard: rapid.Uint32().Draw(t, "shard"),
+			BlockStart: genTime.Draw(t, "start"), After: genID.Draw(t, "after"), MaxBytes: rapid.Uint32().Draw(t, "max")}
+	})
+	genFetchBlockResponse = rapid.Custom(func(t *rapid.T) *FetchBlockResponse {
+		return &FetchBlockResponse{Series: rapid.SliceOfN(rapid.Custom(func(t *rapid.T) BlockSeries {
+			return BlockSeries{ID: genID.Draw(t, "id"), Data: rapid.SliceOfN(rapid.Byte(), 0, 100).Draw(t, "data"), Samples: rapid.Uint32().Draw(t, "n")}
+		}), 0, 10).Draw(t, "series"), More: rapid.Bool().Draw(t, "more")}
+	})
+	genFetchUnflushedRequest = rapid.Custom(func(t *rapid.T) *FetchUnflushedRequest {
+		return &FetchUnflushedRequest{Namespace: rapid.String().Draw(t, "ns"), Shard: rapid.Uint32().Draw(t, "shard"),
+			After: genID.Draw(t, "after"), MaxBytes: rapid.Uint32().Draw(t, "max")}
+	})
+	genFetchUnflushedResponse = rapid.Custom(func(t *rapid.T) *FetchUnflushedResponse {
+		return &FetchUnflushedResponse{Series: genFetchResponse.Draw(t, "r").Series, More: rapid.Bool().Draw(t, "more")}
+	})
+)

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"sync"
@@ -115,6 +116,40 @@ func samplesNearNow(n int, v0 float64) []Sample {
 		out[i] = Sample{T: end - int64(n-1-i)*1000, V: v0 + float64(i)*0.5}
 	}
 	return out
+}
+
+// Sample, WriteSeries and WriteRequest shape test batches the way a
+// reader thinks of them; batch flattens them into what Client.WriteBatch
+// takes.
+type Sample struct {
+	T int64
+	V float64
+}
+
+type WriteSeries struct {
+	ID      []byte
+	Shard   uint32
+	Samples []Sample
+}
+
+type WriteRequest struct {
+	Namespace string
+	Series    []WriteSeries
+}
+
+func (r *WriteRequest) batch() []storage.Sample {
+	var out []storage.Sample
+	for _, s := range r.Series {
+		for _, smp := range s.Samples {
+			out = append(out, storage.Sample{ID: s.ID, Shard: s.Shard, T: smp.T, V: smp.V})
+		}
+	}
+	return out
+}
+
+// writeReq sends req through c.WriteBatch.
+func writeReq(ctx context.Context, c *Client, req *WriteRequest) (WriteResult, error) {
+	return c.WriteBatch(ctx, req.Namespace, req.batch())
 }
 
 func writeSeries(id []byte, samples []Sample) WriteSeries {

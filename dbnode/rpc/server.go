@@ -8,11 +8,13 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // DefaultMaxMsgSize bounds messages in both directions unless configured:
@@ -84,9 +86,12 @@ func NewServer(db Database, own Ownership, opts ServerOptions) *Server {
 	return s
 }
 
+// ServiceName is the gRPC service of node RPC (nodepb/node.proto).
+const ServiceName = "tessera.rpc.v1.Node"
+
 // Register adds the node service to g. Build g with GRPCServerOptions so
 // its message size limits match the server's.
-func (s *Server) Register(g *grpc.Server) { g.RegisterService(&serviceDesc, service{s}) }
+func (s *Server) Register(g *grpc.Server) { nodepb.RegisterNodeServer(g, service{s: s}) }
 
 // GRPCServerOptions are the grpc.NewServer options node RPC needs: message
 // size limits of MaxMsgSize in both directions (gRPC's default is 4 MiB).
@@ -97,40 +102,70 @@ func (s *Server) GRPCServerOptions() []grpc.ServerOption {
 	}
 }
 
-// service is the Server as the service descriptor sees it; keeping the
-// handler methods off Server keeps its public API to construction.
-type service struct{ s *Server }
-
-func (v service) WriteBatch(ctx context.Context, req *WriteRequest) (*WriteResponse, error) {
-	return v.s.writeBatch(ctx, req)
+// service is the Server as the generated service descriptor sees it: it
+// converts the wire messages to the package's structs and back, and keeps
+// the handler methods off Server, whose public API is construction.
+// Embedding UnimplementedNodeServer answers methods a newer .proto adds
+// with Unimplemented until they are written.
+type service struct {
+	nodepb.UnimplementedNodeServer
+	s *Server
 }
 
-func (v service) FetchTagged(ctx context.Context, req *FetchTaggedRequest) (*FetchResponse, error) {
-	return v.s.fetchTagged(ctx, req)
+func (v service) WriteBatch(ctx context.Context, req *nodepb.WriteBatchRequest) (*nodepb.WriteBatchResponse, error) {
+	res, err := v.s.writeBatch(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.toPB(), nil
 }
 
-func (v service) Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
-	return v.s.fetch(ctx, req)
+func (v service) FetchTagged(ctx context.Context, req *nodepb.FetchTaggedRequest) (*nodepb.FetchResponse, error) {
+	resp, err := v.s.fetchTagged(ctx, fetchTaggedFromPB(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp.toPB(), nil
 }
 
-func (v service) BlockMetadata(ctx context.Context, req *BlockMetadataRequest) (*BlockMetadataResponse, error) {
-	return v.s.blockMetadata(ctx, req)
+func (v service) Fetch(ctx context.Context, req *nodepb.FetchRequest) (*nodepb.FetchResponse, error) {
+	resp, err := v.s.fetch(ctx, fetchFromPB(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp.toPB(), nil
 }
 
-func (v service) FetchBlock(ctx context.Context, req *FetchBlockRequest) (*FetchBlockResponse, error) {
-	return v.s.fetchBlock(ctx, req)
+func (v service) BlockMetadata(ctx context.Context, req *nodepb.BlockMetadataRequest) (*nodepb.BlockMetadataResponse, error) {
+	resp, err := v.s.blockMetadata(ctx, blockMetadataRequestFromPB(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
-func (v service) FetchUnflushed(ctx context.Context, req *FetchUnflushedRequest) (*FetchUnflushedResponse, error) {
-	return v.s.fetchUnflushed(ctx, req)
+func (v service) FetchBlock(ctx context.Context, req *nodepb.FetchBlockRequest) (*nodepb.FetchBlockResponse, error) {
+	resp, err := v.s.fetchBlock(ctx, fetchBlockRequestFromPB(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
-func (v service) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
+func (v service) FetchUnflushed(ctx context.Context, req *nodepb.FetchUnflushedRequest) (*nodepb.FetchUnflushedResponse, error) {
+	resp, err := v.s.fetchUnflushed(ctx, fetchUnflushedRequestFromPB(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (v service) Health(context.Context, *nodepb.HealthRequest) (*nodepb.HealthResponse, error) {
 	resp := &HealthResponse{NodeID: v.s.opts.NodeID, Ready: true}
 	if v.s.opts.Ready != nil {
 		resp.Ready, resp.Message = v.s.opts.Ready()
 	}
-	return resp, nil
+	return resp.toPB(), nil
 }
 
 func (s *Server) namespace(name string) (storage.NamespaceOptions, error) {
@@ -190,10 +225,26 @@ type sizeLimit struct {
 }
 
 func (l *sizeLimit) add(s *FetchedSeries) error {
-	l.size += s.size()
+	l.size += fetchedSeriesSize(s)
 	if l.size > l.max-16 { // room for the header
 		return status.Errorf(codes.ResourceExhausted,
 			"fetch answer exceeds the %d-byte message limit: narrow the time range, matchers or shards", l.max)
 	}
 	return nil
+}
+
+// fetchedSeriesSize is the encoded size of s inside a FetchResponse: its
+// fields, the series' own tag and length prefix.
+func fetchedSeriesSize(s *FetchedSeries) int {
+	n := 0
+	if len(s.ID) > 0 {
+		n += 1 + protowire.SizeBytes(len(s.ID))
+	}
+	if s.Shard != 0 {
+		n += 1 + protowire.SizeVarint(uint64(s.Shard))
+	}
+	if len(s.Stream) > 0 {
+		n += 1 + protowire.SizeBytes(len(s.Stream))
+	}
+	return 1 + protowire.SizeBytes(n)
 }

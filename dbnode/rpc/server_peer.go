@@ -3,6 +3,9 @@ package rpc
 import (
 	"context"
 
+	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
+	"google.golang.org/protobuf/proto"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -17,7 +20,7 @@ const minPacedPageBytes = 4 << 10
 
 // blockMetadata lists the flushed blocks of every requested shard, all of
 // which must be readable here.
-func (s *Server) blockMetadata(ctx context.Context, req *BlockMetadataRequest) (*BlockMetadataResponse, error) {
+func (s *Server) blockMetadata(ctx context.Context, req *BlockMetadataRequest) (*nodepb.BlockMetadataResponse, error) {
 	if _, err := s.namespace(req.Namespace); err != nil {
 		return nil, err
 	}
@@ -54,14 +57,15 @@ func (s *Server) blockMetadata(ctx context.Context, req *BlockMetadataRequest) (
 		}
 		resp.Shards[i] = sb
 	}
-	if err := s.fits(resp); err != nil {
+	out := resp.toPB()
+	if err := s.fits(proto.Size(out)); err != nil {
 		return nil, err
 	}
-	return resp, nil
+	return out, nil
 }
 
 // fetchBlock answers one page of a flushed block, as stored.
-func (s *Server) fetchBlock(ctx context.Context, req *FetchBlockRequest) (*FetchBlockResponse, error) {
+func (s *Server) fetchBlock(ctx context.Context, req *FetchBlockRequest) (*nodepb.FetchBlockResponse, error) {
 	if err := s.streamPrecheck(ctx, req.Namespace, req.Shard); err != nil {
 		return nil, err
 	}
@@ -73,14 +77,15 @@ func (s *Server) fetchBlock(ctx context.Context, req *FetchBlockRequest) (*Fetch
 	for i, f := range series {
 		resp.Series[i] = BlockSeries{ID: f.ID, Data: f.Data, Samples: uint32(f.Samples)}
 	}
-	if err := s.send(ctx, resp); err != nil {
+	out := resp.toPB()
+	if err := s.send(ctx, out); err != nil {
 		return nil, err
 	}
-	return resp, nil
+	return out, nil
 }
 
 // fetchUnflushed answers one page of a shard's in-memory series.
-func (s *Server) fetchUnflushed(ctx context.Context, req *FetchUnflushedRequest) (*FetchUnflushedResponse, error) {
+func (s *Server) fetchUnflushed(ctx context.Context, req *FetchUnflushedRequest) (*nodepb.FetchUnflushedResponse, error) {
 	if err := s.streamPrecheck(ctx, req.Namespace, req.Shard); err != nil {
 		return nil, err
 	}
@@ -92,10 +97,11 @@ func (s *Server) fetchUnflushed(ctx context.Context, req *FetchUnflushedRequest)
 	for i, f := range series {
 		resp.Series[i] = FetchedSeries{ID: f.ID, Shard: req.Shard, Stream: f.Stream}
 	}
-	if err := s.send(ctx, resp); err != nil {
+	out := resp.toPB()
+	if err := s.send(ctx, out); err != nil {
 		return nil, err
 	}
-	return resp, nil
+	return out, nil
 }
 
 // streamPrecheck refuses a page request for an unknown namespace, a shard
@@ -137,8 +143,8 @@ func (s *Server) pageBytes(asked uint32) int {
 
 // fits refuses an answer larger than the message limit (a single series
 // bigger than it, since pages are cut at half of it).
-func (s *Server) fits(m Message) error {
-	if size := m.Size(); size > s.opts.MaxMsgSize {
+func (s *Server) fits(size int) error {
+	if size > s.opts.MaxMsgSize {
 		return status.Errorf(codes.ResourceExhausted,
 			"answer of %d bytes exceeds the %d-byte message limit", size, s.opts.MaxMsgSize)
 	}
@@ -147,11 +153,12 @@ func (s *Server) fits(m Message) error {
 
 // send checks the size of a streaming reply and waits for the rate limit
 // to let its bytes go.
-func (s *Server) send(ctx context.Context, m Message) error {
-	if err := s.fits(m); err != nil {
+func (s *Server) send(ctx context.Context, m proto.Message) error {
+	size := proto.Size(m)
+	if err := s.fits(size); err != nil {
 		return err
 	}
-	if err := s.pacer.wait(ctx, m.Size()); err != nil {
+	if err := s.pacer.wait(ctx, size); err != nil {
 		return ctxStatus(err)
 	}
 	return nil

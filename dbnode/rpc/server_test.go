@@ -36,9 +36,9 @@ func TestWriteFetchRoundTrip(t *testing.T) {
 		want[string(id)] = s
 		req.Series = append(req.Series, writeSeries(id, s))
 	}
-	resp, err := c.WriteBatch(ctx, req)
+	resp, err := writeReq(ctx, c, req)
 	require.NoError(t, err)
-	require.Equal(t, &WriteResponse{Written: 30}, resp)
+	require.Equal(t, WriteResult{Written: 30}, resp)
 
 	requireSamples := func(t *testing.T, want, got []Sample) {
 		t.Helper()
@@ -142,7 +142,7 @@ func TestOwnershipRefusal(t *testing.T) {
 			writeSeries(ids[0], samplesNearNow(3, 1)),
 			writeSeries(ids[1], samplesNearNow(3, 1)),
 		}}
-		_, err := c.WriteBatch(ctx, req)
+		_, err := writeReq(ctx, c, req)
 		e := requireCode(t, err, codes.FailedPrecondition, fmt.Sprintf("write refused: shard %d: not owned by node2", shardOf(ids[1])))
 		require.Equal(t, []uint32{shardOf(ids[1])}, e.Shards)
 		require.Equal(t, "WriteBatch", e.Method)
@@ -160,7 +160,7 @@ func TestOwnershipRefusal(t *testing.T) {
 			req.Series = append(req.Series, writeSeries(id, samplesNearNow(1, 1)))
 			foreign = append(foreign, shardOf(id))
 		}
-		_, err := c.WriteBatch(ctx, req)
+		_, err := writeReq(ctx, c, req)
 		e := requireCode(t, err, codes.FailedPrecondition, "; and 2 more shards")
 		require.Equal(t, foreign, e.Shards)
 	})
@@ -175,7 +175,7 @@ func TestOwnershipRefusal(t *testing.T) {
 	for _, id := range ids {
 		req.Series = append(req.Series, writeSeries(id, samplesNearNow(2, 1)))
 	}
-	_, err := all.WriteBatch(ctx, req)
+	_, err := writeReq(ctx, all, req)
 	require.NoError(t, err)
 	match := []Matcher{{uint8(labels.MatchEqual), "__name__", "cpu"}}
 
@@ -201,7 +201,7 @@ func TestOwnershipRefusal(t *testing.T) {
 		fr, err := lc.FetchTagged(ctx, &FetchTaggedRequest{Namespace: testNS, Matchers: match, Start: start, End: end})
 		require.NoError(t, err)
 		require.Len(t, fr.Series, len(ids))
-		_, err = lc.WriteBatch(ctx, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(ids[0], samplesNearNow(1, 1))}})
+		_, err = writeReq(ctx, lc, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(ids[0], samplesNearNow(1, 1))}})
 		requireCode(t, err, codes.FailedPrecondition, fmt.Sprintf("shard %d: LEAVING", owned))
 	})
 }
@@ -216,7 +216,7 @@ func TestRejectedSamplesAreNotAnError(t *testing.T) {
 		{T: now.Add(-time.Minute).UnixMilli(), V: 2},
 		{T: now.Add(time.Hour).UnixMilli(), V: 3}, // beyond buffer future
 	}
-	resp, err := c.WriteBatch(context.Background(), &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samples)}})
+	resp, err := writeReq(context.Background(), c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samples)}})
 	require.NoError(t, err)
 	require.Equal(t, 1, resp.Written)
 	require.Equal(t, 2, resp.Rejected)
@@ -239,26 +239,26 @@ func TestInvalidRequests(t *testing.T) {
 		msg  string
 	}{
 		{"write unknown namespace", func() error {
-			_, err := c.WriteBatch(ctx, &WriteRequest{Namespace: "nope", Series: []WriteSeries{writeSeries(id, samplesNearNow(1, 0))}})
+			_, err := writeReq(ctx, c, &WriteRequest{Namespace: "nope", Series: []WriteSeries{writeSeries(id, samplesNearNow(1, 0))}})
 			return err
 		}, `unknown namespace "nope"`},
 		{"write wrong shard", func() error {
 			ws := writeSeries(id, samplesNearNow(1, 0))
 			ws.Shard = (ws.Shard + 1) % testShards
-			_, err := c.WriteBatch(ctx, &WriteRequest{Namespace: testNS, Series: []WriteSeries{ws}})
+			_, err := writeReq(ctx, c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{ws}})
 			return err
 		}, fmt.Sprintf("but its ID hashes to shard %d", shardOf(id))},
 		{"write empty id", func() error {
-			_, err := c.WriteBatch(ctx, &WriteRequest{Namespace: testNS, Series: []WriteSeries{{Samples: samplesNearNow(1, 0)}}})
+			_, err := writeReq(ctx, c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{{Samples: samplesNearNow(1, 0)}}})
 			return err
 		}, "series 0 (\"\"): malformed ID: no labels"},
 		{"write unsorted labels", func() error {
 			id := []byte("\x01b\x011\x01a\x012") // b="1", a="2": length-prefixed, not sorted
-			_, err := c.WriteBatch(ctx, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samplesNearNow(1, 0))}})
+			_, err := writeReq(ctx, c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samplesNearNow(1, 0))}})
 			return err
 		}, `malformed ID: label "a" not sorted after "b"`},
 		{"write garbage id", func() error {
-			_, err := c.WriteBatch(ctx, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries([]byte{0xff}, samplesNearNow(1, 0))}})
+			_, err := writeReq(ctx, c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries([]byte{0xff}, samplesNearNow(1, 0))}})
 			return err
 		}, "malformed series id"},
 		{"fetch unknown namespace", func() error {
@@ -306,7 +306,7 @@ func TestStorageFailures(t *testing.T) {
 	db.readErr = fmt.Errorf("read block: %w", encoding.ErrCorrupt)
 	db.mu.Unlock()
 
-	_, err := c.WriteBatch(ctx, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samplesNearNow(1, 0))}})
+	_, err := writeReq(ctx, c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samplesNearNow(1, 0))}})
 	requireCode(t, err, codes.Unavailable, "write batch: commit log queue full")
 	_, err = c.Fetch(ctx, &FetchRequest{Namespace: testNS, IDs: [][]byte{id}, End: 1})
 	requireCode(t, err, codes.DataLoss, "corrupt")
@@ -326,7 +326,7 @@ func TestDeadlines(t *testing.T) {
 	id := seriesID("cpu")
 
 	// The client's default timeout applies when the context has none.
-	_, err := c.WriteBatch(context.Background(), &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samplesNearNow(1, 0))}})
+	_, err := writeReq(context.Background(), c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samplesNearNow(1, 0))}})
 	requireCode(t, err, codes.DeadlineExceeded, "")
 
 	// A deadline on the context wins.
@@ -367,7 +367,7 @@ func TestConcurrentCalls(t *testing.T) {
 			id := seriesID("cpu", "g", fmt.Sprint(g))
 			samples := samplesNearNow(5, float64(g))
 			for i := 0; i < 20; i++ { // rewriting the same samples is idempotent
-				if _, err := c.WriteBatch(ctx, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samples)}}); err != nil {
+				if _, err := writeReq(ctx, c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samples)}}); err != nil {
 					errs <- err
 					return
 				}
@@ -392,21 +392,4 @@ func TestConcurrentCalls(t *testing.T) {
 	}
 	sort.Strings(got)
 	require.Len(t, got, 8)
-}
-
-// rawMsg sends arbitrary bytes as a request.
-type rawMsg []byte
-
-func (m rawMsg) Size() int                       { return len(m) }
-func (m rawMsg) MarshalAppend(dst []byte) []byte { return append(dst, m...) }
-func (m rawMsg) Unmarshal([]byte) error          { return nil }
-
-func TestUndecodableRequest(t *testing.T) {
-	db := openStorage(t, commitlog.ModeAsync)
-	c := serve(t, db, nil, ServerOptions{}, ClientOptions{})
-	for _, method := range []string{methodWriteBatch, methodFetch, methodFetchTagged, methodHealth} {
-		err := c.conn.Invoke(context.Background(), method, rawMsg{wireVersion, 0xff}, &WriteResponse{})
-		require.Equal(t, codes.Internal, status.Code(err), "%s: %v", method, err)
-		require.Contains(t, err.Error(), "malformed message", method)
-	}
 }

@@ -4,65 +4,78 @@ import (
 	"context"
 	"errors"
 
+	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// writeBatch validates the whole batch before writing any of it: a batch
-// with a malformed series or a refused shard is refused whole, so the
-// client can resend it elsewhere without partial effects to reason about.
-func (s *Server) writeBatch(ctx context.Context, req *WriteRequest) (*WriteResponse, error) {
-	if _, err := s.namespace(req.Namespace); err != nil {
-		return nil, err
+// writeBatch decodes the payload straight into a pooled []storage.Sample
+// and validates the whole batch before writing any of it: a batch with a
+// malformed series or a refused shard is refused whole, so the client can
+// resend it elsewhere without partial effects to reason about. Validation
+// runs once per series entry, not per sample.
+func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) (WriteResult, error) {
+	if _, err := s.namespace(req.GetNamespace()); err != nil {
+		return WriteResult{}, err
 	}
+	if f := req.GetFormat(); f != nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1 {
+		// A newer sender switched formats before this node learnt it.
+		return WriteResult{}, status.Errorf(codes.InvalidArgument,
+			"write payload format %d (%s) unknown to this node: it reads %s only",
+			int32(f), f, nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1)
+	}
+	if len(req.GetPayload()) == 0 {
+		return WriteResult{}, nil
+	}
+	buf := s.getSamples(0)
+	defer s.putSamples(buf)
+	batch, err := decodePayload(req.GetPayload(), (*buf)[:0])
+	*buf = batch
+	if err != nil {
+		return WriteResult{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+
 	check := newShardCheck(s.own, OpWrite)
-	total := 0
-	for i := range req.Series {
-		ws := &req.Series[i]
-		if err := validateID(ws.ID); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "series %d (%q): malformed ID: %v", i, ws.ID, err)
+	var prevID []byte
+	entry := -1
+	for i := range batch {
+		smp := &batch[i]
+		// Samples of one entry share their ID slice: check it once.
+		if len(prevID) == len(smp.ID) && len(prevID) > 0 && &prevID[0] == &smp.ID[0] {
+			continue
 		}
-		// The client routed by ws.Shard; a wrong one would file the series
-		// where reads never look.
-		if got := s.db.Shard(ws.ID); got != ws.Shard {
-			return nil, status.Errorf(codes.InvalidArgument, "series %d (%q): sent as shard %d but its ID hashes to shard %d", i, ws.ID, ws.Shard, got)
+		prevID = smp.ID
+		entry++
+		if err := validateID(smp.ID); err != nil {
+			return WriteResult{}, status.Errorf(codes.InvalidArgument, "series %d (%q): malformed ID: %v", entry, smp.ID, err)
 		}
-		check.allowed(ws.Shard)
-		total += len(ws.Samples)
+		// The client routed by the shard it sent; a wrong one would file
+		// the series where reads never look.
+		if got := s.db.Shard(smp.ID); got != smp.Shard {
+			return WriteResult{}, status.Errorf(codes.InvalidArgument, "series %d (%q): sent as shard %d but its ID hashes to shard %d", entry, smp.ID, smp.Shard, got)
+		}
+		check.allowed(smp.Shard)
 	}
 	if err := check.err(ctx); err != nil {
-		return nil, err
+		return WriteResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, ctxStatus(err)
-	}
-	if total == 0 {
-		return &WriteResponse{}, nil
+		return WriteResult{}, ctxStatus(err)
 	}
 
-	buf := s.getSamples(total)
-	defer s.putSamples(buf)
-	batch := (*buf)[:0]
-	for i := range req.Series {
-		ws := &req.Series[i]
-		for _, smp := range ws.Samples {
-			batch = append(batch, storage.Sample{ID: ws.ID, Shard: ws.Shard, T: smp.T, V: smp.V})
-		}
-	}
-	*buf = batch
-
-	err := s.db.WriteBatch(req.Namespace, batch)
+	total := len(batch)
+	err = s.db.WriteBatch(req.GetNamespace(), batch)
 	var rejected *storage.RejectedError
 	switch {
 	case err == nil:
-		return &WriteResponse{Written: total}, nil
+		return WriteResult{Written: total}, nil
 	case errors.As(err, &rejected):
-		return &WriteResponse{Written: total - rejected.Total, Rejected: rejected.Total, RejectMsg: rejected.Error()}, nil
+		return WriteResult{Written: total - rejected.Total, Rejected: rejected.Total, RejectMsg: rejected.Error()}, nil
 	default:
 		st := storageStatus("write batch", err)
 		s.logTransient("WriteBatch", st)
-		return nil, st
+		return WriteResult{}, st
 	}
 }
 
@@ -74,8 +87,11 @@ func (s *Server) getSamples(n int) *[]storage.Sample {
 	return &b
 }
 
+// putSamples returns a batch buffer to the pool, without the IDs (which
+// alias the request) and series refs it held, up to its capacity since a
+// failed decode may have filled more than its length.
 func (s *Server) putSamples(b *[]storage.Sample) {
-	clear(*b) // drop the IDs, which alias the request
+	clear((*b)[:cap(*b)])
 	*b = (*b)[:0]
 	s.samples.Put(b)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 )
 
 // largeDB answers every read with n random-valued samples and counts
@@ -50,15 +51,15 @@ func TestLargeMessages(t *testing.T) {
 		samples[i] = Sample{T: int64(i), V: float64(i) * 1.1}
 	}
 	req := &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samples)}}
-	require.Greater(t, req.Size(), 4<<20)
-	resp, err := c.WriteBatch(ctx, req)
+	require.Greater(t, len(appendPayload(nil, req.batch())), 4<<20)
+	resp, err := writeReq(ctx, c, req)
 	require.NoError(t, err)
 	require.Equal(t, len(samples), resp.Written)
 	require.EqualValues(t, len(samples), db.written.Load())
 
 	fr, err := c.Fetch(ctx, &FetchRequest{Namespace: testNS, IDs: [][]byte{id}, End: 1})
 	require.NoError(t, err)
-	require.Greater(t, fr.Size(), 4<<20)
+	require.Greater(t, proto.Size(fr.toPB()), 4<<20)
 	require.Len(t, decodeStream(t, fr.Series[0].Stream), db.n)
 }
 
@@ -72,12 +73,12 @@ func TestMessageSizeLimits(t *testing.T) {
 
 	// The server refuses a request above its limit before decoding it.
 	req := &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(seriesID("a"), make([]Sample, 10_000))}}
-	_, err = c.WriteBatch(ctx, req)
+	_, err = writeReq(ctx, c, req)
 	requireCode(t, err, codes.ResourceExhausted, "")
 	require.Zero(t, db.written.Load())
 
 	// The client refuses to send above its own limit.
 	small := serve(t, db, nil, ServerOptions{}, ClientOptions{MaxMsgSize: 1 << 10})
-	_, err = small.WriteBatch(ctx, req)
+	_, err = writeReq(ctx, small, req)
 	requireCode(t, err, codes.ResourceExhausted, "")
 }
