@@ -17,7 +17,8 @@ import (
 // large one is split. Up to `workers` RPCs are in flight per host.
 type hostQueue struct {
 	endpoint string
-	client   *rpc.Client
+	peer     Peer
+	health   *health
 	maxBatch int
 	timeout  time.Duration
 
@@ -35,8 +36,8 @@ type writeOp struct {
 
 const hostWorkers = 4
 
-func newHostQueue(endpoint string, c *rpc.Client, maxBatch int, timeout time.Duration) *hostQueue {
-	h := &hostQueue{endpoint: endpoint, client: c, maxBatch: maxBatch, timeout: timeout,
+func newHostQueue(endpoint string, p Peer, hl *health, maxBatch int, timeout time.Duration) *hostQueue {
+	h := &hostQueue{endpoint: endpoint, peer: p, health: hl, maxBatch: maxBatch, timeout: timeout,
 		ops: make(chan *writeOp, 1024), stop: make(chan struct{})}
 	for i := 0; i < hostWorkers; i++ {
 		h.wg.Add(1)
@@ -108,22 +109,28 @@ func (h *hostQueue) send(ops []*writeOp) {
 	if len(live) == 0 {
 		return
 	}
-	req := &rpc.WriteRequest{Namespace: live[0].ns}
-	idx := map[string]int{}
-	for _, op := range live {
-		for _, s := range op.samples {
-			i, ok := idx[string(s.ID)]
-			if !ok {
-				i = len(req.Series)
-				idx[string(s.ID)] = i
-				req.Series = append(req.Series, rpc.WriteSeries{ID: s.ID, Shard: s.Shard})
-			}
-			req.Series[i].Samples = append(req.Series[i].Samples, rpc.Sample{T: s.T, V: s.V})
+	samples := live[0].samples
+	if len(live) > 1 {
+		n := 0
+		for _, op := range live {
+			n += len(op.samples)
+		}
+		samples = make([]storage.Sample, 0, n)
+		for _, op := range live {
+			samples = append(samples, op.samples...)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
-	resp, err := h.writeWithRetry(ctx, req)
-	cancel()
+	// The RPC is cancelled when the host goes down, so a frozen host does
+	// not hold the workers for the whole request timeout.
+	ctx, cancel, err := h.health.guard(context.Background())
+	var resp WriteResult
+	if err == nil {
+		tctx, tcancel := context.WithTimeout(ctx, h.timeout)
+		resp, err = h.writeWithRetry(tctx, live[0].ns, samples)
+		err = callErr(ctx, err)
+		tcancel()
+		cancel()
+	}
 	for _, op := range live {
 		switch {
 		case err != nil:
@@ -138,10 +145,9 @@ func (h *hostQueue) send(ops []*writeOp) {
 	}
 }
 
-func (h *hostQueue) close() error {
+func (h *hostQueue) close() {
 	close(h.stop)
 	h.wg.Wait()
-	return h.client.Close()
 }
 
 // writeWithRetry sends req, and again (up to 3 times, backing off) when
@@ -153,23 +159,25 @@ func (h *hostQueue) close() error {
 // refuses the whole batch, so the shards it does hold are sent on their
 // own, while the ops still report the refusal and the quorum does not
 // count this host for them.
-func (h *hostQueue) writeWithRetry(ctx context.Context, req *rpc.WriteRequest) (*rpc.WriteResponse, error) {
+func (h *hostQueue) writeWithRetry(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
 	backoff := 50 * time.Millisecond
 	for try := 0; ; try++ {
-		resp, err := h.client.WriteBatch(ctx, req)
+		resp, err := h.peer.WriteBatch(ctx, ns, samples)
 		refused := rpc.Code(err) == codes.FailedPrecondition
 		if err == nil || try == 3 || !(refused || transient(err)) {
 			var rerr *rpc.Error
 			if refused && errors.As(err, &rerr) && len(rerr.Shards) > 0 {
-				if rest := withoutShards(req, rerr.Shards); len(rest.Series) > 0 {
-					_, _ = h.client.WriteBatch(ctx, rest)
+				if rest := withoutShards(samples, rerr.Shards); len(rest) > 0 {
+					_, _ = h.peer.WriteBatch(ctx, ns, rest)
 				}
 			}
 			return resp, err
 		}
+		t := time.NewTimer(backoff)
 		select {
-		case <-time.After(backoff):
+		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
 			return resp, err
 		}
 		backoff *= 2
@@ -185,16 +193,16 @@ func transient(err error) bool {
 	return false
 }
 
-// withoutShards returns req without the series of the given shards.
-func withoutShards(req *rpc.WriteRequest, shards []uint32) *rpc.WriteRequest {
+// withoutShards returns the samples not of the given shards.
+func withoutShards(samples []storage.Sample, shards []uint32) []storage.Sample {
 	drop := make(map[uint32]bool, len(shards))
 	for _, sh := range shards {
 		drop[sh] = true
 	}
-	out := &rpc.WriteRequest{Namespace: req.Namespace}
-	for _, s := range req.Series {
+	var out []storage.Sample
+	for _, s := range samples {
 		if !drop[s.Shard] {
-			out.Series = append(out.Series, s)
+			out = append(out, s)
 		}
 	}
 	return out
