@@ -204,6 +204,12 @@ func Fanout[T any](ctx context.Context, groups []FanoutGroup, opts FanoutOptions
 		select {
 		case r := <-results:
 			inflight--
+			if r.err != nil && opts.Read && waitCtx.Err() != nil {
+				// Our own deadline (or the caller) ended this call: the
+				// owner did not fail, it did not answer in time.
+				rep.Cause = timeoutCause(ctx, waitCtx, opts.Timeout)
+				break
+			}
 			plan := map[string][]int{}
 			for _, gi := range r.groups {
 				groups[gi].Quorum.Record(r.instance, r.err == nil)
@@ -231,10 +237,7 @@ func Fanout[T any](ctx context.Context, groups []FanoutGroup, opts FanoutOptions
 			}
 			ask(plan)
 		case <-waitCtx.Done():
-			rep.Cause = waitCtx.Err()
-			if ctx.Err() == nil {
-				rep.Cause = fmt.Errorf("no answer within %v: %w", opts.Timeout, rep.Cause)
-			}
+			rep.Cause = timeoutCause(ctx, waitCtx, opts.Timeout)
 		}
 		if rep.Cause != nil {
 			break
@@ -255,4 +258,13 @@ func Fanout[T any](ctx context.Context, groups []FanoutGroup, opts FanoutOptions
 		rep.OK = false
 	}
 	return answers, rep
+}
+
+// timeoutCause is why a fan-out ended before its groups decided: the
+// caller's context, or the fan-out's own timeout.
+func timeoutCause(caller, wait context.Context, timeout time.Duration) error {
+	if err := caller.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("no answer within %v: %w", timeout, wait.Err())
 }
