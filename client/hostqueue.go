@@ -16,6 +16,7 @@ import (
 // maxBatch samples), so many small requests cost few round trips, and a
 // large one is split. Up to `workers` RPCs are in flight per host.
 type hostQueue struct {
+	base     context.Context // ends when the session closes
 	endpoint string
 	peer     Peer
 	health   *health
@@ -36,8 +37,8 @@ type writeOp struct {
 
 const hostWorkers = 4
 
-func newHostQueue(endpoint string, p Peer, hl *health, maxBatch int, timeout time.Duration) *hostQueue {
-	h := &hostQueue{endpoint: endpoint, peer: p, health: hl, maxBatch: maxBatch, timeout: timeout,
+func newHostQueue(base context.Context, endpoint string, p Peer, hl *health, maxBatch int, timeout time.Duration) *hostQueue {
+	h := &hostQueue{base: base, endpoint: endpoint, peer: p, health: hl, maxBatch: maxBatch, timeout: timeout,
 		ops: make(chan *writeOp, 1024), stop: make(chan struct{})}
 	for i := 0; i < hostWorkers; i++ {
 		h.wg.Add(1)
@@ -122,7 +123,7 @@ func (h *hostQueue) send(ops []*writeOp) {
 	}
 	// The RPC is cancelled when the host goes down, so a frozen host does
 	// not hold the workers for the whole request timeout.
-	ctx, cancel, err := h.health.guard(context.Background())
+	ctx, cancel, err := h.health.guard(h.base)
 	var resp WriteResult
 	if err == nil {
 		tctx, tcancel := context.WithTimeout(ctx, h.timeout)

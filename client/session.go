@@ -64,6 +64,11 @@ type Session struct {
 
 	route atomic.Pointer[routing]
 
+	// ctx ends at Close, cancelling the writes still delivered to slow
+	// replicas after their callers returned.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu     sync.Mutex
 	hosts  map[string]*host // by endpoint
 	closed bool
@@ -115,7 +120,8 @@ func NewSession(opts Options) (*Session, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = tally.NoopScope
 	}
-	return &Session{opts: opts, hosts: map[string]*host{}, stop: make(chan struct{}), m: sessionMetrics{
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Session{opts: opts, ctx: ctx, cancel: cancel, hosts: map[string]*host{}, stop: make(chan struct{}), m: sessionMetrics{
 		writeOK:   opts.Metrics.Counter("write_success"),
 		writeFail: opts.Metrics.Counter("write_errors"),
 		readOK:    opts.Metrics.Counter("read_success"),
@@ -133,6 +139,7 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	close(s.stop)
+	s.cancel()
 	hosts := s.hosts
 	s.hosts = map[string]*host{}
 	s.mu.Unlock()
@@ -162,7 +169,7 @@ func (s *Session) host(instance, endpoint string) (*host, error) {
 	}
 	hl := newHealth(instance, endpoint)
 	h := &host{instance: instance, endpoint: endpoint, peer: p, health: hl,
-		queue: newHostQueue(endpoint, p, hl, s.opts.MaxBatch, s.opts.RequestTimeout)}
+		queue: newHostQueue(s.ctx, endpoint, p, hl, s.opts.MaxBatch, s.opts.RequestTimeout)}
 	s.hosts[endpoint] = h
 	if s.opts.Health.Interval > 0 {
 		s.probes.Add(1)
