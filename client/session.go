@@ -344,8 +344,14 @@ func (s *Session) failure(what, verb string, m *Map, r *routing, groups []Fanout
 		for _, f := range gr.Failed {
 			hosts = append(hosts, fmt.Sprintf("%s (%s): %v", f.Instance, m.Endpoints[f.Instance], f.Err))
 		}
+		// Pending owners did not answer by the timeout, or had not
+		// answered yet when the level became impossible.
+		pending := "still pending"
+		if rep.Cause != nil {
+			pending = "no answer"
+		}
 		for _, inst := range gr.Pending {
-			hosts = append(hosts, fmt.Sprintf("%s (%s): no answer", inst, m.Endpoints[inst]))
+			hosts = append(hosts, fmt.Sprintf("%s (%s): %s", inst, m.Endpoints[inst], pending))
 		}
 		if len(groups[gi].Owners) == 0 {
 			hosts = append(hosts, "no readable owner")
