@@ -16,8 +16,10 @@ import (
 // maxBatch samples), so many small requests cost few round trips, and a
 // large one is split. Up to `workers` RPCs are in flight per host.
 type hostQueue struct {
+	base     context.Context // ends when the session closes
 	endpoint string
-	client   *rpc.Client
+	peer     Peer
+	health   *health
 	maxBatch int
 	timeout  time.Duration
 
@@ -35,8 +37,8 @@ type writeOp struct {
 
 const hostWorkers = 4
 
-func newHostQueue(endpoint string, c *rpc.Client, maxBatch int, timeout time.Duration) *hostQueue {
-	h := &hostQueue{endpoint: endpoint, client: c, maxBatch: maxBatch, timeout: timeout,
+func newHostQueue(base context.Context, endpoint string, p Peer, hl *health, maxBatch int, timeout time.Duration) *hostQueue {
+	h := &hostQueue{base: base, endpoint: endpoint, peer: p, health: hl, maxBatch: maxBatch, timeout: timeout,
 		ops: make(chan *writeOp, 1024), stop: make(chan struct{})}
 	for i := 0; i < hostWorkers; i++ {
 		h.wg.Add(1)
@@ -108,14 +110,28 @@ func (h *hostQueue) send(ops []*writeOp) {
 	if len(live) == 0 {
 		return
 	}
-	ns := live[0].ns
-	var samples []storage.Sample
-	for _, op := range live {
-		samples = append(samples, op.samples...)
+	samples := live[0].samples
+	if len(live) > 1 {
+		n := 0
+		for _, op := range live {
+			n += len(op.samples)
+		}
+		samples = make([]storage.Sample, 0, n)
+		for _, op := range live {
+			samples = append(samples, op.samples...)
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
-	resp, err := h.writeWithRetry(ctx, ns, samples)
-	cancel()
+	// The RPC is cancelled when the host goes down, so a frozen host does
+	// not hold the workers for the whole request timeout.
+	ctx, cancel, err := h.health.guard(h.base)
+	var resp WriteResult
+	if err == nil {
+		tctx, tcancel := context.WithTimeout(ctx, h.timeout)
+		resp, err = h.writeWithRetry(tctx, live[0].ns, samples)
+		err = callErr(ctx, err)
+		tcancel()
+		cancel()
+	}
 	for _, op := range live {
 		switch {
 		case err != nil:
@@ -130,10 +146,9 @@ func (h *hostQueue) send(ops []*writeOp) {
 	}
 }
 
-func (h *hostQueue) close() error {
+func (h *hostQueue) close() {
 	close(h.stop)
 	h.wg.Wait()
-	return h.client.Close()
 }
 
 // writeWithRetry sends req, and again (up to 3 times, backing off) when
@@ -145,23 +160,25 @@ func (h *hostQueue) close() error {
 // refuses the whole batch, so the shards it does hold are sent on their
 // own, while the ops still report the refusal and the quorum does not
 // count this host for them.
-func (h *hostQueue) writeWithRetry(ctx context.Context, ns string, samples []storage.Sample) (rpc.WriteResult, error) {
+func (h *hostQueue) writeWithRetry(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
 	backoff := 50 * time.Millisecond
 	for try := 0; ; try++ {
-		resp, err := h.client.WriteBatch(ctx, ns, samples)
+		resp, err := h.peer.WriteBatch(ctx, ns, samples)
 		refused := rpc.Code(err) == codes.FailedPrecondition
 		if err == nil || try == 3 || !(refused || transient(err)) {
 			var rerr *rpc.Error
 			if refused && errors.As(err, &rerr) && len(rerr.Shards) > 0 {
 				if rest := withoutShards(samples, rerr.Shards); len(rest) > 0 {
-					_, _ = h.client.WriteBatch(ctx, ns, rest)
+					_, _ = h.peer.WriteBatch(ctx, ns, rest)
 				}
 			}
 			return resp, err
 		}
+		t := time.NewTimer(backoff)
 		select {
-		case <-time.After(backoff):
+		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
 			return resp, err
 		}
 		backoff *= 2
@@ -177,7 +194,7 @@ func transient(err error) bool {
 	return false
 }
 
-// withoutShards returns the samples not in the given shards.
+// withoutShards returns the samples not of the given shards.
 func withoutShards(samples []storage.Sample, shards []uint32) []storage.Sample {
 	drop := make(map[uint32]bool, len(shards))
 	for _, sh := range shards {

@@ -33,7 +33,7 @@ func ParseWriteLevel(s string) (WriteLevel, error) {
 	switch strings.ToLower(s) {
 	case "one":
 		return WriteOne, nil
-	case "majority", "":
+	case "majority":
 		return WriteMajority, nil
 	case "all":
 		return WriteAll, nil
@@ -46,7 +46,7 @@ func ParseReadLevel(s string) (ReadLevel, error) {
 	switch strings.ToLower(strings.ReplaceAll(s, "-", "_")) {
 	case "one":
 		return ReadOne, nil
-	case "unstrict_majority", "":
+	case "unstrict_majority":
 		return ReadUnstrictMajority, nil
 	case "majority":
 		return ReadMajority, nil

@@ -8,13 +8,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
-	"github.com/tessera-tsdb/tessera/placement"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -24,25 +24,37 @@ type Local interface {
 	Query(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64, qo storage.QueryOptions) ([]storage.SeriesIterator, error)
 }
 
-// Options configure a Session.
+// Options configure a Session. The defaults live in config (the cluster
+// section); NewSession fills none of them in and refuses a missing
+// required option by name.
 type Options struct {
 	// LocalID is this node's instance ID; its shards go to Local.
-	LocalID    string
-	Local      Local
-	Topology   *Topology
+	LocalID string
+	// Local is this node's storage; nil for a session without one (tools,
+	// tests), which reaches every instance over the network.
+	Local    Local
+	Topology *Topology // required
+	// WriteLevel and ReadLevel are required.
 	WriteLevel WriteLevel
 	ReadLevel  ReadLevel
 	// Pairing lets an INITIALIZING owner and its LEAVING source count as
 	// one replica for writes.
 	Pairing bool
-	// HedgeAfter is the stage timeout of a read at level one.
+	// HedgeAfter: a read still short of its level after HedgeAfter asks the
+	// next readable owner, at every level. Required (> 0).
 	HedgeAfter time.Duration
-	// RequestTimeout bounds one RPC.
+	// RequestTimeout bounds one read or write, and the replicas still
+	// being written after a write returned. Required (> 0).
 	RequestTimeout time.Duration
-	// MaxBatch is the most samples one write RPC carries.
+	// MaxBatch is the most samples one write RPC carries. Required (> 0).
 	MaxBatch int
-	Logger   *slog.Logger
-	Metrics  tally.Scope
+	// Health probes every remote host; zero Interval turns it off.
+	Health HealthOptions
+	// Dial connects to a host; nil means the node RPC (DialRPC).
+	Dial DialFunc
+	// Logger and Metrics: nil discards.
+	Logger  *slog.Logger
+	Metrics tally.Scope
 }
 
 // Session routes writes and reads through the cluster. It is safe for
@@ -50,10 +62,28 @@ type Options struct {
 type Session struct {
 	opts Options
 
-	mu    sync.Mutex
-	hosts map[string]*hostQueue // by endpoint
+	route atomic.Pointer[routing]
+
+	// ctx ends at Close, cancelling the writes still delivered to slow
+	// replicas after their callers returned.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	hosts  map[string]*host // by endpoint
+	closed bool
+	stop   chan struct{}
+	probes sync.WaitGroup
 
 	m sessionMetrics
+}
+
+// host is one remote node: its connection, write queue and health.
+type host struct {
+	instance, endpoint string
+	peer               Peer
+	queue              *hostQueue
+	health             *health
 }
 
 type sessionMetrics struct {
@@ -61,21 +91,28 @@ type sessionMetrics struct {
 }
 
 // NewSession builds a session over a topology.
-func NewSession(opts Options) *Session {
-	if opts.WriteLevel == 0 {
-		opts.WriteLevel = WriteMajority
+func NewSession(opts Options) (*Session, error) {
+	switch {
+	case opts.Topology == nil:
+		return nil, errors.New("client: Options.Topology is required")
+	case opts.WriteLevel < WriteOne || opts.WriteLevel > WriteAll:
+		return nil, fmt.Errorf("client: Options.WriteLevel is required (got %d)", opts.WriteLevel)
+	case opts.ReadLevel < ReadOne || opts.ReadLevel > ReadAll:
+		return nil, fmt.Errorf("client: Options.ReadLevel is required (got %d)", opts.ReadLevel)
+	case opts.HedgeAfter <= 0:
+		return nil, fmt.Errorf("client: Options.HedgeAfter must be > 0, got %v", opts.HedgeAfter)
+	case opts.RequestTimeout <= 0:
+		return nil, fmt.Errorf("client: Options.RequestTimeout must be > 0, got %v", opts.RequestTimeout)
+	case opts.MaxBatch <= 0:
+		return nil, fmt.Errorf("client: Options.MaxBatch must be > 0, got %d", opts.MaxBatch)
+	case opts.Health.Interval < 0:
+		return nil, fmt.Errorf("client: Options.Health.Interval must be >= 0, got %v", opts.Health.Interval)
+	case opts.Health.Interval > 0 && (opts.Health.Timeout <= 0 || opts.Health.Failures <= 0):
+		return nil, fmt.Errorf("client: Options.Health.Timeout and Failures must be > 0 when probing (got %v, %d)",
+			opts.Health.Timeout, opts.Health.Failures)
 	}
-	if opts.ReadLevel == 0 {
-		opts.ReadLevel = ReadUnstrictMajority
-	}
-	if opts.HedgeAfter <= 0 {
-		opts.HedgeAfter = 100 * time.Millisecond
-	}
-	if opts.RequestTimeout <= 0 {
-		opts.RequestTimeout = 10 * time.Second
-	}
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = 16384
+	if opts.Dial == nil {
+		opts.Dial = DialRPC(opts.RequestTimeout)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -83,60 +120,90 @@ func NewSession(opts Options) *Session {
 	if opts.Metrics == nil {
 		opts.Metrics = tally.NoopScope
 	}
-	return &Session{opts: opts, hosts: map[string]*hostQueue{}, m: sessionMetrics{
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Session{opts: opts, ctx: ctx, cancel: cancel, hosts: map[string]*host{}, stop: make(chan struct{}), m: sessionMetrics{
 		writeOK:   opts.Metrics.Counter("write_success"),
 		writeFail: opts.Metrics.Counter("write_errors"),
 		readOK:    opts.Metrics.Counter("read_success"),
 		readFail:  opts.Metrics.Counter("read_errors"),
 		hedged:    opts.Metrics.Counter("read_hedged"),
-	}}
+	}}, nil
 }
 
-// Close closes every host connection.
+// Close stops the health probes and closes every host connection.
 func (s *Session) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.stop)
+	s.cancel()
+	hosts := s.hosts
+	s.hosts = map[string]*host{}
+	s.mu.Unlock()
+	s.probes.Wait()
 	var errs []error
-	for ep, h := range s.hosts {
-		errs = append(errs, h.close())
-		delete(s.hosts, ep)
+	for _, h := range hosts {
+		h.queue.close()
+		if err := h.peer.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", h.endpoint, err))
+		}
 	}
 	return errors.Join(errs...)
 }
 
-func (s *Session) host(endpoint string) (*hostQueue, error) {
+func (s *Session) host(instance, endpoint string) (*host, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errHostClosed
+	}
 	if h := s.hosts[endpoint]; h != nil {
 		return h, nil
 	}
-	c, err := rpc.Dial(endpoint, rpc.ClientOptions{Timeout: s.opts.RequestTimeout})
+	p, err := s.opts.Dial(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
 	}
-	h := newHostQueue(endpoint, c, s.opts.MaxBatch, s.opts.RequestTimeout)
+	hl := newHealth(instance, endpoint)
+	h := &host{instance: instance, endpoint: endpoint, peer: p, health: hl,
+		queue: newHostQueue(s.ctx, endpoint, p, hl, s.opts.MaxBatch, s.opts.RequestTimeout)}
 	s.hosts[endpoint] = h
+	if s.opts.Health.Interval > 0 {
+		s.probes.Add(1)
+		go func() {
+			defer s.probes.Done()
+			hl.probe(p, s.opts.Health, s.stop, s.opts.Logger)
+		}()
+	}
 	return h, nil
+}
+
+// down reports whether a host is known not to answer, for reads choosing
+// whom to ask first.
+func (s *Session) down(m *Map) func(string) bool {
+	return func(instance string) bool {
+		s.mu.Lock()
+		h := s.hosts[m.Endpoints[instance]]
+		s.mu.Unlock()
+		return h != nil && h.health.Down() != nil
+	}
+}
+
+// routing returns the routing table of m, built once per placement.
+func (s *Session) routing(m *Map) *routing {
+	if r := s.route.Load(); r != nil && r.m == m {
+		return r
+	}
+	r := newRouting(m, s.opts.LocalID)
+	s.route.Store(r)
+	return r
 }
 
 // ErrNoPlacement is returned before any placement is known.
 var ErrNoPlacement = errors.New("no placement: the cluster is not initialised or etcd was never reached")
-
-// shardGroup is the set of shards of one write that share the same owners
-// in the same states; they succeed or fail together, so one quorum
-// serves them all (with three nodes at RF 3 every shard is in one group).
-type shardGroup struct {
-	owners []placement.Owner
-	q      *Quorum
-	shards []uint32
-	errs   map[string]error
-}
-
-type hostResult struct {
-	instance string
-	err      error
-	rejected *storage.RejectedError
-}
 
 // WriteBatch writes samples to every owner of their shards and returns
 // once each shard met the write level (or cannot). It returns a
@@ -184,125 +251,124 @@ func (s *Session) waitNewer(ctx context.Context, version int64, d time.Duration)
 }
 
 func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sample, m *Map) error {
-	rf := m.Placement.ReplicaFactor
-	if len(m.Placement.Instances) > 1 {
-		// Replicas still being written when this call returns must not
-		// see the caller reuse its buffers (the HTTP decoder's arena).
-		samples = detach(samples)
+	r := s.routing(m)
+	perHost, err := distribute(r, samples)
+	if err != nil {
+		return err
 	}
-	groups := map[string]*shardGroup{}
-	byShardGroup := map[uint32]*shardGroup{}
-	perHost := map[string][]storage.Sample{}
-	for i := range samples {
-		smp := &samples[i]
-		g := byShardGroup[smp.Shard]
-		if g == nil {
-			owners := m.Owners.Owners(smp.Shard)
-			if len(owners) == 0 {
-				return fmt.Errorf("shard %d has no owners in placement version %d", smp.Shard, m.Placement.Version)
-			}
-			key := ownersKey(owners)
-			g = groups[key]
-			if g == nil {
-				g = &shardGroup{owners: owners, q: NewWriteQuorum(owners, rf, s.opts.WriteLevel, s.opts.Pairing), errs: map[string]error{}}
-				groups[key] = g
-			}
-			g.shards = append(g.shards, smp.Shard)
-			byShardGroup[smp.Shard] = g
-		}
-		for _, o := range g.owners {
-			perHost[o.InstanceID] = append(perHost[o.InstanceID], *smp)
-		}
+	groups := make([]FanoutGroup, len(r.groups))
+	for i, g := range r.groups {
+		groups[i] = FanoutGroup{Owners: g.owners, Quorum: NewWriteQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.WriteLevel, s.opts.Pairing)}
 	}
-
-	// Every replica gets the write even after the level is met and this
-	// call returned (M3DB does the same): the replica that answers late
-	// still converges. So the host writes outlive the caller's context,
-	// bounded by the request timeout.
-	hostCtx, hostCancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.RequestTimeout)
-	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
-	defer cancel()
-	results := make(chan hostResult, len(perHost))
-	var hostsLeft sync.WaitGroup
-	for inst, batch := range perHost {
-		hostsLeft.Add(1)
-		go func(inst string, batch []storage.Sample) {
-			defer hostsLeft.Done()
-			results <- s.writeHost(hostCtx, m, ns, inst, batch)
-		}(inst, batch)
-	}
-	go func() { hostsLeft.Wait(); hostCancel() }()
-
-	var rejected *storage.RejectedError
-	pending := len(perHost)
-	unsatisfied := len(groups)
-	for pending > 0 && unsatisfied > 0 {
-		var r hostResult
-		select {
-		case r = <-results:
-		case <-ctx.Done():
-			return s.writeFailed(groups, fmt.Errorf("write timed out: %w", ctx.Err()))
-		}
-		pending--
-		if r.rejected != nil && rejected == nil {
-			rejected = r.rejected
-		}
-		unsatisfied = 0
-		for _, g := range groups {
-			if g.owners == nil {
-				continue
-			}
-			for _, o := range g.owners {
-				if o.InstanceID == r.instance {
-					g.q.Record(r.instance, r.err == nil)
-					if r.err != nil {
-						g.errs[r.instance] = r.err
-					}
-				}
-			}
-			if !g.q.Satisfied() {
-				if !g.q.Possible() {
-					return s.writeFailed(groups, nil)
-				}
-				unsatisfied++
-			}
-		}
-	}
-	if unsatisfied > 0 {
-		return s.writeFailed(groups, nil)
+	answers, rep := Fanout(ctx, groups, FanoutOptions{Timeout: s.opts.RequestTimeout},
+		func(ctx context.Context, inst string, _ []int) (*storage.RejectedError, error) {
+			return s.writeHost(ctx, m, ns, inst, perHost[r.hostIdx[inst]])
+		})
+	if !rep.OK {
+		s.m.writeFail.Inc(1)
+		return s.failure(fmt.Sprintf("write consistency %s not met", s.opts.WriteLevel), "acknowledged", m, r, groups, rep)
 	}
 	s.m.writeOK.Inc(1)
-	if rejected != nil {
-		return rejected
+	for _, a := range answers {
+		if a.Value != nil {
+			return a.Value
+		}
 	}
 	return nil
 }
 
-// writeFailed builds an error naming the shards and hosts that failed.
-func (s *Session) writeFailed(groups map[string]*shardGroup, cause error) error {
-	s.m.writeFail.Inc(1)
+// distribute splits samples per host of routing r: one slice index per
+// sample to find its group, one append per owner. The series IDs are
+// copied into one arena first: replicas still being written after the
+// write returned must not see the caller reuse its buffers (the HTTP
+// decoder's); IDs of consecutive samples of one series are copied once.
+func distribute(r *routing, samples []storage.Sample) ([][]storage.Sample, error) {
+	counts := make([]int, len(r.hosts))
+	size := 0
+	for i := range samples {
+		sh := samples[i].Shard
+		if int(sh) >= len(r.byShard) {
+			return nil, fmt.Errorf("sample of shard %d: placement version %d has %d shards",
+				sh, r.m.Placement.Version, len(r.byShard))
+		}
+		for _, hi := range r.groups[r.byShard[sh]].hosts {
+			counts[hi]++
+		}
+		if i == 0 || !sameID(samples[i].ID, samples[i-1].ID) {
+			size += len(samples[i].ID)
+		}
+	}
+	perHost := make([][]storage.Sample, len(r.hosts))
+	for hi, n := range counts {
+		perHost[hi] = make([]storage.Sample, 0, n)
+	}
+	arena := make([]byte, 0, size)
+	var id []byte
+	for i := range samples {
+		smp := samples[i]
+		if i == 0 || !sameID(smp.ID, samples[i-1].ID) {
+			start := len(arena)
+			arena = append(arena, smp.ID...)
+			id = arena[start:len(arena):len(arena)]
+		}
+		smp.ID = id
+		for _, hi := range r.groups[r.byShard[smp.Shard]].hosts {
+			perHost[hi] = append(perHost[hi], smp)
+		}
+	}
+	return perHost, nil
+}
+
+// sameID compares two IDs, first by identity: consecutive samples of one
+// series usually share the ID's bytes.
+func sameID(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return string(a) == string(b)
+}
+
+// failure builds the error of a write or read that missed its level,
+// naming per group of shards the owners that failed and why, and those
+// that had not answered.
+func (s *Session) failure(what, verb string, m *Map, r *routing, groups []FanoutGroup, rep *FanoutReport) error {
 	var parts []string
-	for _, g := range groups {
-		if g.q.Satisfied() {
+	for gi, gr := range rep.Groups {
+		if gr.Satisfied {
 			continue
 		}
-		hosts := make([]string, 0, len(g.errs))
-		for h, err := range g.errs {
-			hosts = append(hosts, fmt.Sprintf("%s: %v", h, err))
+		var hosts []string
+		for _, f := range gr.Failed {
+			hosts = append(hosts, fmt.Sprintf("%s (%s): %v", f.Instance, m.Endpoints[f.Instance], f.Err))
 		}
-		sort.Strings(hosts)
-		shards := g.shards
+		// Pending owners did not answer by the timeout, or had not
+		// answered yet when the level became impossible.
+		pending := "still pending"
+		if rep.Cause != nil {
+			pending = "no answer"
+		}
+		for _, inst := range gr.Pending {
+			hosts = append(hosts, fmt.Sprintf("%s (%s): %s", inst, m.Endpoints[inst], pending))
+		}
+		if len(groups[gi].Owners) == 0 {
+			hosts = append(hosts, "no readable owner")
+		}
+		shards := r.groups[gi].shards
 		more := ""
 		if len(shards) > 5 {
-			shards, more = shards[:5], fmt.Sprintf(" and %d more", len(g.shards)-5)
+			shards, more = shards[:5], fmt.Sprintf(" and %d more", len(r.groups[gi].shards)-5)
 		}
-		parts = append(parts, fmt.Sprintf("shards %v%s: %d of %d replicas needed acknowledged [%s]",
-			shards, more, g.q.Counted(), g.q.Need(), strings.Join(hosts, "; ")))
+		q := groups[gi].Quorum
+		parts = append(parts, fmt.Sprintf("shards %v%s: %d of %d replicas needed %s [%s]",
+			shards, more, q.Counted(), q.Need(), verb, strings.Join(hosts, "; ")))
 	}
 	sort.Strings(parts)
-	msg := fmt.Sprintf("write consistency %s not met: %s", s.opts.WriteLevel, strings.Join(parts, "; "))
-	if cause != nil {
-		return fmt.Errorf("%s: %w", msg, cause)
+	msg := fmt.Sprintf("%s: %s", what, strings.Join(parts, "; "))
+	if rep.Cause != nil {
+		return fmt.Errorf("%s: %w", msg, rep.Cause)
 	}
 	return &ConsistencyError{Msg: msg}
 }
@@ -313,28 +379,34 @@ type ConsistencyError struct{ Msg string }
 
 func (e *ConsistencyError) Error() string { return e.Msg }
 
-func (s *Session) writeHost(ctx context.Context, m *Map, ns, inst string, batch []storage.Sample) hostResult {
-	res := hostResult{instance: inst}
+// writeHost writes one host's samples: locally, or through its queue
+// under a context cancelled if the host goes down. A permanent rejection
+// of samples is returned as the value: the replica answered, and counts.
+func (s *Session) writeHost(ctx context.Context, m *Map, ns, inst string, batch []storage.Sample) (*storage.RejectedError, error) {
 	var err error
 	if inst == s.opts.LocalID && s.opts.Local != nil {
 		err = s.opts.Local.WriteBatch(ns, batch)
 	} else {
-		var h *hostQueue
-		h, err = s.host(m.Endpoints[inst])
+		var h *host
+		h, err = s.host(inst, m.Endpoints[inst])
 		if err == nil {
-			err = h.write(ctx, ns, batch)
+			var gctx context.Context
+			var cancel context.CancelFunc
+			gctx, cancel, err = h.health.guard(ctx)
+			if err == nil {
+				err = callErr(gctx, h.queue.write(gctx, ns, batch))
+				cancel()
+			}
 		}
 	}
 	var rej *storage.RejectedError
 	if errors.As(err, &rej) {
-		res.rejected = rej
-		err = nil
+		return rej, nil
 	}
-	res.err = err
-	return res
+	return nil, err
 }
 
-// SeriesResult collects the replicas' answers for one series.
+// seriesAcc collects the replicas' answers for one series.
 type seriesAcc struct {
 	id    []byte
 	shard uint32
@@ -351,117 +423,32 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 	if m.Sole != "" && m.Sole == s.opts.LocalID && s.opts.Local != nil {
 		return s.opts.Local.Query(ctx, ns, ms, start, end, storage.QueryOptions{})
 	}
-	groups, byShard := s.readGroups(m)
-
-	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
-	defer cancel()
-	type readResult struct {
-		instance string
-		shards   []uint32
-		series   []storage.SeriesIterator
-		err      error
+	r := s.routing(m)
+	groups := make([]FanoutGroup, len(r.groups))
+	for i, g := range r.groups {
+		groups[i] = FanoutGroup{Owners: g.readable, Quorum: NewReadQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.ReadLevel)}
 	}
-	results := make(chan readResult, 64)
-	inflight := 0
-	ask := func(plan map[string][]uint32) {
-		for inst, shards := range plan {
-			inflight++
-			go func(inst string, shards []uint32) {
-				series, err := s.readHost(ctx, m, ns, inst, shards, ms, start, end)
-				select {
-				case results <- readResult{instance: inst, shards: shards, series: series, err: err}:
-				case <-ctx.Done(): // the query returned without this answer
-				}
-			}(inst, shards)
-		}
+	answers, rep := Fanout(ctx, groups, FanoutOptions{Read: true, HedgeAfter: s.opts.HedgeAfter,
+		Timeout: s.opts.RequestTimeout, Down: s.down(m)},
+		func(ctx context.Context, inst string, gs []int) ([]storage.SeriesIterator, error) {
+			return s.readHost(ctx, m, r, ns, inst, gs, ms, start, end)
+		})
+	if !rep.OK {
+		s.m.readFail.Inc(1)
+		return nil, s.failure(fmt.Sprintf("read consistency %s not met", s.opts.ReadLevel), "answered", m, r, groups, rep)
 	}
-	// First stage: level one asks one candidate per group of shards; the
-	// other levels ask every readable owner at once.
-	plan := map[string][]uint32{}
-	for _, g := range groups {
-		n := len(g.cands)
-		if s.opts.ReadLevel == ReadOne && n > 0 {
-			n = 1
-		}
-		for _, o := range g.cands[:n] {
-			plan[o.InstanceID] = append(plan[o.InstanceID], g.shards...)
-		}
-		g.asked = n
+	if rep.Hedged > 0 {
+		s.m.hedged.Inc(1)
 	}
-	ask(plan)
-
 	acc := map[string]*seriesAcc{}
-	var hedge <-chan time.Time
-	if s.opts.ReadLevel == ReadOne {
-		hedge = time.After(s.opts.HedgeAfter)
-	}
-	hostErrs := map[string]error{}
-	// escalate asks the next candidate of every group not yet satisfied.
-	escalate := func() {
-		plan := map[string][]uint32{}
-		for _, g := range groups {
-			if g.q.Satisfied() || g.asked >= len(g.cands) {
-				continue
+	for _, a := range answers {
+		for _, ser := range a.Value {
+			sa := acc[string(ser.ID)]
+			if sa == nil {
+				sa = &seriesAcc{id: ser.ID, shard: ser.Shard}
+				acc[string(ser.ID)] = sa
 			}
-			o := g.cands[g.asked]
-			g.asked++
-			plan[o.InstanceID] = append(plan[o.InstanceID], g.shards...)
-		}
-		if len(plan) > 0 {
-			s.m.hedged.Inc(1)
-		}
-		ask(plan)
-	}
-	done := func() bool {
-		for _, g := range groups {
-			if len(g.cands) > 0 && !g.q.Satisfied() {
-				return false
-			}
-		}
-		return true
-	}
-loop:
-	for inflight > 0 {
-		select {
-		case r := <-results:
-			inflight--
-			var last *readGroup
-			for _, sh := range r.shards {
-				// A host is asked for whole groups, so its shards come in
-				// runs of one group: record each group once.
-				if g := byShard[sh]; g != last {
-					g.q.Record(r.instance, r.err == nil)
-					last = g
-				}
-			}
-			if r.err != nil {
-				hostErrs[r.instance] = r.err
-				if s.opts.ReadLevel == ReadOne {
-					escalate() // a failed replica is replaced at once
-				}
-				continue
-			}
-			for _, ser := range r.series {
-				a := acc[string(ser.ID)]
-				if a == nil {
-					a = &seriesAcc{id: ser.ID, shard: ser.Shard}
-					acc[string(ser.ID)] = a
-				}
-				a.its = append(a.its, ser.Values)
-			}
-		case <-hedge:
-			hedge = nil
-			escalate()
-		case <-ctx.Done():
-			return nil, s.readFailed(groups, hostErrs, ctx.Err())
-		}
-		if s.opts.ReadLevel == ReadOne && done() {
-			break loop
-		}
-	}
-	for _, g := range groups {
-		if len(g.cands) == 0 || !g.q.Satisfied() {
-			return nil, s.readFailed(groups, hostErrs, nil)
+			sa.its = append(sa.its, ser.Values)
 		}
 	}
 	out := make([]storage.SeriesIterator, 0, len(acc))
@@ -477,102 +464,35 @@ loop:
 	return out, nil
 }
 
-// readGroup is the shards of one read whose owners are the same in the
-// same states: they are asked together and succeed or fail together.
-type readGroup struct {
-	cands  []placement.Owner // readable owners in asking order: this node first
-	q      *Quorum
-	asked  int // candidates asked so far
-	shards []uint32
-}
-
-// readGroups groups every shard of m by its owners (with three nodes at
-// RF 3, all shards are one group) and indexes the groups by shard.
-func (s *Session) readGroups(m *Map) ([]*readGroup, []*readGroup) {
-	byShard := make([]*readGroup, m.Placement.NumShards)
-	byKey := map[string]*readGroup{}
-	var groups []*readGroup
-	for sh := uint32(0); sh < m.Placement.NumShards; sh++ {
-		owners := m.Owners.Owners(sh)
-		key := ownersKey(owners)
-		g := byKey[key]
-		if g == nil {
-			g = &readGroup{q: NewReadQuorum(owners, m.Placement.ReplicaFactor, s.opts.ReadLevel)}
-			for _, o := range owners {
-				if o.State == placement.Available || o.State == placement.Leaving {
-					if o.InstanceID == s.opts.LocalID {
-						g.cands = append([]placement.Owner{o}, g.cands...)
-					} else {
-						g.cands = append(g.cands, o)
-					}
-				}
-			}
-			byKey[key] = g
-			groups = append(groups, g)
-		}
-		g.shards = append(g.shards, sh)
-		byShard[sh] = g
-	}
-	return groups, byShard
-}
-
-// ownersKey identifies an owner set with its states, for grouping shards.
-func ownersKey(owners []placement.Owner) string {
-	var b strings.Builder
-	for _, o := range owners {
-		b.WriteString(o.InstanceID)
-		b.WriteByte(byte('0' + o.State))
-		b.WriteString(o.SourceID)
-		b.WriteByte(0)
-	}
-	return b.String()
-}
-
-func (s *Session) readFailed(groups []*readGroup, hostErrs map[string]error, cause error) error {
-	s.m.readFail.Inc(1)
-	var bad []uint32
-	for _, g := range groups {
-		if len(g.cands) == 0 || !g.q.Satisfied() {
-			bad = append(bad, g.shards...)
-		}
-	}
-	sort.Slice(bad, func(i, j int) bool { return bad[i] < bad[j] })
-	more := ""
-	if len(bad) > 5 {
-		more = fmt.Sprintf(" and %d more", len(bad)-5)
-		bad = bad[:5]
-	}
-	hosts := make([]string, 0, len(hostErrs))
-	for h, err := range hostErrs {
-		hosts = append(hosts, fmt.Sprintf("%s: %v", h, err))
-	}
-	sort.Strings(hosts)
-	msg := fmt.Sprintf("read consistency %s not met for shards %v%s [%s]", s.opts.ReadLevel, bad, more, strings.Join(hosts, "; "))
-	if cause != nil {
-		return fmt.Errorf("%s: %w", msg, cause)
-	}
-	return &ConsistencyError{Msg: msg}
-}
-
-func (s *Session) readHost(ctx context.Context, m *Map, ns, inst string, shards []uint32, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+func (s *Session) readHost(ctx context.Context, m *Map, r *routing, ns, inst string, gs []int, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
 	if inst == s.opts.LocalID && s.opts.Local != nil {
-		set := make(map[uint32]bool, len(shards))
-		for _, sh := range shards {
-			set[sh] = true
+		asked := make([]bool, len(r.groups))
+		for _, gi := range gs {
+			asked[gi] = true
 		}
-		return s.opts.Local.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: func(sh uint32) bool { return set[sh] }})
+		return s.opts.Local.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: func(sh uint32) bool {
+			return int(sh) < len(r.byShard) && asked[r.byShard[sh]]
+		}})
 	}
-	h, err := s.host(m.Endpoints[inst])
+	h, err := s.host(inst, m.Endpoints[inst])
 	if err != nil {
 		return nil, err
 	}
-	req := &rpc.FetchTaggedRequest{Namespace: ns, Start: start, End: end, Shards: shards}
+	gctx, cancel, err := h.health.guard(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	req := &rpc.FetchTaggedRequest{Namespace: ns, Start: start, End: end}
+	for _, gi := range gs {
+		req.Shards = append(req.Shards, r.groups[gi].shards...)
+	}
 	for _, mt := range ms {
 		req.Matchers = append(req.Matchers, rpc.Matcher{Type: uint8(mt.Type), Name: mt.Name, Value: mt.Value})
 	}
-	resp, err := h.client.FetchTagged(ctx, req)
+	resp, err := h.peer.FetchTagged(gctx, req)
 	if err != nil {
-		return nil, err
+		return nil, callErr(gctx, err)
 	}
 	out := make([]storage.SeriesIterator, len(resp.Series))
 	for i, ser := range resp.Series {
@@ -605,28 +525,4 @@ func orAll(ms []*labels.Matcher) []*labels.Matcher {
 		return ms
 	}
 	return []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+")}
-}
-
-// detach copies samples and their IDs into memory the session owns. IDs of
-// consecutive samples of one series are copied once.
-func detach(samples []storage.Sample) []storage.Sample {
-	size := 0
-	for i := range samples {
-		if i == 0 || string(samples[i].ID) != string(samples[i-1].ID) {
-			size += len(samples[i].ID)
-		}
-	}
-	arena := make([]byte, 0, size)
-	out := make([]storage.Sample, len(samples))
-	var last []byte
-	for i, smp := range samples {
-		if i == 0 || string(smp.ID) != string(samples[i-1].ID) {
-			start := len(arena)
-			arena = append(arena, smp.ID...)
-			last = arena[start:len(arena):len(arena)]
-		}
-		smp.ID = last
-		out[i] = smp
-	}
-	return out
 }

@@ -112,10 +112,34 @@ type Cluster struct {
 	// PairedInitializingCounts lets an INITIALIZING owner paired with the
 	// LEAVING owner it replaces count as one replica. Default on.
 	PairedInitializingCounts *bool `yaml:"pairedInitializingCounts"`
-	// HedgeAfter is the stage timeout of a read at level one. Default 100ms.
+	// HedgeAfter: a read still short of its consistency level after this
+	// long asks the next readable replica of the shards concerned (and
+	// again after each further HedgeAfter), at every read level. Default
+	// 100ms.
 	HedgeAfter time.Duration `yaml:"hedgeAfter"`
-	// RequestTimeout bounds one node RPC. Default 10s.
+	// RequestTimeout bounds one cluster read or write, and the replicas a
+	// write still delivers to after it met its level. Default 10s.
 	RequestTimeout time.Duration `yaml:"requestTimeout"`
+	// MaxWriteBatch is the most samples one node-to-node write RPC
+	// carries; larger writes are split, smaller concurrent ones coalesced.
+	// Default 16384.
+	MaxWriteBatch int `yaml:"maxWriteBatch"`
+	// HealthCheckInterval is how often every peer node is probed. A peer
+	// that fails HealthCheckFailures probes in a row is marked down: calls
+	// to it fail at once naming it, calls in flight to it are cancelled,
+	// and reads ask other replicas first; the first probe that succeeds
+	// marks it up. So a frozen replica fails a read or write at level all
+	// within about interval + failures x timeout instead of after
+	// requestTimeout. Default 1s.
+	HealthCheckInterval time.Duration `yaml:"healthCheckInterval"`
+	// HealthCheckTimeout bounds one probe. The probe does no work on the
+	// peer, so even a loaded peer (2 cores, race detector) answers far
+	// within the default. Default 1s.
+	HealthCheckTimeout time.Duration `yaml:"healthCheckTimeout"`
+	// HealthCheckFailures is how many consecutive failed probes mark a peer
+	// down. Writes skip a down peer (it misses them until repaired), so
+	// one slow probe alone must not do it. Default 2.
+	HealthCheckFailures int `yaml:"healthCheckFailures"`
 	// AutoInit creates a one-instance placement (RF 1, 4096 shards) for
 	// this node when none exists. Default: on only when no config file is
 	// given (the embedded default).
@@ -230,6 +254,14 @@ func (c *Config) Defaults() {
 	def(&c.Cluster.ReadConsistency, "unstrict_majority")
 	defDur(&c.Cluster.HedgeAfter, 100*time.Millisecond)
 	defDur(&c.Cluster.RequestTimeout, 10*time.Second)
+	if c.Cluster.MaxWriteBatch == 0 {
+		c.Cluster.MaxWriteBatch = 16384
+	}
+	defDur(&c.Cluster.HealthCheckInterval, time.Second)
+	defDur(&c.Cluster.HealthCheckTimeout, time.Second)
+	if c.Cluster.HealthCheckFailures == 0 {
+		c.Cluster.HealthCheckFailures = 2
+	}
 	if c.Cluster.NumShards == 0 {
 		c.Cluster.NumShards = 4096
 	}

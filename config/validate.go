@@ -98,6 +98,18 @@ func (c *Config) Validate() error {
 	if c.Cluster.RequestTimeout <= 0 {
 		bad("cluster.requestTimeout", "must be > 0, got %v", c.Cluster.RequestTimeout)
 	}
+	if c.Cluster.MaxWriteBatch <= 0 {
+		bad("cluster.maxWriteBatch", "must be > 0, got %d", c.Cluster.MaxWriteBatch)
+	}
+	if c.Cluster.HealthCheckInterval <= 0 {
+		bad("cluster.healthCheckInterval", "must be > 0, got %v", c.Cluster.HealthCheckInterval)
+	}
+	if c.Cluster.HealthCheckTimeout <= 0 {
+		bad("cluster.healthCheckTimeout", "must be > 0, got %v", c.Cluster.HealthCheckTimeout)
+	}
+	if c.Cluster.HealthCheckFailures <= 0 {
+		bad("cluster.healthCheckFailures", "must be > 0, got %d", c.Cluster.HealthCheckFailures)
+	}
 	for i, e := range c.Etcd.Endpoints {
 		checkAddr(fmt.Sprintf("etcd.endpoints[%d]", i), e)
 	}

@@ -63,10 +63,12 @@ func TestClusterOneNodeDown(t *testing.T) {
 	}
 	// A session at level all fails and names the missing host.
 	topo := client.NewTopologyFromMap(nodes[0].n.Topology().Get())
-	s := client.NewSession(client.Options{Topology: topo, WriteLevel: client.WriteAll, RequestTimeout: 3 * time.Second})
+	s, err := client.NewSession(client.Options{Topology: topo, WriteLevel: client.WriteAll, ReadLevel: client.ReadUnstrictMajority,
+		HedgeAfter: 100 * time.Millisecond, RequestTimeout: 3 * time.Second, MaxBatch: 16384})
+	require.NoError(t, err)
 	defer s.Close()
 	id := ident.FromLabels(labels.FromStrings("__name__", "it_metric", "series", "x"))
-	err := s.WriteBatch(context.Background(), "default", []storage.Sample{{ID: id, Shard: ident.Shard(id, 4096), T: now, V: 1}})
+	err = s.WriteBatch(context.Background(), "default", []storage.Sample{{ID: id, Shard: ident.Shard(id, 4096), T: now, V: 1}})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "node3")
 	require.Contains(t, err.Error(), "write consistency all not met")

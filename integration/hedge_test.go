@@ -62,11 +62,12 @@ etcd:
 	settledMap := client.NewMap(getPlacement(t, c))
 	// The session prefers its "local" instance first; naming node3 (with no
 	// local storage) makes every shard ask node3 first.
-	s := client.NewSession(client.Options{
+	s, err := client.NewSession(client.Options{
 		LocalID:  "node3",
-		Topology: client.NewTopologyFromMap(settledMap), ReadLevel: client.ReadOne,
-		HedgeAfter: 100 * time.Millisecond, RequestTimeout: 20 * time.Second,
+		Topology: client.NewTopologyFromMap(settledMap), ReadLevel: client.ReadOne, WriteLevel: client.WriteMajority,
+		HedgeAfter: 100 * time.Millisecond, RequestTimeout: 20 * time.Second, MaxBatch: 16384,
 	})
+	require.NoError(t, err)
 	defer s.Close()
 	ms := []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "it_metric")}
 	res, err := s.Query(context.Background(), "default", ms, now-60_000, now+1)

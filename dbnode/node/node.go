@@ -199,12 +199,21 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	wl, _ := client.ParseWriteLevel(n.cfg.Cluster.WriteConsistency)
 	rl, _ := client.ParseReadLevel(n.cfg.Cluster.ReadConsistency)
 	pairing := n.cfg.Cluster.PairedInitializingCounts == nil || *n.cfg.Cluster.PairedInitializingCounts
-	session := client.NewSession(client.Options{
+	session, err := client.NewSession(client.Options{
 		LocalID: n.cfg.ID, Local: db, Topology: n.topo,
 		WriteLevel: wl, ReadLevel: rl, Pairing: pairing,
 		HedgeAfter: n.cfg.Cluster.HedgeAfter, RequestTimeout: n.cfg.Cluster.RequestTimeout,
+		MaxBatch: n.cfg.Cluster.MaxWriteBatch,
+		Health: client.HealthOptions{
+			Interval: n.cfg.Cluster.HealthCheckInterval,
+			Timeout:  n.cfg.Cluster.HealthCheckTimeout,
+			Failures: n.cfg.Cluster.HealthCheckFailures,
+		},
 		Logger: n.log, Metrics: n.scope.SubScope("session"),
 	})
+	if err != nil {
+		return fmt.Errorf("cluster session: %w", err)
+	}
 	stack.push("session", session.Close)
 	stack.push("http server", stopHTTP)
 	n.api.SetBackend(session)

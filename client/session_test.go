@@ -1,0 +1,274 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/waitfor"
+	"github.com/tessera-tsdb/tessera/placement"
+)
+
+// fakePeer is an in-memory node: it keeps the samples written to it and
+// answers FetchTagged with one (empty) series per stored ID of the asked
+// shards. frozen makes every call, Health included, block until its
+// context ends, as a SIGSTOPped process does.
+type fakePeer struct {
+	name string
+
+	mu      sync.Mutex
+	frozen  bool
+	fail    error
+	written []storage.Sample
+	inCall  int
+}
+
+func (p *fakePeer) setFrozen(v bool) {
+	p.mu.Lock()
+	p.frozen = v
+	p.mu.Unlock()
+}
+
+func (p *fakePeer) enter(ctx context.Context) error {
+	p.mu.Lock()
+	frozen, fail := p.frozen, p.fail
+	p.inCall++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.inCall--
+		p.mu.Unlock()
+	}()
+	if frozen {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return fail
+}
+
+func (p *fakePeer) WriteBatch(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
+	if err := p.enter(ctx); err != nil {
+		return WriteResult{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range samples {
+		s.ID = append([]byte(nil), s.ID...)
+		p.written = append(p.written, s)
+	}
+	return WriteResult{Written: len(samples)}, nil
+}
+
+func (p *fakePeer) FetchTagged(ctx context.Context, req *rpc.FetchTaggedRequest) (*rpc.FetchResponse, error) {
+	if err := p.enter(ctx); err != nil {
+		return nil, err
+	}
+	asked := map[uint32]bool{}
+	for _, sh := range req.Shards {
+		asked[sh] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := map[string]bool{}
+	resp := &rpc.FetchResponse{}
+	for _, s := range p.written {
+		if asked[s.Shard] && !seen[string(s.ID)] {
+			seen[string(s.ID)] = true
+			resp.Series = append(resp.Series, rpc.FetchedSeries{ID: s.ID, Shard: s.Shard})
+		}
+	}
+	return resp, nil
+}
+
+func (p *fakePeer) Health(ctx context.Context) (*rpc.HealthResponse, error) {
+	if err := p.enter(ctx); err != nil {
+		return nil, err
+	}
+	return &rpc.HealthResponse{NodeID: p.name, Ready: true}, nil
+}
+
+func (p *fakePeer) Close() error { return nil }
+
+func (p *fakePeer) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.written)
+}
+
+// fakeCluster is three fake nodes at RF 3 over 16 shards.
+type fakeCluster struct {
+	peers map[string]*fakePeer // by endpoint
+	m     *Map
+}
+
+func newFakeCluster(t *testing.T) *fakeCluster {
+	var ins []placement.Instance
+	c := &fakeCluster{peers: map[string]*fakePeer{}}
+	for i := 1; i <= 3; i++ {
+		id := "node" + strconv.Itoa(i)
+		ep := "127.0.0.1:900" + strconv.Itoa(i)
+		ins = append(ins, placement.Instance{ID: id, IsolationGroup: "rack" + strconv.Itoa(i), Zone: "z", Weight: 1, Endpoint: ep})
+		c.peers[ep] = &fakePeer{name: id}
+	}
+	p, err := placement.Init(ins, 16, 3)
+	require.NoError(t, err)
+	c.m = NewMap(placement.MarkAllAvailable(p))
+	return c
+}
+
+func (c *fakeCluster) dial(ep string) (Peer, error) {
+	if p := c.peers[ep]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("no fake node at %s", ep)
+}
+
+func (c *fakeCluster) session(t *testing.T, read ReadLevel, write WriteLevel, health HealthOptions) *Session {
+	s, err := NewSession(Options{
+		Topology: NewTopologyFromMap(c.m), ReadLevel: read, WriteLevel: write, Pairing: true,
+		HedgeAfter: 20 * time.Millisecond, RequestTimeout: 30 * time.Second, MaxBatch: 1000,
+		Health: health, Dial: c.dial,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+func samplesOf(n int) []storage.Sample {
+	out := make([]storage.Sample, 0, 2*n)
+	for i := 0; i < n; i++ {
+		id := ident.FromLabels(labels.FromStrings("__name__", "m", "i", strconv.Itoa(i)))
+		for j := 0; j < 2; j++ {
+			out = append(out, storage.Sample{ID: id, Shard: ident.Shard(id, 16), T: int64(1000 + j), V: float64(i)})
+		}
+	}
+	return out
+}
+
+var everything = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+")}
+
+func TestSessionWritesEveryReplicaAndReads(t *testing.T) {
+	c := newFakeCluster(t)
+	s := c.session(t, ReadMajority, WriteMajority, HealthOptions{})
+	in := samplesOf(50)
+	require.NoError(t, s.WriteBatch(context.Background(), "default", in))
+	for _, p := range c.peers {
+		waitfor.Condition(t, 10*time.Second, 5*time.Millisecond, p.name+" written", func() error {
+			if n := p.count(); n != len(in) {
+				return fmt.Errorf("%d of %d samples", n, len(in))
+			}
+			return nil
+		})
+	}
+	out, err := s.Query(context.Background(), "default", everything, 0, 2000)
+	require.NoError(t, err)
+	require.Len(t, out, 50)
+}
+
+func TestSessionRejectsBadInput(t *testing.T) {
+	c := newFakeCluster(t)
+	s := c.session(t, ReadMajority, WriteMajority, HealthOptions{})
+	err := s.WriteBatch(context.Background(), "default", []storage.Sample{{ID: []byte("x"), Shard: 99}})
+	require.ErrorContains(t, err, "shard 99")
+	_, err = NewSession(Options{Topology: NewTopologyFromMap(c.m), ReadLevel: ReadOne, WriteLevel: WriteOne, HedgeAfter: time.Second, MaxBatch: 1})
+	require.ErrorContains(t, err, "RequestTimeout")
+	_, err = NewSession(Options{Topology: NewTopologyFromMap(c.m), ReadLevel: ReadOne, HedgeAfter: time.Second, RequestTimeout: time.Second, MaxBatch: 1})
+	require.ErrorContains(t, err, "WriteLevel")
+}
+
+func TestSessionErrorNamesFailedReplica(t *testing.T) {
+	c := newFakeCluster(t)
+	c.peers["127.0.0.1:9003"].fail = errors.New("disk full")
+	s := c.session(t, ReadAll, WriteAll, HealthOptions{})
+	err := s.WriteBatch(context.Background(), "default", samplesOf(5))
+	require.ErrorContains(t, err, "write consistency all not met")
+	require.ErrorContains(t, err, "node3 (127.0.0.1:9003): disk full")
+	_, err = s.Query(context.Background(), "default", everything, 0, 2000)
+	require.ErrorContains(t, err, "read consistency all not met")
+	require.ErrorContains(t, err, "node3 (127.0.0.1:9003): disk full")
+}
+
+// TestSessionFrozenReplica: one of three replicas freezes. Reads at
+// unstrict_majority and majority and writes at majority keep succeeding
+// through the hedge; once health probes mark it down, level all fails
+// fast, naming it, and a call already waiting on it is cancelled.
+func TestSessionFrozenReplica(t *testing.T) {
+	c := newFakeCluster(t)
+	health := HealthOptions{Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond, Failures: 2}
+	all := c.session(t, ReadAll, WriteAll, health)
+	require.NoError(t, all.WriteBatch(context.Background(), "default", samplesOf(20)))
+	frozen := c.peers["127.0.0.1:9001"]
+	frozen.setFrozen(true)
+
+	for _, level := range []ReadLevel{ReadOne, ReadUnstrictMajority, ReadMajority} {
+		s := c.session(t, level, WriteMajority, HealthOptions{})
+		out, err := s.Query(context.Background(), "default", everything, 0, 2000)
+		require.NoError(t, err, level.String())
+		require.Len(t, out, 20)
+		require.NoError(t, s.WriteBatch(context.Background(), "default", samplesOf(3)))
+		// Close cancels the write still waiting on the frozen replica.
+		require.NoError(t, s.Close())
+	}
+
+	// A read at all asks the frozen replica and waits, until the probes
+	// mark it down and cancel the call (well before the 30 s timeout).
+	start := time.Now()
+	_, err := all.Query(context.Background(), "default", everything, 0, 2000)
+	require.ErrorContains(t, err, "node1 (127.0.0.1:9001): not answering health checks since")
+	require.Less(t, time.Since(start), 15*time.Second)
+	// Now it is known down: calls fail at once.
+	start = time.Now()
+	err = all.WriteBatch(context.Background(), "default", samplesOf(1))
+	require.ErrorContains(t, err, "node1 (127.0.0.1:9001): not answering health checks since")
+	_, err = all.Query(context.Background(), "default", everything, 0, 2000)
+	require.ErrorContains(t, err, "not answering health checks")
+	require.Less(t, time.Since(start), 15*time.Second)
+	frozen.mu.Lock()
+	inCall := frozen.inCall
+	frozen.mu.Unlock()
+	require.LessOrEqual(t, inCall, 1, "at most the current probe waits on the frozen node")
+
+	// It comes back: the first successful probe marks it up.
+	frozen.setFrozen(false)
+	waitfor.Condition(t, 15*time.Second, 10*time.Millisecond, "reads at all succeed again", func() error {
+		_, err := all.Query(context.Background(), "default", everything, 0, 2000)
+		return err
+	})
+}
+
+func TestHealthRecord(t *testing.T) {
+	h := newHealth("n", "e:1")
+	t0 := time.Unix(1000, 0)
+	down, up := h.record(errors.New("slow"), t0, 3)
+	require.False(t, down || up)
+	require.NoError(t, h.Down())
+	h.record(nil, t0.Add(time.Second), 3) // a success resets the streak
+	h.record(errors.New("a"), t0.Add(2*time.Second), 3)
+	h.record(errors.New("b"), t0.Add(3*time.Second), 3)
+	ctx, cancel, err := h.guard(context.Background())
+	require.NoError(t, err)
+	defer cancel()
+	down, _ = h.record(errors.New("c"), t0.Add(4*time.Second), 3)
+	require.True(t, down)
+	var de *HostDownError
+	require.ErrorAs(t, h.Down(), &de)
+	require.Equal(t, t0.Add(2*time.Second), de.Since, "down since the first failure of the streak")
+	<-ctx.Done() // the call in flight is cancelled
+	require.ErrorAs(t, callErr(ctx, ctx.Err()), &de)
+	_, _, err = h.guard(context.Background())
+	require.ErrorAs(t, err, &de)
+	_, up = h.record(nil, t0.Add(5*time.Second), 3)
+	require.True(t, up)
+	_, cancel2, err := h.guard(context.Background())
+	require.NoError(t, err)
+	cancel2()
+}
