@@ -200,11 +200,24 @@ func (n *Node) Run(ctx context.Context) (err error) {
 
 	// 6. Placement watch, bootstrap and shard release.
 	dials := newDialCache(n.cfg.Cluster.RequestTimeout)
-	b := bootstrap.New(bootstrap.Options{
+	b, err := bootstrap.New(bootstrap.Options{
 		InstanceID: n.cfg.ID, DB: db, Store: markAvailable{store}, Dial: dials.dial,
-		MaxBytesPerSecond: n.cfg.Bootstrap.MaxBytesPerSecond,
-		Logger:            n.log, Metrics: n.scope.SubScope("bootstrap"),
+		Workers:               n.cfg.Bootstrap.Workers,
+		ShardsPerFetch:        n.cfg.Bootstrap.ShardsPerFetch,
+		MaxBytesPerSecond:     n.cfg.Bootstrap.MaxBytesPerSecond,
+		MarkAvailableAttempts: n.cfg.Bootstrap.MarkAvailableAttempts,
+		MarkAvailableBackoff:  n.cfg.Bootstrap.MarkAvailableBackoff,
+		Logger:                n.log, Metrics: n.scope.SubScope("bootstrap"),
 	})
+	if err != nil {
+		// Only a config the node's own Validate let through gets here.
+		err = fmt.Errorf("bootstrap: %w", err)
+		shutdown(srv)
+		g.Stop()
+		_ = session.Close()
+		dials.close()
+		return errors.Join(err, db.Close())
+	}
 	bg := make(chan struct{}, 2)
 	go func() { n.watchPlacement(ctx, store); bg <- struct{}{} }()
 	go func() { n.reconcile(ctx, b); bg <- struct{}{} }()
