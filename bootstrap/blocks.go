@@ -26,11 +26,11 @@ const pageBytes = 4 << 20
 func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers []placement.Owner) error {
 	db := b.opts.DB
 	ordered := orderPeers(peers)
-	clients := make([]*rpc.Client, len(ordered))
+	clients := make([]Peer, len(ordered))
 	for i, p := range ordered {
 		c, err := b.opts.Dial(p.Endpoint)
 		if err != nil {
-			return err
+			return fmt.Errorf("dial peer %s at %s: %w", p.InstanceID, p.Endpoint, err)
 		}
 		clients[i] = c
 	}
@@ -75,7 +75,7 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 		})
 		for _, k := range keys {
 			for _, peersWithDigest := range holders[k] {
-				if err := b.fetchBlock(ctx, db, clients, peersWithDigest, ns.Name, k.shard, k.start); err != nil {
+				if err := b.fetchBlock(ctx, db, clients, ordered, peersWithDigest, ns.Name, k.shard, k.start); err != nil {
 					return err
 				}
 			}
@@ -99,12 +99,12 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 
 // fetchBlock pages one block in from the first of its holders that
 // answers, then loads it.
-func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []*rpc.Client, holders []int, ns string, shard uint32, start int64) error {
+func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []Peer, owners []placement.Owner, holders []int, ns string, shard uint32, start int64) error {
 	var errs []error
 	for _, i := range holders {
 		var series []fileset.Series
 		var after []byte
-		var bytes int64
+		var bytes, samples int64
 		var err error
 		for {
 			var resp *rpc.FetchBlockResponse
@@ -112,13 +112,15 @@ func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []*rpc.Cli
 			if err != nil {
 				break
 			}
+			var page int64
 			for _, s := range resp.Series {
 				series = append(series, fileset.Series{ID: s.ID, Data: s.Data, Samples: int(s.Samples)})
-				bytes += int64(len(s.ID) + len(s.Data))
-				b.samples.Add(int64(s.Samples))
-				b.mSamples.Inc(int64(s.Samples))
+				page += int64(len(s.ID) + len(s.Data))
+				samples += int64(s.Samples)
 			}
-			if err = b.limiter.wait(ctx, bytes); err != nil {
+			bytes += page
+			// The limiter takes each page's bytes once.
+			if err = b.limiter.wait(ctx, page); err != nil {
 				break
 			}
 			if !resp.More || len(resp.Series) == 0 {
@@ -127,11 +129,15 @@ func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []*rpc.Cli
 			after = resp.Series[len(resp.Series)-1].ID
 		}
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("peer %s: %w", owners[i].InstanceID, err))
 			continue
 		}
+		// Counted once the block is whole, so a holder failing mid-block
+		// does not count its pages twice.
 		b.bytesIn.Add(bytes)
 		b.mBytes.Inc(bytes)
+		b.samples.Add(samples)
+		b.mSamples.Inc(samples)
 		if err := db.LoadBlock(ns, shard, start, series); err != nil {
 			return fmt.Errorf("load block %d of shard %d: %w", start, shard, err)
 		}
@@ -140,7 +146,7 @@ func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []*rpc.Cli
 	return fmt.Errorf("block %d of shard %d: no holder answered: %w", start, shard, errors.Join(errs...))
 }
 
-func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c *rpc.Client, ns string, shard uint32) error {
+func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c Peer, ns string, shard uint32) error {
 	var after []byte
 	for {
 		resp, err := c.FetchUnflushed(ctx, &rpc.FetchUnflushedRequest{Namespace: ns, Shard: shard, After: after, MaxBytes: pageBytes})

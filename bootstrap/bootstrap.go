@@ -6,20 +6,27 @@
 // to stream from (a brand-new cluster). A bootstrapped shard is then marked
 // AVAILABLE with one placement CAS that also drops its LEAVING copy.
 //
-// Per shard, on this node:
+// Per shard, on this node (the whitelist is transitions below):
 //
 //	            placement gives shard INITIALIZING
-//	(absent) ---------------------------------------> pending
+//	absent -----------------------------------------> pending
 //	                                                     |  worker picks it
 //	                                                     v
 //	          peers failed (retry later)            streaming
 //	pending <----------------------------------------  |
 //	                                                     |  loaded + durable
 //	                                                     v
-//	                                                bootstrapped
+//	   mark-available failed every attempt          bootstrapped --+ mark-available
+//	pending <------------------------------------------  |         | failed: re-read the
+//	                                                     |         | placement, retry the
+//	absent <-- no longer INITIALIZING here --------------+<--------+ CAS (no re-streaming)
 //	                                                     |  mark-available CAS
 //	                                                     v
 //	                                                 available (done)
+//
+// A pending or done shard the placement no longer shows INITIALIZING here
+// goes back to absent (forgotten), so a shard that returns later is
+// bootstrapped again.
 package bootstrap
 
 import (
@@ -44,28 +51,48 @@ import (
 type State int
 
 const (
-	Pending State = iota
+	// Absent: the bootstrapper does not track the shard (it is not
+	// INITIALIZING on this node, or no round saw it yet).
+	Absent State = iota
+	Pending
 	Streaming
 	Bootstrapped
 	Done
 )
 
 func (s State) String() string {
-	return [...]string{"pending", "streaming", "bootstrapped", "done"}[s]
+	if s < Absent || s > Done {
+		return fmt.Sprintf("state(%d)", int(s))
+	}
+	return [...]string{"absent", "pending", "streaming", "bootstrapped", "done"}[s]
 }
 
 // transitions is the whitelist; each names the event that triggers it.
+// Every change of a shard's state goes through it (set), so a change not
+// listed here is a bug in this package, reported as ErrIllegalTransition.
 var transitions = map[[2]State]string{
+	{Absent, Pending}:         "the placement gives the shard to this node INITIALIZING",
 	{Pending, Streaming}:      "a worker starts streaming the shard",
 	{Streaming, Pending}:      "streaming failed; retried on the next round",
 	{Streaming, Bootstrapped}: "every peer answer is loaded and durable",
-	{Bootstrapped, Done}:      "the mark-available CAS succeeded",
-	{Bootstrapped, Pending}:   "the CAS failed (placement changed); redo",
+	{Bootstrapped, Done}:      "the mark-available CAS succeeded (or the newest placement already shows the copy AVAILABLE)",
+	{Bootstrapped, Pending}:   "mark-available failed on every attempt; the next round redoes the shard",
+	{Bootstrapped, Absent}:    "the newest placement no longer has the shard INITIALIZING here: dropped from mark-available",
+	{Pending, Absent}:         "the placement no longer has the shard INITIALIZING here: forgotten",
+	{Done, Absent}:            "the placement shows the shard settled (or gone): forgotten",
 }
 
-// Store marks shards available in the placement (one CAS).
+// ErrIllegalTransition is returned (wrapped, naming the shard and states)
+// for a state change the whitelist does not allow. It means a bug: the
+// shard's round fails and the shard is retried, the node keeps running.
+var ErrIllegalTransition = errors.New("illegal bootstrap state transition")
+
+// Store is the placement as the bootstrapper needs it: one CAS marking
+// shards available, and the newest placement to decide which shards a
+// failed CAS should retry.
 type Store interface {
 	MarkAvailable(ctx context.Context, instanceID string, shards []uint32) error
+	Placement(ctx context.Context) (placement.Placement, error)
 }
 
 // DB is the storage the bootstrap loads into: sealed blocks as they were
@@ -76,23 +103,77 @@ type DB interface {
 	Namespaces() []storage.NamespaceOptions
 }
 
-// Dialer gives an RPC client for a peer endpoint.
-type Dialer func(endpoint string) (*rpc.Client, error)
+// Peer is what the bootstrapper asks of a peer node: the node RPC's
+// bootstrap calls, with the signatures of *rpc.Client. Tests serve it
+// from memory.
+type Peer interface {
+	BlockMetadata(ctx context.Context, req *rpc.BlockMetadataRequest) (*rpc.BlockMetadataResponse, error)
+	FetchBlock(ctx context.Context, req *rpc.FetchBlockRequest) (*rpc.FetchBlockResponse, error)
+	FetchUnflushed(ctx context.Context, req *rpc.FetchUnflushedRequest) (*rpc.FetchUnflushedResponse, error)
+}
 
-// Options configure a Bootstrapper.
+// Dialer gives the Peer at an endpoint (the caller owns and closes any
+// connection behind it).
+type Dialer func(endpoint string) (Peer, error)
+
+// Options configure a Bootstrapper. Every numeric option comes from
+// config.Bootstrap (which holds the defaults); New refuses a missing or
+// invalid one rather than inventing a value.
 type Options struct {
 	InstanceID string
 	DB         DB
 	Store      Store
 	Dial       Dialer
-	// Workers stream this many shard batches at once.
+	// Workers stream this many shard batches at once (> 0).
 	Workers int
-	// ShardsPerFetch groups shards into one fetch per peer.
+	// ShardsPerFetch groups shards into one fetch per peer (> 0).
 	ShardsPerFetch int
 	// MaxBytesPerSecond limits peer streaming (0 = unlimited).
 	MaxBytesPerSecond int64
-	Logger            *slog.Logger
-	Metrics           tally.Scope
+	// MarkAvailableAttempts is how many times one round tries the
+	// mark-available CAS before its shards go back to pending (> 0).
+	MarkAvailableAttempts int
+	// MarkAvailableBackoff is the wait before the second attempt, doubled
+	// before each further one (> 0).
+	MarkAvailableBackoff time.Duration
+	// Logger and Metrics may be nil: nothing is logged or reported.
+	Logger  *slog.Logger
+	Metrics tally.Scope
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.InstanceID == "" {
+		errs = append(errs, errors.New("InstanceID is empty"))
+	}
+	if o.DB == nil {
+		errs = append(errs, errors.New("DB is nil"))
+	}
+	if o.Store == nil {
+		errs = append(errs, errors.New("Store is nil"))
+	}
+	if o.Dial == nil {
+		errs = append(errs, errors.New("Dial is nil"))
+	}
+	if o.Workers <= 0 {
+		errs = append(errs, fmt.Errorf("Workers must be > 0, got %d", o.Workers))
+	}
+	if o.ShardsPerFetch <= 0 {
+		errs = append(errs, fmt.Errorf("ShardsPerFetch must be > 0, got %d", o.ShardsPerFetch))
+	}
+	if o.MaxBytesPerSecond < 0 {
+		errs = append(errs, fmt.Errorf("MaxBytesPerSecond must be >= 0, got %d", o.MaxBytesPerSecond))
+	}
+	if o.MarkAvailableAttempts <= 0 {
+		errs = append(errs, fmt.Errorf("MarkAvailableAttempts must be > 0, got %d", o.MarkAvailableAttempts))
+	}
+	if o.MarkAvailableBackoff <= 0 {
+		errs = append(errs, fmt.Errorf("MarkAvailableBackoff must be > 0, got %v", o.MarkAvailableBackoff))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("bootstrap options: %w", err)
+	}
+	return nil
 }
 
 // Bootstrapper runs the per-shard chain. Reconcile is called with every
@@ -103,22 +184,22 @@ type Bootstrapper struct {
 
 	round sync.Mutex
 	mu    sync.Mutex
-	state map[uint32]State
+	state map[uint32]State // no Absent entries
 
 	total, done       atomic.Int64
 	samples, bytesIn  atomic.Int64
 	limiter           *limiter
 	mShards, mSamples tally.Counter
 	mBytes, mFailures tally.Counter
+	mIllegal          tally.Counter
+	mMarkRetries      tally.Counter
 }
 
-// New returns a Bootstrapper.
-func New(opts Options) *Bootstrapper {
-	if opts.Workers <= 0 {
-		opts.Workers = 4
-	}
-	if opts.ShardsPerFetch <= 0 {
-		opts.ShardsPerFetch = 64
+// New returns a Bootstrapper, or an error naming the first missing or
+// invalid option.
+func New(opts Options) (*Bootstrapper, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -128,24 +209,66 @@ func New(opts Options) *Bootstrapper {
 	}
 	return &Bootstrapper{
 		opts: opts, state: map[uint32]State{},
-		limiter:   newLimiter(opts.MaxBytesPerSecond),
-		mShards:   opts.Metrics.Counter("shards_bootstrapped"),
-		mSamples:  opts.Metrics.Counter("samples_streamed"),
-		mBytes:    opts.Metrics.Counter("bytes_streamed"),
-		mFailures: opts.Metrics.Counter("shard_failures"),
-	}
+		limiter:      newLimiter(opts.MaxBytesPerSecond),
+		mShards:      opts.Metrics.Counter("shards_bootstrapped"),
+		mSamples:     opts.Metrics.Counter("samples_streamed"),
+		mBytes:       opts.Metrics.Counter("bytes_streamed"),
+		mFailures:    opts.Metrics.Counter("shard_failures"),
+		mIllegal:     opts.Metrics.Counter("illegal_transitions"),
+		mMarkRetries: opts.Metrics.Counter("mark_available_retries"),
+	}, nil
 }
 
-func (b *Bootstrapper) set(shard uint32, to State) {
+// set moves shard to state to if the whitelist allows it from its current
+// state (staying put is always allowed). An illegal change leaves the
+// state as it was, is logged and counted, and returns an error wrapping
+// ErrIllegalTransition.
+func (b *Bootstrapper) set(shard uint32, to State) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	from := b.state[shard]
-	if from != to {
-		if _, ok := transitions[[2]State{from, to}]; !ok {
-			panic(fmt.Sprintf("bootstrap: shard %d: illegal transition %v -> %v", shard, from, to))
-		}
+	return b.setLocked(shard, to)
+}
+
+func (b *Bootstrapper) setLocked(shard uint32, to State) error {
+	from := b.state[shard] // Absent when missing
+	if from == to {
+		return nil
 	}
-	b.state[shard] = to
+	if _, ok := transitions[[2]State{from, to}]; !ok {
+		b.mIllegal.Inc(1)
+		b.opts.Logger.Error("bootstrap bug: illegal shard state transition", "shard", shard, "from", from, "to", to)
+		return fmt.Errorf("shard %d: %w %v -> %v", shard, ErrIllegalTransition, from, to)
+	}
+	if to == Absent {
+		delete(b.state, shard)
+	} else {
+		b.state[shard] = to
+	}
+	return nil
+}
+
+// setAll moves every shard to to and returns those that moved; the
+// others (illegal transitions) are reported in err.
+func (b *Bootstrapper) setAll(shards []uint32, to State) (moved []uint32, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	moved = make([]uint32, 0, len(shards))
+	for _, sh := range shards {
+		if e := b.setLocked(sh, to); e != nil {
+			errs = append(errs, e)
+			continue
+		}
+		moved = append(moved, sh)
+	}
+	return moved, errors.Join(errs...)
+}
+
+// State reports where shard is in its bootstrap on this node.
+func (b *Bootstrapper) State(shard uint32) State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state[shard]
 }
 
 // Progress is a snapshot for /ready and logs.
@@ -182,42 +305,45 @@ func PendingShards(m *client.Map, instanceID string) int {
 func (b *Bootstrapper) Reconcile(ctx context.Context, m *client.Map) error {
 	b.round.Lock()
 	defer b.round.Unlock()
+	var errs []error
 	in, ok := m.Placement.Instance(b.opts.InstanceID)
-	if !ok {
-		b.total.Store(0)
-		b.done.Store(0)
-		return nil
-	}
 	var todo []uint32
 	total, done := 0, 0
-	b.mu.Lock()
 	initializing := map[uint32]bool{}
-	for _, s := range in.Shards {
-		total++
-		if s.State != placement.Initializing {
-			done++
-			continue
+	b.mu.Lock()
+	if ok {
+		for _, s := range in.Shards {
+			total++
+			if s.State != placement.Initializing {
+				done++
+				continue
+			}
+			initializing[s.ID] = true
+			if b.state[s.ID] == Done {
+				// Marked before, but this placement predates the CAS: wait.
+				continue
+			}
+			if err := b.setLocked(s.ID, Pending); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			todo = append(todo, s.ID)
 		}
-		initializing[s.ID] = true
-		if b.state[s.ID] == Done {
-			// Marked before, but this placement predates the CAS: wait.
-			continue
-		}
-		b.state[s.ID] = Pending
-		todo = append(todo, s.ID)
 	}
 	// Forget shards that are settled or gone, so a shard that comes back
 	// later is bootstrapped again.
 	for sh := range b.state {
 		if !initializing[sh] {
-			delete(b.state, sh)
+			if err := b.setLocked(sh, Absent); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	b.mu.Unlock()
 	b.total.Store(int64(total))
 	b.done.Store(int64(done))
 	if len(todo) == 0 {
-		return nil
+		return errors.Join(errs...)
 	}
 	sort.Slice(todo, func(i, j int) bool { return todo[i] < todo[j] })
 	start := time.Now()
@@ -262,31 +388,39 @@ func (b *Bootstrapper) Reconcile(ctx context.Context, m *client.Map) error {
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		ready []uint32
-		errs  []error
 		jobCh = make(chan job)
 	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
 	for w := 0; w < b.opts.Workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range jobCh {
-				for _, sh := range j.shards {
-					b.set(sh, Streaming)
-				}
-				err := b.streamShards(ctx, j.shards, j.peers)
-				mu.Lock()
+				shards, err := b.setAll(j.shards, Streaming)
 				if err != nil {
-					errs = append(errs, err)
-					for _, sh := range j.shards {
-						b.set(sh, Pending)
-					}
-					b.mFailures.Inc(int64(len(j.shards)))
-				} else {
-					for _, sh := range j.shards {
-						b.set(sh, Bootstrapped)
-					}
-					ready = append(ready, j.shards...)
+					fail(err)
 				}
+				if len(shards) == 0 {
+					continue
+				}
+				if err := b.streamShards(ctx, shards, j.peers); err != nil {
+					fail(fmt.Errorf("stream %s: %w", describeShards(shards), err))
+					b.mFailures.Inc(int64(len(shards)))
+					if _, serr := b.setAll(shards, Pending); serr != nil {
+						fail(serr)
+					}
+					continue
+				}
+				loaded, serr := b.setAll(shards, Bootstrapped)
+				if serr != nil {
+					fail(serr)
+				}
+				mu.Lock()
+				ready = append(ready, loaded...)
 				mu.Unlock()
 			}
 		}()
@@ -302,25 +436,124 @@ feed:
 	close(jobCh)
 	wg.Wait()
 
+	var marked []uint32
 	if len(ready) > 0 {
 		sort.Slice(ready, func(i, j int) bool { return ready[i] < ready[j] })
-		if err := b.opts.Store.MarkAvailable(ctx, b.opts.InstanceID, ready); err != nil {
-			for _, sh := range ready {
-				b.set(sh, Pending)
-			}
-			errs = append(errs, fmt.Errorf("mark %d shards available: %w", len(ready), err))
-		} else {
-			for _, sh := range ready {
-				b.set(sh, Done)
-			}
-			b.done.Add(int64(len(ready)))
-			b.mShards.Inc(int64(len(ready)))
+		var dropped, failed []uint32
+		var err error
+		marked, dropped, failed, err = b.markAvailable(ctx, ready)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("mark %s available: %w", describeShards(failed), err))
 		}
+		for _, step := range []struct {
+			shards []uint32
+			to     State
+		}{{marked, Done}, {dropped, Absent}, {failed, Pending}} {
+			if _, err := b.setAll(step.shards, step.to); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		b.done.Add(int64(len(marked)))
+		b.mShards.Inc(int64(len(marked)))
 	}
 	p := b.Progress()
-	b.opts.Logger.Info("bootstrap round finished", "marked_available", len(ready), "failed", len(todo)-len(ready),
+	b.opts.Logger.Info("bootstrap round finished", "marked_available", len(marked), "failed", len(todo)-len(marked),
 		"samples_streamed", p.Samples, "bytes_streamed", p.Bytes, "took", time.Since(start))
 	return errors.Join(errs...)
+}
+
+// markAvailable runs the mark-available CAS for shards without streaming
+// anything again when it fails. placement.Store.Update already re-reads
+// and retries a lost CAS a few times (then ErrCASConflict), so a failure
+// here is sustained contention, etcd trouble, or a placement that changed
+// under us so that the CAS as asked is refused (a shard no longer held
+// here, or LEAVING). Before each retry (after a doubling backoff, bounded
+// by ctx) the newest placement is read: shards it shows AVAILABLE on this
+// node are done (an earlier CAS whose reply was lost), shards no longer
+// INITIALIZING here are dropped, and only the rest are retried. A
+// permanent error (invalid placement, unknown instance) that no dropped
+// shard explains ends the retries early.
+//
+// It returns the shards now AVAILABLE, the ones dropped, and the ones
+// that failed every attempt (with the last error).
+func (b *Bootstrapper) markAvailable(ctx context.Context, shards []uint32) (marked, dropped, failed []uint32, err error) {
+	wait := b.opts.MarkAvailableBackoff
+	for attempt := 1; ; attempt++ {
+		err = b.opts.Store.MarkAvailable(ctx, b.opts.InstanceID, shards)
+		if err == nil {
+			return append(marked, shards...), dropped, nil, nil
+		}
+		if attempt >= b.opts.MarkAvailableAttempts || ctx.Err() != nil {
+			return marked, dropped, shards, fmt.Errorf("gave up after %d attempts: %w", attempt, err)
+		}
+		b.opts.Logger.Warn("mark available failed; retrying", "shards", len(shards), "attempt", attempt, "err", err)
+		if serr := sleepCtx(ctx, wait); serr != nil {
+			return marked, dropped, shards, fmt.Errorf("%w (retry cancelled: %w)", err, serr)
+		}
+		wait *= 2
+		b.mMarkRetries.Inc(1)
+		p, perr := b.opts.Store.Placement(ctx)
+		if perr != nil {
+			// Cannot tell what changed: retry the same set.
+			b.opts.Logger.Warn("read placement before retrying mark available", "err", perr)
+			continue
+		}
+		still, avail, gone := b.classify(p, shards)
+		marked, dropped = append(marked, avail...), append(dropped, gone...)
+		if len(still) == 0 {
+			return marked, dropped, nil, nil
+		}
+		if len(still) == len(shards) && (errors.Is(err, placement.ErrInvalid) || errors.Is(err, placement.ErrUnknownInstance)) {
+			return marked, dropped, still, fmt.Errorf("not retried: %w", err)
+		}
+		shards = still
+	}
+}
+
+// classify splits shards by their copy on this node in p: still
+// INITIALIZING, already AVAILABLE, or gone (absent or LEAVING).
+func (b *Bootstrapper) classify(p placement.Placement, shards []uint32) (still, avail, gone []uint32) {
+	in, ok := p.Instance(b.opts.InstanceID)
+	for _, sh := range shards {
+		var c placement.Shard
+		held := false
+		if ok {
+			c, held = in.Shard(sh)
+		}
+		switch {
+		case held && c.State == placement.Initializing:
+			still = append(still, sh)
+		case held && c.State == placement.Available:
+			avail = append(avail, sh)
+		default:
+			gone = append(gone, sh)
+		}
+	}
+	return still, avail, gone
+}
+
+// describeShards names a shard list in an error: all of a short one,
+// the range and count of a long one.
+func describeShards(shards []uint32) string {
+	switch {
+	case len(shards) == 1:
+		return fmt.Sprintf("shard %d", shards[0])
+	case len(shards) <= 8:
+		return fmt.Sprintf("shards %v", shards)
+	default:
+		return fmt.Sprintf("%d shards %d..%d", len(shards), shards[0], shards[len(shards)-1])
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // streamShards runs the peers bootstrapper for a group of shards with the

@@ -185,10 +185,24 @@ type Storage struct {
 	TickInterval time.Duration `yaml:"tickInterval"`
 }
 
-// Bootstrap configures peer streaming.
+// Bootstrap configures peer streaming of INITIALIZING shards and the
+// mark-available CAS that ends it.
 type Bootstrap struct {
 	// MaxBytesPerSecond rate-limits peer streaming on both sides. 0 = unlimited.
 	MaxBytesPerSecond int64 `yaml:"maxBytesPerSecond"`
+	// Workers is how many batches of shards stream at once. Default 4.
+	Workers int `yaml:"workers"`
+	// ShardsPerFetch is how many shards with the same peers share one
+	// batch (one metadata request per peer). Default 64.
+	ShardsPerFetch int `yaml:"shardsPerFetch"`
+	// MarkAvailableAttempts is how many times a round tries the CAS that
+	// marks its bootstrapped shards AVAILABLE (re-reading the placement
+	// between attempts, never re-streaming) before they go back to
+	// pending. Default 5.
+	MarkAvailableAttempts int `yaml:"markAvailableAttempts"`
+	// MarkAvailableBackoff is the wait before the second attempt, doubled
+	// before each further one. Default 200ms.
+	MarkAvailableBackoff time.Duration `yaml:"markAvailableBackoff"`
 }
 
 // Default returns the embedded default: one seed node on loopback.
@@ -273,6 +287,16 @@ func (c *Config) Defaults() {
 		c.Etcd.Endpoints = []string{trimScheme(c.Etcd.Embedded.ClientURL)}
 	}
 	defDur(&c.Etcd.DialTimeout, 5*time.Second)
+	if c.Bootstrap.Workers == 0 {
+		c.Bootstrap.Workers = 4
+	}
+	if c.Bootstrap.ShardsPerFetch == 0 {
+		c.Bootstrap.ShardsPerFetch = 64
+	}
+	if c.Bootstrap.MarkAvailableAttempts == 0 {
+		c.Bootstrap.MarkAvailableAttempts = 5
+	}
+	defDur(&c.Bootstrap.MarkAvailableBackoff, 200*time.Millisecond)
 }
 
 func trimScheme(u string) string {

@@ -21,6 +21,10 @@ func TestEmptyConfigIsDefaults(t *testing.T) {
 	require.Equal(t, 2*time.Minute, ns.BufferFuture)
 	require.True(t, ns.ColdWritesEnabled())
 	require.Equal(t, []string{"127.0.0.1:2379"}, c.Etcd.Endpoints)
+	require.Equal(t, 4, c.Bootstrap.Workers)
+	require.Equal(t, 64, c.Bootstrap.ShardsPerFetch)
+	require.Equal(t, 5, c.Bootstrap.MarkAvailableAttempts)
+	require.Equal(t, 200*time.Millisecond, c.Bootstrap.MarkAvailableBackoff)
 }
 
 func TestDefaultIsEmbeddedSeed(t *testing.T) {
@@ -66,6 +70,11 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"commitlog:\n  flushEvery: soon", "flushEvery"},
 		{"storage:\n  tickInterval: 1ms", "storage.tickInterval"},
 		{"etcd:\n  endpoints: [\"x\"]", "etcd.endpoints[0]"},
+		{"bootstrap:\n  workers: -1", "bootstrap.workers"},
+		{"bootstrap:\n  shardsPerFetch: -2", "bootstrap.shardsPerFetch"},
+		{"bootstrap:\n  markAvailableAttempts: -1", "bootstrap.markAvailableAttempts"},
+		{"bootstrap:\n  markAvailableBackoff: -1s", "bootstrap.markAvailableBackoff"},
+		{"bootstrap:\n  maxBytesPerSecond: -1", "bootstrap.maxBytesPerSecond"},
 	} {
 		_, err := Parse(strings.NewReader(tc.yaml))
 		require.Error(t, err, tc.yaml)

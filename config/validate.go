@@ -131,5 +131,17 @@ func (c *Config) Validate() error {
 	if c.Bootstrap.MaxBytesPerSecond < 0 {
 		bad("bootstrap.maxBytesPerSecond", "must be >= 0, got %d", c.Bootstrap.MaxBytesPerSecond)
 	}
+	if c.Bootstrap.Workers <= 0 {
+		bad("bootstrap.workers", "must be > 0, got %d", c.Bootstrap.Workers)
+	}
+	if c.Bootstrap.ShardsPerFetch <= 0 {
+		bad("bootstrap.shardsPerFetch", "must be > 0, got %d", c.Bootstrap.ShardsPerFetch)
+	}
+	if c.Bootstrap.MarkAvailableAttempts <= 0 {
+		bad("bootstrap.markAvailableAttempts", "must be > 0, got %d", c.Bootstrap.MarkAvailableAttempts)
+	}
+	if c.Bootstrap.MarkAvailableBackoff <= 0 {
+		bad("bootstrap.markAvailableBackoff", "must be > 0, got %v", c.Bootstrap.MarkAvailableBackoff)
+	}
 	return errors.Join(errs...)
 }

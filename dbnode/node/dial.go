@@ -4,10 +4,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tessera-tsdb/tessera/bootstrap"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 )
 
-// dialCache keeps one RPC client per peer endpoint for the bootstrap.
+// dialCache keeps one RPC client per peer endpoint for the bootstrap. It
+// hands them out as bootstrap.Peer and keeps the *rpc.Client to close.
 type dialCache struct {
 	timeout time.Duration
 	mu      sync.Mutex
@@ -18,7 +20,7 @@ func newDialCache(timeout time.Duration) *dialCache {
 	return &dialCache{timeout: timeout, clients: map[string]*rpc.Client{}}
 }
 
-func (d *dialCache) dial(endpoint string) (*rpc.Client, error) {
+func (d *dialCache) dial(endpoint string) (bootstrap.Peer, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if c := d.clients[endpoint]; c != nil {

@@ -222,11 +222,19 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	// 6. Placement watch, bootstrap and shard release.
 	dials := newDialCache(n.cfg.Cluster.RequestTimeout)
 	stack.push("bootstrap peers", func() error { dials.close(); return nil })
-	b := bootstrap.New(bootstrap.Options{
+	b, err := bootstrap.New(bootstrap.Options{
 		InstanceID: n.cfg.ID, DB: db, Store: markAvailable{store}, Dial: dials.dial,
-		MaxBytesPerSecond: n.cfg.Bootstrap.MaxBytesPerSecond,
-		Logger:            n.log, Metrics: n.scope.SubScope("bootstrap"),
+		Workers:               n.cfg.Bootstrap.Workers,
+		ShardsPerFetch:        n.cfg.Bootstrap.ShardsPerFetch,
+		MaxBytesPerSecond:     n.cfg.Bootstrap.MaxBytesPerSecond,
+		MarkAvailableAttempts: n.cfg.Bootstrap.MarkAvailableAttempts,
+		MarkAvailableBackoff:  n.cfg.Bootstrap.MarkAvailableBackoff,
+		Logger:                n.log, Metrics: n.scope.SubScope("bootstrap"),
 	})
+	if err != nil {
+		// Only a config the node's own Validate let through gets here.
+		return fmt.Errorf("bootstrap: %w", err)
+	}
 	var bg sync.WaitGroup
 	bg.Go(func() { n.watchPlacement(ctx, store) })
 	bg.Go(func() { n.reconcile(ctx, b) })

@@ -20,10 +20,16 @@ func (n *Node) openPlacementStore() (*placement.Store, func(), error) {
 	return placement.NewStore(cli, placement.StoreOptions{Cluster: n.cfg.Cluster.Name}), func() { cli.Close() }, nil
 }
 
-// markAvailable adapts the store to the bootstrap's one-CAS contract.
+// markAvailable adapts the store to the bootstrap's one-CAS contract
+// (Store.Update re-reads and retries a lost CAS itself; the bootstrapper
+// retries on top of that, reading Placement to drop shards that moved).
 type markAvailable struct{ s *placement.Store }
 
 func (m markAvailable) MarkAvailable(ctx context.Context, id string, shards []uint32) error {
 	_, err := m.s.MarkAvailable(ctx, id, shards...)
 	return err
+}
+
+func (m markAvailable) Placement(ctx context.Context) (placement.Placement, error) {
+	return m.s.Get(ctx)
 }
