@@ -177,7 +177,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	})
 
 	// 4. Node RPC.
-	rs := rpc.NewServer(db, ownership{topo: n.topo, id: n.cfg.ID}, rpc.ServerOptions{
+	rs := rpc.NewServer(db, newOwnership(n.topo, n.cfg.ID), rpc.ServerOptions{
 		NodeID: n.cfg.ID, Logger: n.log,
 		// The same knob paces both sides of peer streaming.
 		MaxStreamBytesPerSecond: n.cfg.Bootstrap.MaxBytesPerSecond,
