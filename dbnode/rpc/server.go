@@ -177,25 +177,58 @@ func (s *Server) namespace(name string) (storage.NamespaceOptions, error) {
 }
 
 // shardCheck asks Ownership once per distinct shard of a request and
-// collects the refusals in the order first seen.
+// collects the refusals in the order first seen. Shards below numShards
+// are remembered in two bitsets (a write batch touches thousands of
+// shards: a map grew and rehashed for each batch); any other shard a
+// request names (a fetch may name anything) in a map.
 type shardCheck struct {
 	own     Ownership
 	op      Op
-	seen    map[uint32]bool // shard -> allowed
+	asked   []uint64 // bit per shard: CheckShard was asked
+	ok      []uint64 // bit per shard: and allowed it
+	outside map[uint32]bool
 	refused []refusal
 }
 
-func newShardCheck(own Ownership, op Op) *shardCheck {
-	return &shardCheck{own: own, op: op, seen: map[uint32]bool{}}
+func newShardCheck(own Ownership, op Op, numShards uint32) *shardCheck {
+	words := (int(numShards) + 63) / 64
+	bits := make([]uint64, 2*words)
+	return &shardCheck{own: own, op: op, asked: bits[:words:words], ok: bits[words:]}
+}
+
+// seen says whether shard was checked before.
+func (c *shardCheck) seen(shard uint32) bool {
+	if w := int(shard / 64); w < len(c.asked) {
+		return c.asked[w]&(1<<(shard%64)) != 0
+	}
+	_, done := c.outside[shard]
+	return done
 }
 
 func (c *shardCheck) allowed(shard uint32) bool {
-	ok, done := c.seen[shard]
-	if done {
-		return ok
+	w, bit := int(shard/64), uint64(1)<<(shard%64)
+	inside := w < len(c.asked)
+	if inside && c.asked[w]&bit != 0 {
+		return c.ok[w]&bit != 0
+	}
+	if !inside {
+		if ok, done := c.outside[shard]; done {
+			return ok
+		}
 	}
 	err := c.own.CheckShard(shard, c.op)
-	c.seen[shard] = err == nil
+	switch {
+	case inside:
+		c.asked[w] |= bit
+		if err == nil {
+			c.ok[w] |= bit
+		}
+	default:
+		if c.outside == nil {
+			c.outside = map[uint32]bool{}
+		}
+		c.outside[shard] = err == nil
+	}
 	if err != nil {
 		c.refused = append(c.refused, refusal{shard: shard, reason: err})
 	}

@@ -24,7 +24,7 @@ func (s *Server) fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, 
 	if req.Start > req.End {
 		return nil, status.Errorf(codes.InvalidArgument, "start %d after end %d", req.Start, req.End)
 	}
-	check := newShardCheck(s.own, OpRead)
+	check := newShardCheck(s.own, OpRead, s.db.NumShards())
 	shards := make([]uint32, len(req.IDs))
 	for i, id := range req.IDs {
 		shards[i] = s.db.Shard(id)
@@ -81,7 +81,7 @@ func (s *Server) fetchTagged(ctx context.Context, req *FetchTaggedRequest) (*Fet
 
 	var filter func(uint32) bool
 	if len(req.Shards) > 0 {
-		check := newShardCheck(s.own, OpRead)
+		check := newShardCheck(s.own, OpRead, s.db.NumShards())
 		want := make(map[uint32]struct{}, len(req.Shards))
 		for _, sh := range req.Shards {
 			check.allowed(sh)
@@ -94,7 +94,7 @@ func (s *Server) fetchTagged(ctx context.Context, req *FetchTaggedRequest) (*Fet
 	} else {
 		// Not refusals: the caller asked for whatever this node serves.
 		var mu sync.Mutex
-		check := newShardCheck(s.own, OpRead)
+		check := newShardCheck(s.own, OpRead, s.db.NumShards())
 		filter = func(sh uint32) bool {
 			mu.Lock()
 			defer mu.Unlock()

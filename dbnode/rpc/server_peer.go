@@ -27,13 +27,13 @@ func (s *Server) blockMetadata(ctx context.Context, req *BlockMetadataRequest) (
 	if len(req.Shards) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no shards: name the shards to list")
 	}
-	check := newShardCheck(s.own, OpRead)
+	check := newShardCheck(s.own, OpRead, s.db.NumShards())
 	var shards []uint32 // distinct, in request order
 	for _, sh := range req.Shards {
 		if err := s.shardInRange(sh); err != nil {
 			return nil, err
 		}
-		if _, dup := check.seen[sh]; !dup {
+		if !check.seen(sh) {
 			shards = append(shards, sh)
 		}
 		check.allowed(sh)
@@ -113,7 +113,7 @@ func (s *Server) streamPrecheck(ctx context.Context, ns string, shard uint32) er
 	if err := s.shardInRange(shard); err != nil {
 		return err
 	}
-	check := newShardCheck(s.own, OpRead)
+	check := newShardCheck(s.own, OpRead, s.db.NumShards())
 	check.allowed(shard)
 	return check.err(ctx)
 }

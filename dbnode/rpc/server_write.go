@@ -36,7 +36,7 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 		return WriteResult{}, status.Error(codes.InvalidArgument, err.Error())
 	}
 
-	check := newShardCheck(s.own, OpWrite)
+	check := newShardCheck(s.own, OpWrite, s.db.NumShards())
 	var prevID []byte
 	entry := -1
 	for i := range batch {
