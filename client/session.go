@@ -260,10 +260,34 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 	for i, g := range r.groups {
 		groups[i] = FanoutGroup{Owners: g.owners, Quorum: NewWriteQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.WriteLevel, s.opts.Pairing)}
 	}
+	// The local write sets each sample's storage ref in its copy. When it
+	// holds every sample (as with RF 3 on three nodes) and finished before
+	// the level was met, the refs are handed back to the caller, whose
+	// series cache then skips the shard lookup next time, as on a single
+	// node. A local write still running is never waited for.
+	var local []storage.Sample
+	localDone := make(chan struct{})
+	if hi, ok := r.hostIdx[s.opts.LocalID]; ok && s.opts.Local != nil && len(perHost[hi]) == len(samples) {
+		local = perHost[hi]
+	}
 	answers, rep := Fanout(ctx, groups, FanoutOptions{Timeout: s.opts.RequestTimeout},
 		func(ctx context.Context, inst string, _ []int) (*storage.RejectedError, error) {
-			return s.writeHost(ctx, m, ns, inst, perHost[r.hostIdx[inst]])
+			batch := perHost[r.hostIdx[inst]]
+			rej, err := s.writeHost(ctx, m, ns, inst, batch)
+			if local != nil && inst == s.opts.LocalID {
+				close(localDone)
+			}
+			return rej, err
 		})
+	if local != nil {
+		select {
+		case <-localDone:
+			for i := range samples {
+				samples[i].Ref = local[i].Ref
+			}
+		default:
+		}
+	}
 	if !rep.OK {
 		s.m.writeFail.Inc(1)
 		return s.failure(fmt.Sprintf("write consistency %s not met", s.opts.WriteLevel), "acknowledged", m, r, groups, rep)

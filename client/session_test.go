@@ -272,3 +272,50 @@ func TestHealthRecord(t *testing.T) {
 	require.NoError(t, err)
 	cancel2()
 }
+
+// fakeLocal is this node's storage: it hands every sample a ref, as
+// storage.Database.WriteBatch does.
+type fakeLocal struct {
+	mu   sync.Mutex
+	refs map[string]*storage.Series
+}
+
+func (l *fakeLocal) WriteBatch(_ string, samples []storage.Sample) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range samples {
+		r := l.refs[string(samples[i].ID)]
+		if r == nil {
+			r = new(storage.Series)
+			l.refs[string(samples[i].ID)] = r
+		}
+		samples[i].Ref = r
+	}
+	return nil
+}
+
+func (l *fakeLocal) Query(context.Context, string, []*labels.Matcher, int64, int64, storage.QueryOptions) ([]storage.SeriesIterator, error) {
+	return nil, nil
+}
+
+// A coordinator that owns every shard itself hands the local write's refs
+// back to its caller (the HTTP series cache), as a single node does, so
+// the next write of a series skips the shard's series lookup.
+func TestSessionHandsLocalRefsBack(t *testing.T) {
+	c := newFakeCluster(t)
+	local := &fakeLocal{refs: map[string]*storage.Series{}}
+	s, err := NewSession(Options{
+		LocalID: "node1", Local: local,
+		Topology: NewTopologyFromMap(c.m), ReadLevel: ReadMajority, WriteLevel: WriteAll, Pairing: true,
+		HedgeAfter: 20 * time.Millisecond, RequestTimeout: 30 * time.Second, MaxBatch: 1000, Dial: c.dial,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	in := samplesOf(20)
+	require.NoError(t, s.WriteBatch(context.Background(), "default", in))
+	for i, smp := range in {
+		require.NotNil(t, smp.Ref, "sample %d has no ref after a write at all", i)
+		require.Same(t, local.refs[string(smp.ID)], smp.Ref, "sample %d", i)
+	}
+	require.Zero(t, c.peers["127.0.0.1:9001"].count(), "the local node was written over RPC")
+}
