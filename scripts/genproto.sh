@@ -16,7 +16,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 if ! command -v protoc >/dev/null; then
-	apt-get install -y protobuf-compiler
+	apt-get update -qq && apt-get install -y -qq protobuf-compiler
 fi
 if [[ "$(protoc --version)" != "$PROTOC_VERSION" ]]; then
 	echo "genproto: want protoc '$PROTOC_VERSION', have '$(protoc --version)'" >&2
