@@ -39,12 +39,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/uber-go/tally/v4"
+
 	"github.com/tessera-tsdb/tessera/client"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/internal/ctxsleep"
 	"github.com/tessera-tsdb/tessera/placement"
-	"github.com/uber-go/tally/v4"
 )
 
 // State is where one shard is in its bootstrap on this node.
@@ -487,7 +489,7 @@ func (b *Bootstrapper) markAvailable(ctx context.Context, shards []uint32) (mark
 			return marked, dropped, shards, fmt.Errorf("gave up after %d attempts: %w", attempt, err)
 		}
 		b.opts.Logger.Warn("mark available failed; retrying", "shards", len(shards), "attempt", attempt, "err", err)
-		if serr := sleepCtx(ctx, wait); serr != nil {
+		if serr := ctxsleep.Sleep(ctx, wait); serr != nil {
 			return marked, dropped, shards, fmt.Errorf("%w (retry cancelled: %w)", err, serr)
 		}
 		wait *= 2
@@ -542,17 +544,6 @@ func describeShards(shards []uint32) string {
 		return fmt.Sprintf("shards %v", shards)
 	default:
 		return fmt.Sprintf("%d shards %d..%d", len(shards), shards[0], shards[len(shards)-1])
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/tessera-tsdb/tessera/internal/ctxsleep"
 )
 
 // limiter paces streaming to a byte rate: after moving n bytes, a caller
@@ -32,12 +34,5 @@ func (l *limiter) wait(ctx context.Context, n int64) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxsleep.Sleep(ctx, d)
 }

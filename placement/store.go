@@ -10,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tessera-tsdb/tessera/internal/ctxsleep"
 )
 
 // KeyPrefix is where placements live in etcd: one key per cluster,
@@ -189,7 +191,7 @@ func (s *Store) Update(ctx context.Context, fn func(Placement) (Placement, error
 		if attempt >= s.maxRetries {
 			return Placement{}, fmt.Errorf("%w: placement %s changed concurrently on every attempt, gave up after %d retries", ErrCASConflict, s.key, s.maxRetries)
 		}
-		if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+		if err := ctxsleep.Sleep(ctx, backoff(attempt)); err != nil {
 			return Placement{}, err
 		}
 	}
@@ -211,17 +213,6 @@ func normalized(p Placement) Placement {
 func backoff(attempt int) time.Duration {
 	ceiling := time.Duration(1<<min(attempt, 7)) * time.Millisecond
 	return time.Duration(rand.Int64N(int64(min(ceiling, 100*time.Millisecond)) + 1))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // stamp sets CutoverNanos on copies that became INITIALIZING (or changed

@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-tsdb/tessera/bootstrap"
 	"github.com/tessera-tsdb/tessera/client"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/internal/ctxsleep"
 	"github.com/tessera-tsdb/tessera/placement"
 )
 
@@ -112,7 +113,7 @@ func (n *Node) autoInit(ctx context.Context, store *placement.Store) {
 			}
 		}
 		n.log.Warn("placement not readable yet", "err", err)
-		if !sleepCtx(ctx, backoff) {
+		if ctxsleep.Sleep(ctx, backoff) != nil {
 			return
 		}
 		backoff = min(2*backoff, 5*time.Second)
@@ -212,16 +213,5 @@ func (n *Node) releaseShards(m *client.Map, seen map[uint32]time.Time) {
 		if owned[sh] {
 			delete(seen, sh)
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
