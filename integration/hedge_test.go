@@ -2,10 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -25,28 +21,7 @@ func TestReadOneHedgesPastAFrozenReplica(t *testing.T) {
 	e := startEtcd(t)
 	n1 := startNode(t, nodeConfig(t, "node1", "rack1", e.client))
 	n2 := startNode(t, nodeConfig(t, "node2", "rack2", e.client))
-	dir := t.TempDir()
-	httpAddr, rpcAddr := freePort(t), freePort(t)
-	conf := filepath.Join(dir, "node3.yml")
-	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(`id: node3
-isolationGroup: rack3
-dataDir: %s
-http:
-  listen: %s
-rpc:
-  listen: %s
-etcd:
-  endpoints: [%s]
-`, filepath.Join(dir, "data"), httpAddr, rpcAddr, e.client)), 0o644))
-	cmd := exec.Command(tesseraBinary(t), "node", "-f", conf)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	n3 := &tnode{cfg: n1.cfg}
-	n3.cfg.ID, n3.cfg.IsolationGroup, n3.cfg.RPC.Advertise, n3.cfg.HTTP.Listen = "node3", "rack3", rpcAddr, httpAddr
+	n3, cmd := startBinaryReplica(t, "node3", "rack3", e.client)
 
 	c := etcdClient(t, e.client)
 	p, err := placement.Init([]placement.Instance{n1.instance(), n2.instance(), n3.instance()}, 4096, 3)
