@@ -125,17 +125,18 @@ func (n *Node) DB() *storage.Database { return n.db }
 func (n *Node) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var stack cleanupStack
-	defer func() { err = errors.Join(err, stack.unwind()) }()
-
 	srv := &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 2)
 	go func() { srvErr <- srv.Serve(n.httpLn) }()
+	var stack cleanupStack
+	// HTTP is the front door and calls everything else (the session, the
+	// placement store, storage): it stops first, before the stack
+	// unwinds, whether start-up failed half-way or the node served.
+	defer func() {
+		shutdown(srv)
+		err = errors.Join(err, stack.unwind())
+	}()
 	stack.push("metrics", n.closer.Close)
-	// Pushed twice: here, so a failed start-up stops serving HTTP, and once
-	// the session serves, so on shutdown HTTP stops before what it calls.
-	stopHTTP := sync.OnceValue(func() error { shutdown(srv); return nil })
-	stack.push("http server", stopHTTP)
 	// Closed here in case Run fails before the gRPC server owns it (which
 	// then closes it first; a second close only errs, and is ignored).
 	stack.push("rpc listener", func() error { _ = n.rpcLn.Close(); return nil })
@@ -215,7 +216,6 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("cluster session: %w", err)
 	}
 	stack.push("session", session.Close)
-	stack.push("http server", stopHTTP)
 	n.api.SetBackend(session)
 	n.api.SetReady("no placement yet: waiting for etcd")
 
