@@ -252,13 +252,20 @@ func (s *Session) waitNewer(ctx context.Context, version int64, d time.Duration)
 
 func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sample, m *Map) error {
 	r := s.routing(m)
-	perHost, err := distribute(r, samples)
+	perHost, used, err := distribute(r, samples)
 	if err != nil {
 		return err
 	}
-	groups := make([]FanoutGroup, len(r.groups))
+	// Only the groups of shards the batch writes must meet the level: a
+	// write never waits for, or fails on, replicas of shards it does not
+	// touch. ridx maps each fan-out group back to its routing group.
+	var groups []FanoutGroup
+	var ridx []int
 	for i, g := range r.groups {
-		groups[i] = FanoutGroup{Owners: g.owners, Quorum: NewWriteQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.WriteLevel, s.opts.Pairing)}
+		if used[i] {
+			groups = append(groups, FanoutGroup{Owners: g.owners, Quorum: NewWriteQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.WriteLevel, s.opts.Pairing)})
+			ridx = append(ridx, i)
+		}
 	}
 	// The local write sets each sample's storage ref in its copy. When it
 	// holds every sample (as with RF 3 on three nodes) and finished before
@@ -290,7 +297,7 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 	}
 	if !rep.OK {
 		s.m.writeFail.Inc(1)
-		return s.failure(fmt.Sprintf("write consistency %s not met", s.opts.WriteLevel), "acknowledged", m, r, groups, rep)
+		return s.failure(fmt.Sprintf("write consistency %s not met", s.opts.WriteLevel), "acknowledged", m, r, ridx, groups, rep)
 	}
 	s.m.writeOK.Inc(1)
 	for _, a := range answers {
@@ -306,16 +313,20 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 // copied into one arena first: replicas still being written after the
 // write returned must not see the caller reuse its buffers (the HTTP
 // decoder's); IDs of consecutive samples of one series are copied once.
-func distribute(r *routing, samples []storage.Sample) ([][]storage.Sample, error) {
+// used marks the routing groups the samples fall in.
+func distribute(r *routing, samples []storage.Sample) ([][]storage.Sample, []bool, error) {
 	counts := make([]int, len(r.hosts))
+	used := make([]bool, len(r.groups))
 	size := 0
 	for i := range samples {
 		sh := samples[i].Shard
 		if int(sh) >= len(r.byShard) {
-			return nil, fmt.Errorf("sample of shard %d: placement version %d has %d shards",
+			return nil, nil, fmt.Errorf("sample of shard %d: placement version %d has %d shards",
 				sh, r.m.Placement.Version, len(r.byShard))
 		}
-		for _, hi := range r.groups[r.byShard[sh]].hosts {
+		gi := r.byShard[sh]
+		used[gi] = true
+		for _, hi := range r.groups[gi].hosts {
 			counts[hi]++
 		}
 		if i == 0 || !sameID(samples[i].ID, samples[i-1].ID) {
@@ -340,7 +351,7 @@ func distribute(r *routing, samples []storage.Sample) ([][]storage.Sample, error
 			perHost[hi] = append(perHost[hi], smp)
 		}
 	}
-	return perHost, nil
+	return perHost, used, nil
 }
 
 // sameID compares two IDs, first by identity: consecutive samples of one
@@ -358,7 +369,10 @@ func sameID(a, b []byte) bool {
 // failure builds the error of a write or read that missed its level,
 // naming per group of shards the owners that failed and why, and those
 // that had not answered.
-func (s *Session) failure(what, verb string, m *Map, r *routing, groups []FanoutGroup, rep *FanoutReport) error {
+//
+// ridx maps each of groups to its routing group (nil: the same index, as
+// for reads, which ask every group).
+func (s *Session) failure(what, verb string, m *Map, r *routing, ridx []int, groups []FanoutGroup, rep *FanoutReport) error {
 	var parts []string
 	for gi, gr := range rep.Groups {
 		if gr.Satisfied {
@@ -380,10 +394,14 @@ func (s *Session) failure(what, verb string, m *Map, r *routing, groups []Fanout
 		if len(groups[gi].Owners) == 0 {
 			hosts = append(hosts, "no readable owner")
 		}
-		shards := r.groups[gi].shards
+		rg := gi
+		if ridx != nil {
+			rg = ridx[gi]
+		}
+		shards := r.groups[rg].shards
 		more := ""
 		if len(shards) > 5 {
-			shards, more = shards[:5], fmt.Sprintf(" and %d more", len(r.groups[gi].shards)-5)
+			shards, more = shards[:5], fmt.Sprintf(" and %d more", len(r.groups[rg].shards)-5)
 		}
 		q := groups[gi].Quorum
 		parts = append(parts, fmt.Sprintf("shards %v%s: %d of %d replicas needed %s [%s]",
@@ -459,7 +477,7 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 		})
 	if !rep.OK {
 		s.m.readFail.Inc(1)
-		return nil, s.failure(fmt.Sprintf("read consistency %s not met", s.opts.ReadLevel), "answered", m, r, groups, rep)
+		return nil, s.failure(fmt.Sprintf("read consistency %s not met", s.opts.ReadLevel), "answered", m, r, nil, groups, rep)
 	}
 	if rep.Hedged > 0 {
 		s.m.hedged.Inc(1)

@@ -319,3 +319,58 @@ func TestSessionHandsLocalRefsBack(t *testing.T) {
 	}
 	require.Zero(t, c.peers["127.0.0.1:9001"].count(), "the local node was written over RPC")
 }
+
+// A write waits for, and can fail on, only the replicas of the shards it
+// writes: with six nodes, three failing nodes that own none of the
+// batch's shards neither fail a majority write nor receive anything.
+func TestSessionWriteAsksOnlyOwnersOfItsShards(t *testing.T) {
+	var ins []placement.Instance
+	peers := map[string]*fakePeer{}
+	for i := 1; i <= 6; i++ {
+		id := "node" + strconv.Itoa(i)
+		ep := "127.0.0.1:90" + strconv.Itoa(10+i)
+		ins = append(ins, placement.Instance{ID: id, IsolationGroup: "rack" + strconv.Itoa((i-1)%3), Zone: "z", Weight: 1, Endpoint: ep})
+		peers[ep] = &fakePeer{name: id}
+	}
+	p, err := placement.Init(ins, 16, 3)
+	require.NoError(t, err)
+	m := NewMap(placement.MarkAllAvailable(p))
+
+	in := samplesOf(1)
+	owners := map[string]bool{}
+	for _, o := range m.Owners.Owners(in[0].Shard) {
+		owners[o.InstanceID] = true
+	}
+	var others []string
+	for ep, fp := range peers {
+		if !owners[fp.name] {
+			fp.fail = errors.New("disk on fire")
+			others = append(others, ep)
+		}
+	}
+	// The premise: some shard's majority is among the failing nodes, so a
+	// write that waited on every group would fail.
+	premise := false
+	for sh := uint32(0); sh < 16 && !premise; sh++ {
+		n := 0
+		for _, o := range m.Owners.Owners(sh) {
+			if !owners[o.InstanceID] {
+				n++
+			}
+		}
+		premise = n >= 2
+	}
+	require.True(t, premise, "placement has no shard mostly on the failing nodes")
+
+	s, err := NewSession(Options{
+		Topology: NewTopologyFromMap(m), ReadLevel: ReadMajority, WriteLevel: WriteMajority, Pairing: true,
+		HedgeAfter: 20 * time.Millisecond, RequestTimeout: 30 * time.Second, MaxBatch: 1000,
+		Dial: func(ep string) (Peer, error) { return peers[ep], nil },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.WriteBatch(context.Background(), "default", in))
+	for _, ep := range others {
+		require.Zero(t, peers[ep].count(), "%s owns none of the batch's shards but was written", peers[ep].name)
+	}
+}
