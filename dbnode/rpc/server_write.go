@@ -33,6 +33,9 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	batch, err := decodePayload(req.GetPayload(), (*buf)[:0])
 	*buf = batch
 	if err != nil {
+		// A failed decode may have filled samples past the length it
+		// returns: drop their IDs (aliasing the request) before pooling.
+		clear(batch[:cap(batch)])
 		return WriteResult{}, status.Error(codes.InvalidArgument, err.Error())
 	}
 
@@ -87,11 +90,12 @@ func (s *Server) getSamples(n int) *[]storage.Sample {
 	return &b
 }
 
-// putSamples returns a batch buffer to the pool, without the IDs (which
-// alias the request) and series refs it held, up to its capacity since a
-// failed decode may have filled more than its length.
+// putSamples returns a batch buffer to the pool without the IDs (which
+// alias the request) and series refs it held. Only its length is cleared:
+// the buffer keeps the capacity of the largest batch it ever held, and a
+// small write must not pay for clearing all of it.
 func (s *Server) putSamples(b *[]storage.Sample) {
-	clear((*b)[:cap(*b)])
+	clear(*b)
 	*b = (*b)[:0]
 	s.samples.Put(b)
 }
