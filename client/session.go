@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tessera-tsdb/tessera/ident"
+
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
@@ -329,7 +331,7 @@ func distribute(r *routing, samples []storage.Sample) ([][]storage.Sample, []boo
 		for _, hi := range r.groups[gi].hosts {
 			counts[hi]++
 		}
-		if i == 0 || !sameID(samples[i].ID, samples[i-1].ID) {
+		if i == 0 || !ident.Same(samples[i].ID, samples[i-1].ID) {
 			size += len(samples[i].ID)
 		}
 	}
@@ -341,7 +343,7 @@ func distribute(r *routing, samples []storage.Sample) ([][]storage.Sample, []boo
 	var id []byte
 	for i := range samples {
 		smp := samples[i]
-		if i == 0 || !sameID(smp.ID, samples[i-1].ID) {
+		if i == 0 || !ident.Same(smp.ID, samples[i-1].ID) {
 			start := len(arena)
 			arena = append(arena, smp.ID...)
 			id = arena[start:len(arena):len(arena)]
@@ -352,18 +354,6 @@ func distribute(r *routing, samples []storage.Sample) ([][]storage.Sample, []boo
 		}
 	}
 	return perHost, used, nil
-}
-
-// sameID compares two IDs, first by identity: consecutive samples of one
-// series usually share the ID's bytes.
-func sameID(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) == 0 || &a[0] == &b[0] {
-		return true
-	}
-	return string(a) == string(b)
 }
 
 // failure builds the error of a write or read that missed its level,

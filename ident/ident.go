@@ -114,3 +114,16 @@ func field(b []byte) ([]byte, int, error) {
 func Shard(id []byte, numShards uint32) uint32 {
 	return murmur3.Sum32(id) % numShards
 }
+
+// Same says whether two IDs are the same series. Consecutive samples of one
+// series usually share their ID's bytes, so identity is checked before the
+// bytes: the batch-splitting loops of the write path call this per sample.
+func Same(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return string(a) == string(b)
+}

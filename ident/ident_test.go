@@ -47,3 +47,12 @@ func FuzzLabels(f *testing.F) {
 		_, _ = Labels(b)
 	})
 }
+
+func TestSame(t *testing.T) {
+	a := []byte("abc")
+	require.True(t, Same(a, a))
+	require.True(t, Same(a, []byte("abc")))
+	require.True(t, Same(nil, []byte{}))
+	require.False(t, Same(a, []byte("abd")))
+	require.False(t, Same(a, a[:2]))
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/tessera-tsdb/tessera/ident"
+
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 )
@@ -47,22 +49,10 @@ func zigzag(x int64) uint64 { return uint64(x<<1) ^ uint64(x>>63) }
 
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
-// sameID says whether two IDs are the same series, cheaply when they share
-// their bytes (samples of one series usually do).
-func sameID(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) == 0 || &a[0] == &b[0] {
-		return true
-	}
-	return string(a) == string(b)
-}
-
 // sameSeries says whether b continues a's entry: same ID and same shard (a
 // sender that disagrees with itself about the shard gets two entries, and
 // the server's shard check refuses the wrong one).
-func sameSeries(a, b *storage.Sample) bool { return a.Shard == b.Shard && sameID(a.ID, b.ID) }
+func sameSeries(a, b *storage.Sample) bool { return a.Shard == b.Shard && ident.Same(a.ID, b.ID) }
 
 // appendPayload appends the SERIES_V1 encoding of samples to dst. Runs of
 // consecutive samples with the same ID (and shard) become one entry; the order of
