@@ -247,9 +247,23 @@ func (p *project) healthy(service string) error {
 }
 
 // cli runs the host's placement CLI against node1's published etcd port.
+//
+// A call that could not reach etcd at all (the CLI's 5 s dial: a loaded
+// machine running two compose clusters, or etcd electing a leader after a
+// member restarted) is tried again for up to a minute. Should the first
+// attempt have landed after all, the retry fails loudly (an add finds the
+// instance already there), never silently; any other failure is returned
+// as it is.
 func (p *project) cli(args ...string) (string, error) {
 	argv := append([]string{p.bin, "placement", "--endpoints", p.etcd}, args...)
-	return p.exec(30*time.Second, argv...)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := p.exec(30*time.Second, argv...)
+		if err == nil || !strings.Contains(err.Error(), "etcd unreachable") || time.Now().After(deadline) {
+			return out, err
+		}
+		time.Sleep(time.Second) // a back-off between CLI runs, not synchronisation
+	}
 }
 
 // placement reads the placement through the CLI's JSON output.
