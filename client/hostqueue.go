@@ -73,7 +73,15 @@ func (h *hostQueue) run() {
 		select {
 		case first = <-h.ops:
 		case <-h.stop:
-			return
+			// Deliver what was queued before the close.
+			for {
+				select {
+				case op := <-h.ops:
+					h.send([]*writeOp{op})
+				default:
+					return
+				}
+			}
 		}
 		batch := []*writeOp{first}
 		n := len(first.samples)

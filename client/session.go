@@ -140,15 +140,30 @@ func (s *Session) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.stop)
-	s.cancel()
 	hosts := s.hosts
 	s.hosts = map[string]*host{}
 	s.mu.Unlock()
+	// Writes already acknowledged at their level may still be on their way
+	// to the other replicas: deliver them (a graceful stop must not leave a
+	// replica short), for at most one request timeout; a host marked down
+	// fails its deliveries at once. Only then is everything cancelled.
+	drained := make(chan struct{})
+	go func() {
+		for _, h := range hosts {
+			h.queue.close()
+		}
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(s.opts.RequestTimeout):
+	}
+	close(s.stop) // the probes ran until now, to mark a frozen host down
+	s.cancel()
+	<-drained
 	s.probes.Wait()
 	var errs []error
 	for _, h := range hosts {
-		h.queue.close()
 		if err := h.peer.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s: %w", h.endpoint, err))
 		}
