@@ -2,7 +2,6 @@ package commitlog
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"math"
 	"sync/atomic"
 )
@@ -30,6 +29,7 @@ type encoder struct {
 	namespaces []*nsState // by ref
 	nextSeries uint32
 	gen        uint64 // this file's generation: SeriesRefs of others are stale
+	seq        uint64 // the file's seq, covered by every frame's checksum
 
 	// Scratch sections of the record being encoded; the series
 	// definitions have to precede the samples in the payload, but are only
@@ -39,12 +39,13 @@ type encoder struct {
 
 func newEncoder() *encoder {
 	e := &encoder{}
-	e.reset()
+	e.reset(0)
 	return e
 }
 
-// reset forgets every ref: the next record starts a new file.
-func (e *encoder) reset() {
+// reset forgets every ref: the next record starts a new file, numbered seq.
+func (e *encoder) reset(seq uint64) {
+	e.seq = seq
 	e.byName = make(map[string]*nsState)
 	e.namespaces = e.namespaces[:0]
 	e.nextSeries = 0
@@ -108,7 +109,8 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 	}
 
 	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // frame header, filled below
+	dst = append(dst, frameMarker...)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length and checksum, filled below
 	dst = binary.AppendUvarint(dst, uint64(nNs))
 	dst = append(dst, e.nsDefs...)
 	dst = binary.AppendUvarint(dst, uint64(nSeries))
@@ -116,8 +118,8 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(batch)))
 	dst = append(dst, e.samples...)
 	payload := dst[start+frameHeaderSize:]
-	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli))
+	binary.LittleEndian.PutUint32(dst[start+4:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(dst[start+8:], frameSum(e.seq, payload))
 	return dst
 }
 
