@@ -36,6 +36,7 @@ type decoder struct {
 	gap        bool
 	limit      uint64 // bound on refs skipped at once: the file's size (a definition takes >= 3 bytes)
 	unresolved int    // entries of the last decoded record dropped for a lost definition
+	filled     []int  // lost namespace refs the record being decoded named, undone if it fails
 }
 
 // skipped tells the decoder that the record(s) before the next one were
@@ -49,8 +50,14 @@ func (d *decoder) skipped() { d.gap = true }
 // go on with the next record.
 func (d *decoder) decode(p []byte) error {
 	nNsBefore, nSeriesBefore := len(d.namespaces), len(d.series)
+	d.filled = d.filled[:0]
 	err := d.decodeRecord(p)
 	if err != nil {
+		for _, ref := range d.filled {
+			if ref < nNsBefore {
+				d.namespaces[ref] = nsDef{lost: true}
+			}
+		}
 		d.namespaces, d.series = d.namespaces[:nNsBefore], d.series[:nSeriesBefore]
 		d.out, d.outNs, d.unresolved = d.out[:0], d.outNs[:0], 0
 	}
@@ -69,8 +76,20 @@ func (d *decoder) decodeRecord(p []byte) error {
 			break
 		}
 		next := uint64(len(d.namespaces))
-		if ref != next && !(d.gap && ref > next && ref-next <= d.limit) {
-			return fmt.Errorf("%w: namespace ref %d, want %d", errMalformed, ref, next)
+		switch {
+		case ref < next && d.namespaces[ref].lost:
+			d.namespaces[ref] = nsDef{name: string(name)} // first named in a skipped record
+			d.filled = append(d.filled, int(ref))
+			continue
+		case ref < next:
+			// Defined again (every record that defines series names their
+			// namespaces): it must be the same name.
+			if d.namespaces[ref].name != string(name) {
+				return fmt.Errorf("%w: namespace ref %d redefined as %q, was %q", errMalformed, ref, name, d.namespaces[ref].name)
+			}
+			continue
+		case ref > next && !(d.gap && ref-next <= d.limit):
+			return fmt.Errorf("%w: namespace ref %d, want at most %d", errMalformed, ref, next)
 		}
 		for uint64(len(d.namespaces)) < ref {
 			d.namespaces = append(d.namespaces, nsDef{lost: true})

@@ -48,7 +48,7 @@ func (s *fileScan) skippedBytes() int64 {
 // so replay can step back and search (resync) without reading the file
 // into memory.
 type window struct {
-	f    vfs.File
+	f    io.ReaderAt
 	size int64
 	buf  []byte
 	off  int64 // file offset of buf[0]
@@ -181,22 +181,30 @@ func (s *fileScan) resync(w *window, from int64) (at int64, markers int, err err
 // nameSeq is the seq in the file's name: with a damaged header it is the
 // seq version 2 frames are checked against.
 func scanFile(fs vfs.FS, path string, nameSeq uint64, onRecord func([]Entry) error) (fileScan, error) {
-	var s fileScan
 	f, err := fs.Open(path)
 	if err != nil {
-		return s, fmt.Errorf("open commit log %s: %w", path, err)
+		return fileScan{}, fmt.Errorf("open commit log %s: %w", path, err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return s, fmt.Errorf("stat commit log %s: %w", path, err)
+		return fileScan{}, fmt.Errorf("stat commit log %s: %w", path, err)
 	}
-	s.size = info.Size()
-	w := &window{f: f, size: s.size}
+	s, err := scan(f, info.Size(), nameSeq, onRecord)
+	if err != nil {
+		return s, fmt.Errorf("commit log %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// scan is scanFile over any reader of size bytes.
+func scan(r io.ReaderAt, size int64, nameSeq uint64, onRecord func([]Entry) error) (fileScan, error) {
+	s := fileScan{size: size}
+	w := &window{f: r, size: s.size}
 
 	hdr, err := w.at(0, int(min(headerSize, s.size)))
 	if err != nil {
-		return s, fmt.Errorf("read commit log header %s: %w", path, err)
+		return s, fmt.Errorf("read header: %w", err)
 	}
 	s.seq, s.version, err = parseHeader(hdr)
 	d := decoder{limit: uint64(s.size)}
@@ -209,7 +217,7 @@ func scanFile(fs vfs.FS, path string, nameSeq uint64, onRecord func([]Entry) err
 		s.seq, s.version = nameSeq, fileVersion
 		reason, off = err.Error(), 0
 	case err != nil:
-		return s, fmt.Errorf("commit log %s: %w", path, err)
+		return s, err
 	default:
 		s.good = headerSize
 	}
@@ -225,7 +233,7 @@ func scanFile(fs vfs.FS, path string, nameSeq uint64, onRecord func([]Entry) err
 			}
 			payload, next, why, err := s.frameAt(w, off)
 			if err != nil {
-				return s, fmt.Errorf("read commit log %s: %w", path, err)
+				return s, err
 			}
 			if why == "" {
 				if derr := d.decode(payload); derr != nil {
@@ -239,7 +247,7 @@ func scanFile(fs vfs.FS, path string, nameSeq uint64, onRecord func([]Entry) err
 				}
 				if onRecord != nil && len(d.out) > 0 {
 					if err := onRecord(d.out); err != nil {
-						return s, fmt.Errorf("replay commit log %s: %w", path, err)
+						return s, fmt.Errorf("replay: %w", err)
 					}
 				}
 				d.addRanges(nsRange, nsSeen)
@@ -256,7 +264,7 @@ func scanFile(fs vfs.FS, path string, nameSeq uint64, onRecord func([]Entry) err
 		from := max(off+1, headerSize)
 		at, markers, err := s.resync(w, from)
 		if err != nil {
-			return s, fmt.Errorf("read commit log %s: %w", path, err)
+			return s, err
 		}
 		if at < 0 {
 			s.badTail = errors.New(reason)

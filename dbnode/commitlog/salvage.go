@@ -34,22 +34,7 @@ func salvage(fs vfs.FS, dir, path string, seq uint64) (aside string, err error) 
 	if err != nil {
 		return "", fmt.Errorf("salvage commit log %s: %w", path, err)
 	}
-	enc := newEncoder()
-	enc.reset(seq)
-	buf := appendHeader(nil, seq)
-	_, err = scanFile(fs, path, seq, func(es []Entry) error {
-		buf = enc.appendRecord(buf, es)
-		if len(buf) >= windowSize {
-			if _, err := f.Write(buf); err != nil {
-				return err
-			}
-			buf = buf[:0]
-		}
-		return nil
-	})
-	if err == nil {
-		_, err = f.Write(buf)
-	}
+	err = rewrite(fs, path, seq, f)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -96,4 +81,40 @@ func copyFile(fs vfs.FS, src, dst string) error {
 		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
 	}
 	return nil
+}
+
+// rewrite writes to out a clean file (header and records, same seq)
+// holding the entries replay keeps from the file at path.
+func rewrite(fs vfs.FS, path string, seq uint64, out io.Writer) error {
+	in, err := fs.Open(path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	info, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	return rewriteFrom(in, info.Size(), seq, out)
+}
+
+func rewriteFrom(in io.ReaderAt, size int64, seq uint64, out io.Writer) error {
+	enc := newEncoder()
+	enc.reset(seq)
+	buf := appendHeader(nil, seq)
+	_, err := scan(in, size, seq, func(es []Entry) error {
+		buf = enc.appendRecord(buf, es)
+		if len(buf) >= windowSize {
+			if _, err := out.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(buf)
+	return err
 }

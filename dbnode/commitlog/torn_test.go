@@ -10,7 +10,7 @@ import (
 
 // writeLog writes each batch as one record into a fresh single file in
 // dir and returns that file's path.
-func writeLog(t *testing.T, dir string, batches ...[]Entry) string {
+func writeLog(t testing.TB, dir string, batches ...[]Entry) string {
 	t.Helper()
 	l, _, err := Open(Options{Dir: dir}, nil)
 	require.NoError(t, err)
