@@ -160,6 +160,18 @@ func TestReadyAndHealth(t *testing.T) {
 	code, _ = post(t, srv.URL+"/api/v1/prom/remote/write", writeBody(t, ts("up", 1, 1)))
 	require.Equal(t, 503, code)
 	require.True(t, strings.HasPrefix(body, "{"))
+
+	// Damage found at start shows on /ready without making the node
+	// unready: it serves what was not damaged.
+	api.SetBackend(Local{})
+	api.SetReady("")
+	code, body = get("/ready")
+	require.Equal(t, 200, code)
+	require.JSONEq(t, `{"ready":true}`, body)
+	api.SetDamage([]string{"commit log: corruption in 1 files: skipped 57 bytes"})
+	code, body = get("/ready")
+	require.Equal(t, 200, code)
+	require.JSONEq(t, `{"ready":true,"damage":["commit log: corruption in 1 files: skipped 57 bytes"]}`, body)
 }
 
 // readFrames decodes a STREAMED_XOR_CHUNKS body the way Prometheus does:

@@ -304,5 +304,8 @@ func (n *Node) openStorage() (*storage.Database, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open storage in %s: %w", n.cfg.DataDir, err)
 	}
+	// Damage found on disk (logged and counted by storage) stays visible
+	// on /ready until the next start.
+	n.api.SetDamage(db.Recovery().Warnings())
 	return db, nil
 }

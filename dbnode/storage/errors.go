@@ -77,3 +77,37 @@ func (e *RejectedError) add(se SampleError) {
 func fmtAge(d time.Duration) string {
 	return d.Round(time.Millisecond).String()
 }
+
+// PartialError is returned by Query together with every series it could
+// read when some matched series could not be read: their data is in a
+// damaged fileset page (fileset.ErrCorrupt). The series returned beside it
+// are complete; the damaged ones are left out and named here. A caller
+// that does not look for it treats the query as failed, so nothing is
+// silently answered as complete.
+type PartialError struct {
+	Damaged []DamagedSeries
+}
+
+// DamagedSeries is a series Query left out, and why.
+type DamagedSeries struct {
+	ID    []byte
+	Shard uint32
+	Err   error
+}
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("%d series could not be read (damaged fileset data), first: %v", len(e.Damaged), e.Damaged[0].Err)
+}
+
+// Warnings describes the damage in a few lines, for a query's warnings.
+func (e *PartialError) Warnings(max int) []string {
+	out := make([]string, 0, min(len(e.Damaged), max)+1)
+	for i, d := range e.Damaged {
+		if i == max {
+			out = append(out, fmt.Sprintf("%d more series left out of the result: their stored data is damaged", len(e.Damaged)-max))
+			break
+		}
+		out = append(out, fmt.Sprintf("series %s left out of the result: %v", d.ID, d.Err))
+	}
+	return out
+}

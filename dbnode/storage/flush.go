@@ -365,6 +365,8 @@ func (db *Database) loadFilesets() error {
 					// A corrupt fileset must not stop the node: the data
 					// may still be on peers or in the commit log.
 					db.opts.Logger.Error("skipping unreadable fileset", "fileset", id, "err", err)
+					db.metrics.filesetsUnreadable.Inc(1)
+					db.recovery.UnreadableFilesets = append(db.recovery.UnreadableFilesets, fmt.Sprintf("%s: %v", id, err))
 					continue
 				}
 				sh.blocks[id.BlockStart] = r
