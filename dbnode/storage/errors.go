@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -76,6 +77,28 @@ func (e *RejectedError) add(se SampleError) {
 
 func fmtAge(d time.Duration) string {
 	return d.Round(time.Millisecond).String()
+}
+
+// fmtAgeMs formats later-earlier (unix ms, later >= earlier) without
+// overflowing: the difference of two int64s can exceed int64, and a
+// time.Duration holds only ±292 years.
+func fmtAgeMs(later, earlier int64) string {
+	d := uint64(later) - uint64(earlier) // exact for later >= earlier
+	const maxMs = uint64(math.MaxInt64 / int64(time.Millisecond))
+	if d > maxMs {
+		return fmt.Sprintf("%d years", d/(365*24*3600*1000))
+	}
+	return fmtAge(time.Duration(d) * time.Millisecond)
+}
+
+// fmtMs formats a unix ms timestamp as RFC 3339 when it is within years
+// 0-9999, else as the raw number (RFC 3339 has no form for it).
+func fmtMs(t int64) string {
+	const minMs, maxMs = -62167219200000, 253402300799999 // 0000-01-01, 9999-12-31T23:59:59.999
+	if t < minMs || t > maxMs {
+		return fmt.Sprintf("%d ms since 1970", t)
+	}
+	return time.UnixMilli(t).UTC().Format(time.RFC3339Nano)
 }
 
 // PartialError is returned by Query together with every series it could
