@@ -143,7 +143,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 
 	// 1. etcd: a seed runs its member; everyone connects as a client.
 	if n.cfg.Etcd.Embedded.Enabled {
-		e, err := startEmbeddedEtcd(n.cfg)
+		e, err := startEmbeddedEtcd(n.cfg, freeBytes)
 		if err != nil {
 			return err
 		}
