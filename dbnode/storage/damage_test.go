@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -107,8 +108,21 @@ func TestUnreadableFilesetIsReported(t *testing.T) {
 	require.Len(t, rec.Warnings(), 1)
 	require.Contains(t, rec.Warnings()[0], "unreadable fileset")
 	require.Equal(t, int64(1), scope.Snapshot().Counters()["filesets_unreadable+"].Value())
-	// The node still serves writes and reads for the block.
-	require.NoError(t, db.WriteBatch("default", samples(db, ids[0], ms(t0)+4000)))
+	// The files are kept for inspection under names no cleanup touches,
+	// and the block can be flushed again: its data came back from the
+	// commit log, and a flush writes it as a new fileset.
+	aside, err := filepath.Glob(filepath.Join(opts.Dir, "data", "default", "0", "fileset-*"+fileset.CorruptSuffix))
+	require.NoError(t, err)
+	require.Len(t, aside, 5)
+	require.Len(t, readAll(t, db, ids[0], ms(t0), ms(t0)+10_000), 3, "replayed from the commit log")
+	require.NoError(t, db.Tick())
+	require.Equal(t, 0, countSeries(db), "flushed again")
+	require.Zero(t, scope.Snapshot().Counters()["flush_errors+"].Value())
+	require.Len(t, readAll(t, db, ids[0], ms(t0), ms(t0)+10_000), 3, "from the new fileset")
+	require.NoError(t, db.Close())
+	db2 := openDB(t, opts)
+	require.Empty(t, db2.Recovery().Warnings(), "clean at the next start")
+	require.Len(t, readAll(t, db2, ids[0], ms(t0), ms(t0)+10_000), 3)
 }
 
 // TestCommitLogDamageIsReported: a damaged record in the middle of the
