@@ -73,24 +73,14 @@ func TestRemoteWriteThenRead(t *testing.T) {
 			ts("up", now, 0, prompb.Label{Name: "job", Value: "b"})))
 		require.Equal(t, http.StatusNoContent, code, msg)
 	}
-	rr, err := (&prompb.ReadRequest{Queries: []*prompb.Query{{
+	q := &prompb.Query{
 		StartTimestampMs: now - 5000, EndTimestampMs: now + 1,
 		Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "up"}, {Type: prompb.LabelMatcher_RE, Name: "job", Value: "a|c"}},
-	}}}).Marshal()
-	require.NoError(t, err)
+	}
 	for _, path := range []string{"/api/v1/prom/remote/read", "/api/v1/read"} {
-		resp, err := http.Post(f.srv.URL+path, "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, rr)))
-		require.NoError(t, err)
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-		raw, err := snappy.Decode(nil, body)
-		require.NoError(t, err)
-		var out prompb.ReadResponse
-		require.NoError(t, out.Unmarshal(raw))
-		require.Len(t, out.Results, 1)
-		require.Len(t, out.Results[0].Timeseries, 1)
-		got := out.Results[0].Timeseries[0]
+		series := remoteRead(t, f.srv.URL+path, q)
+		require.Len(t, series, 1)
+		got := series[0]
 		require.Equal(t, []prompb.Label{{Name: "__name__", Value: "up"}, {Name: "job", Value: "a"}}, got.Labels)
 		require.Len(t, got.Samples, 2)
 		require.Equal(t, uint64(0x7ff0000000000002), math.Float64bits(got.Samples[1].Value))

@@ -48,21 +48,21 @@ func TestRemoteWriteTimestampsAtInt64Edges(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, code, msg)
 
 	// Reading over [MinInt64, MaxInt64] finds it.
-	got := remoteRead(t, f.srv.URL, math.MinInt64, math.MaxInt64, "edge")
+	got := remoteRead(t, f.srv.URL+"/api/v1/read", &prompb.Query{
+		StartTimestampMs: math.MinInt64, EndTimestampMs: math.MaxInt64,
+		Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "edge"}},
+	})
 	require.Len(t, got, 1)
 	require.Equal(t, []prompb.Sample{{Timestamp: now, Value: 7}}, got[0].Samples)
 }
 
-// remoteRead asks for series named name in [start, end] with a plain
-// (sampled) remote read and returns the answer's series.
-func remoteRead(t *testing.T, base string, start, end int64, name string) []*prompb.TimeSeries {
+// remoteRead sends one query as a plain (sampled) remote read to url and
+// returns the answer's series.
+func remoteRead(t *testing.T, url string, q *prompb.Query) []*prompb.TimeSeries {
 	t.Helper()
-	rr, err := (&prompb.ReadRequest{Queries: []*prompb.Query{{
-		StartTimestampMs: start, EndTimestampMs: end,
-		Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: name}},
-	}}}).Marshal()
+	rr, err := (&prompb.ReadRequest{Queries: []*prompb.Query{q}}).Marshal()
 	require.NoError(t, err)
-	resp, err := http.Post(base+"/api/v1/read", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, rr)))
+	resp, err := http.Post(url, "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, rr)))
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
