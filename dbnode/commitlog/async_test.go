@@ -28,7 +28,7 @@ func eventually(t *testing.T, within time.Duration, cond func() bool, msg string
 // activeEntries reads what is in the file being written.
 func activeEntries(t *testing.T, l *Log) int {
 	t.Helper()
-	s, err := scanFile(vfs.OS(), l.activePath(), nil)
+	s, err := scanFile(vfs.OS(), l.activePath(), 0, nil)
 	require.NoError(t, err)
 	return s.entries
 }

@@ -10,54 +10,123 @@ import (
 var errMalformed = errors.New("malformed record")
 
 type seriesDef struct {
-	ns uint32
-	id []byte
+	ns   uint32
+	id   []byte
+	lost bool // defined in a record that replay had to skip
+}
+
+type nsDef struct {
+	name string
+	lost bool // defined in a record that replay had to skip
 }
 
 // decoder reads the records of one file. It mirrors encoder: the ref
 // tables grow as definitions are read and are never shared across files.
 type decoder struct {
-	namespaces []string
+	namespaces []nsDef
 	series     []seriesDef
 	ids        arena[byte] // backing store for series IDs handed to replay
 	out        []Entry     // the entries of the last decoded record
 	outNs      []uint32    // namespace ref of each entry in out
+
+	// gap is set once a record of the file was skipped: the definitions
+	// it held are unknown, so refs may jump ahead (the skipped refs are
+	// lost) and samples of a lost series are dropped, counted in
+	// unresolved, instead of failing their record.
+	gap        bool
+	limit      uint64 // bound on refs skipped at once: the file's size (a definition takes >= 3 bytes)
+	unresolved int    // entries of the last decoded record dropped for a lost definition
+	filled     []int  // lost namespace refs the record being decoded named, undone if it fails
 }
+
+// skipped tells the decoder that the record(s) before the next one were
+// lost: from now on refs may refer to definitions it never saw.
+func (d *decoder) skipped() { d.gap = true }
 
 // decode parses one record payload into d.out. It checks every ref, so a
 // record that passed its checksum but does not fit the file's tables (a
 // bug or a checksum collision) is reported instead of replayed wrongly.
-// After an error the decoder must not be used for further records.
+// A record that fails leaves the tables as they were, so the decoder can
+// go on with the next record.
 func (d *decoder) decode(p []byte) error {
-	d.out, d.outNs = d.out[:0], d.outNs[:0]
+	nNsBefore, nSeriesBefore := len(d.namespaces), len(d.series)
+	d.filled = d.filled[:0]
+	err := d.decodeRecord(p)
+	if err != nil {
+		for _, ref := range d.filled {
+			if ref < nNsBefore {
+				d.namespaces[ref] = nsDef{lost: true}
+			}
+		}
+		d.namespaces, d.series = d.namespaces[:nNsBefore], d.series[:nSeriesBefore]
+		d.out, d.outNs, d.unresolved = d.out[:0], d.outNs[:0], 0
+	}
+	return err
+}
+
+func (d *decoder) decodeRecord(p []byte) error {
+	d.out, d.outNs, d.unresolved = d.out[:0], d.outNs[:0], 0
 	r := reader{b: p}
 
 	nNs := r.count()
 	for i := uint64(0); i < nNs && r.err == nil; i++ {
-		if ref := r.uvarint(); r.err == nil && ref != uint64(len(d.namespaces)) {
-			return fmt.Errorf("%w: namespace ref %d, want %d", errMalformed, ref, len(d.namespaces))
-		}
+		ref := r.uvarint()
 		name := r.bytes()
-		if r.err == nil {
-			d.namespaces = append(d.namespaces, string(name))
+		if r.err != nil {
+			break
 		}
+		next := uint64(len(d.namespaces))
+		switch {
+		case ref < next && d.namespaces[ref].lost:
+			d.namespaces[ref] = nsDef{name: string(name)} // first named in a skipped record
+			d.filled = append(d.filled, int(ref))
+			continue
+		case ref < next:
+			// Defined again (every record that defines series names their
+			// namespaces): it must be the same name.
+			if d.namespaces[ref].name != string(name) {
+				return fmt.Errorf("%w: namespace ref %d redefined as %q, was %q", errMalformed, ref, name, d.namespaces[ref].name)
+			}
+			continue
+		case ref > next && !(d.gap && ref-next <= d.limit):
+			return fmt.Errorf("%w: namespace ref %d, want at most %d", errMalformed, ref, next)
+		}
+		for uint64(len(d.namespaces)) < ref {
+			d.namespaces = append(d.namespaces, nsDef{lost: true})
+		}
+		d.namespaces = append(d.namespaces, nsDef{name: string(name)})
 	}
 
 	nSeries := r.count()
 	for i := uint64(0); i < nSeries && r.err == nil; i++ {
-		if ref := r.uvarint(); r.err == nil && ref != uint64(len(d.series)) {
-			return fmt.Errorf("%w: series ref %d, want %d", errMalformed, ref, len(d.series))
-		}
+		ref := r.uvarint()
 		ns := r.uvarint()
-		if r.err == nil && ns >= uint64(len(d.namespaces)) {
+		id := r.bytes()
+		if r.err != nil {
+			break
+		}
+		next := uint64(len(d.series))
+		if ref != next && !(d.gap && ref > next && ref-next <= d.limit) {
+			return fmt.Errorf("%w: series ref %d, want %d", errMalformed, ref, next)
+		}
+		lost := false
+		switch {
+		case ns < uint64(len(d.namespaces)):
+			lost = d.namespaces[ns].lost
+		case d.gap:
+			lost = true // its namespace was defined in a skipped record
+		default:
 			return fmt.Errorf("%w: series uses undefined namespace ref %d", errMalformed, ns)
 		}
-		id := r.bytes()
-		if r.err == nil {
-			stored := d.ids.alloc(len(id))
-			copy(stored, id)
-			d.series = append(d.series, seriesDef{ns: uint32(ns), id: stored})
+		for uint64(len(d.series)) < ref {
+			d.series = append(d.series, seriesDef{lost: true})
 		}
+		def := seriesDef{ns: uint32(ns), lost: lost}
+		if !lost {
+			def.id = d.ids.alloc(len(id))
+			copy(def.id, id)
+		}
+		d.series = append(d.series, def)
 	}
 
 	nSamples := r.count()
@@ -69,11 +138,15 @@ func (d *decoder) decode(p []byte) error {
 		if r.err != nil {
 			break
 		}
-		if ref >= uint64(len(d.series)) {
-			return fmt.Errorf("%w: undefined series ref %d", errMalformed, ref)
+		if ref >= uint64(len(d.series)) || d.series[ref].lost {
+			if !d.gap {
+				return fmt.Errorf("%w: undefined series ref %d", errMalformed, ref)
+			}
+			d.unresolved++
+			continue
 		}
 		s := d.series[ref]
-		d.out = append(d.out, Entry{Namespace: d.namespaces[s.ns], ID: s.id, T: t, V: v})
+		d.out = append(d.out, Entry{Namespace: d.namespaces[s.ns].name, ID: s.id, T: t, V: v})
 		d.outNs = append(d.outNs, s.ns)
 	}
 	if r.err != nil {

@@ -5,8 +5,17 @@
 //
 // The on-disk format is written down in docs/format/commitlog.md. In short:
 // numbered files, a checksummed header, then one checksummed record per
-// Write call; series IDs and namespace names are defined once per file and
-// referred to by small integer refs afterwards.
+// Write call, each starting with a marker; series IDs are defined once per
+// file and referred to by small integer refs afterwards.
+//
+// # Damage
+//
+// Replay skips a damaged record and resynchronises on the next intact one
+// (found by its marker, trusted by its checksum), so damage costs the
+// records it touches plus the samples of series defined in them. A file
+// damaged in the middle is rewritten with what replay kept and the
+// original is kept as <file>.corrupt; damage at the very end is a torn
+// tail (normal after a crash) and is truncated.
 //
 // # Concurrency: one flusher, group commit
 //

@@ -2,7 +2,6 @@ package commitlog
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"math"
 	"sync/atomic"
 )
@@ -17,6 +16,7 @@ type nsState struct {
 	ref    uint32
 	name   string
 	series map[string]uint32 // series ID -> series ref
+	defRec uint64            // the last record that carried this namespace's definition (records count from 1)
 
 	committed, staged       TimeRange // committed: in the file; staged: in records not yet written
 	hasCommitted, hasStaged bool
@@ -30,6 +30,8 @@ type encoder struct {
 	namespaces []*nsState // by ref
 	nextSeries uint32
 	gen        uint64 // this file's generation: SeriesRefs of others are stale
+	seq        uint64 // the file's seq, covered by every frame's checksum
+	record     uint64 // records encoded into this file
 
 	// Scratch sections of the record being encoded; the series
 	// definitions have to precede the samples in the payload, but are only
@@ -39,30 +41,44 @@ type encoder struct {
 
 func newEncoder() *encoder {
 	e := &encoder{}
-	e.reset()
+	e.reset(0)
 	return e
 }
 
-// reset forgets every ref: the next record starts a new file.
-func (e *encoder) reset() {
+// reset forgets every ref: the next record starts a new file, numbered seq.
+func (e *encoder) reset(seq uint64) {
+	e.seq = seq
 	e.byName = make(map[string]*nsState)
 	e.namespaces = e.namespaces[:0]
 	e.nextSeries = 0
+	e.record = 0
 	e.gen = generations.Add(1)
 }
 
-func (e *encoder) namespace(name string, nDefs *int) *nsState {
+func (e *encoder) namespace(name string) *nsState {
 	if ns, ok := e.byName[name]; ok {
 		return ns
 	}
 	ns := &nsState{ref: uint32(len(e.namespaces)), name: name, series: make(map[string]uint32)}
 	e.byName[name] = ns
 	e.namespaces = append(e.namespaces, ns)
-	e.nsDefs = binary.AppendUvarint(e.nsDefs, uint64(ns.ref))
-	e.nsDefs = binary.AppendUvarint(e.nsDefs, uint64(len(name)))
-	e.nsDefs = append(e.nsDefs, name...)
-	*nDefs++
 	return ns
+}
+
+// defineNamespace puts ns's definition into the record being encoded,
+// once per record: every record that defines a series also defines its
+// namespace (again), so losing the record that first named a namespace
+// costs only the series defined in it, not every later series of that
+// namespace.
+func (e *encoder) defineNamespace(ns *nsState, nDefs *int) {
+	if ns.defRec == e.record {
+		return
+	}
+	ns.defRec = e.record
+	e.nsDefs = binary.AppendUvarint(e.nsDefs, uint64(ns.ref))
+	e.nsDefs = binary.AppendUvarint(e.nsDefs, uint64(len(ns.name)))
+	e.nsDefs = append(e.nsDefs, ns.name...)
+	*nDefs++
 }
 
 // appendRecord appends one framed record holding batch to dst. Refs it
@@ -70,16 +86,18 @@ func (e *encoder) namespace(name string, nDefs *int) *nsState {
 // never reaches the file must reset the encoder (the flusher rotates).
 func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 	e.nsDefs, e.seriesDefs, e.samples = e.nsDefs[:0], e.seriesDefs[:0], e.samples[:0]
+	e.record++
 	var nNs, nSeries int
 	var ns *nsState
 	prevT := int64(0)
 	for i := range batch {
 		en := &batch[i]
 		if ns == nil || en.Namespace != ns.name {
-			ns = e.namespace(en.Namespace, &nNs)
+			ns = e.namespace(en.Namespace)
 		}
 		ref, ok := e.lookup(ns, en)
 		if !ok {
+			e.defineNamespace(ns, &nNs)
 			ref = e.nextSeries
 			e.nextSeries++
 			if en.Ref != nil {
@@ -108,7 +126,8 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 	}
 
 	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // frame header, filled below
+	dst = append(dst, frameMarker...)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length and checksum, filled below
 	dst = binary.AppendUvarint(dst, uint64(nNs))
 	dst = append(dst, e.nsDefs...)
 	dst = binary.AppendUvarint(dst, uint64(nSeries))
@@ -116,8 +135,8 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(batch)))
 	dst = append(dst, e.samples...)
 	payload := dst[start+frameHeaderSize:]
-	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli))
+	binary.LittleEndian.PutUint32(dst[start+4:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(dst[start+8:], frameSum(e.seq, payload))
 	return dst
 }
 

@@ -185,7 +185,7 @@ func (w *fileWriter) retire() {
 	w.file = nil
 	w.buf = w.buf[:0]
 	w.dirty = false
-	w.enc.reset()
+	w.enc.reset(0)
 }
 
 // closeActive writes and fsyncs what is buffered, closes the active file
@@ -250,7 +250,7 @@ func (w *fileWriter) openNext() error {
 	w.file, w.seq, w.path = f, seq, path
 	w.size, w.dirty = headerSize, false
 	w.buf = w.buf[:0]
-	w.enc.reset()
+	w.enc.reset(seq)
 	l.setActive(path)
 	return nil
 }

@@ -11,13 +11,36 @@ import (
 
 // File layout constants; see docs/format/commitlog.md.
 const (
-	fileMagic       = "TSCL"
-	fileVersion     = 1
-	headerSize      = 20 // magic[4] version:u32 seq:u64 crc32c(previous 16 bytes):u32
-	frameHeaderSize = 8  // length:u32 crc32c(payload):u32
-	filePrefix      = "commitlog-"
-	fileSuffix      = ".db"
+	fileMagic  = "TSCL"
+	headerSize = 20 // magic[4] version:u32 seq:u64 crc32c(previous 16 bytes):u32
+	filePrefix = "commitlog-"
+	fileSuffix = ".db"
+
+	// fileVersion is the version this build writes. Version 1 frames are
+	// length:u32 crc32c(payload):u32; version 2 frames start with a
+	// marker and checksum the length and the file's seq too, so that a
+	// reader that lost its place (corruption) finds the next record by
+	// searching for the marker and can trust what it finds.
+	fileVersion       = 2
+	frameHeaderSizeV1 = 8  // length:u32 crc32c(payload):u32
+	frameHeaderSize   = 12 // marker[4] length:u32 crc32c(seq:u64 length:u32 payload):u32
 )
+
+// frameMarker starts every version 2 frame. Its bytes are rare in
+// payloads (no small varint, no common float pattern), but replay never
+// relies on that: a frame found by its marker must also pass its checksum.
+const frameMarker = "\xd1\x7c\x5e\xa3"
+
+// frameSum is the checksum of a version 2 frame: the file's seq and the
+// frame's length are covered along with the payload, so a frame copied
+// from another file or a bit flip in the length is caught like one in
+// the payload.
+func frameSum(seq uint64, payload []byte) uint32 {
+	var pre [12]byte
+	binary.LittleEndian.PutUint64(pre[:], seq)
+	binary.LittleEndian.PutUint32(pre[8:], uint32(len(payload)))
+	return crc32.Update(crc32.Checksum(pre[:], castagnoli), castagnoli, payload)
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -52,22 +75,22 @@ func appendHeader(b []byte, seq uint64) []byte {
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
 }
 
-// parseHeader checks a file header. A torn or corrupt header wraps
-// errBadHeader; an intact header of an unknown version is a different,
-// fatal error: the file was written by a newer Tessera and must not be
-// truncated.
-func parseHeader(b []byte) (seq uint64, err error) {
+// parseHeader checks a file header and returns its seq and version (1 or
+// 2). A torn or corrupt header wraps errBadHeader; an intact header of an
+// unknown version is a different, fatal error: the file was written by a
+// newer Tessera and must not be truncated.
+func parseHeader(b []byte) (seq uint64, version uint32, err error) {
 	if len(b) < headerSize {
-		return 0, fmt.Errorf("%w: %d bytes, want %d", errBadHeader, len(b), headerSize)
+		return 0, 0, fmt.Errorf("%w: %d bytes, want %d", errBadHeader, len(b), headerSize)
 	}
 	if string(b[:4]) != fileMagic {
-		return 0, fmt.Errorf("%w: magic %q", errBadHeader, b[:4])
+		return 0, 0, fmt.Errorf("%w: magic %q", errBadHeader, b[:4])
 	}
 	if got, want := binary.LittleEndian.Uint32(b[16:]), crc32.Checksum(b[:16], castagnoli); got != want {
-		return 0, fmt.Errorf("%w: checksum %08x, want %08x", errBadHeader, got, want)
+		return 0, 0, fmt.Errorf("%w: checksum %08x, want %08x", errBadHeader, got, want)
 	}
-	if v := binary.LittleEndian.Uint32(b[4:]); v != fileVersion {
-		return 0, fmt.Errorf("unsupported commit log version %d (this build reads %d)", v, fileVersion)
+	if v := binary.LittleEndian.Uint32(b[4:]); v != 1 && v != fileVersion {
+		return 0, 0, fmt.Errorf("unsupported commit log version %d (this build reads 1 and %d)", v, fileVersion)
 	}
-	return binary.LittleEndian.Uint64(b[8:]), nil
+	return binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint32(b[4:]), nil
 }

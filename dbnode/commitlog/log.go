@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -56,8 +57,36 @@ type FileMeta struct {
 
 // ReplayStats summarises Open's replay.
 type ReplayStats struct {
-	Files, Entries, CorruptTails int
-	TruncatedBytes               int64
+	Files, Entries int
+	// CorruptTails counts files whose end held no intact record (a torn
+	// tail, normal after a crash, or a damaged header with nothing
+	// intact after it); TruncatedBytes is what was cut off.
+	CorruptTails   int
+	TruncatedBytes int64
+
+	// Mid-file corruption: damage followed by intact records. Replay
+	// skips the damage, keeps every intact record after it, and moves
+	// the damaged file aside (MovedAside: the copies, path+".corrupt").
+	CorruptFiles   int
+	SkippedBytes   int64
+	SkippedRecords int // records lost in the skipped bytes (frame markers seen; one for a version 1 file)
+	// UnresolvedEntries counts entries of intact records that were
+	// dropped because their series was defined in a skipped record.
+	UnresolvedEntries int
+	MovedAside        []string
+}
+
+// Damaged reports whether replay lost anything but a torn tail.
+func (s ReplayStats) Damaged() bool { return s.CorruptFiles > 0 }
+
+// String summarises the damage for logs and /ready.
+func (s ReplayStats) String() string {
+	if !s.Damaged() {
+		return fmt.Sprintf("commit log: %d files, %d entries replayed, %d torn tails (%d bytes)",
+			s.Files, s.Entries, s.CorruptTails, s.TruncatedBytes)
+	}
+	return fmt.Sprintf("commit log: corruption in %d files: skipped %d bytes (%d records) and %d entries whose series was defined in them; kept %d entries; damaged files moved aside: %v",
+		s.CorruptFiles, s.SkippedBytes, s.SkippedRecords, s.UnresolvedEntries, s.Entries, s.MovedAside)
 }
 
 // Log is an append-only commit log. All methods are safe for concurrent
@@ -104,12 +133,17 @@ type request struct {
 // calling replay (which may be nil) for each entry, then starts a new file
 // for writes.
 //
-// A torn or corrupt tail (a record that is cut short, fails its checksum
-// or does not decode) is logged, counted and truncated away; everything
-// before it is replayed, and the files after it are still replayed. A file
-// whose header is torn or corrupt holds nothing and is removed. Open fails
-// on I/O errors, on a file of an unsupported version and when replay
-// returns an error.
+// A damaged record (cut short, failing its checksum or not decoding) is
+// skipped: replay resynchronises on the next intact record and keeps
+// everything after it. Damage with intact records after it is mid-file
+// corruption: logged as an error, counted, and the file is rewritten
+// with only what replay kept while the damaged original is moved aside to
+// <file>.corrupt (see salvage). Damage with nothing intact after it is a
+// torn tail, the normal result of a crash: logged, counted and truncated
+// away. A file with a damaged header and nothing intact is removed. The
+// files after a damaged one are always replayed. Open fails on I/O
+// errors, on a file of an unsupported version and when replay returns an
+// error.
 //
 // The Entry passed to replay is read-only; its ID stays valid after the
 // call (it is shared by every entry of that series in the file).
@@ -158,6 +192,12 @@ func (l *Log) replayAll(replay func(Entry) error, stats *ReplayStats) (uint64, e
 		if seq, ok := parseFileName(de.Name()); ok && de.Type().IsRegular() {
 			seqs = append(seqs, seq)
 		}
+		if name := de.Name(); strings.HasSuffix(name, fileSuffix+salvageSuffix) {
+			// A salvage that a crash interrupted; its source is still there.
+			if err := fs.Remove(filepath.Join(dir, name)); err != nil {
+				return 0, fmt.Errorf("remove interrupted salvage %s: %w", name, err)
+			}
+		}
 	}
 	slices.Sort(seqs)
 
@@ -166,13 +206,52 @@ func (l *Log) replayAll(replay func(Entry) error, stats *ReplayStats) (uint64, e
 	for _, seq := range seqs {
 		lastSeq = seq
 		path := filepath.Join(dir, fileName(seq))
-		s, err := scanFile(fs, path, replay)
+		s, err := scanFile(fs, path, seq, func(es []Entry) error {
+			if replay == nil {
+				return nil
+			}
+			for _, e := range es {
+				if err := replay(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 		if err != nil {
 			return 0, err
 		}
 		stats.Files++
 		stats.Entries += s.entries
-		if s.badTail != nil {
+		if len(s.skipped) > 0 {
+			aside, err := salvage(fs, dir, path, seq)
+			if err != nil {
+				return 0, err
+			}
+			skipped := s.skippedBytes()
+			stats.CorruptFiles++
+			stats.SkippedBytes += skipped
+			stats.SkippedRecords += s.skippedRecords
+			stats.UnresolvedEntries += s.unresolved
+			stats.MovedAside = append(stats.MovedAside, aside)
+			l.m.corruptFiles.Inc(1)
+			l.m.skippedBytes.Inc(skipped)
+			l.m.skippedRecords.Inc(int64(s.skippedRecords))
+			l.m.unresolvedEntries.Inc(int64(s.unresolved))
+			for _, sp := range s.skipped {
+				l.log.Error("commit log: corrupt range skipped; replay resumed at the next intact record",
+					"file", path, "from", sp.Start, "to", sp.End, "bytes", sp.End-sp.Start, "reason", sp.Reason)
+			}
+			l.log.Error("commit log: damaged file rewritten with its intact records; the original is kept for inspection",
+				"file", path, "moved_aside", aside, "skipped_bytes", skipped, "skipped_records", s.skippedRecords,
+				"kept_entries", s.entries, "unresolved_entries", s.unresolved)
+			if s.badTail != nil {
+				cut := s.size - s.good
+				stats.CorruptTails++
+				stats.TruncatedBytes += cut
+				l.m.corruptTails.Inc(1)
+				l.m.truncatedBytes.Inc(cut)
+			}
+		} else if s.badTail != nil {
 			cut := s.size - s.good
 			stats.CorruptTails++
 			stats.TruncatedBytes += cut

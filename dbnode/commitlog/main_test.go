@@ -79,7 +79,8 @@ func frames(t testing.TB, path string) (offsets []int64, size int64) {
 	off := int64(headerSize)
 	for off+frameHeaderSize <= int64(len(b)) {
 		offsets = append(offsets, off)
-		n := int64(b[off]) | int64(b[off+1])<<8 | int64(b[off+2])<<16 | int64(b[off+3])<<24
+		require.Equal(t, frameMarker, string(b[off:off+4]), "frame marker at %d", off)
+		n := int64(b[off+4]) | int64(b[off+5])<<8 | int64(b[off+6])<<16 | int64(b[off+7])<<24
 		off += frameHeaderSize + n
 	}
 	require.Equal(t, int64(len(b)), off, "file %s does not end on a record boundary", path)

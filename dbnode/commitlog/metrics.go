@@ -11,7 +11,12 @@ type metrics struct {
 	corruptTails   tally.Counter
 	truncatedBytes tally.Counter
 	writeErrors    tally.Counter
-	queueFull      tally.Counter
+
+	corruptFiles      tally.Counter
+	skippedBytes      tally.Counter
+	skippedRecords    tally.Counter
+	unresolvedEntries tally.Counter
+	queueFull         tally.Counter
 }
 
 func newMetrics(s tally.Scope) metrics {
@@ -24,6 +29,11 @@ func newMetrics(s tally.Scope) metrics {
 		corruptTails:   s.Counter("corrupt_tails"),
 		truncatedBytes: s.Counter("truncated_bytes"),
 		writeErrors:    s.Counter("write_errors"),
-		queueFull:      s.Counter("queue_full"),
+
+		corruptFiles:      s.Counter("corrupt_files"),
+		skippedBytes:      s.Counter("skipped_bytes"),
+		skippedRecords:    s.Counter("skipped_records"),
+		unresolvedEntries: s.Counter("unresolved_entries"),
+		queueFull:         s.Counter("queue_full"),
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 // writeLog writes each batch as one record into a fresh single file in
 // dir and returns that file's path.
-func writeLog(t *testing.T, dir string, batches ...[]Entry) string {
+func writeLog(t testing.TB, dir string, batches ...[]Entry) string {
 	t.Helper()
 	l, _, err := Open(Options{Dir: dir}, nil)
 	require.NoError(t, err)
@@ -65,12 +65,20 @@ func TestCorruptRecord(t *testing.T) {
 	b2 := makeBatch("default", "s", 10, 8, 100) // defines s-5..7
 	b3 := makeBatch("default", "s", 10, 8, 200)
 	b4 := makeBatch("other", "x", 5, 5, 300)
+	// b3's entries of s-5..7 need b2's definitions: they are lost with it.
+	var b3kept []Entry
+	for _, e := range b3 {
+		if s := string(e.ID); s != "s-5" && s != "s-6" && s != "s-7" {
+			b3kept = append(b3kept, e)
+		}
+	}
 	for _, tc := range []struct {
 		name  string
 		where func(recStart int64) int64 // offset of the flipped byte
 	}{
-		{"length", func(s int64) int64 { return s + 1 }},
-		{"checksum", func(s int64) int64 { return s + 5 }},
+		{"marker", func(s int64) int64 { return s + 1 }},
+		{"length", func(s int64) int64 { return s + 5 }},
+		{"checksum", func(s int64) int64 { return s + 9 }},
 		{"payload", func(s int64) int64 { return s + frameHeaderSize + 3 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,15 +96,41 @@ func TestCorruptRecord(t *testing.T) {
 			files := logFiles(t, dir)
 			require.Len(t, files, 2)
 
-			offs, size := frames(t, files[0])
+			offs, _ := frames(t, files[0])
 			data, err := os.ReadFile(files[0])
 			require.NoError(t, err)
 			data[tc.where(offs[1])] ^= 0x40
 			require.NoError(t, os.WriteFile(files[0], data, 0o644))
 
-			got, stats := reopen(t, Options{Dir: dir})
-			require.Equal(t, toRecs(b1, b4), got)
-			require.Equal(t, ReplayStats{Files: 2, Entries: len(b1) + len(b4), CorruptTails: 1, TruncatedBytes: size - offs[1]}, stats)
+			scope := newTestScope()
+			got, stats := reopen(t, Options{Dir: dir, Metrics: scope})
+			want := toRecs(b1, b3kept, b4)
+			require.Equal(t, want, got)
+			aside := files[0] + corruptSuffix
+			require.Equal(t, ReplayStats{
+				Files: 2, Entries: len(want),
+				CorruptFiles: 1, SkippedBytes: offs[2] - offs[1], SkippedRecords: 1,
+				UnresolvedEntries: len(b3) - len(b3kept),
+				MovedAside:        []string{aside},
+			}, stats)
+			require.Equal(t, int64(1), counter(scope, "corrupt_files"))
+			require.Equal(t, offs[2]-offs[1], counter(scope, "skipped_bytes"))
+			require.Equal(t, int64(1), counter(scope, "skipped_records"))
+			require.Equal(t, int64(3), counter(scope, "unresolved_entries"))
+			require.Zero(t, counter(scope, "corrupt_tails"), "mid-file damage is not a torn tail")
+
+			// The damaged bytes are kept for inspection, under a name
+			// replay never reads.
+			kept, err := os.ReadFile(aside)
+			require.NoError(t, err)
+			require.Equal(t, data, kept)
+
+			// The rewritten file replays the same entries, cleanly.
+			again, stats := reopen(t, Options{Dir: dir})
+			require.Equal(t, want, again)
+			require.False(t, stats.Damaged())
+			require.Zero(t, stats.CorruptTails)
+			require.FileExists(t, aside, "nothing removes the moved-aside copy")
 		})
 	}
 }

@@ -91,3 +91,42 @@ func removeIncomplete(fsys vfs.FS, root, namespace string, shard uint32) (int, e
 	}
 	return removed, nil
 }
+
+// CorruptSuffix is appended to the names of a fileset's files by
+// MoveAside. Such names are not fileset names: List, Open and
+// RemoveIncomplete ignore them, so nothing deletes them.
+const CorruptSuffix = ".corrupt"
+
+// MoveAside renames the files of a fileset that failed its checks to
+// <name>.corrupt, keeping them for inspection and freeing the fileset's
+// name, so the block can be written again (its data may come back from
+// the commit log or from peers). The checkpoint goes last: a crash midway
+// leaves the fileset still complete-looking but unreadable, and the next
+// start moves the rest. Missing files are skipped. It returns the paths
+// the files now have.
+func MoveAside(fsys vfs.FS, root string, id ID) ([]string, error) {
+	if err := id.validate(); err != nil {
+		return nil, fmt.Errorf("move fileset %v aside: %w", id, err)
+	}
+	var moved []string
+	order := make([]fileKind, 0, len(kinds))
+	for _, k := range kinds {
+		if k != kindCheckpoint {
+			order = append(order, k)
+		}
+	}
+	for _, k := range append(order, kindCheckpoint) {
+		p := filePath(root, id, k)
+		if _, err := fsys.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := fsys.Rename(p, p+CorruptSuffix); err != nil {
+			return moved, fmt.Errorf("move fileset %v aside: %w", id, err)
+		}
+		moved = append(moved, p+CorruptSuffix)
+	}
+	if err := fsys.SyncDir(ShardDir(root, id.Namespace, id.Shard)); err != nil {
+		return moved, fmt.Errorf("move fileset %v aside: sync directory: %w", id, err)
+	}
+	return moved, nil
+}

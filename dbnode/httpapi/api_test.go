@@ -73,24 +73,14 @@ func TestRemoteWriteThenRead(t *testing.T) {
 			ts("up", now, 0, prompb.Label{Name: "job", Value: "b"})))
 		require.Equal(t, http.StatusNoContent, code, msg)
 	}
-	rr, err := (&prompb.ReadRequest{Queries: []*prompb.Query{{
+	q := &prompb.Query{
 		StartTimestampMs: now - 5000, EndTimestampMs: now + 1,
 		Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "up"}, {Type: prompb.LabelMatcher_RE, Name: "job", Value: "a|c"}},
-	}}}).Marshal()
-	require.NoError(t, err)
+	}
 	for _, path := range []string{"/api/v1/prom/remote/read", "/api/v1/read"} {
-		resp, err := http.Post(f.srv.URL+path, "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, rr)))
-		require.NoError(t, err)
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-		raw, err := snappy.Decode(nil, body)
-		require.NoError(t, err)
-		var out prompb.ReadResponse
-		require.NoError(t, out.Unmarshal(raw))
-		require.Len(t, out.Results, 1)
-		require.Len(t, out.Results[0].Timeseries, 1)
-		got := out.Results[0].Timeseries[0]
+		series := remoteRead(t, f.srv.URL+path, q)
+		require.Len(t, series, 1)
+		got := series[0]
 		require.Equal(t, []prompb.Label{{Name: "__name__", Value: "up"}, {Name: "job", Value: "a"}}, got.Labels)
 		require.Len(t, got.Samples, 2)
 		require.Equal(t, uint64(0x7ff0000000000002), math.Float64bits(got.Samples[1].Value))
@@ -160,6 +150,18 @@ func TestReadyAndHealth(t *testing.T) {
 	code, _ = post(t, srv.URL+"/api/v1/prom/remote/write", writeBody(t, ts("up", 1, 1)))
 	require.Equal(t, 503, code)
 	require.True(t, strings.HasPrefix(body, "{"))
+
+	// Damage found at start shows on /ready without making the node
+	// unready: it serves what was not damaged.
+	api.SetBackend(Local{})
+	api.SetReady("")
+	code, body = get("/ready")
+	require.Equal(t, 200, code)
+	require.JSONEq(t, `{"ready":true}`, body)
+	api.SetDamage([]string{"commit log: corruption in 1 files: skipped 57 bytes"})
+	code, body = get("/ready")
+	require.Equal(t, 200, code)
+	require.JSONEq(t, `{"ready":true,"damage":["commit log: corruption in 1 files: skipped 57 bytes"]}`, body)
 }
 
 // readFrames decodes a STREAMED_XOR_CHUNKS body the way Prometheus does:

@@ -187,30 +187,27 @@ func (a *API) remoteReadStreamed(w http.ResponseWriter, r *http.Request, backend
 		}
 		matchers[i] = ms
 	}
-	started := false
-	var buf []byte
+	// Every query is run before the first byte, so that one failing (for
+	// example on damaged stored data) fails the request with a status
+	// instead of ending a 200 stream early, which a client would take for
+	// a complete answer.
+	results := make([][]storage.SeriesIterator, len(req.Queries))
 	for i, q := range req.Queries {
 		series, err := backend.Query(r.Context(), a.namespace(r), matchers[i], q.StartTimestampMs, q.EndTimestampMs)
 		if err != nil {
-			if !started {
-				return err
-			}
-			a.opts.Logger.Warn("remote read stream cut short", "err", err)
-			return nil
+			return err
 		}
-		if !started {
-			w.Header().Set("Content-Type", StreamedContentType)
-			w.WriteHeader(http.StatusOK)
-			started = true
-		}
+		results[i] = series
+	}
+	w.Header().Set("Content-Type", StreamedContentType)
+	w.WriteHeader(http.StatusOK)
+	var buf []byte
+	for i, series := range results {
+		var err error
 		if buf, err = streamSeries(w, i, series, buf); err != nil {
 			a.opts.Logger.Warn("remote read stream cut short", "err", err)
 			return nil
 		}
-	}
-	if !started {
-		w.Header().Set("Content-Type", StreamedContentType)
-		w.WriteHeader(http.StatusOK)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,7 @@ type API struct {
 	opts     Options
 	backend  atomic.Pointer[backendBox]
 	readyMsg atomic.Pointer[string]
+	damage   atomic.Pointer[[]string] // see SetDamage
 	mux      *http.ServeMux
 
 	bufs   sync.Pool // *[]byte request bodies
@@ -166,15 +168,28 @@ func (a *API) SetBackend(b Backend) { a.backend.Store(&backendBox{b}) }
 // shown by /ready, e.g. bootstrap progress.
 func (a *API) SetReady(msg string) { a.readyMsg.Store(&msg) }
 
+// SetDamage lists damage that storage found on disk at start (a corrupt
+// commit log range skipped, an unreadable fileset): /ready shows it under
+// "damage" until the node restarts. It does not make the node unready:
+// the node serves everything that was not damaged.
+func (a *API) SetDamage(lines []string) { a.damage.Store(&lines) }
+
 func (a *API) ready(w http.ResponseWriter, _ *http.Request) {
 	msg := *a.readyMsg.Load()
-	w.Header().Set("Content-Type", "application/json")
-	if msg != "" || a.backend.Load() == nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "{\"ready\":false,\"reason\":%q}\n", msg)
-		return
+	var damage []string
+	if d := a.damage.Load(); d != nil {
+		damage = *d
 	}
-	fmt.Fprintln(w, `{"ready":true}`)
+	w.Header().Set("Content-Type", "application/json")
+	body := struct {
+		Ready  bool     `json:"ready"`
+		Reason string   `json:"reason,omitempty"`
+		Damage []string `json:"damage,omitempty"`
+	}{Ready: msg == "" && a.backend.Load() != nil, Reason: msg, Damage: damage}
+	if !body.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 func (a *API) handle(pattern, name string, h func(http.ResponseWriter, *http.Request) error) {
@@ -217,6 +232,12 @@ func classify(err error) (int, string) {
 			break
 		}
 		return http.StatusBadRequest, reason
+	case errors.As(err, new(*storage.PartialError)):
+		// Some series' stored data is damaged. Remote read has no way to
+		// say "partial", so the read fails, naming the damage, rather than
+		// answering incomplete data as complete; Prometheus shows a failed
+		// remote read as a warning on its query. Retrying does not help.
+		return http.StatusInternalServerError, "damaged_data"
 	case errors.Is(err, storage.ErrUnknownNamespace):
 		return http.StatusBadRequest, "unknown_namespace"
 	case errors.Is(err, commitlog.ErrQueueFull):

@@ -2,6 +2,7 @@ package index
 
 import (
 	"fmt"
+	"github.com/tessera-tsdb/tessera/internal/xtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -56,13 +57,7 @@ func New(blockSize int64) *Index {
 func (ix *Index) NumSeries() int { return int(ix.series.live.Load()) }
 
 // blockStartOf rounds t down to the start of its block.
-func (ix *Index) blockStartOf(t int64) int64 {
-	s := t - t%ix.blockSize
-	if t%ix.blockSize < 0 {
-		s -= ix.blockSize
-	}
-	return s
-}
+func (ix *Index) blockStartOf(t int64) int64 { return xtime.BlockStart(t, ix.blockSize) }
 
 // Insert records that series id has data in the block starting at
 // blockStart (a time inside the block is rounded down to its start).
@@ -133,7 +128,7 @@ func (ix *Index) block(start int64) *block {
 	if b := cur.byStart[start]; b != nil {
 		return b
 	}
-	if cur.hasFloor && start+ix.blockSize <= cur.floor {
+	if cur.hasFloor && xtime.Add(start, ix.blockSize) <= cur.floor {
 		return nil
 	}
 	b := newBlock(start)
@@ -155,7 +150,7 @@ func (ix *Index) overlapping(start, end int64) []*block {
 	}
 	var out []*block
 	for _, b := range ix.blocks.Load().sorted {
-		if b.start <= end && b.start+ix.blockSize-1 >= start {
+		if b.start <= end && xtime.Add(b.start, ix.blockSize-1) >= start {
 			out = append(out, b)
 		}
 	}

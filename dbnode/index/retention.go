@@ -1,6 +1,9 @@
 package index
 
-import "github.com/RoaringBitmap/roaring/v2"
+import (
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/tessera-tsdb/tessera/internal/xtime"
+)
 
 // DropBlocksBefore forgets every block with blockStart+blockSize <= t, and
 // frees the refs (and ID bytes) of series left in no block so that a
@@ -49,7 +52,7 @@ func (ix *Index) cutBlocks(t int64) []*block {
 	}
 	var dropped []*block
 	for _, b := range cur.sorted {
-		if b.start+ix.blockSize <= t {
+		if xtime.Add(b.start, ix.blockSize) <= t {
 			dropped = append(dropped, b)
 			continue
 		}

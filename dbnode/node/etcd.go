@@ -14,11 +14,17 @@ import (
 // startEmbeddedEtcd runs this seed's etcd member. Seeds listed in
 // initialCluster form one etcd cluster; the member's data lives under the
 // node's data directory so a restarted seed rejoins with its state.
-func startEmbeddedEtcd(cfg config.Config) (*embed.Etcd, error) {
+//
+// free reports a directory's free bytes (freeBytes in production): the
+// member does not start without the space etcd needs (checkEtcdDisk).
+func startEmbeddedEtcd(cfg config.Config, free func(string) (uint64, error)) (_ *embed.Etcd, err error) {
 	e := cfg.Etcd.Embedded
 	ec := embed.NewConfig()
 	ec.Name = e.Name
 	ec.Dir = filepath.Join(cfg.DataDir, "etcd")
+	if err := checkEtcdDisk(ec.Dir, free); err != nil {
+		return nil, err
+	}
 	cu, err := url.Parse(e.ClientURL)
 	if err != nil {
 		return nil, fmt.Errorf("etcd.embedded.clientURL: %w", err)
@@ -50,7 +56,7 @@ func startEmbeddedEtcd(cfg config.Config) (*embed.Etcd, error) {
 	ec.ClusterState = embed.ClusterStateFlagNew
 	ec.LogLevel = "error"
 	ec.Logger = "zap"
-	etcd, err := embed.StartEtcd(ec)
+	etcd, err := startEtcdRecovered(ec)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd %s: %w", e.Name, err)
 	}
@@ -66,4 +72,17 @@ func startEmbeddedEtcd(cfg config.Config) (*embed.Etcd, error) {
 		}
 	}
 	return etcd, nil
+}
+
+// startEtcdRecovered is embed.StartEtcd with a panic on its own goroutine
+// (etcd panics on some disk failures at start, such as a full disk that
+// the check above could not foresee) turned into an error naming the
+// directory, so the node exits with a message instead of a stack trace.
+func startEtcdRecovered(ec *embed.Config) (etcd *embed.Etcd, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			etcd, err = nil, fmt.Errorf("embedded etcd in %s failed: %v", ec.Dir, r)
+		}
+	}()
+	return embed.StartEtcd(ec)
 }

@@ -143,7 +143,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 
 	// 1. etcd: a seed runs its member; everyone connects as a client.
 	if n.cfg.Etcd.Embedded.Enabled {
-		e, err := startEmbeddedEtcd(n.cfg)
+		e, err := startEmbeddedEtcd(n.cfg, freeBytes)
 		if err != nil {
 			return err
 		}
@@ -304,5 +304,8 @@ func (n *Node) openStorage() (*storage.Database, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open storage in %s: %w", n.cfg.DataDir, err)
 	}
+	// Damage found on disk (logged and counted by storage) stays visible
+	// on /ready until the next start.
+	n.api.SetDamage(db.Recovery().Warnings())
 	return db, nil
 }

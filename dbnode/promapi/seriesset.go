@@ -3,6 +3,7 @@ package promapi
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -40,6 +41,8 @@ type seriesSet struct {
 	n       int // series returned so far
 	cur     *series
 	err     error
+	// warnings: series left out because their stored data is damaged.
+	warnings annotations.Annotations
 }
 
 // candidate is a series the index matched; lset is decoded up front only
@@ -52,6 +55,16 @@ type candidate struct {
 func (s *seriesSet) load() error {
 	s.loaded = true
 	its, err := s.b.Query(s.ctx, s.ns, s.matchers, s.start, s.end)
+	var partial *tstorage.PartialError
+	if errors.As(err, &partial) {
+		// Damaged stored data cost only its own series: answer with the
+		// others and say which are missing, as Prometheus does for a
+		// partial answer (warnings in the response).
+		for _, w := range partial.Warnings(maxDamageWarnings) {
+			s.warnings.Add(errors.New(w))
+		}
+		err = nil
+	}
 	if err != nil {
 		return fmt.Errorf("query %v in [%d, %d]: %w", s.matchers, s.start, s.end, err)
 	}
@@ -118,7 +131,11 @@ func (s *seriesSet) Next() bool {
 
 func (s *seriesSet) At() storage.Series                { return s.cur }
 func (s *seriesSet) Err() error                        { return s.err }
-func (s *seriesSet) Warnings() annotations.Annotations { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return s.warnings }
+
+// maxDamageWarnings bounds the series a query names as left out for
+// damaged data; one more warning counts the rest.
+const maxDamageWarnings = 10
 
 // series is one selected series. Its first Iterator streams the samples
 // the backend already opened; the engine iterates each series once, but the

@@ -78,7 +78,7 @@ func storageStatus(what string, err error) error {
 		code = codes.Canceled
 	case errors.Is(err, storage.ErrUnknownNamespace), errors.Is(err, ident.ErrMalformedID):
 		code = codes.InvalidArgument
-	case errors.Is(err, encoding.ErrCorrupt):
+	case errors.Is(err, encoding.ErrCorrupt), errors.As(err, new(*storage.PartialError)):
 		code = codes.DataLoss // another replica may hold good data
 	}
 	return status.Errorf(code, "%s: %v", what, err)

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/uber-go/tally/v4"
 )
@@ -49,6 +51,9 @@ type Database struct {
 	scratchPool sync.Pool // *writeScratch
 	metrics     metrics
 
+	recovery     Recovery // what Open found damaged; fixed once Open returns
+	damageLogged sync.Map // error text -> struct{}: damaged reads already logged
+
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -68,6 +73,9 @@ type metrics struct {
 	bytesPerSamp tally.Gauge
 	expired      tally.Counter
 	clRemoved    tally.Counter
+
+	seriesUnreadable   tally.Counter
+	filesetsUnreadable tally.Counter
 }
 
 func newMetrics(s tally.Scope) metrics {
@@ -83,6 +91,9 @@ func newMetrics(s tally.Scope) metrics {
 		bytesPerSamp: s.Gauge("bytes_per_sample"),
 		expired:      s.Counter("blocks_expired"),
 		clRemoved:    s.Counter("commitlog_files_removed"),
+
+		seriesUnreadable:   s.Counter("query_series_unreadable"),
+		filesetsUnreadable: s.Counter("filesets_unreadable"),
 	}
 	for _, r := range []Reason{ReasonTooOld, ReasonTooFarFuture, ReasonColdDisabled, ReasonBadID} {
 		m.rejected[r] = s.Tagged(map[string]string{"reason": r.String()}).Counter("samples_rejected")
@@ -120,9 +131,13 @@ func Open(opts Options) (*Database, error) {
 		db.closeReaders()
 		return nil, err
 	}
+	db.recovery.CommitLog = stats
 	opts.Logger.Info("storage recovered",
 		"commitlog_files", stats.Files, "commitlog_entries", stats.Entries,
 		"corrupt_tails", stats.CorruptTails, "took", time.Since(start))
+	for _, w := range db.recovery.Warnings() {
+		opts.Logger.Error("storage recovered with damage", "damage", w)
+	}
 	if opts.TickEvery > 0 {
 		go db.loop()
 	} else {
@@ -130,6 +145,31 @@ func Open(opts Options) (*Database, error) {
 	}
 	return db, nil
 }
+
+// Recovery is what Open found damaged on disk.
+type Recovery struct {
+	CommitLog commitlog.ReplayStats
+	// UnreadableFilesets are filesets that failed their checks at Open
+	// (checkpoint, digest, info or index): their blocks are not served
+	// from this node's disk. The files are left where they are.
+	UnreadableFilesets []string
+}
+
+// Warnings lists the damage, one line each; none for a clean recovery
+// (a torn commit log tail after a crash is not damage).
+func (r Recovery) Warnings() []string {
+	var out []string
+	if r.CommitLog.Damaged() {
+		out = append(out, r.CommitLog.String())
+	}
+	for _, f := range r.UnreadableFilesets {
+		out = append(out, "unreadable fileset, its block is not served from this node's disk: "+f)
+	}
+	return out
+}
+
+// Recovery reports what Open found damaged.
+func (db *Database) Recovery() Recovery { return db.recovery }
 
 func (db *Database) dataDir() string { return filepath.Join(db.opts.Dir, "data") }
 
@@ -409,6 +449,7 @@ func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels
 		return nil, fmt.Errorf("query index: %w", err)
 	}
 	out := make([]SeriesIterator, 0, len(ids))
+	var damaged []DamagedSeries
 	for i, id := range ids {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -420,6 +461,12 @@ func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels
 			continue
 		}
 		it, err := db.read(ns, id, shard, start, end)
+		if errors.Is(err, fileset.ErrCorrupt) {
+			// The damage costs this series only; the others are returned.
+			db.reportDamage(err)
+			damaged = append(damaged, DamagedSeries{ID: id, Shard: shard, Err: err})
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -428,7 +475,19 @@ func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels
 			break
 		}
 	}
+	if len(damaged) > 0 {
+		db.metrics.seriesUnreadable.Inc(int64(len(damaged)))
+		return out, &PartialError{Damaged: damaged}
+	}
 	return out, nil
+}
+
+// reportDamage logs a damaged fileset read once per distinct error (every
+// query touching the damage would otherwise log it again).
+func (db *Database) reportDamage(err error) {
+	if _, seen := db.damageLogged.LoadOrStore(err.Error(), struct{}{}); !seen {
+		db.opts.Logger.Error("damaged fileset data: the series is left out of query results", "err", err)
+	}
 }
 
 // LabelNames lists label names of series matching matchers in the range.

@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -76,4 +77,60 @@ func (e *RejectedError) add(se SampleError) {
 
 func fmtAge(d time.Duration) string {
 	return d.Round(time.Millisecond).String()
+}
+
+// fmtAgeMs formats later-earlier (unix ms, later >= earlier) without
+// overflowing: the difference of two int64s can exceed int64, and a
+// time.Duration holds only ±292 years.
+func fmtAgeMs(later, earlier int64) string {
+	d := uint64(later) - uint64(earlier) // exact for later >= earlier
+	const maxMs = uint64(math.MaxInt64 / int64(time.Millisecond))
+	if d > maxMs {
+		return fmt.Sprintf("%d years", d/(365*24*3600*1000))
+	}
+	return fmtAge(time.Duration(d) * time.Millisecond)
+}
+
+// fmtMs formats a unix ms timestamp as RFC 3339 when it is within years
+// 0-9999, else as the raw number (RFC 3339 has no form for it).
+func fmtMs(t int64) string {
+	const minMs, maxMs = -62167219200000, 253402300799999 // 0000-01-01, 9999-12-31T23:59:59.999
+	if t < minMs || t > maxMs {
+		return fmt.Sprintf("%d ms since 1970", t)
+	}
+	return time.UnixMilli(t).UTC().Format(time.RFC3339Nano)
+}
+
+// PartialError is returned by Query together with every series it could
+// read when some matched series could not be read: their data is in a
+// damaged fileset page (fileset.ErrCorrupt). The series returned beside it
+// are complete; the damaged ones are left out and named here. A caller
+// that does not look for it treats the query as failed, so nothing is
+// silently answered as complete.
+type PartialError struct {
+	Damaged []DamagedSeries
+}
+
+// DamagedSeries is a series Query left out, and why.
+type DamagedSeries struct {
+	ID    []byte
+	Shard uint32
+	Err   error
+}
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("%d series could not be read (damaged fileset data), first: %v", len(e.Damaged), e.Damaged[0].Err)
+}
+
+// Warnings describes the damage in a few lines, for a query's warnings.
+func (e *PartialError) Warnings(max int) []string {
+	out := make([]string, 0, min(len(e.Damaged), max)+1)
+	for i, d := range e.Damaged {
+		if i == max {
+			out = append(out, fmt.Sprintf("%d more series left out of the result: their stored data is damaged", len(e.Damaged)-max))
+			break
+		}
+		out = append(out, fmt.Sprintf("series %s left out of the result: %v", d.ID, d.Err))
+	}
+	return out
 }

@@ -364,7 +364,18 @@ func (db *Database) loadFilesets() error {
 				if err != nil {
 					// A corrupt fileset must not stop the node: the data
 					// may still be on peers or in the commit log.
-					db.opts.Logger.Error("skipping unreadable fileset", "fileset", id, "err", err)
+					// Its files are moved aside, kept for inspection,
+					// so the block can be flushed again (a new fileset
+					// of the same name would otherwise be refused).
+					moved, merr := fileset.MoveAside(db.opts.FS, db.dataDir(), id)
+					if merr != nil {
+						return fmt.Errorf("unreadable fileset %v (%v): %w", id, err, merr)
+					}
+					db.opts.Logger.Error("unreadable fileset moved aside; its block is not served from this node's disk",
+						"fileset", id, "err", err, "moved_to", moved)
+					db.metrics.filesetsUnreadable.Inc(1)
+					db.recovery.UnreadableFilesets = append(db.recovery.UnreadableFilesets,
+						fmt.Sprintf("%v: %v (its files are kept in %s as *%s)", id, err, fileset.ShardDir(db.dataDir(), id.Namespace, id.Shard), fileset.CorruptSuffix))
 					continue
 				}
 				sh.blocks[id.BlockStart] = r

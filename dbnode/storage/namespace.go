@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/index"
+	"github.com/tessera-tsdb/tessera/internal/xtime"
 )
 
 // namespace holds the shards and tag index of one namespace.
@@ -32,14 +33,7 @@ func newNamespace(opts NamespaceOptions, numShards uint32) *namespace {
 	return ns
 }
 
-func (ns *namespace) blockStart(t int64) int64 {
-	// Floor division, correct for negative timestamps too.
-	bs := t - t%ns.blockSize
-	if t%ns.blockSize < 0 {
-		bs -= ns.blockSize
-	}
-	return bs
-}
+func (ns *namespace) blockStart(t int64) int64 { return xtime.BlockStart(t, ns.blockSize) }
 
 // shard returns shard i, creating it on first use.
 func (ns *namespace) shard(i uint32) *shard {
@@ -80,19 +74,19 @@ func (ns *namespace) allShards() []*shard {
 func (ns *namespace) check(t int64, now time.Time) (Reason, string) {
 	nowMs := now.UnixMilli()
 	if limit := nowMs + ns.opts.BufferFuture.Milliseconds(); t > limit {
-		return ReasonTooFarFuture, "sample at " + time.UnixMilli(t).UTC().Format(time.RFC3339Nano) +
-			" is too far in the future: " + fmtAge(time.Duration(t-limit)*time.Millisecond) +
+		return ReasonTooFarFuture, "sample at " + fmtMs(t) +
+			" is too far in the future: " + fmtAgeMs(t, limit) +
 			" past now+bufferFuture (" + ns.opts.BufferFuture.String() + ")"
 	}
 	if limit := nowMs - ns.opts.Retention.Milliseconds(); t < limit {
-		return ReasonTooOld, "sample at " + time.UnixMilli(t).UTC().Format(time.RFC3339Nano) +
-			" is out of retention: " + fmtAge(time.Duration(limit-t)*time.Millisecond) +
+		return ReasonTooOld, "sample at " + fmtMs(t) +
+			" is out of retention: " + fmtAgeMs(limit, t) +
 			" older than now-retention (" + ns.opts.Retention.String() + ")"
 	}
 	if !ns.opts.ColdWrites {
 		if limit := nowMs - ns.opts.BufferPast.Milliseconds(); t < limit {
-			return ReasonColdDisabled, "sample at " + time.UnixMilli(t).UTC().Format(time.RFC3339Nano) +
-				" is too far in the past: " + fmtAge(time.Duration(limit-t)*time.Millisecond) +
+			return ReasonColdDisabled, "sample at " + fmtMs(t) +
+				" is too far in the past: " + fmtAgeMs(limit, t) +
 				" older than now-bufferPast (" + ns.opts.BufferPast.String() + ") and cold writes are disabled"
 		}
 	}
