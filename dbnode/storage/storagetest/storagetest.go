@@ -8,6 +8,7 @@ import (
 
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // Namespace is the default node's namespace: "default", 48h retention, 2h
@@ -28,6 +29,24 @@ func Open(tb testing.TB, numShards uint32, now func() time.Time) *storage.Databa
 		NumShards:     numShards,
 		CommitLogMode: commitlog.ModeSync,
 		Now:           now,
+	})
+	if err != nil {
+		tb.Fatalf("open storage: %v", err)
+	}
+	tb.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// OpenWithLimits is Open with limits applied to writes (the active
+// series limit lives in storage).
+func OpenWithLimits(tb testing.TB, numShards uint32, l *limits.Limits) *storage.Database {
+	tb.Helper()
+	db, err := storage.Open(storage.Options{
+		Dir:           tb.TempDir(),
+		Namespaces:    []storage.NamespaceOptions{Namespace()},
+		NumShards:     numShards,
+		CommitLogMode: commitlog.ModeSync,
+		Limits:        l,
 	})
 	if err != nil {
 		tb.Fatalf("open storage: %v", err)
