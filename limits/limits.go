@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/uber-go/tally/v4"
@@ -182,7 +183,11 @@ func describe(rangeFn func(fn func(name, value []byte))) string {
 		if b.Len() > 1 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s=%q", truncate(name, 64), truncate(value, 64))
+		if utf8.Valid(name) {
+			fmt.Fprintf(&b, "%s=%q", truncate(name, 64), truncate(value, 64))
+		} else {
+			fmt.Fprintf(&b, "%q=%q", truncate(name, 64), truncate(value, 64))
+		}
 	})
 	if n > 0 {
 		fmt.Fprintf(&b, ", ... %d more labels", n)
