@@ -97,6 +97,7 @@ func TestWriteBatchActiveSeriesLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Written)
 	require.Equal(t, 2, res.Rejected)
+	require.Equal(t, 2, res.RejectedSeriesLimit, "a retry may store them")
 	require.Contains(t, res.RejectMsg, "limits.maxActiveSeries=1")
 	require.Contains(t, res.RejectMsg, `host="b"`)
 	require.EqualValues(t, 1, db.ActiveSeries())

@@ -77,7 +77,8 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	case err == nil:
 		return WriteResult{Written: total}, nil
 	case errors.As(err, &rejected):
-		return WriteResult{Written: total - rejected.Total, Rejected: rejected.Total, RejectMsg: rejected.Error()}, nil
+		return WriteResult{Written: total - rejected.Total, Rejected: rejected.Total, RejectMsg: rejected.Error(),
+			RejectedSeriesLimit: rejected.ByReason[storage.ReasonSeriesLimit]}, nil
 	default:
 		st := storageStatus("write batch", err)
 		s.logTransient("WriteBatch", st)
