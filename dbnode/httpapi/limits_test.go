@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/limits"
+	"github.com/tessera-tsdb/tessera/limits/limitstest"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -41,15 +42,6 @@ func newLimitedFixture(t *testing.T, cfg limits.Config) *limitedFixture {
 }
 
 // refused reads tessera_limits_refused{limit=...} from the test scope.
-func refused(scope tally.TestScope, limit string) int64 {
-	var n int64
-	for _, c := range scope.Snapshot().Counters() {
-		if c.Name() == "limits.refused" && c.Tags()["limit"] == limit {
-			n += c.Value()
-		}
-	}
-	return n
-}
 
 // samplesOf reads back the samples stored for a series.
 func samplesOf(t *testing.T, db *storage.Database, lset labels.Labels, from, to int64) int {
@@ -101,13 +93,13 @@ func TestRemoteWriteLabelAndRequestLimits(t *testing.T) {
 		}}, []string{"write request of 6 samples exceeds limits.maxSamplesPerRequest=5"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := refused(f.scope, tc.limit)
+			before := limitstest.Refused(f.scope, tc.limit)
 			code, msg := post(t, url, writeBody(t, tc.series...))
 			require.Equal(t, http.StatusBadRequest, code, msg)
 			for _, w := range tc.want {
 				require.Contains(t, msg, w)
 			}
-			require.Equal(t, before+1, refused(f.scope, tc.limit), "refusal counted under %s", tc.limit)
+			require.Equal(t, before+1, limitstest.Refused(f.scope, tc.limit), "refusal counted under %s", tc.limit)
 			require.Zero(t, f.db.ActiveSeries(), "a refused request stores nothing")
 		})
 	}
@@ -135,7 +127,7 @@ func TestRemoteWriteActiveSeriesLimit(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, code, msg)
 	require.Contains(t, msg, "limits.maxActiveSeries=3")
 	require.Contains(t, msg, `job="d"`)
-	require.EqualValues(t, 1, refused(f.scope, limits.ActiveSeries))
+	require.EqualValues(t, 1, limitstest.Refused(f.scope, limits.ActiveSeries))
 	for _, j := range []string{"a", "b"} {
 		require.Equal(t, 2, samplesOf(t, f.db, labels.FromStrings("__name__", "up", "job", j), now-10, now), "job %s", j)
 	}
@@ -155,7 +147,7 @@ func TestRemoteWriteActiveSeriesLimit(t *testing.T) {
 		require.Equal(t, http.StatusNoContent, code, msg)
 	}
 	require.Equal(t, 4, samplesOf(t, f.db, labels.FromStrings("__name__", "up", "job", "a"), now-10, now+10))
-	require.EqualValues(t, 2, refused(f.scope, limits.ActiveSeries))
+	require.EqualValues(t, 2, limitstest.Refused(f.scope, limits.ActiveSeries))
 }
 
 // TestRemoteWriteActiveSeriesLimitConcurrent: many writers creating
@@ -185,7 +177,7 @@ func TestRemoteWriteActiveSeriesLimitConcurrent(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, map[int]int{http.StatusNoContent: limit, http.StatusTooManyRequests: writers*perWriter - limit}, codes)
 	require.EqualValues(t, limit, f.db.ActiveSeries())
-	require.EqualValues(t, writers*perWriter-limit, refused(f.scope, limits.ActiveSeries))
+	require.EqualValues(t, writers*perWriter-limit, limitstest.Refused(f.scope, limits.ActiveSeries))
 }
 
 func TestRemoteReadFetchedSeriesLimit(t *testing.T) {
@@ -204,7 +196,7 @@ func TestRemoteReadFetchedSeriesLimit(t *testing.T) {
 	code, msg = read(&prompb.LabelMatcher{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "up"})
 	require.Equal(t, http.StatusUnprocessableEntity, code, msg)
 	require.Contains(t, msg, "fetched 3 series, over limits.maxFetchedSeriesPerQuery=2")
-	require.EqualValues(t, 1, refused(f.scope, limits.FetchedSeriesPerQuery))
+	require.EqualValues(t, 1, limitstest.Refused(f.scope, limits.FetchedSeriesPerQuery))
 	code, msg = read(&prompb.LabelMatcher{Type: prompb.LabelMatcher_RE, Name: "job", Value: "a|b"})
 	require.Equal(t, http.StatusOK, code, msg)
 }

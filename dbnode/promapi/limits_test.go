@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/limits"
+	"github.com/tessera-tsdb/tessera/limits/limitstest"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -55,17 +56,9 @@ func (n *limitedNode) store(t *testing.T, id []byte, ts ...int64) {
 	require.NoError(t, n.db.WriteBatch("default", batch))
 }
 
-func (n *limitedNode) refused(limit string) int64 {
-	var v int64
-	for _, c := range n.scope.Snapshot().Counters() {
-		if c.Name() == "limits.refused" && c.Tags()["limit"] == limit {
-			v += c.Value()
-		}
-	}
-	return v
+func unixParam(t time.Time) string {
+	return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64)
 }
-
-func unixParam(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64) }
 
 // TestLabelTooLongForPromQLStoredBefore: a series stored with a 16 MiB
 // label value (before the label limits existed) used to make
@@ -152,12 +145,12 @@ func TestQueryLimits(t *testing.T) {
 			422, "execution", limits.QuerySamples, "too many samples into memory in query execution (query.maxSamples=10)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := n.refused(tc.limit)
+			before := limitstest.Refused(n.scope, tc.limit)
 			code, r := get(t, n.srv.URL, tc.path, tc.params)
 			require.Equal(t, tc.code, code, r.Error)
 			require.Equal(t, tc.errType, r.ErrorType)
 			require.Contains(t, r.Error, tc.want)
-			require.Equal(t, before+1, n.refused(tc.limit))
+			require.Equal(t, before+1, limitstest.Refused(n.scope, tc.limit))
 		})
 	}
 	// Within every limit: answered.

@@ -10,6 +10,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/limits"
+	"github.com/tessera-tsdb/tessera/limits/limitstest"
 	"github.com/uber-go/tally/v4"
 	"google.golang.org/grpc/codes"
 )
@@ -22,14 +23,16 @@ func rawID(kv ...string) []byte {
 	return ident.AppendSortedPairs(nil, pairs)
 }
 
-func refusedCount(scope tally.TestScope, limit string) int64 {
-	var n int64
-	for _, c := range scope.Snapshot().Counters() {
-		if c.Name() == "limits.refused" && c.Tags()["limit"] == limit {
-			n += c.Value()
-		}
-	}
-	return n
+// openLimited is openStorage with limits (the active-series limit lives
+// in storage).
+func openLimited(t *testing.T, l *limits.Limits) *storage.Database {
+	t.Helper()
+	opts := testStorageOptions(t.TempDir(), commitlog.ModeAsync)
+	opts.Limits = l
+	db, err := storage.Open(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	return db
 }
 
 // TestWriteBatchValidatesAsHTTP: a client reaching the RPC port directly
@@ -39,11 +42,7 @@ func refusedCount(scope tally.TestScope, limit string) int64 {
 func TestWriteBatchValidatesAsHTTP(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	l := limits.New(limits.Config{MaxLabelNameLength: 8, MaxLabelValueLength: 16, MaxLabelNamesPerSeries: 3}, scope.SubScope("limits"))
-	opts := testStorageOptions(t.TempDir(), commitlog.ModeAsync)
-	opts.Limits = l
-	db, err := storage.Open(opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	db := openLimited(t, l)
 	c := serve(t, db, nil, ServerOptions{Limits: l}, ClientOptions{})
 	good := writeSeries(seriesID("cpu", "host", "a"), samplesNearNow(2, 0))
 	for _, tc := range []struct {
@@ -60,13 +59,13 @@ func TestWriteBatchValidatesAsHTTP(t *testing.T) {
 		{"labels per series", limits.LabelNamesPerSeries, "series with 4 labels exceeds limits.maxLabelNamesPerSeries=3", rawID("__name__", "cpu", "a", "1", "b", "2", "c", "3")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := refusedCount(scope, tc.limit)
+			before := limitstest.Refused(scope, tc.limit)
 			bad := writeSeries(tc.id, samplesNearNow(1, 0))
 			_, err := writeReq(context.Background(), c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{good, bad}})
 			requireCode(t, err, codes.InvalidArgument, tc.want)
 			require.Contains(t, err.Error(), "series 1: ", "names the series entry refused")
 			if tc.limit != "" {
-				require.Equal(t, before+1, refusedCount(scope, tc.limit))
+				require.Equal(t, before+1, limitstest.Refused(scope, tc.limit))
 			}
 			require.Zero(t, db.ActiveSeries(), "nothing of a refused batch is stored")
 		})
@@ -81,11 +80,7 @@ func TestWriteBatchValidatesAsHTTP(t *testing.T) {
 // naming the limit.
 func TestWriteBatchActiveSeriesLimit(t *testing.T) {
 	l := limits.New(limits.Config{MaxActiveSeries: 1}, nil)
-	opts := testStorageOptions(t.TempDir(), commitlog.ModeAsync)
-	opts.Limits = l
-	db, err := storage.Open(opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	db := openLimited(t, l)
 	c := serve(t, db, nil, ServerOptions{Limits: l}, ClientOptions{})
 	held := writeSeries(seriesID("cpu", "host", "a"), samplesNearNow(2, 0))
 	res, err := writeReq(context.Background(), c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{held}})

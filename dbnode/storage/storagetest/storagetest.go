@@ -23,31 +23,22 @@ func Namespace() storage.NamespaceOptions {
 // wall clock when nil). It is closed when tb's cleanup runs.
 func Open(tb testing.TB, numShards uint32, now func() time.Time) *storage.Database {
 	tb.Helper()
-	db, err := storage.Open(storage.Options{
-		Dir:           tb.TempDir(),
-		Namespaces:    []storage.NamespaceOptions{Namespace()},
-		NumShards:     numShards,
-		CommitLogMode: commitlog.ModeSync,
-		Now:           now,
-	})
-	if err != nil {
-		tb.Fatalf("open storage: %v", err)
-	}
-	tb.Cleanup(func() { _ = db.Close() })
-	return db
+	return open(tb, storage.Options{NumShards: numShards, Now: now})
 }
 
 // OpenWithLimits is Open with limits applied to writes (the active
 // series limit lives in storage).
 func OpenWithLimits(tb testing.TB, numShards uint32, l *limits.Limits) *storage.Database {
 	tb.Helper()
-	db, err := storage.Open(storage.Options{
-		Dir:           tb.TempDir(),
-		Namespaces:    []storage.NamespaceOptions{Namespace()},
-		NumShards:     numShards,
-		CommitLogMode: commitlog.ModeSync,
-		Limits:        l,
-	})
+	return open(tb, storage.Options{NumShards: numShards, Limits: l})
+}
+
+func open(tb testing.TB, o storage.Options) *storage.Database {
+	tb.Helper()
+	o.Dir = tb.TempDir()
+	o.Namespaces = []storage.NamespaceOptions{Namespace()}
+	o.CommitLogMode = commitlog.ModeSync
+	db, err := storage.Open(o)
 	if err != nil {
 		tb.Fatalf("open storage: %v", err)
 	}
