@@ -29,6 +29,24 @@ func (l *Limits) CheckLabels(pairs []ident.Pair) error {
 	})
 }
 
+// CheckLabelCount refuses a series of more labels than
+// MaxLabelNamesPerSeries before its labels are sorted or looked at: a
+// request may carry 100,000 labels in reverse order, and sorting them
+// would cost more than refusing them.
+func (l *Limits) CheckLabelCount(pairs []ident.Pair) error {
+	c := l.Config()
+	if c.MaxLabelNamesPerSeries > 0 && len(pairs) > c.MaxLabelNamesPerSeries {
+		return l.Refuse(LabelNamesPerSeries, http.StatusBadRequest,
+			"series with %d labels exceeds %s=%d (series %s)", len(pairs), LabelNamesPerSeries, c.MaxLabelNamesPerSeries,
+			describe(func(fn func(name, value []byte)) {
+				for _, p := range pairs {
+					fn(p.Name, p.Value)
+				}
+			}))
+	}
+	return nil
+}
+
 // CheckID validates a canonical series ID as CheckLabels does its labels,
 // and that it is canonical (well-formed, labels sorted by name). The node
 // RPC server calls it on every series a peer writes, so the RPC port takes

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
@@ -199,4 +200,36 @@ func TestRemoteReadFetchedSeriesLimit(t *testing.T) {
 	require.EqualValues(t, 1, limitstest.Refused(f.scope, limits.FetchedSeriesPerQuery))
 	code, msg = read(&prompb.LabelMatcher{Type: prompb.LabelMatcher_RE, Name: "job", Value: "a|b"})
 	require.Equal(t, http.StatusOK, code, msg)
+}
+
+// TestDefaultLimitsRefuseIssueInputs: what issue 16 found stored, with
+// the node's default limits: 100,000 labels on one series, and a 16 MiB
+// label value (which then broke /api/v1/series and PromQL).
+func TestDefaultLimitsRefuseIssueInputs(t *testing.T) {
+	var c config.Config
+	c.Defaults()
+	f := newLimitedFixture(t, limits.Config(c.Limits))
+	now := time.Now().UnixMilli()
+	url := f.srv.URL + "/api/v1/prom/remote/write"
+	wide := ts("wide", now, 1)
+	for i := 0; i < 100_000; i++ {
+		wide.Labels = append(wide.Labels, prompb.Label{Name: fmt.Sprintf("l%06d", i), Value: "v"})
+	}
+	code, msg := post(t, url, writeBody(t, wide))
+	require.Equal(t, http.StatusBadRequest, code, msg)
+	require.Contains(t, msg, "series with 100001 labels exceeds limits.maxLabelNamesPerSeries=64")
+	require.Less(t, len(msg), 1000, "the message stays one readable line")
+	// In reverse order (an insertion sort of them would be quadratic):
+	// refused as fast.
+	for i, j := 1, len(wide.Labels)-1; i < j; i, j = i+1, j-1 {
+		wide.Labels[i], wide.Labels[j] = wide.Labels[j], wide.Labels[i]
+	}
+	code, msg = post(t, url, writeBody(t, wide))
+	require.Equal(t, http.StatusBadRequest, code, msg)
+	require.Contains(t, msg, "series with 100001 labels exceeds limits.maxLabelNamesPerSeries=64")
+
+	code, msg = post(t, url, writeBody(t, ts("big", now, 1, prompb.Label{Name: "v", Value: strings.Repeat("x", 16<<20)})))
+	require.Equal(t, http.StatusBadRequest, code, msg)
+	require.Contains(t, msg, `value of label "v" of 16777216 bytes exceeds limits.maxLabelValueLength=2048`)
+	require.Zero(t, f.db.ActiveSeries())
 }

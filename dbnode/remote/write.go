@@ -288,8 +288,12 @@ func nextField(b []byte) (field, wt int, msg []byte, n int, err error) {
 // the label limits (limits.CheckLabels, the validation the node RPC path
 // shares).
 func (d *WriteDecoder) validateLabels(pairs []ident.Pair, index int) error {
-	sortPairs(pairs)
-	if err := d.Limits.CheckLabels(pairs); err != nil {
+	err := d.Limits.CheckLabelCount(pairs) // before the quadratic sort
+	if err == nil {
+		sortPairs(pairs)
+		err = d.Limits.CheckLabels(pairs)
+	}
+	if err != nil {
 		return &InputError{Msg: fmt.Sprintf("timeseries %d: %v", index, err), Err: err}
 	}
 	return nil
