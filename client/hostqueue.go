@@ -147,7 +147,13 @@ func (h *hostQueue) send(ops []*writeOp) {
 		case resp.Rejected > 0:
 			// Rejections are per coalesced RPC; they come from time rules
 			// every replica applies alike, so report them to every op.
-			op.done <- &storage.RejectedError{Total: resp.Rejected, Examples: []storage.SampleError{{Msg: resp.RejectMsg}}}
+			// The series limit is per node, not alike: it is kept apart
+			// so that the answer says a retry may succeed (429).
+			rej := &storage.RejectedError{Total: resp.Rejected, Examples: []storage.SampleError{{Msg: resp.RejectMsg}}}
+			if resp.RejectedSeriesLimit > 0 {
+				rej.ByReason = map[storage.Reason]int{storage.ReasonSeriesLimit: resp.RejectedSeriesLimit}
+			}
+			op.done <- rej
 		default:
 			op.done <- nil
 		}

@@ -34,6 +34,7 @@ type Config struct {
 	Cluster    Cluster     `yaml:"cluster"`
 	Etcd       Etcd        `yaml:"etcd"`
 	Bootstrap  Bootstrap   `yaml:"bootstrap"`
+	Limits     Limits      `yaml:"limits"`
 }
 
 // HTTP is the Prometheus-facing HTTP server.
@@ -205,6 +206,43 @@ type Bootstrap struct {
 	MarkAvailableBackoff time.Duration `yaml:"markAvailableBackoff"`
 }
 
+// Limits bound what one client can make a node store or compute; each
+// refusal names its field and is counted in
+// tessera_limits_refused{limit="limits.<field>"}. Names follow Grafana
+// Mimir's limits; ARCHITECTURE.md ("Limits") gives the reason for each
+// default. A count limit of 0 takes its default; -1 turns it off. A
+// duration limit of 0 takes its default; a negative one turns it off.
+// Converts to limits.Config (same fields).
+type Limits struct {
+	// MaxLabelNameLength in bytes (Mimir max_label_name_length). Default 1024.
+	MaxLabelNameLength int `yaml:"maxLabelNameLength"`
+	// MaxLabelValueLength in bytes, __name__ included (Mimir
+	// max_label_value_length). At most 16777215 (PromQL's label sets
+	// cannot hold longer). Default 2048.
+	MaxLabelValueLength int `yaml:"maxLabelValueLength"`
+	// MaxLabelNamesPerSeries (Mimir max_label_names_per_series). Default 64.
+	MaxLabelNamesPerSeries int `yaml:"maxLabelNamesPerSeries"`
+	// MaxSeriesPerRequest and MaxSamplesPerRequest bound one remote write
+	// request. Defaults 200000 and 1000000.
+	MaxSeriesPerRequest  int `yaml:"maxSeriesPerRequest"`
+	MaxSamplesPerRequest int `yaml:"maxSamplesPerRequest"`
+	// MaxActiveSeries is the most series this node holds in memory; a
+	// write creating one more is refused with 429, samples of series it
+	// holds are still taken (Mimir max_global_series_per_user, per node
+	// here). Default 1000000.
+	MaxActiveSeries int `yaml:"maxActiveSeries"`
+	// MaxFetchedSeriesPerQuery bounds the series one query (PromQL,
+	// series, remote read) fetches (Mimir max_fetched_series_per_query).
+	// Default 1000000.
+	MaxFetchedSeriesPerQuery int `yaml:"maxFetchedSeriesPerQuery"`
+	// MaxQueryLength bounds end - start of a range query (Mimir
+	// max_total_query_length). Default 721h (30 days and an hour, as Loki).
+	MaxQueryLength time.Duration `yaml:"maxQueryLength"`
+	// MaxQueryLookback refuses queries starting further back than this
+	// (Mimir max_query_lookback). Default off: retention bounds it.
+	MaxQueryLookback time.Duration `yaml:"maxQueryLookback"`
+}
+
 // Default returns the embedded default: one seed node on loopback.
 func Default() Config {
 	var c Config
@@ -297,6 +335,25 @@ func (c *Config) Defaults() {
 		c.Bootstrap.MarkAvailableAttempts = 5
 	}
 	defDur(&c.Bootstrap.MarkAvailableBackoff, 200*time.Millisecond)
+	c.Limits.defaults()
+}
+
+func (l *Limits) defaults() {
+	defInt := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defInt(&l.MaxLabelNameLength, 1024)
+	defInt(&l.MaxLabelValueLength, 2048)
+	defInt(&l.MaxLabelNamesPerSeries, 64)
+	defInt(&l.MaxSeriesPerRequest, 200_000)
+	defInt(&l.MaxSamplesPerRequest, 1_000_000)
+	defInt(&l.MaxActiveSeries, 1_000_000)
+	defInt(&l.MaxFetchedSeriesPerQuery, 1_000_000)
+	if l.MaxQueryLength == 0 {
+		l.MaxQueryLength = 721 * time.Hour
+	}
 }
 
 func trimScheme(u string) string {

@@ -81,3 +81,32 @@ func TestErrorsNameTheField(t *testing.T) {
 		require.Contains(t, err.Error(), tc.want, tc.yaml)
 	}
 }
+
+func TestLimitsDefaultsAndValidation(t *testing.T) {
+	c, err := Parse(strings.NewReader(""))
+	require.NoError(t, err)
+	require.Equal(t, Limits{
+		MaxLabelNameLength: 1024, MaxLabelValueLength: 2048, MaxLabelNamesPerSeries: 64,
+		MaxSeriesPerRequest: 200_000, MaxSamplesPerRequest: 1_000_000, MaxActiveSeries: 1_000_000,
+		MaxFetchedSeriesPerQuery: 1_000_000, MaxQueryLength: 721 * time.Hour,
+	}, c.Limits)
+
+	c, err = Parse(strings.NewReader("limits:\n  maxActiveSeries: -1\n  maxQueryLength: -1s\n  maxQueryLookback: 720h\n  maxLabelValueLength: 4096\n"))
+	require.NoError(t, err)
+	require.Equal(t, -1, c.Limits.MaxActiveSeries, "-1: no limit")
+	require.Equal(t, -time.Second, c.Limits.MaxQueryLength, "negative: no limit")
+	require.Equal(t, 720*time.Hour, c.Limits.MaxQueryLookback)
+	require.Equal(t, 4096, c.Limits.MaxLabelValueLength)
+
+	for _, tc := range []struct{ yaml, want string }{
+		{"limits:\n  maxActiveSeries: -2", "limits.maxActiveSeries: must be positive, or -1 for no limit"},
+		{"limits:\n  maxSeriesPerRequest: -5", "limits.maxSeriesPerRequest"},
+		{"limits:\n  maxLabelValueLength: 16777216", "limits.maxLabelValueLength: must be in 1..16777215"},
+		{"limits:\n  maxLabelNameLength: -1", "limits.maxLabelNameLength: must be in 1..16777215"},
+		{"limits:\n  maxLabelNames: 3", "field maxLabelNames not found"},
+	} {
+		_, err := Parse(strings.NewReader(tc.yaml))
+		require.Error(t, err, tc.yaml)
+		require.Contains(t, err.Error(), tc.want, tc.yaml)
+	}
+}

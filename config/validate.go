@@ -128,6 +128,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	c.Limits.validate(bad)
 	if c.Bootstrap.MaxBytesPerSecond < 0 {
 		bad("bootstrap.maxBytesPerSecond", "must be >= 0, got %d", c.Bootstrap.MaxBytesPerSecond)
 	}
@@ -144,4 +145,39 @@ func (c *Config) Validate() error {
 		bad("bootstrap.markAvailableBackoff", "must be > 0, got %v", c.Bootstrap.MarkAvailableBackoff)
 	}
 	return errors.Join(errs...)
+}
+
+// validate checks the limits: a count is -1 (off) or positive, and the
+// label lengths stay within what PromQL can read back.
+func (l *Limits) validate(bad func(field, format string, args ...any)) {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"limits.maxLabelNameLength", l.MaxLabelNameLength},
+		{"limits.maxLabelValueLength", l.MaxLabelValueLength},
+		{"limits.maxLabelNamesPerSeries", l.MaxLabelNamesPerSeries},
+		{"limits.maxSeriesPerRequest", l.MaxSeriesPerRequest},
+		{"limits.maxSamplesPerRequest", l.MaxSamplesPerRequest},
+		{"limits.maxActiveSeries", l.MaxActiveSeries},
+		{"limits.maxFetchedSeriesPerQuery", l.MaxFetchedSeriesPerQuery},
+	} {
+		if f.v < -1 {
+			bad(f.name, "must be positive, or -1 for no limit, got %d", f.v)
+		}
+	}
+	// Prometheus' label sets store a string's length in 3 bytes: a longer
+	// name or value is stored but breaks every PromQL and series query.
+	const maxRepresentable = 1<<24 - 1
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"limits.maxLabelNameLength", l.MaxLabelNameLength},
+		{"limits.maxLabelValueLength", l.MaxLabelValueLength},
+	} {
+		if f.v == -1 || f.v > maxRepresentable {
+			bad(f.name, "must be in 1..%d (the longest label PromQL can read back), got %d", maxRepresentable, f.v)
+		}
+	}
 }

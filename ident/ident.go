@@ -22,6 +22,18 @@ const DefaultNumShards = 4096
 // ErrMalformedID is returned when bytes do not decode as a series ID.
 var ErrMalformedID = errors.New("malformed series id")
 
+// MaxLabelLength is the longest label name or value a Prometheus label set
+// (labels.Labels) holds: its encoding keeps a string's length in 3 bytes,
+// and a longer string silently corrupts the set. Labels refuses an ID
+// with a longer one (ErrLabelTooLong), and the write limits keep such IDs
+// from being stored (limits.maxLabelValueLength is at most this).
+const MaxLabelLength = 1<<24 - 1
+
+// ErrLabelTooLong is returned by Labels for an ID holding a label name or
+// value longer than MaxLabelLength: it is well-formed, but PromQL cannot
+// represent it.
+var ErrLabelTooLong = errors.New("label longer than a Prometheus label set holds")
+
 // FromLabels returns the canonical ID of a label set: two label sets with
 // the same pairs, built in any order, get the same ID.
 // The encoding is, per label sorted by name: uvarint(len(name)) name
@@ -71,9 +83,19 @@ func AppendSortedPairs(dst []byte, pairs []Pair) []byte {
 // Labels decodes an ID back into its labels.
 func Labels(id []byte) (labels.Labels, error) {
 	b := labels.NewScratchBuilder(8)
+	var tooLong error
 	err := Range(id, func(name, value []byte) {
+		if len(name) > MaxLabelLength || len(value) > MaxLabelLength {
+			if tooLong == nil {
+				tooLong = fmt.Errorf("%w: label %.64q has a %d-byte name and a %d-byte value, over %d bytes", ErrLabelTooLong, name, len(name), len(value), MaxLabelLength)
+			}
+			return
+		}
 		b.Add(string(name), string(value))
 	})
+	if err == nil {
+		err = tooLong
+	}
 	if err != nil {
 		return labels.EmptyLabels(), err
 	}

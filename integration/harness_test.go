@@ -205,10 +205,20 @@ func cluster3(t testing.TB) (*etcdServer, []*tnode, *clientv3.Client) { return c
 
 // clusterN starts n nodes in n groups with an RF 3 placement.
 func clusterN(t testing.TB, n int) (*etcdServer, []*tnode, *clientv3.Client) {
+	return clusterNWith(t, n, nil)
+}
+
+// clusterNWith is clusterN with each node's config changed by edit.
+func clusterNWith(t testing.TB, n int, edit func(*config.Config)) (*etcdServer, []*tnode, *clientv3.Client) {
 	e := startEtcd(t)
 	var nodes []*tnode
 	for i := 1; i <= n; i++ {
-		nodes = append(nodes, startNode(t, nodeConfig(t, fmt.Sprintf("node%d", i), fmt.Sprintf("rack%d", i), e.client)))
+		cfg := nodeConfig(t, fmt.Sprintf("node%d", i), fmt.Sprintf("rack%d", i), e.client)
+		if edit != nil {
+			edit(&cfg)
+			require.NoError(t, cfg.Validate())
+		}
+		nodes = append(nodes, startNode(t, cfg))
 	}
 	c := etcdClient(t, e.client)
 	var ins []placement.Instance

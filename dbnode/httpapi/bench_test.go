@@ -13,7 +13,9 @@ import (
 
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/prompb"
+	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // BenchmarkRemoteWrite runs the node's remote write handler, without the
@@ -25,8 +27,13 @@ import (
 // Run with -benchtime 720x at most (720 requests pre-built).
 func BenchmarkRemoteWrite(b *testing.B) {
 	const numSeries, batch, samples = 10_000, 5000, 360
-	db := storagetest.Open(b, 4096, nil)
-	api := New(Options{Namespace: "default", NumShards: 4096})
+	// The node's default limits, as a node runs: new series have their
+	// labels checked against them, known ones skip the check.
+	var cfg config.Config
+	cfg.Defaults()
+	l := limits.New(limits.Config(cfg.Limits), nil)
+	db := storagetest.OpenWithLimits(b, 4096, l)
+	api := New(Options{Namespace: "default", NumShards: 4096, Limits: l})
 	api.SetBackend(Local{DB: db})
 	api.SetReady("")
 	h := api.Handler()

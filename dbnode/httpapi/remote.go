@@ -33,6 +33,11 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 		st.add = st.add[:0]
 		return err
 	}
+	if err := a.opts.Limits.CheckRequest(len(st.dec.Series), st.dec.NumSamples); err != nil {
+		clear(st.known)
+		st.add = st.add[:0]
+		return err
+	}
 	samples := st.samples[:0]
 	for i, s := range st.dec.Series {
 		id := s.ID
@@ -144,6 +149,9 @@ func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		if err := a.opts.Limits.CheckFetchedSeries(len(series)); err != nil {
+			return err
+		}
 		res := &prompb.QueryResult{Timeseries: make([]*prompb.TimeSeries, 0, len(series))}
 		for _, s := range series {
 			ts := &prompb.TimeSeries{}
@@ -194,6 +202,9 @@ func (a *API) remoteReadStreamed(w http.ResponseWriter, r *http.Request, backend
 	results := make([][]storage.SeriesIterator, len(req.Queries))
 	for i, q := range req.Queries {
 		series, err := backend.Query(r.Context(), a.namespace(r), matchers[i], q.StartTimestampMs, q.EndTimestampMs)
+		if err == nil {
+			err = a.opts.Limits.CheckFetchedSeries(len(series))
+		}
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/limits"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -33,6 +34,10 @@ type Options struct {
 	// SeriesCacheSize bounds the series remote write remembers by their
 	// label bytes (see seriesCache). Default 1Mi.
 	SeriesCacheSize int
+	// Limits are applied to remote write (labels of new series, series
+	// and samples per request) and remote read (series fetched); nil: none
+	// but Prometheus' label rules.
+	Limits *limits.Limits
 }
 
 // API serves the node's HTTP endpoints. The backend is set once storage
@@ -67,6 +72,7 @@ type writeState struct {
 
 func (a *API) newWriteState() *writeState {
 	st := &writeState{}
+	st.dec.Limits = a.opts.Limits
 	st.dec.Known = func(keys []remote.LabelKey, known []bool) {
 		st.known = slices.Grow(st.known[:0], len(keys))[:len(keys)]
 		st.add = a.series.lookup(keys, known, st.known, st.add)
@@ -220,9 +226,22 @@ func classify(err error) (int, string) {
 	var ie *remote.InputError
 	var tl *remote.TooLargeError
 	var rej *storage.RejectedError
+	var le *limits.Error
 	switch {
 	case errors.As(err, &tl):
 		return http.StatusRequestEntityTooLarge, "too_large"
+	case errors.As(err, &le):
+		if le.Limit != "" {
+			return le.Status, "limit"
+		}
+		return le.Status, "bad_request"
+	case errors.As(err, &rej) && rej.ByReason[storage.ReasonSeriesLimit] > 0:
+		// Some samples were refused because their series would be new
+		// past limits.maxActiveSeries: a retry may store them once series
+		// go idle or the limit is raised, so 429 even if others were
+		// refused for good (they are refused again, harmlessly, and the
+		// answer becomes 400 once the limit lets the rest in).
+		return http.StatusTooManyRequests, storage.ReasonSeriesLimit.String()
 	case errors.As(err, &ie):
 		return http.StatusBadRequest, "bad_request"
 	case errors.As(err, &rej):

@@ -28,6 +28,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
+	"github.com/tessera-tsdb/tessera/limits"
 	"github.com/tessera-tsdb/tessera/placement/placementhttp"
 	"github.com/uber-go/tally/v4"
 	promreporter "github.com/uber-go/tally/v4/prometheus"
@@ -41,6 +42,7 @@ type Node struct {
 	scope  tally.Scope
 	closer io.Closer
 	api    *httpapi.API
+	limits *limits.Limits
 
 	httpLn net.Listener
 	rpcLn  net.Listener
@@ -68,6 +70,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Separator:      promreporter.DefaultSeparator,
 	}, time.Second)
 	n := &Node{cfg: cfg, log: log, scope: scope, closer: closer}
+	n.limits = limits.New(limits.Config(cfg.Limits), scope.SubScope("limits"))
 	n.api = httpapi.New(httpapi.Options{
 		Namespace:       cfg.Namespaces[0].Name,
 		MaxBodyBytes:    cfg.HTTP.MaxBodyBytes,
@@ -76,12 +79,14 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Logger:          log,
 		Metrics:         scope.SubScope("http"),
 		MetricsHandler:  reporter.HTTPHandler(),
+		Limits:          n.limits,
 	})
 	promapi.New(httpapi.Deferred{API: n.api}, promapi.Options{
 		Namespace:     cfg.Namespaces[0].Name,
 		Timeout:       cfg.Query.Timeout,
 		MaxSamples:    cfg.Query.MaxSamples,
 		LookbackDelta: cfg.Query.LookbackDelta,
+		Limits:        n.limits,
 		Logger:        log,
 	}).Register(n.api.Mux())
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
@@ -182,6 +187,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		NodeID: n.cfg.ID, Logger: n.log,
 		// The same knob paces both sides of peer streaming.
 		MaxStreamBytesPerSecond: n.cfg.Bootstrap.MaxBytesPerSecond,
+		Limits:                  n.limits,
 		Ready: func() (bool, string) {
 			m := n.topo.Get()
 			if m == nil {
@@ -300,6 +306,7 @@ func (n *Node) openStorage() (*storage.Database, error) {
 		TickEvery:           n.cfg.Storage.TickInterval,
 		Logger:              n.log,
 		Metrics:             n.scope.SubScope("storage"),
+		Limits:              n.limits,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open storage in %s: %w", n.cfg.DataDir, err)

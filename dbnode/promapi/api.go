@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/stats"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // API serves the Prometheus HTTP query API over a Backend. It is safe for
@@ -165,7 +166,7 @@ func (a *API) queryable(r *http.Request) storage.Queryable {
 	if ns == "" {
 		ns = a.opts.Namespace
 	}
-	return NewQueryable(a.b, ns)
+	return queryable{b: a.b, ns: ns, limits: a.opts.Limits}
 }
 
 // queryTimeout applies ?timeout= to ctx. The engine's own timeout still
@@ -207,6 +208,9 @@ func (a *API) query(r *http.Request) result {
 	if err != nil {
 		return result{err: invalidParam(err, "time")}
 	}
+	if err := a.opts.Limits.CheckQueryRange("query", ts, ts, a.opts.Now()); err != nil {
+		return result{err: queryError(err)}
+	}
 	ctx, cancel, aerr := queryTimeout(r.Context(), r)
 	if aerr != nil {
 		return result{err: aerr}
@@ -239,6 +243,9 @@ func (a *API) queryRange(r *http.Request) result {
 	}
 	if end.Before(start) {
 		return result{err: invalidParam(errors.New("end timestamp must not be before start time"), "end")}
+	}
+	if err := a.opts.Limits.CheckQueryRange("query_range", start, end, a.opts.Now()); err != nil {
+		return result{err: queryError(err)}
 	}
 	step, err := parseDuration(r.FormValue("step"))
 	if err != nil {
@@ -275,6 +282,11 @@ func (a *API) exec(ctx context.Context, r *http.Request, qry promql.Query, qs st
 	defer qry.Close()
 	res := qry.Exec(ctx)
 	if res.Err != nil {
+		var tooMany promql.ErrTooManySamples
+		if errors.As(res.Err, &tooMany) {
+			a.opts.Limits.Count(limits.QuerySamples)
+			return result{err: &apiError{errorExec, fmt.Errorf("%w (%s=%d)", res.Err, limits.QuerySamples, a.opts.MaxSamples)}}
+		}
 		return result{err: queryError(res.Err)}
 	}
 	warnings := res.Warnings
@@ -375,7 +387,7 @@ func (a *API) series(r *http.Request) result {
 	}
 	var (
 		found    []labels.Labels
-		warnings = set.Warnings()
+		warnings annotations.Annotations
 	)
 	for set.Next() {
 		found = append(found, set.At().Labels())
@@ -388,6 +400,8 @@ func (a *API) series(r *http.Request) result {
 	if err := set.Err(); err != nil {
 		return result{err: queryError(err)}
 	}
+	// After the walk: a set reports the series it skipped as it goes.
+	warnings = warnings.Merge(set.Warnings())
 	return result{
 		data: func(dst []byte) ([]byte, error) {
 			dst = append(dst, '[')

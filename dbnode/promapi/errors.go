@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/prometheus/promql"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // errorType is the "errorType" of Prometheus' JSON envelope.
@@ -73,8 +74,14 @@ func queryError(err error) *apiError {
 		series   promql.ErrTooManySeries
 		read     promql.ErrTooManySamplesRead
 		storage  promql.ErrStorage
+		limit    *limits.Error
 	)
 	switch {
+	case errors.As(err, &limit):
+		if limit.Status == http.StatusBadRequest {
+			return &apiError{errorBadData, err}
+		}
+		return &apiError{errorExec, err}
 	case errors.As(err, &canceled):
 		return &apiError{errorCanceled, err}
 	case errors.As(err, &timeout):

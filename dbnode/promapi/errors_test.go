@@ -149,7 +149,7 @@ func TestLimits(t *testing.T) {
 		code, r := get(t, srv.URL, "/api/v1/query_range", rangeQ)
 		require.Equal(t, http.StatusUnprocessableEntity, code, r.Error)
 		require.Equal(t, "execution", r.ErrorType)
-		require.Equal(t, "query processing would load too many samples into memory in query execution", r.Error)
+		require.Equal(t, "query processing would load too many samples into memory in query execution (query.maxSamples=100)", r.Error)
 	})
 	t.Run("under the limits", func(t *testing.T) {
 		srv, _ := newMemAPI(t, Options{MaxSamples: 1000})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/promql"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // Defaults of Options, the same as Prometheus' flags.
@@ -40,7 +41,13 @@ type Options struct {
 	EvaluationInterval time.Duration
 	// BuildInfo is served at /api/v1/status/buildinfo.
 	BuildInfo BuildInfo
-	Logger    *slog.Logger
+	// Limits bound each query: the series it fetches
+	// (limits.maxFetchedSeriesPerQuery, 422), the range of query_range
+	// (limits.maxQueryLength, 400) and how far back a query starts
+	// (limits.maxQueryLookback, 400); refusals of MaxSamples are counted
+	// there too. nil: none.
+	Limits *limits.Limits
+	Logger *slog.Logger
 	// Now is the clock for instant queries without ?time=; time.Now when
 	// nil.
 	Now func() time.Time

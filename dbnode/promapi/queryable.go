@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // NewQueryable adapts a Backend's namespace to Prometheus' storage.Queryable
@@ -21,12 +23,16 @@ func NewQueryable(b httpapi.Backend, namespace string) storage.Queryable {
 }
 
 type queryable struct {
-	b  httpapi.Backend
-	ns string
+	b      httpapi.Backend
+	ns     string
+	limits *limits.Limits
 }
 
+// Querier returns a querier over [mint, maxt]. The engine takes one per
+// query, so the series its selectors fetch are counted there against
+// limits.maxFetchedSeriesPerQuery.
 func (q queryable) Querier(mint, maxt int64) (storage.Querier, error) {
-	return &querier{b: q.b, ns: q.ns, mint: mint, maxt: maxt}, nil
+	return &querier{b: q.b, ns: q.ns, mint: mint, maxt: maxt, limits: q.limits}, nil
 }
 
 // querier is scoped to [mint, maxt] (ms, inclusive). It holds no resources:
@@ -35,6 +41,8 @@ type querier struct {
 	b          httpapi.Backend
 	ns         string
 	mint, maxt int64
+	limits     *limits.Limits
+	fetched    atomic.Int64 // series fetched by all its selects
 }
 
 // Select returns the series matching all matchers with samples in the
@@ -47,7 +55,7 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 		start, end, limit = hints.Start, hints.End, hints.Limit
 	}
 	return &seriesSet{
-		ctx: ctx, b: q.b, ns: q.ns,
+		ctx: ctx, b: q.b, ns: q.ns, q: q,
 		matchers: matchers, start: start, end: end,
 		sorted: sortSeries, limit: limit,
 	}

@@ -30,6 +30,7 @@ type seriesSet struct {
 	ctx        context.Context
 	b          httpapi.Backend
 	ns         string
+	q          *querier // counts the series fetched against the limit
 	matchers   []*labels.Matcher
 	start, end int64
 	sorted     bool
@@ -41,7 +42,9 @@ type seriesSet struct {
 	n       int // series returned so far
 	cur     *series
 	err     error
-	// warnings: series left out because their stored data is damaged.
+	// warnings name the series left out: their stored data is damaged, or
+	// their ID cannot become a Prometheus label set (stored before the
+	// label limits refused such series): the query answers the others.
 	warnings annotations.Annotations
 }
 
@@ -68,15 +71,21 @@ func (s *seriesSet) load() error {
 	if err != nil {
 		return fmt.Errorf("query %v in [%d, %d]: %w", s.matchers, s.start, s.end, err)
 	}
-	s.entries = make([]candidate, len(its))
-	for i, it := range its {
-		s.entries[i].it = it
-		if !s.sorted {
-			continue
+	if q := s.q; q != nil {
+		if err := q.limits.CheckFetchedSeries(int(q.fetched.Add(int64(len(its))))); err != nil {
+			return err
 		}
-		if s.entries[i].lset, err = ident.Labels(it.ID); err != nil {
-			return fmt.Errorf("decode series id %q: %w", it.ID, err)
+	}
+	s.entries = make([]candidate, 0, len(its))
+	for _, it := range its {
+		c := candidate{it: it}
+		if s.sorted {
+			if c.lset, err = ident.Labels(it.ID); err != nil {
+				s.skip(it.ID, err)
+				continue
+			}
 		}
+		s.entries = append(s.entries, c)
 	}
 	if s.sorted {
 		slices.SortFunc(s.entries, func(a, b candidate) int { return labels.Compare(a.lset, b.lset) })
@@ -115,8 +124,9 @@ func (s *seriesSet) Next() bool {
 		if !s.sorted {
 			var err error
 			if lset, err = ident.Labels(e.it.ID); err != nil {
-				s.err = fmt.Errorf("decode series id %q: %w", e.it.ID, err)
-				return false
+				s.skip(e.it.ID, err)
+				*e = candidate{}
+				continue
 			}
 		}
 		t, v := src.At()
@@ -136,6 +146,13 @@ func (s *seriesSet) Warnings() annotations.Annotations { return s.warnings }
 // maxDamageWarnings bounds the series a query names as left out for
 // damaged data; one more warning counts the rest.
 const maxDamageWarnings = 10
+
+// skip leaves out a series whose ID does not decode to a label set,
+// with a warning naming it, instead of failing (or, before ErrLabelTooLong,
+// corrupting) the whole query.
+func (s *seriesSet) skip(id []byte, err error) {
+	s.warnings = s.warnings.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, id, len(id)))
+}
 
 // series is one selected series. Its first Iterator streams the samples
 // the backend already opened; the engine iterates each series once, but the

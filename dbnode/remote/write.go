@@ -7,16 +7,22 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
-	"unicode/utf8"
 
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // InputError is a write request that can never succeed: the HTTP layer
 // answers it with 400 and the message.
-type InputError struct{ Msg string }
+type InputError struct {
+	Msg string
+	// Err is the refusal it reports, when it has one (a *limits.Error).
+	Err error
+}
 
 func (e *InputError) Error() string { return e.Msg }
+
+func (e *InputError) Unwrap() error { return e.Err }
 
 func inputErr(format string, args ...any) error {
 	return &InputError{Msg: fmt.Sprintf(format, args...)}
@@ -68,6 +74,10 @@ type WriteDecoder struct {
 	// exactly these label bytes (decoding is a function of the bytes). It
 	// must not keep keys or known.
 	Known func(keys []LabelKey, known []bool)
+
+	// Limits are applied to the labels of every series Known does not
+	// know (nil: Prometheus' label rules only).
+	Limits *limits.Limits
 }
 
 // LabelKey identifies a series by the raw bytes of its labels in a
@@ -202,7 +212,7 @@ func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, known bool, sp 
 		}
 		// Other fields (exemplars, histograms) are not stored.
 	}
-	if err := validateLabels(d.pairs, index); err != nil {
+	if err := d.validateLabels(d.pairs, index); err != nil {
 		return err
 	}
 	d.arena = ident.AppendSortedPairs(d.arena, d.pairs)
@@ -274,30 +284,17 @@ func nextField(b []byte) (field, wt int, msg []byte, n int, err error) {
 	return field, wt, nil, n + l, nil
 }
 
-// validateLabels applies Prometheus' rules. pairs are sorted by name after
-// this call (AppendPairs would sort them anyway).
-func validateLabels(pairs []ident.Pair, index int) error {
-	sortPairs(pairs)
-	hasName := false
-	for i, p := range pairs {
-		if len(p.Name) == 0 {
-			return inputErr("timeseries %d: empty label name", index)
-		}
-		if !utf8.Valid(p.Name) {
-			return inputErr("timeseries %d: label name %q is not valid UTF-8", index, p.Name)
-		}
-		if !utf8.Valid(p.Value) {
-			return inputErr("timeseries %d: label %s: value %q is not valid UTF-8", index, p.Name, p.Value)
-		}
-		if i > 0 && string(pairs[i-1].Name) == string(p.Name) {
-			return inputErr("timeseries %d: duplicate label name %q", index, p.Name)
-		}
-		if string(p.Name) == "__name__" {
-			hasName = len(p.Value) > 0
-		}
+// validateLabels sorts pairs by name and applies Prometheus' rules and
+// the label limits (limits.CheckLabels, the validation the node RPC path
+// shares).
+func (d *WriteDecoder) validateLabels(pairs []ident.Pair, index int) error {
+	err := d.Limits.CheckLabelCount(pairs) // before the quadratic sort
+	if err == nil {
+		sortPairs(pairs)
+		err = d.Limits.CheckLabels(pairs)
 	}
-	if !hasName {
-		return inputErr("timeseries %d: series has no __name__ label (labels: %s)", index, fmtPairs(pairs))
+	if err != nil {
+		return &InputError{Msg: fmt.Sprintf("timeseries %d: %v", index, err), Err: err}
 	}
 	return nil
 }
@@ -310,17 +307,6 @@ func sortPairs(p []ident.Pair) {
 			p[j], p[j-1] = p[j-1], p[j]
 		}
 	}
-}
-
-func fmtPairs(pairs []ident.Pair) string {
-	s := "{"
-	for i, p := range pairs {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s=%q", p.Name, p.Value)
-	}
-	return s + "}"
 }
 
 func decodeLabel(b []byte) (name, value []byte, err error) {

@@ -200,9 +200,11 @@ func fetchUnflushedResponseFromPB(p *nodepb.FetchUnflushedResponse) *FetchUnflus
 }
 
 func writeResultFromPB(p *nodepb.WriteBatchResponse) WriteResult {
-	return WriteResult{Written: int(p.GetWritten()), Rejected: int(p.GetRejected()), RejectMsg: p.GetRejectMsg()}
+	return WriteResult{Written: int(p.GetWritten()), Rejected: int(p.GetRejected()), RejectMsg: p.GetRejectMsg(),
+		RejectedSeriesLimit: int(p.GetRejectedSeriesLimit())}
 }
 
 func (r WriteResult) toPB() *nodepb.WriteBatchResponse {
-	return &nodepb.WriteBatchResponse{Written: uint32(r.Written), Rejected: uint32(r.Rejected), RejectMsg: r.RejectMsg}
+	return &nodepb.WriteBatchResponse{Written: uint32(r.Written), Rejected: uint32(r.Rejected), RejectMsg: r.RejectMsg,
+		RejectedSeriesLimit: uint32(r.RejectedSeriesLimit)}
 }

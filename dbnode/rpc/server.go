@@ -10,6 +10,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/limits"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -53,6 +54,10 @@ type ServerOptions struct {
 	// and FetchUnflushed replies send, shared by all calls of the server
 	// (0 = unlimited), so peer bootstrap cannot starve reads and writes.
 	MaxStreamBytesPerSecond int64
+	// Limits: every series written is validated as HTTP remote write
+	// validates new series (limits.CheckID: Prometheus' label rules and
+	// the label limits). nil: the rules only.
+	Limits *limits.Limits
 }
 
 // Server serves node RPC over a database. It holds no per-request state

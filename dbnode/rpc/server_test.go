@@ -251,12 +251,12 @@ func TestInvalidRequests(t *testing.T) {
 		{"write empty id", func() error {
 			_, err := writeReq(ctx, c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{{Samples: samplesNearNow(1, 0)}}})
 			return err
-		}, "series 0 (\"\"): malformed ID: no labels"},
+		}, "series 0: series has no labels"},
 		{"write unsorted labels", func() error {
 			id := []byte("\x01b\x011\x01a\x012") // b="1", a="2": length-prefixed, not sorted
 			_, err := writeReq(ctx, c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(id, samplesNearNow(1, 0))}})
 			return err
-		}, `malformed ID: label "a" not sorted after "b"`},
+		}, `label "a" not sorted after "b"`},
 		{"write garbage id", func() error {
 			_, err := writeReq(ctx, c, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries([]byte{0xff}, samplesNearNow(1, 0))}})
 			return err

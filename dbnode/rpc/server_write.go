@@ -14,7 +14,8 @@ import (
 // and validates the whole batch before writing any of it: a batch with a
 // malformed series or a refused shard is refused whole, so the client can
 // resend it elsewhere without partial effects to reason about. Validation
-// runs once per series entry, not per sample.
+// runs once per series entry, not per sample, and refuses what HTTP remote
+// write refuses (limits.CheckID).
 func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) (WriteResult, error) {
 	if _, err := s.namespace(req.GetNamespace()); err != nil {
 		return WriteResult{}, err
@@ -50,8 +51,10 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 		}
 		prevID = smp.ID
 		entry++
-		if err := validateID(smp.ID); err != nil {
-			return WriteResult{}, status.Errorf(codes.InvalidArgument, "series %d (%q): malformed ID: %v", entry, smp.ID, err)
+		// What HTTP remote write would refuse, the RPC port refuses too:
+		// one validation (limits.CheckID) for both paths.
+		if err := s.opts.Limits.CheckID(smp.ID); err != nil {
+			return WriteResult{}, status.Errorf(codes.InvalidArgument, "series %d: %v", entry, err)
 		}
 		// The client routed by the shard it sent; a wrong one would file
 		// the series where reads never look.
@@ -74,7 +77,8 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	case err == nil:
 		return WriteResult{Written: total}, nil
 	case errors.As(err, &rejected):
-		return WriteResult{Written: total - rejected.Total, Rejected: rejected.Total, RejectMsg: rejected.Error()}, nil
+		return WriteResult{Written: total - rejected.Total, Rejected: rejected.Total, RejectMsg: rejected.Error(),
+			RejectedSeriesLimit: rejected.ByReason[storage.ReasonSeriesLimit]}, nil
 	default:
 		st := storageStatus("write batch", err)
 		s.logTransient("WriteBatch", st)

@@ -8,4 +8,7 @@ type WriteResult struct {
 	Written   int
 	Rejected  int
 	RejectMsg string
+	// RejectedSeriesLimit of the Rejected were new series past the
+	// node's limits.maxActiveSeries: a retry may store them.
+	RejectedSeriesLimit int
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -13,6 +14,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/limits"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -50,6 +52,9 @@ type Database struct {
 
 	scratchPool sync.Pool // *writeScratch
 	metrics     metrics
+	// active is the number of series in memory, all namespaces: what
+	// limits.maxActiveSeries bounds.
+	active atomic.Int64
 
 	recovery     Recovery // what Open found damaged; fixed once Open returns
 	damageLogged sync.Map // error text -> struct{}: damaged reads already logged
@@ -95,7 +100,7 @@ func newMetrics(s tally.Scope) metrics {
 		seriesUnreadable:   s.Counter("query_series_unreadable"),
 		filesetsUnreadable: s.Counter("filesets_unreadable"),
 	}
-	for _, r := range []Reason{ReasonTooOld, ReasonTooFarFuture, ReasonColdDisabled, ReasonBadID} {
+	for _, r := range []Reason{ReasonTooOld, ReasonTooFarFuture, ReasonColdDisabled, ReasonBadID, ReasonSeriesLimit} {
 		m.rejected[r] = s.Tagged(map[string]string{"reason": r.String()}).Counter("samples_rejected")
 	}
 	return m
@@ -115,7 +120,7 @@ func Open(opts Options) (*Database, error) {
 		done:       make(chan struct{}),
 	}
 	for _, n := range opts.Namespaces {
-		ns := newNamespace(n, opts.NumShards)
+		ns := newNamespace(n, opts.NumShards, &db.active)
 		db.namespaces[n.Name] = ns
 		db.nsList = append(db.nsList, ns)
 	}
@@ -203,6 +208,23 @@ func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
 	return stats, nil
 }
 
+// ActiveSeries is the number of series in memory, all namespaces: the
+// count limits.maxActiveSeries bounds.
+func (db *Database) ActiveSeries() int64 { return db.active.Load() }
+
+func (db *Database) seriesLimitMsg(id []byte) string {
+	lset, err := ident.Labels(id)
+	series := fmt.Sprintf("%q", id)
+	if err == nil {
+		series = lset.String()
+		if len(series) > 300 {
+			series = series[:300] + "..."
+		}
+	}
+	return fmt.Sprintf("new series %s refused: this node holds %d series, %s=%d", series,
+		db.active.Load(), limits.ActiveSeries, db.opts.Limits.Config().MaxActiveSeries)
+}
+
 // Shard returns the virtual shard of a series ID.
 func (db *Database) Shard(id []byte) uint32 { return ident.Shard(id, db.opts.NumShards) }
 
@@ -253,6 +275,10 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 	}
 	now := db.opts.Now()
 	var rejected *RejectedError
+	maxSeries := int64(db.opts.Limits.Config().MaxActiveSeries)
+	if bootstrap || maxSeries < 0 {
+		maxSeries = 0
+	}
 	sc := db.getScratch(len(batch))
 	defer db.putScratch(sc)
 	// Each accepted sample's series is found (or created) before the
@@ -279,7 +305,18 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 		}
 		se := s.Ref
 		if se == nil || se.ns != ns {
-			se = ns.shard(s.Shard).getOrCreate(ns, hashID(s.ID), s.ID)
+			var ok bool
+			if se, ok = ns.shard(s.Shard).getOrCreateUpTo(ns, hashID(s.ID), s.ID, maxSeries); !ok {
+				// A replayed or streamed series is history already
+				// acknowledged: only new writes are limited.
+				if rejected == nil {
+					rejected = &RejectedError{}
+				}
+				rejected.add(SampleError{Index: i, Reason: ReasonSeriesLimit, Msg: db.seriesLimitMsg(s.ID)})
+				db.metrics.rejected[ReasonSeriesLimit].Inc(1)
+				db.opts.Limits.Count(limits.ActiveSeries)
+				continue
+			}
 		}
 		sc.series = append(sc.series, se)
 		sc.index = append(sc.index, int32(i))

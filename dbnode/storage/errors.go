@@ -17,6 +17,10 @@ const (
 	ReasonTooFarFuture                   // newer than now+bufferFuture
 	ReasonColdDisabled                   // older than bufferPast with cold writes off
 	ReasonBadID                          // malformed series ID
+	// ReasonSeriesLimit: the sample's series is new and the node holds
+	// Options.MaxActiveSeries already. Unlike the others it may succeed
+	// later (series go idle and leave memory, or the limit is raised).
+	ReasonSeriesLimit
 )
 
 func (r Reason) String() string {
@@ -29,6 +33,8 @@ func (r Reason) String() string {
 		return "too_far_in_past"
 	case ReasonBadID:
 		return "bad_series_id"
+	case ReasonSeriesLimit:
+		return "series_limit"
 	}
 	return "unknown"
 }
@@ -44,7 +50,8 @@ type SampleError struct {
 }
 
 // RejectedError reports the samples of a batch that were refused; the
-// others were written. It is permanent (never retryable).
+// others were written. It is permanent (never retryable), except for the
+// samples refused for ReasonSeriesLimit.
 type RejectedError struct {
 	Total    int
 	ByReason map[Reason]int

@@ -19,10 +19,14 @@ type namespace struct {
 	// path (one atomic load per sample instead of a shared RWMutex).
 	shards []atomic.Pointer[shard]
 	mu     sync.Mutex // serialises creating and dropping shards
+	// active counts the node's in-memory series, all namespaces (shared
+	// with the Database).
+	active *atomic.Int64
 }
 
-func newNamespace(opts NamespaceOptions, numShards uint32) *namespace {
+func newNamespace(opts NamespaceOptions, numShards uint32, active *atomic.Int64) *namespace {
 	ns := &namespace{
+		active:    active,
 		opts:      opts,
 		blockSize: opts.BlockSize.Milliseconds(),
 		shards:    make([]atomic.Pointer[shard], numShards),
@@ -45,7 +49,7 @@ func (ns *namespace) shard(i uint32) *shard {
 	if sh := ns.shards[i].Load(); sh != nil {
 		return sh
 	}
-	sh := newShard(i)
+	sh := newShard(i, ns.active)
 	ns.shards[i].Store(sh)
 	return sh
 }

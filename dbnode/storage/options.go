@@ -8,6 +8,7 @@ import (
 	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
+	"github.com/tessera-tsdb/tessera/limits"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -51,7 +52,11 @@ type Options struct {
 	// (tests call Tick themselves).
 	TickEvery time.Duration
 	// Now is the clock; time.Now when nil. A seam for tests.
-	Now     func() time.Time
+	Now func() time.Time
+	// Limits: WriteBatch refuses to create a series past
+	// MaxActiveSeries (replay and LoadBatch never refuse: that data was
+	// acknowledged already). nil: no limit.
+	Limits  *limits.Limits
 	Logger  *slog.Logger
 	Metrics tally.Scope
 }

@@ -26,6 +26,7 @@ func (db *Database) DropShard(shard uint32) error {
 			delete(sh.blocks, bs)
 			db.graveyard = append(db.graveyard, removeOnClose{r: r, db: db})
 		}
+		sh.active.Add(-int64(sh.series.len()))
 		sh.series.clear(func(s *Series) {
 			s.mu.Lock()
 			s.removed = true

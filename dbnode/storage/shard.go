@@ -3,6 +3,7 @@ package storage
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
@@ -17,28 +18,45 @@ type shard struct {
 	mu     sync.RWMutex
 	series seriesMap
 	blocks map[int64]*fileset.Reader // block start -> latest complete volume
+	// active is the node's count of in-memory series, every shard of
+	// every namespace: changed with the series map, under mu.
+	active *atomic.Int64
 }
 
-func newShard(id uint32) *shard {
-	return &shard{id: id, series: newSeriesMap(), blocks: map[int64]*fileset.Reader{}}
+func newShard(id uint32, active *atomic.Int64) *shard {
+	return &shard{id: id, series: newSeriesMap(), blocks: map[int64]*fileset.Reader{}, active: active}
 }
 
 // getOrCreate returns the series for id (h = hashID(id)) of namespace ns,
 // creating it on first write.
 func (sh *shard) getOrCreate(ns *namespace, h uint64, id []byte) *Series {
+	s, _ := sh.getOrCreateUpTo(ns, h, id, 0)
+	return s
+}
+
+// getOrCreateUpTo is getOrCreate refusing (nil, false) to create a series
+// when the node already holds max (0: no limit). The slot is reserved
+// with one atomic add before the series is inserted, so concurrent
+// writers to any shards never take the node past max.
+func (sh *shard) getOrCreateUpTo(ns *namespace, h uint64, id []byte, max int64) (*Series, bool) {
 	sh.mu.RLock()
 	s := sh.series.get(h, id)
 	sh.mu.RUnlock()
 	if s != nil {
-		return s
+		return s, true
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s = sh.series.get(h, id); s == nil {
-		s = &Series{id: append([]byte(nil), id...), hash: h, ns: ns}
-		sh.series.insert(s)
+	if s = sh.series.get(h, id); s != nil {
+		return s, true
 	}
-	return s
+	if n := sh.active.Add(1); max > 0 && n > max {
+		sh.active.Add(-1)
+		return nil, false
+	}
+	s = &Series{id: append([]byte(nil), id...), hash: h, ns: ns}
+	sh.series.insert(s)
+	return s, true
 }
 
 // read returns the iterators over id's data in blocks [from, to]: filesets
@@ -89,7 +107,9 @@ func (sh *shard) removeIfEmpty(ss []*Series) {
 	for _, s := range ss {
 		s.mu.Lock()
 		if len(s.buckets) == 0 && !s.removed {
-			sh.series.remove(s)
+			if sh.series.remove(s) {
+				sh.active.Add(-1)
+			}
 			s.removed = true
 		}
 		s.mu.Unlock()

@@ -200,12 +200,16 @@ func (x *WriteBatchRequest) GetPayload() []byte {
 // WriteBatchResponse reports a write that was carried out. Rejected
 // samples (outside retention or the buffer window) are refused for good.
 type WriteBatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Written       uint32                 `protobuf:"varint,1,opt,name=written,proto3" json:"written,omitempty"`
-	Rejected      uint32                 `protobuf:"varint,2,opt,name=rejected,proto3" json:"rejected,omitempty"`
-	RejectMsg     string                 `protobuf:"bytes,3,opt,name=reject_msg,json=rejectMsg,proto3" json:"reject_msg,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Written   uint32                 `protobuf:"varint,1,opt,name=written,proto3" json:"written,omitempty"`
+	Rejected  uint32                 `protobuf:"varint,2,opt,name=rejected,proto3" json:"rejected,omitempty"`
+	RejectMsg string                 `protobuf:"bytes,3,opt,name=reject_msg,json=rejectMsg,proto3" json:"reject_msg,omitempty"`
+	// Of the rejected samples, those whose series would have been new past
+	// the node's limits.maxActiveSeries: unlike the others a retry may store
+	// them (HTTP 429). An older node sends 0: its rejections are permanent.
+	RejectedSeriesLimit uint32 `protobuf:"varint,4,opt,name=rejected_series_limit,json=rejectedSeriesLimit,proto3" json:"rejected_series_limit,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *WriteBatchResponse) Reset() {
@@ -257,6 +261,13 @@ func (x *WriteBatchResponse) GetRejectMsg() string {
 		return x.RejectMsg
 	}
 	return ""
+}
+
+func (x *WriteBatchResponse) GetRejectedSeriesLimit() uint32 {
+	if x != nil {
+		return x.RejectedSeriesLimit
+	}
+	return 0
 }
 
 type Matcher struct {
@@ -1208,12 +1219,13 @@ const file_node_proto_rawDesc = "" +
 	"\x11WriteBatchRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x125\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x1d.tessera.rpc.v1.PayloadFormatR\x06format\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\fR\apayload\"i\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\"\x9d\x01\n" +
 	"\x12WriteBatchResponse\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\rR\awritten\x12\x1a\n" +
 	"\brejected\x18\x02 \x01(\rR\brejected\x12\x1d\n" +
 	"\n" +
-	"reject_msg\x18\x03 \x01(\tR\trejectMsg\"b\n" +
+	"reject_msg\x18\x03 \x01(\tR\trejectMsg\x122\n" +
+	"\x15rejected_series_limit\x18\x04 \x01(\rR\x13rejectedSeriesLimit\"b\n" +
 	"\aMatcher\x12-\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x19.tessera.rpc.v1.MatchTypeR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

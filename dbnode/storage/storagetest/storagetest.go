@@ -8,6 +8,7 @@ import (
 
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // Namespace is the default node's namespace: "default", 48h retention, 2h
@@ -22,13 +23,22 @@ func Namespace() storage.NamespaceOptions {
 // wall clock when nil). It is closed when tb's cleanup runs.
 func Open(tb testing.TB, numShards uint32, now func() time.Time) *storage.Database {
 	tb.Helper()
-	db, err := storage.Open(storage.Options{
-		Dir:           tb.TempDir(),
-		Namespaces:    []storage.NamespaceOptions{Namespace()},
-		NumShards:     numShards,
-		CommitLogMode: commitlog.ModeSync,
-		Now:           now,
-	})
+	return open(tb, storage.Options{NumShards: numShards, Now: now})
+}
+
+// OpenWithLimits is Open with limits applied to writes (the active
+// series limit lives in storage).
+func OpenWithLimits(tb testing.TB, numShards uint32, l *limits.Limits) *storage.Database {
+	tb.Helper()
+	return open(tb, storage.Options{NumShards: numShards, Limits: l})
+}
+
+func open(tb testing.TB, o storage.Options) *storage.Database {
+	tb.Helper()
+	o.Dir = tb.TempDir()
+	o.Namespaces = []storage.NamespaceOptions{Namespace()}
+	o.CommitLogMode = commitlog.ModeSync
+	db, err := storage.Open(o)
 	if err != nil {
 		tb.Fatalf("open storage: %v", err)
 	}
