@@ -34,6 +34,7 @@ type Config struct {
 	Cluster    Cluster     `yaml:"cluster"`
 	Etcd       Etcd        `yaml:"etcd"`
 	Bootstrap  Bootstrap   `yaml:"bootstrap"`
+	Hints      Hints       `yaml:"hints"`
 }
 
 // HTTP is the Prometheus-facing HTTP server.
@@ -205,6 +206,22 @@ type Bootstrap struct {
 	MarkAvailableBackoff time.Duration `yaml:"markAvailableBackoff"`
 }
 
+// Hints configures hinted handoff: the samples a replica did not
+// acknowledge are kept by the coordinating node under <dataDir>/hints/
+// and replayed to it once it answers again (ARCHITECTURE.md, Hints).
+type Hints struct {
+	// Enabled turns hinted handoff on. Default true.
+	Enabled *bool `yaml:"enabled"`
+	// MaxBytesPerTarget bounds one target's queue on disk; past it the
+	// oldest hints are dropped (counted, logged). Default 1 GiB.
+	MaxBytesPerTarget int64 `yaml:"maxBytesPerTarget"`
+	// MaxAge: older hints are dropped instead of replayed. Default 3h.
+	MaxAge time.Duration `yaml:"maxAge"`
+	// ReplayBytesPerSecond paces each target's replay (bytes of hints on
+	// disk). 0 = unpaced. Default 8 MiB.
+	ReplayBytesPerSecond int64 `yaml:"replayBytesPerSecond"`
+}
+
 // Default returns the embedded default: one seed node on loopback.
 func Default() Config {
 	var c Config
@@ -297,6 +314,17 @@ func (c *Config) Defaults() {
 		c.Bootstrap.MarkAvailableAttempts = 5
 	}
 	defDur(&c.Bootstrap.MarkAvailableBackoff, 200*time.Millisecond)
+	if c.Hints.Enabled == nil {
+		on := true
+		c.Hints.Enabled = &on
+	}
+	if c.Hints.MaxBytesPerTarget == 0 {
+		c.Hints.MaxBytesPerTarget = 1 << 30
+	}
+	defDur(&c.Hints.MaxAge, 3*time.Hour)
+	if c.Hints.ReplayBytesPerSecond == 0 {
+		c.Hints.ReplayBytesPerSecond = 8 << 20
+	}
 }
 
 func trimScheme(u string) string {

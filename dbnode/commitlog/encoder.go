@@ -2,7 +2,6 @@ package commitlog
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"math"
 	"sync/atomic"
 )
@@ -115,9 +114,7 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 	dst = append(dst, e.seriesDefs...)
 	dst = binary.AppendUvarint(dst, uint64(len(batch)))
 	dst = append(dst, e.samples...)
-	payload := dst[start+frameHeaderSize:]
-	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli))
+	SealFrame(dst, start)
 	return dst
 }
 

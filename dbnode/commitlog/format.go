@@ -14,7 +14,7 @@ const (
 	fileMagic       = "TSCL"
 	fileVersion     = 1
 	headerSize      = 20 // magic[4] version:u32 seq:u64 crc32c(previous 16 bytes):u32
-	frameHeaderSize = 8  // length:u32 crc32c(payload):u32
+	frameHeaderSize = FrameHeaderSize
 	filePrefix      = "commitlog-"
 	fileSuffix      = ".db"
 )
@@ -70,4 +70,37 @@ func parseHeader(b []byte) (seq uint64, err error) {
 		return 0, fmt.Errorf("unsupported commit log version %d (this build reads %d)", v, fileVersion)
 	}
 	return binary.LittleEndian.Uint64(b[8:]), nil
+}
+
+// FrameHeaderSize is the size of a record frame's header: length:u32
+// crc32c(payload):u32, little endian. The commit log and the client's hint
+// queue (docs/format/hints.md) frame their records alike.
+const FrameHeaderSize = 8
+
+// AppendFrame appends payload framed: its length and CRC32-C, then the
+// bytes.
+func AppendFrame(dst, payload []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(payload, castagnoli))
+	return append(dst, payload...)
+}
+
+// SealFrame fills in the header of the frame that starts at dst[start:]
+// (FrameHeaderSize placeholder bytes, then the payload up to len(dst)),
+// for encoders that write the payload in place.
+func SealFrame(dst []byte, start int) {
+	payload := dst[start+FrameHeaderSize:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli))
+}
+
+// ParseFrameHeader returns the payload length and checksum of a frame
+// header (at least FrameHeaderSize bytes).
+func ParseFrameHeader(h []byte) (length uint32, sum uint32) {
+	return binary.LittleEndian.Uint32(h), binary.LittleEndian.Uint32(h[4:])
+}
+
+// FrameIntact says whether payload matches the checksum of its header.
+func FrameIntact(payload []byte, sum uint32) bool {
+	return crc32.Checksum(payload, castagnoli) == sum
 }

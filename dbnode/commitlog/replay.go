@@ -2,7 +2,6 @@ package commitlog
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -74,8 +73,8 @@ func scanFile(fs vfs.FS, path string, fn func(Entry) error) (fileScan, error) {
 		if err != nil {
 			return s, fmt.Errorf("read commit log %s at offset %d: %w", path, s.good, err)
 		}
-		length := int64(binary.LittleEndian.Uint32(fh[:]))
-		sum := binary.LittleEndian.Uint32(fh[4:])
+		l32, sum := ParseFrameHeader(fh[:])
+		length := int64(l32)
 		if length == 0 {
 			// Never written: an empty payload's CRC is 0, so a run of zero
 			// bytes (a file extended but not filled before a crash) would
@@ -98,8 +97,8 @@ func scanFile(fs vfs.FS, path string, fn func(Entry) error) (fileScan, error) {
 			}
 			return s, fmt.Errorf("read commit log %s at offset %d: %w", path, s.good, err)
 		}
-		if got := crc32.Checksum(payload, castagnoli); got != sum {
-			s.badTail = fmt.Errorf("record at offset %d: checksum %08x, want %08x", s.good, got, sum)
+		if !FrameIntact(payload, sum) {
+			s.badTail = fmt.Errorf("record at offset %d: checksum %08x, want %08x", s.good, crc32.Checksum(payload, castagnoli), sum)
 			break
 		}
 		if err := d.decode(payload); err != nil {
