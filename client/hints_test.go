@@ -289,3 +289,30 @@ func TestHintWriteFailureIsCountedNotFatal(t *testing.T) {
 	fs.Set(nil)
 	require.Error(t, s.WriteBatch(context.Background(), "default", samplesOf(5)))
 }
+
+// A write returns at majority while its delivery to a slow replica is
+// still running; when that delivery times out after the return, the
+// samples are hinted all the same, and replayed.
+func TestHintsDetachedDeliveryThatTimesOut(t *testing.T) {
+	c := newFakeCluster(t)
+	st := openStore(t, t.TempDir(), hints.Options{})
+	s, err := NewSession(Options{
+		Topology: NewTopologyFromMap(c.m), ReadLevel: ReadMajority, WriteLevel: WriteMajority,
+		HedgeAfter: 20 * time.Millisecond, RequestTimeout: 300 * time.Millisecond, MaxBatch: 1000,
+		Dial: c.dial, Hints: HintOptions{Store: st},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	slow := c.peers["127.0.0.1:9001"]
+	slow.setFrozen(true)
+	in := samplesOf(10)
+	require.NoError(t, s.WriteBatch(context.Background(), "default", in))
+	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "the late failure hinted", func() error {
+		if records(st, "node1") == 0 {
+			return errors.New("no hint yet")
+		}
+		return nil
+	})
+	slow.setFrozen(false)
+	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "node1 has the write", func() error { return slow.holds(in) })
+}
