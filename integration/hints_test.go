@@ -89,11 +89,16 @@ func waitFor(t *testing.T, start time.Time, d time.Duration, what string, also f
 	})
 }
 
-// hintCluster starts node1 (in process: the coordinator every write goes
-// through), node2 (in process) and node3 (the real binary) at RF 3.
-func hintCluster(t *testing.T) (n1, n2, n3 *tnode, cmd3 *exec.Cmd, c *clientv3.Client) {
+// hintCluster starts node1 (the coordinator every write goes through:
+// in process, or the real binary when binary1), node2 (in process) and
+// node3 (the real binary) at RF 3. cmd1 is nil for an in-process node1.
+func hintCluster(t *testing.T, binary1 bool) (n1, n2, n3 *tnode, cmd1, cmd3 *exec.Cmd, c *clientv3.Client) {
 	e := startEtcd(t)
-	n1 = startNode(t, nodeConfig(t, "node1", "rack1", e.client))
+	if binary1 {
+		n1, cmd1 = startBinaryReplica(t, "node1", "rack1", e.client)
+	} else {
+		n1 = startNode(t, nodeConfig(t, "node1", "rack1", e.client))
+	}
 	n2 = startNode(t, nodeConfig(t, "node2", "rack2", e.client))
 	n3, cmd3 = startBinaryReplica(t, "node3", "rack3", e.client)
 	c = etcdClient(t, e.client)
@@ -103,7 +108,7 @@ func hintCluster(t *testing.T) (n1, n2, n3 *tnode, cmd3 *exec.Cmd, c *clientv3.C
 	for _, n := range []*tnode{n1, n2, n3} {
 		eventually(t, 60*time.Second, n.cfg.ID+" ready", n.ready)
 	}
-	return n1, n2, n3, cmd3, c
+	return n1, n2, n3, cmd1, cmd3, c
 }
 
 // converged waits (at most within) until every replica alone holds every
@@ -146,7 +151,7 @@ func instanceOf(t *testing.T, c *clientv3.Client, id string) placement.Instance 
 // bring it every sample it missed within 60 s, and with node1 and node2
 // stopped it still holds all of them.
 func TestHintsFrozenReplicaCatchesUp(t *testing.T) {
-	n1, n2, n3, cmd3, c := hintCluster(t)
+	n1, n2, _, _, cmd3, c := hintCluster(t, false)
 	d := newDataset()
 	l := startLoad(t, d, func() []string { return []string{n1.url()} }, 100)
 	d.waitSamples(t, 1000)
@@ -182,14 +187,13 @@ func TestHintsFrozenReplicaCatchesUp(t *testing.T) {
 	n2.stop()
 	_, err := replicaHolds(instanceOf(t, c, "node3"), 4096, d)
 	require.NoError(t, err)
-	_ = n3
 }
 
 // TestHintsKilledReplicaCatchesUp kills node3 (-9) while writes go on and
 // restarts it 30 s later: its own commit log gives back what it had
 // acknowledged, node1's hints what it missed.
 func TestHintsKilledReplicaCatchesUp(t *testing.T) {
-	n1, n2, n3, cmd3, c := hintCluster(t)
+	n1, n2, n3, _, cmd3, c := hintCluster(t, false)
 	d := newDataset()
 	l := startLoad(t, d, func() []string { return []string{n1.url()} }, 100)
 	d.waitSamples(t, 1000)
@@ -221,17 +225,7 @@ func TestHintsKilledReplicaCatchesUp(t *testing.T) {
 // it replays them: node3 ends up with every acknowledged sample. Without
 // the replay nothing would bring them (no repair runs here).
 func TestHintsCoordinatorKilledWithHintsQueued(t *testing.T) {
-	e := startEtcd(t)
-	n1, cmd1 := startBinaryReplica(t, "node1", "rack1", e.client)
-	n2 := startNode(t, nodeConfig(t, "node2", "rack2", e.client))
-	n3, cmd3 := startBinaryReplica(t, "node3", "rack3", e.client)
-	c := etcdClient(t, e.client)
-	p, err := placement.Init([]placement.Instance{n1.instance(), n2.instance(), n3.instance()}, 4096, 3)
-	require.NoError(t, err)
-	putPlacement(t, c, p)
-	for _, n := range []*tnode{n1, n2, n3} {
-		eventually(t, 60*time.Second, n.cfg.ID+" ready", n.ready)
-	}
+	n1, _, n3, cmd1, cmd3, c := hintCluster(t, true)
 	d := newDataset()
 	l := startLoad(t, d, func() []string { return []string{n1.url()} }, 100)
 	d.waitSamples(t, 500)

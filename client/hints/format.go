@@ -2,9 +2,7 @@ package hints
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"hash/crc32"
 	"strconv"
 	"strings"
 	"time"
@@ -26,12 +24,6 @@ const (
 	recordMin = 8 + 1 + 2
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// errBadHeader marks a segment whose header is torn or corrupt: it holds
-// no readable record.
-var errBadHeader = errors.New("bad hint segment header")
-
 func segName(seq uint64) string { return fmt.Sprintf("%s%020d%s", segPrefix, seq, segSuffix) }
 
 func parseSegName(name string) (uint64, bool) {
@@ -43,30 +35,12 @@ func parseSegName(name string) (uint64, bool) {
 }
 
 func appendSegHeader(b []byte, seq uint64) []byte {
-	start := len(b)
-	b = append(b, segMagic...)
-	b = binary.LittleEndian.AppendUint32(b, segVersion)
-	b = binary.LittleEndian.AppendUint64(b, seq)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+	return commitlog.AppendFileHeader(b, segMagic, segVersion, seq)
 }
 
-// parseSegHeader checks a segment header. A torn or corrupt one wraps
-// errBadHeader; an intact header of another version is a different
-// error: a newer Tessera wrote the file, which must be left alone.
+// parseSegHeader checks a segment header (commitlog.ParseFileHeader).
 func parseSegHeader(b []byte) (uint64, error) {
-	if len(b) < segHeaderSize {
-		return 0, fmt.Errorf("%w: %d bytes, want %d", errBadHeader, len(b), segHeaderSize)
-	}
-	if string(b[:4]) != segMagic {
-		return 0, fmt.Errorf("%w: magic %q", errBadHeader, b[:4])
-	}
-	if got, want := binary.LittleEndian.Uint32(b[16:]), crc32.Checksum(b[:16], castagnoli); got != want {
-		return 0, fmt.Errorf("%w: checksum %08x, want %08x", errBadHeader, got, want)
-	}
-	if v := binary.LittleEndian.Uint32(b[4:]); v != segVersion {
-		return 0, fmt.Errorf("unsupported hint segment version %d (this build reads %d)", v, segVersion)
-	}
-	return binary.LittleEndian.Uint64(b[8:]), nil
+	return commitlog.ParseFileHeader(b, segMagic, segVersion, "hint segment")
 }
 
 // appendRecord appends one framed record (the commit log's frame: length,

@@ -130,7 +130,7 @@ func (q *Queue) scan(s *segment) error {
 	var hdr [segHeaderSize]byte
 	n, _ := f.ReadAt(hdr[:], 0)
 	if _, err := parseSegHeader(hdr[:n]); err != nil {
-		if errors.Is(err, errBadHeader) {
+		if errors.Is(err, commitlog.ErrBadHeader) {
 			q.opts.Logger.Warn("hint segment with a bad header: dropped", "target", q.target, "file", s.path, "err", err)
 			return nil
 		}

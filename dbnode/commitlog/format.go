@@ -21,9 +21,11 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// errBadHeader marks a header that is torn or corrupt: the file holds no
-// replayable data and is removed on Open.
-var errBadHeader = errors.New("bad file header")
+// ErrBadHeader marks a file header that is torn or corrupt: the file
+// holds no readable record (the commit log removes such a file on Open).
+var ErrBadHeader = errors.New("bad file header")
+
+var errBadHeader = ErrBadHeader
 
 // fileName returns the base name of the file with sequence number seq.
 // Zero padding keeps lexical and numeric order the same for people
@@ -45,11 +47,7 @@ func parseFileName(name string) (uint64, bool) {
 }
 
 func appendHeader(b []byte, seq uint64) []byte {
-	start := len(b)
-	b = append(b, fileMagic...)
-	b = binary.LittleEndian.AppendUint32(b, fileVersion)
-	b = binary.LittleEndian.AppendUint64(b, seq)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+	return AppendFileHeader(b, fileMagic, fileVersion, seq)
 }
 
 // parseHeader checks a file header. A torn or corrupt header wraps
@@ -57,17 +55,36 @@ func appendHeader(b []byte, seq uint64) []byte {
 // fatal error: the file was written by a newer Tessera and must not be
 // truncated.
 func parseHeader(b []byte) (seq uint64, err error) {
+	return ParseFileHeader(b, fileMagic, fileVersion, "commit log")
+}
+
+// AppendFileHeader appends the 20-byte header the commit log and the hint
+// queue (docs/format/hints.md) start their files with: magic[4]
+// version:u32 seq:u64 crc32c(previous 16 bytes):u32.
+func AppendFileHeader(b []byte, magic string, version uint32, seq uint64) []byte {
+	start := len(b)
+	b = append(b, magic[:4]...)
+	b = binary.LittleEndian.AppendUint32(b, version)
+	b = binary.LittleEndian.AppendUint64(b, seq)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+}
+
+// ParseFileHeader checks a header written by AppendFileHeader and returns
+// its seq. A torn or corrupt header wraps ErrBadHeader; an intact header
+// of another version is a different error naming what (a newer build
+// wrote the file, which must be left alone).
+func ParseFileHeader(b []byte, magic string, version uint32, what string) (uint64, error) {
 	if len(b) < headerSize {
-		return 0, fmt.Errorf("%w: %d bytes, want %d", errBadHeader, len(b), headerSize)
+		return 0, fmt.Errorf("%w: %d bytes, want %d", ErrBadHeader, len(b), headerSize)
 	}
-	if string(b[:4]) != fileMagic {
-		return 0, fmt.Errorf("%w: magic %q", errBadHeader, b[:4])
+	if string(b[:4]) != magic {
+		return 0, fmt.Errorf("%w: magic %q", ErrBadHeader, b[:4])
 	}
 	if got, want := binary.LittleEndian.Uint32(b[16:]), crc32.Checksum(b[:16], castagnoli); got != want {
-		return 0, fmt.Errorf("%w: checksum %08x, want %08x", errBadHeader, got, want)
+		return 0, fmt.Errorf("%w: checksum %08x, want %08x", ErrBadHeader, got, want)
 	}
-	if v := binary.LittleEndian.Uint32(b[4:]); v != fileVersion {
-		return 0, fmt.Errorf("unsupported commit log version %d (this build reads %d)", v, fileVersion)
+	if v := binary.LittleEndian.Uint32(b[4:]); v != version {
+		return 0, fmt.Errorf("unsupported %s version %d (this build reads %d)", what, v, version)
 	}
 	return binary.LittleEndian.Uint64(b[8:]), nil
 }
