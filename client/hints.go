@@ -107,8 +107,8 @@ func (h *hinter) wait() {
 	}
 }
 
-// replay delivers target's hints in order, one record per WriteBatch,
-// paced, while the target answers. It never touches a live write: it
+// replay delivers target's hints in order, consecutive records
+// coalesced into WriteBatch calls of up to MaxBatch samples, paced, while the target answers. It never touches a live write: it
 // calls the peer directly, not through the host's write queue.
 func (h *hinter) replay(target string) {
 	s := h.s
@@ -140,7 +140,7 @@ func (h *hinter) replay(target string) {
 			}
 			continue
 		}
-		rec, ok, err := q.Next()
+		rec, ok, err := q.NextBatch(s.opts.MaxBatch)
 		if err != nil {
 			if errors.Is(err, hints.ErrClosed) {
 				return

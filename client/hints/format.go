@@ -59,11 +59,14 @@ func appendRecord(dst, scratch []byte, created time.Time, ns string, samples []s
 type Record struct {
 	Created   time.Time
 	Namespace string
-	// Samples alias the queue's read buffer: valid until the next call
-	// to Next.
+	// Samples are the caller's (they alias no buffer the queue reuses).
 	Samples []storage.Sample
-	// Size is the record's size on disk, frame included.
+	// Size is the record's size on disk, frames included.
 	Size int64
+
+	seq    uint64 // segment
+	off    int64  // offset of the first frame in it
+	frames int    // records read into this one (NextBatch)
 }
 
 // decodeRecord parses a record payload (its checksum already checked).

@@ -64,8 +64,6 @@ type Queue struct {
 	notify  chan struct{} // signalled (non-blocking) when records become durable
 	nextSeq uint64
 
-	rbuf    []byte
-	samples []storage.Sample
 	scratch []byte
 }
 
@@ -339,7 +337,13 @@ func (q *Queue) Wait() <-chan struct{} { return q.notify }
 // Next returns the oldest unread record, or ok false when there is none.
 // Records past MaxAge and corrupt ones are skipped (dropped, counted and
 // logged) on the way. The record stays the oldest until Ack.
-func (q *Queue) Next() (Record, bool, error) {
+func (q *Queue) Next() (Record, bool, error) { return q.NextBatch(0) }
+
+// NextBatch is Next, followed in the returned Record by the records
+// after it in the same segment and namespace while they hold at most
+// maxSamples samples in all: a replay sends them as one write. Ack
+// consumes all of them.
+func (q *Queue) NextBatch(maxSamples int) (Record, bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -362,7 +366,7 @@ func (q *Queue) Next() (Record, bool, error) {
 			q.dropFirstLocked(DropAge) // every record in it is too old
 			continue
 		}
-		rec, err := q.readLocked(s)
+		rec, err := q.readLocked(s, q.off)
 		if err != nil {
 			var corrupt *corruptError
 			if !errors.As(err, &corrupt) {
@@ -380,11 +384,28 @@ func (q *Queue) Next() (Record, bool, error) {
 			}
 			continue
 		}
-		if rec.Created.Before(q.opts.Now().Add(-q.opts.MaxAge)) {
+		cutoff := q.opts.Now().Add(-q.opts.MaxAge)
+		if rec.Created.Before(cutoff) {
 			q.m.dropped(DropAge).Inc(1)
 			q.off += rec.Size
 			q.skipped++
 			continue
+		}
+		// Gather what follows while it is plainly good; anything else is
+		// left for the next call, which deals with it as above.
+		for len(rec.Samples) < maxSamples {
+			off := rec.off + rec.Size
+			if off >= s.size {
+				break
+			}
+			more, err := q.readLocked(s, off)
+			if err != nil || more.Namespace != rec.Namespace || more.Created.Before(cutoff) ||
+				len(rec.Samples)+len(more.Samples) > maxSamples {
+				break
+			}
+			rec.Samples = append(rec.Samples, more.Samples...)
+			rec.Size += more.Size
+			rec.frames++
 		}
 		return rec, true, nil
 	}
@@ -398,7 +419,9 @@ type corruptError struct {
 
 func (e *corruptError) Error() string { return e.err.Error() }
 
-func (q *Queue) readLocked(s *segment) (Record, error) {
+// readLocked reads the record at offset off of s into buffers of its
+// own: the samples of several records stay valid together.
+func (q *Queue) readLocked(s *segment, off int64) (Record, error) {
 	if s.rf == nil {
 		f, err := q.opts.FS.Open(s.path)
 		if err != nil {
@@ -407,42 +430,39 @@ func (q *Queue) readLocked(s *segment) (Record, error) {
 		s.rf = f
 	}
 	var fh [commitlog.FrameHeaderSize]byte
-	if _, err := s.rf.ReadAt(fh[:], q.off); err != nil {
+	if _, err := s.rf.ReadAt(fh[:], off); err != nil {
 		return Record{}, &corruptError{err: fmt.Errorf("read frame header: %w", err)}
 	}
 	l, sum := commitlog.ParseFrameHeader(fh[:])
-	if int64(l) > s.size-q.off-commitlog.FrameHeaderSize || l < recordMin {
-		return Record{}, &corruptError{err: fmt.Errorf("frame length %d with %d bytes left", l, s.size-q.off-commitlog.FrameHeaderSize)}
+	if int64(l) > s.size-off-commitlog.FrameHeaderSize || l < recordMin {
+		return Record{}, &corruptError{err: fmt.Errorf("frame length %d with %d bytes left", l, s.size-off-commitlog.FrameHeaderSize)}
 	}
 	size := commitlog.FrameHeaderSize + int64(l)
-	if cap(q.rbuf) < int(l) {
-		q.rbuf = make([]byte, l)
-	}
-	p := q.rbuf[:l]
-	if _, err := s.rf.ReadAt(p, q.off+commitlog.FrameHeaderSize); err != nil && !errors.Is(err, io.EOF) {
+	p := make([]byte, l)
+	if _, err := s.rf.ReadAt(p, off+commitlog.FrameHeaderSize); err != nil && !errors.Is(err, io.EOF) {
 		return Record{}, fmt.Errorf("hint queue %s: read %s: %w", q.target, s.path, err)
 	}
 	if !commitlog.FrameIntact(p, sum) {
 		return Record{}, &corruptError{skip: size, err: fmt.Errorf("checksum mismatch")}
 	}
-	rec, smp, err := decodeRecord(p, q.samples)
-	q.samples = smp
+	rec, _, err := decodeRecord(p, nil)
 	if err != nil {
 		return Record{}, &corruptError{skip: size, err: err}
 	}
-	rec.Size = size
+	rec.Size, rec.seq, rec.off, rec.frames = size, s.seq, off, 1
 	return rec, nil
 }
 
-// Ack consumes the record Next returned last.
+// Ack consumes the record(s) Next or NextBatch returned last. A record
+// whose segment was dropped meanwhile (the byte bound) is ignored.
 func (q *Queue) Ack(rec Record) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.segs) == 0 {
+	if len(q.segs) == 0 || q.segs[0].seq != rec.seq || q.off != rec.off {
 		return
 	}
 	q.off += rec.Size
-	q.skipped++
+	q.skipped += rec.frames
 	s := q.segs[0]
 	if q.off >= s.size && !s.open {
 		q.removeFirstLocked()

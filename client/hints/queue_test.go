@@ -302,3 +302,49 @@ func counter(sc tally.TestScope, name string, tags map[string]string) int64 {
 	}
 	return 0
 }
+
+func TestQueueNextBatchCoalescesInOrder(t *testing.T) {
+	_, q := openTest(t, t.TempDir(), Options{})
+	for k := 0; k < 10; k++ {
+		require.NoError(t, q.Append("default", batchOf(k)))
+	}
+	require.NoError(t, q.Append("other", batchOf(10)))
+	var got [][]int64
+	for {
+		rec, ok, err := q.NextBatch(10)
+		require.NoError(t, err)
+		if !ok {
+			break
+		}
+		var ts []int64
+		for i, s := range rec.Samples {
+			if i%3 == 0 {
+				ts = append(ts, s.T-1000)
+			}
+		}
+		got = append(got, ts)
+		q.Ack(rec)
+	}
+	// Three records of three samples fit in ten; another namespace starts
+	// a new batch.
+	require.Equal(t, [][]int64{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9}, {10}}, got)
+	require.Zero(t, q.Status().Records)
+}
+
+// A record whose segment the byte bound dropped while it was being
+// replayed is not acknowledged against the next segment.
+func TestQueueAckAfterDropIsIgnored(t *testing.T) {
+	_, q := openTest(t, t.TempDir(), Options{MaxBytes: 600, SegmentBytes: 200})
+	require.NoError(t, q.Append("default", batchOf(0)))
+	rec, ok, err := q.Next()
+	require.NoError(t, err)
+	require.True(t, ok)
+	for k := 1; k < 20; k++ {
+		require.NoError(t, q.Append("default", batchOf(k)))
+	}
+	q.Ack(rec) // its segment is gone
+	got := drain(t, q)
+	require.NotEmpty(t, got)
+	require.Equal(t, seq(got[0], 20), got)
+	require.Greater(t, got[0], 0)
+}

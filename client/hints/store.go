@@ -162,7 +162,7 @@ func (s *Store) Status() []Status {
 
 // Replayed counts a record delivered to its target.
 func (q *Queue) Replayed(rec Record) {
-	q.m.replayed.Inc(1)
+	q.m.replayed.Inc(int64(rec.frames))
 	q.m.replayedSamples.Inc(int64(len(rec.Samples)))
 }
 
