@@ -207,6 +207,7 @@ func (q *Queue) Append(ns string, samples []storage.Sample) error {
 	close(b.done)
 	if b.err == nil {
 		q.m.appended.Inc(int64(b.records))
+		q.m.totAppended.Add(int64(b.records))
 		select {
 		case q.notify <- struct{}{}:
 		default:
@@ -305,7 +306,7 @@ func (q *Queue) dropFirstLocked(reason string) {
 	lost := s.records - q.skipped
 	q.removeFirstLocked()
 	if lost > 0 {
-		q.m.dropped(reason).Inc(int64(lost))
+		q.m.drop(reason, int64(lost))
 		q.opts.Logger.Warn("hints dropped", "target", q.target, "reason", reason, "records", lost, "file", s.path)
 	}
 }
@@ -372,7 +373,7 @@ func (q *Queue) NextBatch(maxSamples int) (Record, bool, error) {
 			if !errors.As(err, &corrupt) {
 				return Record{}, false, err
 			}
-			q.m.dropped(DropCorrupt).Inc(1)
+			q.m.drop(DropCorrupt, 1)
 			q.opts.Logger.Warn("corrupt hint record skipped", "target", q.target, "file", s.path, "offset", q.off, "err", err)
 			if corrupt.skip <= 0 {
 				// The frame's length is not trustworthy: the rest of the
@@ -386,7 +387,7 @@ func (q *Queue) NextBatch(maxSamples int) (Record, bool, error) {
 		}
 		cutoff := q.opts.Now().Add(-q.opts.MaxAge)
 		if rec.Created.Before(cutoff) {
-			q.m.dropped(DropAge).Inc(1)
+			q.m.drop(DropAge, 1)
 			q.off += rec.Size
 			q.skipped++
 			continue
@@ -494,6 +495,12 @@ type Status struct {
 	// (a lower bound of the oldest hint's age); 0 when empty.
 	OldestAgeSeconds float64 `json:"oldestAgeSeconds"`
 	Segments         int     `json:"segments"`
+	// Since this process started: records appended and replayed, samples
+	// replayed, and what was dropped by reason (docs/format/hints.md).
+	Appended        int64            `json:"appended"`
+	Replayed        int64            `json:"replayed"`
+	ReplayedSamples int64            `json:"replayedSamples"`
+	Dropped         map[string]int64 `json:"dropped"`
 }
 
 // Status returns the queue's current state.
@@ -504,7 +511,9 @@ func (q *Queue) Status() Status {
 }
 
 func (q *Queue) statusLocked() Status {
-	st := Status{Target: q.target, Bytes: q.bytesLocked(), Segments: len(q.segs)}
+	st := Status{Target: q.target, Bytes: q.bytesLocked(), Segments: len(q.segs),
+		Appended: q.m.totAppended.Load(), Replayed: q.m.totReplayed.Load(),
+		ReplayedSamples: q.m.totReplayedSamples.Load(), Dropped: q.m.droppedTotals()}
 	for _, s := range q.segs {
 		st.Records += s.records
 	}

@@ -157,6 +157,8 @@ func TestQueueBoundedByBytesDropsOldest(t *testing.T) {
 	require.Equal(t, seq(100-len(got), 100), got, "the newest survive, in order")
 	dropped := counter(sc, "dropped", map[string]string{"target": "node3", "reason": DropBytes})
 	require.Equal(t, int64(100-len(got)), dropped)
+	require.Equal(t, dropped, q.Status().Dropped[DropBytes])
+	require.Equal(t, int64(100), q.Status().Appended)
 }
 
 func TestQueueBoundedByAge(t *testing.T) {

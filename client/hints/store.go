@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
@@ -46,15 +47,39 @@ type Store struct {
 	closed bool
 }
 
+// targetMetrics are one queue's tally metrics, and the same counts kept
+// for the status endpoint.
 type targetMetrics struct {
 	bytes, records, oldest tally.Gauge
 	appended, replayed     tally.Counter
 	replayedSamples        tally.Counter
 	scope                  tally.Scope
+
+	totAppended, totReplayed, totReplayedSamples atomic.Int64
+
+	mu      sync.Mutex
+	dropped map[string]int64
 }
 
-func (m *targetMetrics) dropped(reason string) tally.Counter {
-	return m.scope.Tagged(map[string]string{"reason": reason}).Counter("dropped")
+// drop counts n dropped records (or samples: reasons ending in _samples).
+func (m *targetMetrics) drop(reason string, n int64) {
+	m.scope.Tagged(map[string]string{"reason": reason}).Counter("dropped").Inc(n)
+	m.mu.Lock()
+	if m.dropped == nil {
+		m.dropped = map[string]int64{}
+	}
+	m.dropped[reason] += n
+	m.mu.Unlock()
+}
+
+func (m *targetMetrics) droppedTotals() map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]int64, len(m.dropped))
+	for k, v := range m.dropped {
+		out[k] = v
+	}
+	return out
 }
 
 // Open opens (creating it if needed) the hint store in dir and every
@@ -164,12 +189,14 @@ func (s *Store) Status() []Status {
 func (q *Queue) Replayed(rec Record) {
 	q.m.replayed.Inc(int64(rec.frames))
 	q.m.replayedSamples.Inc(int64(len(rec.Samples)))
+	q.m.totReplayed.Add(int64(rec.frames))
+	q.m.totReplayedSamples.Add(int64(len(rec.Samples)))
 }
 
 // Dropped counts samples of a record dropped at replay (the target no
 // longer owns their shard, or refused them for good).
 func (q *Queue) Dropped(reason string, samples int) {
-	q.m.dropped(reason + "_samples").Inc(int64(samples))
+	q.m.drop(reason+"_samples", int64(samples))
 	q.opts.Logger.Warn("hinted samples dropped", "target", q.target, "reason", reason, "samples", samples)
 }
 
