@@ -31,6 +31,7 @@ type hinter struct {
 
 	mu      sync.Mutex
 	running map[string]bool
+	closed  bool // no replay starts any more
 	wg      sync.WaitGroup
 }
 
@@ -85,13 +86,8 @@ func (h *hinter) hint(inst, ns string, batch []storage.Sample, err error) {
 func (h *hinter) start(target string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.running[target] {
+	if h.running[target] || h.closed {
 		return
-	}
-	select {
-	case <-h.s.stop:
-		return
-	default:
 	}
 	h.running[target] = true
 	h.wg.Add(1)
@@ -101,10 +97,16 @@ func (h *hinter) start(target string) {
 	}()
 }
 
+// wait stops new replays and waits for the running ones, which end with
+// the session's context.
 func (h *hinter) wait() {
-	if h != nil {
-		h.wg.Wait()
+	if h == nil {
+		return
 	}
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.wg.Wait()
 }
 
 // replay delivers target's hints in order, consecutive records

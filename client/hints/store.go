@@ -142,8 +142,8 @@ func (s *Store) Queue(target string) (*Queue, error) {
 	if q := s.queues[target]; q != nil {
 		return q, nil
 	}
-	if target == "" {
-		return nil, errors.New("hints: empty target instance")
+	if target == "" || target == "." || target == ".." {
+		return nil, fmt.Errorf("hints: %q cannot name a target instance's directory", target)
 	}
 	sc := s.opts.Metrics.Tagged(map[string]string{"target": target})
 	m := &targetMetrics{scope: sc, bytes: sc.Gauge("bytes"), records: sc.Gauge("records"),
