@@ -491,8 +491,8 @@ type Status struct {
 	// Bytes and Records not yet replayed.
 	Bytes   int64 `json:"bytes"`
 	Records int   `json:"records"`
-	// OldestAgeSeconds is the age of the oldest segment's newest record
-	// (a lower bound of the oldest hint's age); 0 when empty.
+	// OldestAgeSeconds is the age of the oldest hint not yet replayed; 0
+	// when there is none.
 	OldestAgeSeconds float64 `json:"oldestAgeSeconds"`
 	Segments         int     `json:"segments"`
 	// Since this process started: records appended and replayed, samples
@@ -519,8 +519,8 @@ func (q *Queue) statusLocked() Status {
 	}
 	if len(q.segs) > 0 {
 		st.Records -= q.skipped
-		if !q.segs[0].newest.IsZero() && st.Records > 0 {
-			st.OldestAgeSeconds = q.opts.Now().Sub(q.segs[0].newest).Seconds()
+		if t, ok := q.headCreatedLocked(); ok && st.Records > 0 {
+			st.OldestAgeSeconds = q.opts.Now().Sub(t).Seconds()
 		}
 	}
 	return st
@@ -575,4 +575,31 @@ func (q *Queue) closeActive() {
 		s.open = false
 	}
 	q.mu.Unlock()
+}
+
+// headCreatedLocked reads the created time of the oldest unread record
+// (one small read; the page cache has it).
+func (q *Queue) headCreatedLocked() (time.Time, bool) {
+	for i, s := range q.segs {
+		off := int64(segHeaderSize)
+		if i == 0 && q.off > off {
+			off = q.off
+		}
+		if off+commitlog.FrameHeaderSize+8 > s.size {
+			continue
+		}
+		if s.rf == nil {
+			f, err := q.opts.FS.Open(s.path)
+			if err != nil {
+				return time.Time{}, false
+			}
+			s.rf = f
+		}
+		var b [8]byte
+		if _, err := s.rf.ReadAt(b[:], off+commitlog.FrameHeaderSize); err != nil {
+			return time.Time{}, false
+		}
+		return time.UnixMilli(int64(leUint64(b[:]))), true
+	}
+	return time.Time{}, false
 }

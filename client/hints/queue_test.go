@@ -173,6 +173,7 @@ func TestQueueBoundedByAge(t *testing.T) {
 		require.NoError(t, q.Append("default", batchOf(k)))
 	}
 	c.add(45 * time.Minute) // the first ten are 75 min old, the rest 45
+	require.InDelta(t, 75*60, q.Status().OldestAgeSeconds, 1)
 	require.Equal(t, seq(10, 20), drain(t, q))
 	require.Equal(t, int64(10), counter(sc, "dropped", map[string]string{"target": "node3", "reason": DropAge}))
 }
