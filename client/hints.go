@@ -202,7 +202,12 @@ func (h *hinter) deliver(ctx context.Context, q *hints.Queue, host *host, m *Map
 			return err
 		}
 		tctx, tcancel := context.WithTimeout(gctx, h.s.opts.RequestTimeout)
-		resp, err := host.peer.WriteBatch(tctx, rec.Namespace, kept)
+		var resp WriteResult
+		if fw, ok := host.peer.(fillWriter); ok {
+			resp, err = fw.WriteBatchFill(tctx, rec.Namespace, kept)
+		} else {
+			resp, err = host.peer.WriteBatch(tctx, rec.Namespace, kept)
+		}
 		err = callErr(gctx, err)
 		tcancel()
 		cancel()
@@ -224,6 +229,14 @@ func (h *hinter) deliver(ctx context.Context, q *hints.Queue, host *host, m *Map
 		return nil
 	}
 	return nil
+}
+
+// fillWriter is a Peer that can write without overwriting values the
+// node already holds (*rpc.Client: fill_only). A replayed hint may be
+// older than what the target has since received at the same series and
+// timestamp; peers without it overwrite.
+type fillWriter interface {
+	WriteBatchFill(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error)
 }
 
 func ownsShard(m *Map, instance string, shard uint32) bool {

@@ -316,3 +316,73 @@ func TestHintsDetachedDeliveryThatTimesOut(t *testing.T) {
 	slow.setFrozen(false)
 	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "node1 has the write", func() error { return slow.holds(in) })
 }
+
+// fillPeer is a fake node that supports fill-only writes, as *rpc.Client
+// does: it keeps the value it holds at a series and timestamp.
+type fillPeer struct {
+	*fakePeer
+	fills int
+}
+
+func (p *fillPeer) WriteBatchFill(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
+	if err := p.enter(ctx); err != nil {
+		return WriteResult{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fills++
+	held := map[string]bool{}
+	for _, s := range p.written {
+		held[fmt.Sprintf("%s@%d", s.ID, s.T)] = true
+	}
+	for _, s := range samples {
+		if !held[fmt.Sprintf("%s@%d", s.ID, s.T)] {
+			s.ID = append([]byte(nil), s.ID...)
+			p.written = append(p.written, s)
+		}
+	}
+	return WriteResult{Written: len(samples)}, nil
+}
+
+// Replays write fill-only where the peer can: a hint older than a value
+// the target received since does not overwrite it.
+func TestHintsReplayFillOnly(t *testing.T) {
+	c := newFakeCluster(t)
+	st := openStore(t, t.TempDir(), hints.Options{})
+	q, err := st.Queue("node3")
+	require.NoError(t, err)
+	old := samplesOf(5)
+	require.NoError(t, q.Append("default", old))
+	target := &fillPeer{fakePeer: c.peers["127.0.0.1:9003"]}
+	newer := append([]storage.Sample(nil), old[0])
+	newer[0].V = 42
+	_, err = target.fakePeer.WriteBatch(context.Background(), "default", newer)
+	require.NoError(t, err)
+	s, err := NewSession(Options{
+		Topology: NewTopologyFromMap(c.m), ReadLevel: ReadMajority, WriteLevel: WriteMajority,
+		HedgeAfter: 20 * time.Millisecond, RequestTimeout: 10 * time.Second, MaxBatch: 1000,
+		Hints: HintOptions{Store: st},
+		Dial: func(ep string) (Peer, error) {
+			if ep == "127.0.0.1:9003" {
+				return target, nil
+			}
+			return c.dial(ep)
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "replayed", func() error {
+		if records(st, "node3") > 0 {
+			return errors.New("records left")
+		}
+		return target.holds(old[1:])
+	})
+	target.mu.Lock()
+	defer target.mu.Unlock()
+	require.Positive(t, target.fills)
+	for _, w := range target.written {
+		if string(w.ID) == string(old[0].ID) && w.T == old[0].T {
+			require.Equal(t, 42.0, w.V, "the newer value was overwritten by the replay")
+		}
+	}
+}
