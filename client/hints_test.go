@@ -70,6 +70,25 @@ func (c *fakeCluster) hintedSession(t *testing.T, topo *Topology, st *hints.Stor
 	return s
 }
 
+// sessionWithNode3 starts a hinted session whose node3 is node3.
+func (c *fakeCluster) sessionWithNode3(t *testing.T, st *hints.Store, node3 Peer) *Session {
+	t.Helper()
+	s, err := NewSession(Options{
+		Topology: NewTopologyFromMap(c.m), ReadLevel: ReadMajority, WriteLevel: WriteMajority,
+		HedgeAfter: 20 * time.Millisecond, RequestTimeout: 10 * time.Second, MaxBatch: 1000,
+		Hints: HintOptions{Store: st},
+		Dial: func(ep string) (Peer, error) {
+			if ep == "127.0.0.1:9003" {
+				return node3, nil
+			}
+			return c.dial(ep)
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func records(st *hints.Store, target string) int {
 	for _, s := range st.Status() {
 		if s.Target == target {
@@ -209,19 +228,7 @@ func TestHintsDropShardsTheTargetNoLongerHolds(t *testing.T) {
 			want = append(want, s)
 		}
 	}
-	s, err := NewSession(Options{
-		Topology: NewTopologyFromMap(c.m), ReadLevel: ReadMajority, WriteLevel: WriteMajority,
-		HedgeAfter: 20 * time.Millisecond, RequestTimeout: 10 * time.Second, MaxBatch: 1000,
-		Hints: HintOptions{Store: st},
-		Dial: func(ep string) (Peer, error) {
-			if ep == "127.0.0.1:9003" {
-				return rp, nil
-			}
-			return c.dial(ep)
-		},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	c.sessionWithNode3(t, st, rp)
 	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "replayed", func() error {
 		if records(st, "node3") > 0 {
 			return errors.New("records left")
@@ -358,19 +365,7 @@ func TestHintsReplayFillOnly(t *testing.T) {
 	newer[0].V = 42
 	_, err = target.fakePeer.WriteBatch(context.Background(), "default", newer)
 	require.NoError(t, err)
-	s, err := NewSession(Options{
-		Topology: NewTopologyFromMap(c.m), ReadLevel: ReadMajority, WriteLevel: WriteMajority,
-		HedgeAfter: 20 * time.Millisecond, RequestTimeout: 10 * time.Second, MaxBatch: 1000,
-		Hints: HintOptions{Store: st},
-		Dial: func(ep string) (Peer, error) {
-			if ep == "127.0.0.1:9003" {
-				return target, nil
-			}
-			return c.dial(ep)
-		},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	c.sessionWithNode3(t, st, target)
 	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "replayed", func() error {
 		if records(st, "node3") > 0 {
 			return errors.New("records left")

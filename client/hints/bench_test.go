@@ -11,19 +11,7 @@ import (
 // BenchmarkAppend: what hinting costs a write while a replica is down,
 // one 1000-sample share per append, appenders in parallel sharing fsyncs.
 func BenchmarkAppend(b *testing.B) {
-	s, err := Open(b.TempDir(), Options{MaxBytes: 1 << 30, MaxAge: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	q, err := s.Queue("node3")
-	if err != nil {
-		b.Fatal(err)
-	}
-	batch := make([]storage.Sample, 1000)
-	for i := range batch {
-		batch[i] = storage.Sample{ID: []byte(fmt.Sprintf("__name__=metric,instance=host-%04d", i)), Shard: uint32(i), T: 1_700_000_000_000, V: float64(i)}
-	}
+	q, batch := benchQueue(b, 1000)
 	b.SetBytes(int64(len(appendRecordBytes(batch))))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -43,19 +31,7 @@ func appendRecordBytes(batch []storage.Sample) []byte {
 
 // BenchmarkReplayRead: reading hints back, coalesced as a replay does.
 func BenchmarkReplayRead(b *testing.B) {
-	s, err := Open(b.TempDir(), Options{MaxBytes: 1 << 30, MaxAge: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	q, err := s.Queue("node3")
-	if err != nil {
-		b.Fatal(err)
-	}
-	batch := make([]storage.Sample, 100)
-	for i := range batch {
-		batch[i] = storage.Sample{ID: []byte(fmt.Sprintf("__name__=metric,instance=host-%04d", i)), Shard: uint32(i), T: 1_700_000_000_000, V: float64(i)}
-	}
+	q, batch := benchQueue(b, 100)
 	b.SetBytes(int64(len(appendRecordBytes(batch))))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -74,4 +50,22 @@ func BenchmarkReplayRead(b *testing.B) {
 		}
 		q.Ack(rec)
 	}
+}
+
+// benchQueue opens a queue and makes a batch of n samples of n series.
+func benchQueue(b *testing.B, n int) (*Queue, []storage.Sample) {
+	s, err := Open(b.TempDir(), Options{MaxBytes: 1 << 30, MaxAge: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	q, err := s.Queue("node3")
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]storage.Sample, n)
+	for i := range batch {
+		batch[i] = storage.Sample{ID: []byte(fmt.Sprintf("__name__=metric,instance=host-%04d", i)), Shard: uint32(i), T: 1_700_000_000_000, V: float64(i)}
+	}
+	return q, batch
 }
