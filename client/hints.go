@@ -109,9 +109,10 @@ func (h *hinter) wait() {
 	h.wg.Wait()
 }
 
-// replay delivers target's hints in order, consecutive records
-// coalesced into WriteBatch calls of up to MaxBatch samples, paced, while the target answers. It never touches a live write: it
-// calls the peer directly, not through the host's write queue.
+// replay delivers target's hints in order while the target answers,
+// consecutive records coalesced into fill-only writes of up to MaxBatch
+// samples, paced. It never touches a live write: it calls the peer
+// directly, not through the host's write queue.
 func (h *hinter) replay(target string) {
 	s := h.s
 	q, err := h.opts.Store.Queue(target)
