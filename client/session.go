@@ -52,6 +52,9 @@ type Options struct {
 	MaxBatch int
 	// Health probes every remote host; zero Interval turns it off.
 	Health HealthOptions
+	// Hints: hinted handoff for replicas that miss writes (client/hints.go);
+	// the zero value turns it off.
+	Hints HintOptions
 	// Dial connects to a host; nil means the node RPC (DialRPC).
 	Dial DialFunc
 	// Logger and Metrics: nil discards.
@@ -77,7 +80,8 @@ type Session struct {
 	stop   chan struct{}
 	probes sync.WaitGroup
 
-	m sessionMetrics
+	m     sessionMetrics
+	hints *hinter // nil: hinted handoff off
 }
 
 // host is one remote node: its connection, write queue and health.
@@ -90,6 +94,7 @@ type host struct {
 
 type sessionMetrics struct {
 	writeOK, writeFail, readOK, readFail, hedged tally.Counter
+	hinted, hintFail                             tally.Counter
 }
 
 // NewSession builds a session over a topology.
@@ -123,13 +128,17 @@ func NewSession(opts Options) (*Session, error) {
 		opts.Metrics = tally.NoopScope
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Session{opts: opts, ctx: ctx, cancel: cancel, hosts: map[string]*host{}, stop: make(chan struct{}), m: sessionMetrics{
+	s := &Session{opts: opts, ctx: ctx, cancel: cancel, hosts: map[string]*host{}, stop: make(chan struct{}), m: sessionMetrics{
 		writeOK:   opts.Metrics.Counter("write_success"),
 		writeFail: opts.Metrics.Counter("write_errors"),
 		readOK:    opts.Metrics.Counter("read_success"),
 		readFail:  opts.Metrics.Counter("read_errors"),
 		hedged:    opts.Metrics.Counter("read_hedged"),
-	}}, nil
+		hinted:    opts.Metrics.Counter("hinted_samples"),
+		hintFail:  opts.Metrics.Counter("hint_errors"),
+	}}
+	s.hints = newHinter(s, opts.Hints)
+	return s, nil
 }
 
 // Close stops the health probes and closes every host connection.
@@ -162,6 +171,7 @@ func (s *Session) Close() error {
 	s.cancel()
 	<-drained
 	s.probes.Wait()
+	s.hints.wait()
 	var errs []error
 	for _, h := range hosts {
 		if err := h.peer.Close(); err != nil {
@@ -298,6 +308,9 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 		func(ctx context.Context, inst string, _ []int) (*storage.RejectedError, error) {
 			batch := perHost[r.hostIdx[inst]]
 			rej, err := s.writeHost(ctx, m, ns, inst, batch)
+			if err != nil {
+				s.hints.hint(inst, ns, batch, err)
+			}
 			if local != nil && inst == s.opts.LocalID {
 				close(localDone)
 			}

@@ -35,6 +35,7 @@ type Config struct {
 	Etcd       Etcd        `yaml:"etcd"`
 	Bootstrap  Bootstrap   `yaml:"bootstrap"`
 	Limits     Limits      `yaml:"limits"`
+	Hints      Hints       `yaml:"hints"`
 }
 
 // HTTP is the Prometheus-facing HTTP server.
@@ -243,6 +244,22 @@ type Limits struct {
 	MaxQueryLookback time.Duration `yaml:"maxQueryLookback"`
 }
 
+// Hints configures hinted handoff: the samples a replica did not
+// acknowledge are kept by the coordinating node under <dataDir>/hints/
+// and replayed to it once it answers again (ARCHITECTURE.md, Hints).
+type Hints struct {
+	// Enabled turns hinted handoff on. Default true.
+	Enabled *bool `yaml:"enabled"`
+	// MaxBytesPerTarget bounds one target's queue on disk; past it the
+	// oldest hints are dropped (counted, logged). Default 1 GiB.
+	MaxBytesPerTarget int64 `yaml:"maxBytesPerTarget"`
+	// MaxAge: older hints are dropped instead of replayed. Default 3h.
+	MaxAge time.Duration `yaml:"maxAge"`
+	// ReplayBytesPerSecond paces each target's replay (bytes of hints on
+	// disk). 0 = unpaced. Default 8 MiB.
+	ReplayBytesPerSecond int64 `yaml:"replayBytesPerSecond"`
+}
+
 // Default returns the embedded default: one seed node on loopback.
 func Default() Config {
 	var c Config
@@ -336,6 +353,23 @@ func (c *Config) Defaults() {
 	}
 	defDur(&c.Bootstrap.MarkAvailableBackoff, 200*time.Millisecond)
 	c.Limits.defaults()
+	c.Hints.defaults()
+}
+
+func (h *Hints) defaults() {
+	if h.Enabled == nil {
+		on := true
+		h.Enabled = &on
+	}
+	if h.MaxBytesPerTarget == 0 {
+		h.MaxBytesPerTarget = 1 << 30
+	}
+	if h.MaxAge == 0 {
+		h.MaxAge = 3 * time.Hour
+	}
+	if h.ReplayBytesPerSecond == 0 {
+		h.ReplayBytesPerSecond = 8 << 20
+	}
 }
 
 func (l *Limits) defaults() {

@@ -25,6 +25,10 @@ func TestEmptyConfigIsDefaults(t *testing.T) {
 	require.Equal(t, 64, c.Bootstrap.ShardsPerFetch)
 	require.Equal(t, 5, c.Bootstrap.MarkAvailableAttempts)
 	require.Equal(t, 200*time.Millisecond, c.Bootstrap.MarkAvailableBackoff)
+	require.True(t, *c.Hints.Enabled)
+	require.Equal(t, int64(1<<30), c.Hints.MaxBytesPerTarget)
+	require.Equal(t, 3*time.Hour, c.Hints.MaxAge)
+	require.Equal(t, int64(8<<20), c.Hints.ReplayBytesPerSecond)
 }
 
 func TestDefaultIsEmbeddedSeed(t *testing.T) {
@@ -75,6 +79,10 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"bootstrap:\n  markAvailableAttempts: -1", "bootstrap.markAvailableAttempts"},
 		{"bootstrap:\n  markAvailableBackoff: -1s", "bootstrap.markAvailableBackoff"},
 		{"bootstrap:\n  maxBytesPerSecond: -1", "bootstrap.maxBytesPerSecond"},
+		{"hints:\n  maxBytesPerTarget: -1", "hints.maxBytesPerTarget"},
+		{"hints:\n  maxAge: -1s", "hints.maxAge"},
+		{"hints:\n  replayBytesPerSecond: -1", "hints.replayBytesPerSecond"},
+		{"hints:\n  enabled: maybe", "enabled"},
 	} {
 		_, err := Parse(strings.NewReader(tc.yaml))
 		require.Error(t, err, tc.yaml)

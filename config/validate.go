@@ -144,6 +144,15 @@ func (c *Config) Validate() error {
 	if c.Bootstrap.MarkAvailableBackoff <= 0 {
 		bad("bootstrap.markAvailableBackoff", "must be > 0, got %v", c.Bootstrap.MarkAvailableBackoff)
 	}
+	if c.Hints.MaxBytesPerTarget <= 0 {
+		bad("hints.maxBytesPerTarget", "must be > 0, got %d", c.Hints.MaxBytesPerTarget)
+	}
+	if c.Hints.MaxAge <= 0 {
+		bad("hints.maxAge", "must be > 0, got %v", c.Hints.MaxAge)
+	}
+	if c.Hints.ReplayBytesPerSecond < 0 {
+		bad("hints.replayBytesPerSecond", "must be >= 0, got %d", c.Hints.ReplayBytesPerSecond)
+	}
 	return errors.Join(errs...)
 }
 

@@ -44,9 +44,11 @@ func frameSum(seq uint64, payload []byte) uint32 {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// errBadHeader marks a header that is torn or corrupt: the file holds no
-// replayable data and is removed on Open.
-var errBadHeader = errors.New("bad file header")
+// ErrBadHeader marks a file header that is torn or corrupt: the file
+// holds no readable record (the commit log removes such a file on Open).
+var ErrBadHeader = errors.New("bad file header")
+
+var errBadHeader = ErrBadHeader
 
 // fileName returns the base name of the file with sequence number seq.
 // Zero padding keeps lexical and numeric order the same for people
@@ -68,11 +70,7 @@ func parseFileName(name string) (uint64, bool) {
 }
 
 func appendHeader(b []byte, seq uint64) []byte {
-	start := len(b)
-	b = append(b, fileMagic...)
-	b = binary.LittleEndian.AppendUint32(b, fileVersion)
-	b = binary.LittleEndian.AppendUint64(b, seq)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+	return AppendFileHeader(b, fileMagic, fileVersion, seq)
 }
 
 // parseHeader checks a file header and returns its seq and version (1 or
@@ -93,4 +91,69 @@ func parseHeader(b []byte) (seq uint64, version uint32, err error) {
 		return 0, 0, fmt.Errorf("unsupported commit log version %d (this build reads 1 and %d)", v, fileVersion)
 	}
 	return binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint32(b[4:]), nil
+}
+
+// FrameHeaderSize is the size of the header of a version 1 frame:
+// length:u32 crc32c(payload):u32, little endian. The client's hint queue
+// (docs/format/hints.md) frames its records this way; the commit log reads
+// such frames in version 1 files and writes version 2 frames (frameSum).
+const FrameHeaderSize = 8
+
+// AppendFrame appends payload framed: its length and CRC32-C, then the
+// bytes.
+func AppendFrame(dst, payload []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(payload, castagnoli))
+	return append(dst, payload...)
+}
+
+// SealFrame fills in the header of the frame that starts at dst[start:]
+// (FrameHeaderSize placeholder bytes, then the payload up to len(dst)),
+// for encoders that write the payload in place.
+func SealFrame(dst []byte, start int) {
+	payload := dst[start+FrameHeaderSize:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli))
+}
+
+// ParseFrameHeader returns the payload length and checksum of a frame
+// header (at least FrameHeaderSize bytes).
+func ParseFrameHeader(h []byte) (length uint32, sum uint32) {
+	return binary.LittleEndian.Uint32(h), binary.LittleEndian.Uint32(h[4:])
+}
+
+// FrameIntact says whether payload matches the checksum of its header.
+func FrameIntact(payload []byte, sum uint32) bool {
+	return crc32.Checksum(payload, castagnoli) == sum
+}
+
+// AppendFileHeader appends the 20-byte header the commit log and the hint
+// queue (docs/format/hints.md) start their files with: magic[4]
+// version:u32 seq:u64 crc32c(previous 16 bytes):u32.
+func AppendFileHeader(b []byte, magic string, version uint32, seq uint64) []byte {
+	start := len(b)
+	b = append(b, magic[:4]...)
+	b = binary.LittleEndian.AppendUint32(b, version)
+	b = binary.LittleEndian.AppendUint64(b, seq)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+}
+
+// ParseFileHeader checks a header written by AppendFileHeader and returns
+// its seq. A torn or corrupt header wraps ErrBadHeader; an intact header
+// of another version is a different error naming what (a newer build
+// wrote the file, which must be left alone).
+func ParseFileHeader(b []byte, magic string, version uint32, what string) (uint64, error) {
+	if len(b) < headerSize {
+		return 0, fmt.Errorf("%w: %d bytes, want %d", ErrBadHeader, len(b), headerSize)
+	}
+	if string(b[:4]) != magic {
+		return 0, fmt.Errorf("%w: magic %q", ErrBadHeader, b[:4])
+	}
+	if got, want := binary.LittleEndian.Uint32(b[16:]), crc32.Checksum(b[:16], castagnoli); got != want {
+		return 0, fmt.Errorf("%w: checksum %08x, want %08x", ErrBadHeader, got, want)
+	}
+	if v := binary.LittleEndian.Uint32(b[4:]); v != version {
+		return 0, fmt.Errorf("unsupported %s version %d (this build reads %d)", what, v, version)
+	}
+	return binary.LittleEndian.Uint64(b[8:]), nil
 }

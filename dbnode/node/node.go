@@ -206,6 +206,13 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	wl, _ := client.ParseWriteLevel(n.cfg.Cluster.WriteConsistency)
 	rl, _ := client.ParseReadLevel(n.cfg.Cluster.ReadConsistency)
 	pairing := n.cfg.Cluster.PairedInitializingCounts == nil || *n.cfg.Cluster.PairedInitializingCounts
+	hintOpts, closeHints, err := n.openHints()
+	if err != nil {
+		return err
+	}
+	if closeHints != nil {
+		stack.push("hints", closeHints) // after the session stopped replaying
+	}
 	session, err := client.NewSession(client.Options{
 		LocalID: n.cfg.ID, Local: db, Topology: n.topo,
 		WriteLevel: wl, ReadLevel: rl, Pairing: pairing,
@@ -216,6 +223,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			Timeout:  n.cfg.Cluster.HealthCheckTimeout,
 			Failures: n.cfg.Cluster.HealthCheckFailures,
 		},
+		Hints:  hintOpts,
 		Logger: n.log, Metrics: n.scope.SubScope("session"),
 	})
 	if err != nil {

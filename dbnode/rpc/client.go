@@ -87,10 +87,21 @@ func (c *Client) Addr() string { return c.addr }
 // be ident.Shard of its ID. A nil error means the node applied every sample
 // except the Rejected ones, which it refused for good.
 func (c *Client) WriteBatch(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
+	return c.writeBatch(ctx, ns, samples, false)
+}
+
+// WriteBatchFill is WriteBatch with fill_only set: the node keeps the
+// values it already holds at the samples' series and timestamps (a node
+// older than the field overwrites them). Hint replays use it.
+func (c *Client) WriteBatchFill(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
+	return c.writeBatch(ctx, ns, samples, true)
+}
+
+func (c *Client) writeBatch(ctx context.Context, ns string, samples []storage.Sample, fill bool) (WriteResult, error) {
 	buf := getPayloadBuf(payloadSize(samples))
 	defer putPayloadBuf(buf)
 	*buf = appendPayload((*buf)[:0], samples)
-	req := &nodepb.WriteBatchRequest{Namespace: ns, Payload: *buf}
+	req := &nodepb.WriteBatchRequest{Namespace: ns, Payload: *buf, FillOnly: fill}
 	resp := new(nodepb.WriteBatchResponse)
 	// Invoke has marshalled req by the time it returns, so the payload
 	// buffer can go back to the pool.

@@ -196,3 +196,14 @@ func malformed(off int, format string, args ...any) error {
 	return fmt.Errorf("%w (format %s) at byte %d: %s", ErrMalformed,
 		nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1, off, fmt.Sprintf(format, args...))
 }
+
+// AppendSamples appends the SERIES_V1 encoding of samples to dst: the
+// write payload's bytes, for callers that keep samples in that form
+// outside an RPC (the coordinator's hint queue, docs/format/hints.md).
+func AppendSamples(dst []byte, samples []storage.Sample) []byte { return appendPayload(dst, samples) }
+
+// DecodeSamples appends the samples of SERIES_V1 bytes to dst; IDs alias
+// b. Errors wrap ErrMalformed.
+func DecodeSamples(b []byte, dst []storage.Sample) ([]storage.Sample, error) {
+	return decodePayload(b, dst)
+}

@@ -3,9 +3,11 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -71,6 +73,16 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	}
 
 	total := len(batch)
+	if req.GetFillOnly() {
+		if batch, err = s.withoutHeld(req.GetNamespace(), batch); err != nil {
+			st := storageStatus("write batch (fill only)", err)
+			s.logTransient("WriteBatch", st)
+			return WriteResult{}, st
+		}
+		if len(batch) == 0 {
+			return WriteResult{Written: total}, nil
+		}
+	}
 	err = s.db.WriteBatch(req.GetNamespace(), batch)
 	var rejected *storage.RejectedError
 	switch {
@@ -102,4 +114,41 @@ func (s *Server) putSamples(b *[]storage.Sample) {
 	clear(*b)
 	*b = (*b)[:0]
 	s.samples.Put(b)
+}
+
+// withoutHeld drops, in place, the samples whose series already has a
+// value at their timestamp (fill_only): one read per run of samples of
+// one series, over the run's time range. A write of the same series and
+// timestamp that lands between the read and the write still wins, as it
+// would without fill_only.
+func (s *Server) withoutHeld(ns string, batch []storage.Sample) ([]storage.Sample, error) {
+	kept := batch[:0]
+	held := map[int64]struct{}{}
+	for i := 0; i < len(batch); {
+		j := i + 1
+		lo, hi := batch[i].T, batch[i].T
+		for j < len(batch) && ident.Same(batch[j].ID, batch[i].ID) {
+			lo, hi = min(lo, batch[j].T), max(hi, batch[j].T)
+			j++
+		}
+		it, err := s.db.Read(ns, batch[i].ID, lo, hi)
+		if err != nil {
+			return nil, fmt.Errorf("read series %q: %w", batch[i].ID, err)
+		}
+		clear(held)
+		for it.Next() {
+			t, _ := it.At()
+			held[t] = struct{}{}
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("read series %q: %w", batch[i].ID, err)
+		}
+		for k := i; k < j; k++ {
+			if _, ok := held[batch[k].T]; !ok {
+				kept = append(kept, batch[k])
+			}
+		}
+		i = j
+	}
+	return kept, nil
 }

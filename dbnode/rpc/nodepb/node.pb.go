@@ -141,7 +141,14 @@ type WriteBatchRequest struct {
 	Format    PayloadFormat          `protobuf:"varint,2,opt,name=format,proto3,enum=tessera.rpc.v1.PayloadFormat" json:"format,omitempty"`
 	// The samples, encoded as format says (docs/format/rpc.md). Empty: no
 	// samples.
-	Payload       []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	// fill_only: where the node already holds a value at a sample's series
+	// and timestamp it keeps that value and skips the sample (counted as
+	// written) instead of letting the later write win. Hinted handoff sets
+	// it: a replayed hint may be older than what the node has. A node that
+	// predates the field overwrites, as every write did before. The number
+	// leaves room below it for other fields.
+	FillOnly      bool `protobuf:"varint,16,opt,name=fill_only,json=fillOnly,proto3" json:"fill_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +202,13 @@ func (x *WriteBatchRequest) GetPayload() []byte {
 		return x.Payload
 	}
 	return nil
+}
+
+func (x *WriteBatchRequest) GetFillOnly() bool {
+	if x != nil {
+		return x.FillOnly
+	}
+	return false
 }
 
 // WriteBatchResponse reports a write that was carried out. Rejected
@@ -1215,11 +1229,12 @@ var File_node_proto protoreflect.FileDescriptor
 const file_node_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"node.proto\x12\x0etessera.rpc.v1\"\x82\x01\n" +
+	"node.proto\x12\x0etessera.rpc.v1\"\x9f\x01\n" +
 	"\x11WriteBatchRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x125\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x1d.tessera.rpc.v1.PayloadFormatR\x06format\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\fR\apayload\"\x9d\x01\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x12\x1b\n" +
+	"\tfill_only\x18\x10 \x01(\bR\bfillOnly\"\x9d\x01\n" +
 	"\x12WriteBatchResponse\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\rR\awritten\x12\x1a\n" +
 	"\brejected\x18\x02 \x01(\rR\brejected\x12\x1d\n" +

@@ -1,0 +1,94 @@
+package hints
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+)
+
+// Segment file layout; docs/format/hints.md describes it byte by byte.
+const (
+	segMagic      = "TSHQ"
+	segVersion    = 1
+	segHeaderSize = 20 // magic[4] version:u32 seq:u64 crc32c(previous 16 bytes):u32
+	segPrefix     = "hints-"
+	segSuffix     = ".log"
+	// recordMin is the smallest record payload: created:u64, an empty
+	// namespace, and the two counts of an empty SERIES_V1 payload.
+	recordMin = 8 + 1 + 2
+)
+
+func segName(seq uint64) string { return fmt.Sprintf("%s%020d%s", segPrefix, seq, segSuffix) }
+
+func parseSegName(name string) (uint64, bool) {
+	if !strings.HasPrefix(name, segPrefix) || !strings.HasSuffix(name, segSuffix) {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(name[len(segPrefix):len(name)-len(segSuffix)], 10, 64)
+	return seq, err == nil
+}
+
+func appendSegHeader(b []byte, seq uint64) []byte {
+	return commitlog.AppendFileHeader(b, segMagic, segVersion, seq)
+}
+
+// parseSegHeader checks a segment header (commitlog.ParseFileHeader).
+func parseSegHeader(b []byte) (uint64, error) {
+	return commitlog.ParseFileHeader(b, segMagic, segVersion, "hint segment")
+}
+
+// appendRecord appends one framed record (the commit log's frame: length,
+// CRC32-C, payload) holding samples of namespace ns, hinted at created.
+func appendRecord(dst, scratch []byte, created time.Time, ns string, samples []storage.Sample) (out, scratchOut []byte) {
+	p := scratch[:0]
+	p = binary.LittleEndian.AppendUint64(p, uint64(created.UnixMilli()))
+	p = binary.AppendUvarint(p, uint64(len(ns)))
+	p = append(p, ns...)
+	p = rpc.AppendSamples(p, samples)
+	return commitlog.AppendFrame(dst, p), p
+}
+
+// Record is one hinted write: the samples one replica did not
+// acknowledge, in the order they were written.
+type Record struct {
+	Created   time.Time
+	Namespace string
+	// Samples are the caller's (they alias no buffer the queue reuses).
+	Samples []storage.Sample
+	// Size is the record's size on disk, frames included.
+	Size int64
+
+	seq    uint64 // segment
+	off    int64  // offset of the first frame in it
+	frames int    // records read into this one (NextBatch)
+}
+
+// decodeRecord parses a record payload (its checksum already checked).
+// It never panics on any input.
+func decodeRecord(p []byte, dst []storage.Sample) (Record, []storage.Sample, error) {
+	var r Record
+	if len(p) < recordMin {
+		return r, dst, fmt.Errorf("record of %d bytes, want at least %d", len(p), recordMin)
+	}
+	r.Created = time.UnixMilli(int64(binary.LittleEndian.Uint64(p)))
+	off := 8
+	l, n := binary.Uvarint(p[off:])
+	if n <= 0 || l > uint64(len(p)-off-n) {
+		return r, dst, fmt.Errorf("record namespace: bad length")
+	}
+	off += n
+	r.Namespace = string(p[off : off+int(l)])
+	off += int(l)
+	out, err := rpc.DecodeSamples(p[off:], dst[:0])
+	if err != nil {
+		return r, dst, fmt.Errorf("record samples: %w", err)
+	}
+	r.Samples = out
+	return r, out, nil
+}
