@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tessera-tsdb/tessera/config"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -45,6 +46,8 @@ func startEmbeddedEtcd(cfg config.Config) (*embed.Etcd, error) {
 		}
 		ec.ListenPeerUrls = []url.URL{*lu}
 	}
+	embeddedTLS(&ec.ClientTLSInfo, e.ClientTLS)
+	embeddedTLS(&ec.PeerTLSInfo, e.PeerTLS)
 	ec.InitialCluster = e.InitialCluster
 	ec.InitialClusterToken = "tessera-" + cfg.Cluster.Name
 	ec.ClusterState = embed.ClusterStateFlagNew
@@ -66,4 +69,17 @@ func startEmbeddedEtcd(cfg config.Config) (*embed.Etcd, error) {
 		}
 	}
 	return etcd, nil
+}
+
+// embeddedTLS fills one side of the member's TLS: its key pair, and with a
+// CA, client certificates required and verified against it.
+func embeddedTLS(info *transport.TLSInfo, f config.TLSFiles) {
+	if !f.Enabled() {
+		return
+	}
+	info.CertFile, info.KeyFile = f.CertFile, f.KeyFile
+	if f.CAFile != "" {
+		info.TrustedCAFile = f.CAFile
+		info.ClientCertAuth = true
+	}
 }
