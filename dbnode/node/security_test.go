@@ -50,7 +50,7 @@ func TestEmbeddedEtcdTLSAndAuth(t *testing.T) {
 	t.Cleanup(e.Close)
 
 	connect := func(et config.Etcd) (*clientv3.Client, error) {
-		c := clientv3.Config{Endpoints: cfg.Etcd.Endpoints, DialTimeout: 5 * time.Second, Logger: zapNop()}
+		c := clientv3.Config{Endpoints: cfg.Etcd.Endpoints, DialTimeout: 10 * time.Second, Logger: zapNop()}
 		if err := etcdClientConfig(et, &c); err != nil {
 			return nil, err
 		}
@@ -62,7 +62,7 @@ func TestEmbeddedEtcdTLSAndAuth(t *testing.T) {
 			return err
 		}
 		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, err = c.Put(ctx, "k", "v")
 		return err
@@ -71,7 +71,7 @@ func TestEmbeddedEtcdTLSAndAuth(t *testing.T) {
 	// Turn etcd auth on: a root user with a password.
 	admin, err := connect(cfg.Etcd)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err = admin.UserAdd(ctx, "root", "s3cret")
 	require.NoError(t, err)
