@@ -29,18 +29,7 @@ func secureClient(t *testing.T, caFile string, set func(*http.Request)) *http.Cl
 	if set == nil {
 		return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	}
-	return &http.Client{Transport: authOver{tr, set}, Timeout: 30 * time.Second}
-}
-
-type authOver struct {
-	base http.RoundTripper
-	set  func(*http.Request)
-}
-
-func (a authOver) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	a.set(r)
-	return a.base.RoundTrip(r)
+	return &http.Client{Transport: withAuth{tr, set}, Timeout: 30 * time.Second}
 }
 
 // TestSecureExampleStarts runs config/examples/secure as shipped (paths

@@ -19,23 +19,28 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// withAuth is an http.RoundTripper that adds one Authorization header.
+// withAuth is an http.RoundTripper that adds one Authorization header
+// to what base (http.DefaultTransport when nil) sends.
 type withAuth struct {
-	set func(*http.Request)
+	base http.RoundTripper
+	set  func(*http.Request)
 }
 
 func (a withAuth) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	a.set(r)
-	return http.DefaultTransport.RoundTrip(r)
+	if a.base == nil {
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	return a.base.RoundTrip(r)
 }
 
 func bearerClient(tok string) *http.Client {
-	return &http.Client{Transport: withAuth{func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }}}
+	return &http.Client{Transport: withAuth{nil, func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }}}
 }
 
 func basicClient(user, pw string) *http.Client {
-	return &http.Client{Transport: withAuth{func(r *http.Request) { r.SetBasicAuth(user, pw) }}}
+	return &http.Client{Transport: withAuth{nil, func(r *http.Request) { r.SetBasicAuth(user, pw) }}}
 }
 
 // TestSecureClusterMTLSAndRoles runs three nodes whose node RPC is mutual

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/internal/testcerts"
+	"github.com/tessera-tsdb/tessera/placement/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -71,14 +72,7 @@ func TestEmbeddedEtcdTLSAndAuth(t *testing.T) {
 	// Turn etcd auth on: a root user with a password.
 	admin, err := connect(cfg.Etcd)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err = admin.UserAdd(ctx, "root", "s3cret")
-	require.NoError(t, err)
-	_, err = admin.UserGrantRole(ctx, "root", "root")
-	require.NoError(t, err)
-	_, err = admin.AuthEnable(ctx)
-	require.NoError(t, err)
+	etcdtest.EnableAuth(t, admin, "s3cret")
 	admin.Close()
 
 	pwFile := filepath.Join(dir, "etcd.password")

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -189,14 +188,7 @@ func TestCLISecuredEtcd(t *testing.T) {
 	require.NoError(t, err)
 	admin, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = admin.UserAdd(ctx, "root", "etcd-pw")
-	require.NoError(t, err)
-	_, err = admin.UserGrantRole(ctx, "root", "root")
-	require.NoError(t, err)
-	_, err = admin.AuthEnable(ctx)
-	require.NoError(t, err)
+	etcdtest.EnableAuth(t, admin, "etcd-pw")
 	require.NoError(t, admin.Close())
 
 	runEnv := func(env []string, args ...string) result {

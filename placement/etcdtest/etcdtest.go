@@ -4,12 +4,14 @@
 package etcdtest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -125,4 +127,21 @@ func freeURL(t testing.TB) url.URL {
 	}
 	defer l.Close()
 	return url.URL{Scheme: "http", Host: l.Addr().String()}
+}
+
+// EnableAuth turns etcd's authentication on through client: a root user
+// with password, granted the root role. Later clients need the password.
+func EnableAuth(t testing.TB, client *clientv3.Client, password string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, step := range []func() error{
+		func() error { _, err := client.UserAdd(ctx, "root", password); return err },
+		func() error { _, err := client.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := client.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("enable etcd auth: %v", err)
+		}
+	}
 }
