@@ -88,6 +88,10 @@ func loadCA(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// recheckEvery bounds how often a key pair's files are looked at (a stat
+// of each per handshake otherwise).
+var recheckEvery = time.Second
+
 // keyPair is a certificate and key re-read when either file changes.
 type keyPair struct {
 	certFile, keyFile string
@@ -113,7 +117,7 @@ func (k *keyPair) get() (*tls.Certificate, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	now := time.Now()
-	if k.cert != nil && now.Sub(k.checked) < time.Second {
+	if k.cert != nil && now.Sub(k.checked) < recheckEvery {
 		return k.cert, nil
 	}
 	k.checked = now
