@@ -73,7 +73,14 @@ func newSecurity(cfg config.Config, log *slog.Logger, metrics tally.Scope) (*sec
 // machine takes any caller: the embedded default listens on loopback, so
 // only a deliberate change of http.listen gets here.
 func (s *security) warnIfOpen(log *slog.Logger, addr net.Addr) {
-	if s.auth.Enabled() || isLoopback(addr) {
+	if isLoopback(addr) {
+		return
+	}
+	if s.auth.Enabled() {
+		if !s.httpsOn {
+			log.Warn("HTTP API listens on a non-loopback address with authentication but WITHOUT TLS: passwords and tokens cross the network in clear; add tls_server_config to http.webConfigFile",
+				"http", addr.String())
+		}
 		return
 	}
 	log.Warn("HTTP API listens on a non-loopback address WITHOUT authentication: anyone who reaches it can write, read, change the placement and read profiles; set http.auth (and http.webConfigFile for TLS)",

@@ -152,6 +152,9 @@ func TestWarnsWhenOpenBeyondLoopback(t *testing.T) {
 			} else {
 				require.NotContains(t, logs.String(), "WITHOUT authentication")
 			}
+			if tc.tokens != nil {
+				require.Contains(t, logs.String(), "WITHOUT TLS", "credentials over plain HTTP beyond loopback")
+			}
 		})
 	}
 }
