@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/internal/testcerts"
 	"github.com/tessera-tsdb/tessera/internal/tlsfiles"
+	"github.com/tessera-tsdb/tessera/placement"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -47,8 +48,9 @@ func basicClient(user, pw string) *http.Client {
 // TLS (each with its own certificate from one throwaway cluster CA) and
 // whose HTTP API needs credentials: a remote write with the write role
 // reaches every replica over mTLS, a remote read with the read role gets
-// every sample back through each node, and the wrong role, no credentials
-// or a peer without a cluster certificate are refused.
+// every sample back through each node, a fourth node bootstraps its shards
+// from the others over mTLS, and the wrong role, no credentials or a peer
+// without a cluster certificate are refused.
 func TestSecureClusterMTLSAndRoles(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := testcerts.NewCA("tessera cluster CA")
@@ -58,7 +60,7 @@ func TestSecureClusterMTLSAndRoles(t *testing.T) {
 	web := filepath.Join(dir, "web.yml")
 	require.NoError(t, os.WriteFile(web, []byte("basic_auth_users:\n  grafana: "+string(h)+"\n"), 0o600))
 	var i int
-	_, nodes, _ := clusterNWith(t, 3, func(c *config.Config) {
+	secure := func(c *config.Config) {
 		i++
 		f, err := ca.WriteLeaf(dir, c.ID, "127.0.0.1", "localhost")
 		require.NoError(t, err)
@@ -69,7 +71,8 @@ func TestSecureClusterMTLSAndRoles(t *testing.T) {
 			{Role: "write", Token: "prometheus-write-token"},
 			{Role: "admin", Token: "ops-admin-token"},
 		}
-	})
+	}
+	e, nodes, ec := clusterNWith(t, 3, secure)
 	require.Equal(t, 3, i)
 
 	writer := &dataset{series: map[string][]prompb.Sample{}, client: bearerClient("prometheus-write-token")}
@@ -128,6 +131,21 @@ func TestSecureClusterMTLSAndRoles(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, c.want, resp.StatusCode, "%s %s", c.method, c.path)
 	}
+
+	// A fourth node joins: the shards it takes bootstrap from their
+	// owners over mutual TLS, and every replica, read alone over mTLS,
+	// holds every acknowledged sample of its shards.
+	cfg4 := nodeConfig(t, "node4", "rack4", e.client)
+	secure(&cfg4)
+	n4 := startNode(t, cfg4)
+	casPlacement(t, ec, func(p placement.Placement) (placement.Placement, error) { return placement.Add(p, n4.instance()) })
+	p := settled(t, ec, 120*time.Second)
+	in4, ok := p.Instance("node4")
+	require.True(t, ok)
+	require.NotEmpty(t, in4.Shards)
+	operator, err := tlsfiles.Client(tlsfiles.Files{CertFile: filepath.Join(dir, "node1.crt"), KeyFile: filepath.Join(dir, "node1.key"), CAFile: filepath.Join(dir, "ca.crt")})
+	require.NoError(t, err)
+	checkEachReplicaWith(t, rpc.ClientOptions{TLS: operator}, p, writer)
 
 	// A peer without a certificate from the cluster CA is refused by the
 	// node RPC.
