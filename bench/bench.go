@@ -42,6 +42,9 @@ type Options struct {
 	// PregenBytes bounds the memory for building every request before the
 	// run starts; 0 means DefaultPregenBytes, negative never pre-builds.
 	PregenBytes int64
+	// Security: credentials and TLS files for a secured node (see
+	// security.go).
+	Security
 }
 
 // DefaultPregenBytes is the default Options.PregenBytes.
@@ -150,7 +153,10 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 	}
 	var next, sent, failed, retried atomic.Int64
 	var firstErr atomic.Pointer[string]
-	client := newClient(o)
+	client, err := newClient(o)
+	if err != nil {
+		return Result{}, err
+	}
 	defer client.CloseIdleConnections()
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -213,11 +219,15 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 // newClient keeps one connection per worker alive between requests: the
 // default transport keeps two per host, so with more workers every extra
 // request would pay (and make the node pay) a new TCP connection.
-func newClient(o Options) *http.Client {
+func newClient(o Options) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = o.Concurrency
 	tr.MaxIdleConns = max(tr.MaxIdleConns, o.Concurrency)
-	return &http.Client{Timeout: 60 * time.Second, Transport: tr}
+	rt, err := o.Security.wrap(tr)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Timeout: 60 * time.Second, Transport: rt}, nil
 }
 
 // requestEncoder writes remote write requests of the workload as protobuf
@@ -332,7 +342,10 @@ func Verify(ctx context.Context, o Options, out io.Writer) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	client := newClient(o)
+	client, err := newClient(o)
+	if err != nil {
+		return err
+	}
 	defer client.CloseIdleConnections()
 	end := o.Start + int64(o.Samples)*o.Interval.Milliseconds()
 	groups := (o.Series + 99) / 100

@@ -51,6 +51,16 @@ type HTTP struct {
 	// it keeps the label bytes and the ID). Set it above the number of
 	// active series. Default 1048576.
 	SeriesCacheSize int `yaml:"seriesCacheSize"`
+	// WebConfigFile is a Prometheus web configuration file
+	// (exporter-toolkit's web.config.file format): tls_server_config turns
+	// on HTTPS (re-read at every handshake, so replaced certificates take
+	// effect without a restart), basic_auth_users lists users with bcrypt
+	// password hashes; each needs a role in Auth.Users. Default: none
+	// (plain HTTP).
+	WebConfigFile string `yaml:"webConfigFile"`
+	// Auth grants roles to basic auth users and bearer tokens. See
+	// HTTPAuth.
+	Auth HTTPAuth `yaml:"auth"`
 }
 
 // RPC is the node-to-node gRPC server.
@@ -59,6 +69,11 @@ type RPC struct {
 	Listen string `yaml:"listen"`
 	// Advertise is the host:port other nodes dial; default: Listen.
 	Advertise string `yaml:"advertise"`
+	// TLS turns on mutual TLS for node-to-node RPC, both ways: the server
+	// refuses peers without a certificate signed by caFile, and this node
+	// presents its certificate when it dials peers (writes, reads,
+	// bootstrap). certFile, keyFile and caFile all or none. Default: off.
+	TLS TLSFiles `yaml:"tls"`
 }
 
 // CommitLog configures durability.
@@ -158,6 +173,15 @@ type Etcd struct {
 	Embedded EmbeddedEtcd `yaml:"embedded"`
 	// DialTimeout for the etcd client. Default 5s.
 	DialTimeout time.Duration `yaml:"dialTimeout"`
+	// TLS for the etcd client: caFile verifies the servers, certFile and
+	// keyFile are this node's client certificate (for an etcd that
+	// requires one). Default: plain.
+	TLS TLSFiles `yaml:"tls"`
+	// Username and Password (or PasswordFile) authenticate to an etcd
+	// with auth enabled. Default: none.
+	Username     string `yaml:"username"`
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"passwordFile"`
 }
 
 // EmbeddedEtcd configures a seed's etcd member.
@@ -176,6 +200,12 @@ type EmbeddedEtcd struct {
 	// container). Default: the advertised URLs.
 	ListenClientURL string `yaml:"listenClientURL"`
 	ListenPeerURL   string `yaml:"listenPeerURL"`
+	// ClientTLS serves the client URL over TLS (clientURL https://);
+	// with caFile, clients must present a certificate signed by it.
+	ClientTLS TLSFiles `yaml:"clientTLS"`
+	// PeerTLS secures member-to-member traffic (peerURL https://); with
+	// caFile, members must present a certificate signed by it.
+	PeerTLS TLSFiles `yaml:"peerTLS"`
 }
 
 // Storage configures the engine's background work.

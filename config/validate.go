@@ -153,6 +153,7 @@ func (c *Config) Validate() error {
 	if c.Hints.ReplayBytesPerSecond < 0 {
 		bad("hints.replayBytesPerSecond", "must be >= 0, got %d", c.Hints.ReplayBytesPerSecond)
 	}
+	c.validateSecurity(bad)
 	return errors.Join(errs...)
 }
 

@@ -239,6 +239,16 @@ func clusterNWith(t testing.TB, n int, edit func(*config.Config)) (*etcdServer, 
 type dataset struct {
 	mu     sync.Mutex
 	series map[string][]prompb.Sample // by series label
+	// client sends the requests; nil: http.DefaultClient (a test of
+	// secured nodes sets one that adds credentials).
+	client *http.Client
+}
+
+func (d *dataset) httpClient() *http.Client {
+	if d.client != nil {
+		return d.client
+	}
+	return http.DefaultClient
 }
 
 func newDataset() *dataset { return &dataset{series: map[string][]prompb.Sample{}} }
@@ -259,7 +269,7 @@ func (d *dataset) write(url string, from, n int, ts int64) error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.Post(url+"/api/v1/prom/remote/write", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, raw)))
+	resp, err := d.httpClient().Post(url+"/api/v1/prom/remote/write", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, raw)))
 	if err != nil {
 		return err
 	}
@@ -278,13 +288,17 @@ func (d *dataset) write(url string, from, n int, ts int64) error {
 }
 
 func remoteRead(url string, start, end int64) (map[string][]prompb.Sample, error) {
+	return remoteReadWith(http.DefaultClient, url, start, end)
+}
+
+func remoteReadWith(c *http.Client, url string, start, end int64) (map[string][]prompb.Sample, error) {
 	rr := &prompb.ReadRequest{Queries: []*prompb.Query{{StartTimestampMs: start, EndTimestampMs: end,
 		Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "it_metric"}}}}}
 	raw, err := rr.Marshal()
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.Post(url+"/api/v1/prom/remote/read", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, raw)))
+	resp, err := c.Post(url+"/api/v1/prom/remote/read", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, raw)))
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +329,7 @@ func remoteRead(url string, start, end int64) (map[string][]prompb.Sample, error
 // check reads everything back through url and compares every acknowledged
 // sample, bit for bit.
 func (d *dataset) check(url string, start, end int64) error {
-	got, err := remoteRead(url, start, end)
+	got, err := remoteReadWith(d.httpClient(), url, start, end)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/placement"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -120,7 +121,7 @@ func converged(t *testing.T, c *clientv3.Client, d *dataset, within time.Duratio
 	start := time.Now()
 	eventually(t, within, "every replica holds every acknowledged sample", func() error {
 		for _, in := range p.Instances {
-			if _, err := replicaHolds(in, p.NumShards, d); err != nil {
+			if _, err := replicaHolds(rpc.ClientOptions{}, in, p.NumShards, d); err != nil {
 				return err
 			}
 		}
@@ -128,7 +129,7 @@ func converged(t *testing.T, c *clientv3.Client, d *dataset, within time.Duratio
 	})
 	took := time.Since(start)
 	for _, in := range p.Instances {
-		n, err := replicaHolds(in, p.NumShards, d)
+		n, err := replicaHolds(rpc.ClientOptions{}, in, p.NumShards, d)
 		require.NoError(t, err)
 		t.Logf("%s alone: %d acknowledged samples of its shards, bit for bit", in.ID, n)
 	}
@@ -165,7 +166,7 @@ func TestHintsFrozenReplicaCatchesUp(t *testing.T) {
 	missed := d.total() - atFreeze
 	// The premise: node3 missed writes; without hints it would not have them.
 	require.Positive(t, missed)
-	_, missing := replicaHolds(instanceOf(t, c, "node3"), 4096, d)
+	_, missing := replicaHolds(rpc.ClientOptions{}, instanceOf(t, c, "node3"), 4096, d)
 	t.Logf("node3 resumed after %v; %d samples acknowledged while it was frozen; right after resuming: %v",
 		time.Since(frozenAt).Round(time.Millisecond), missed, missing)
 
@@ -185,7 +186,7 @@ func TestHintsFrozenReplicaCatchesUp(t *testing.T) {
 	// node3 alone: the two others stopped.
 	n1.stop()
 	n2.stop()
-	_, err := replicaHolds(instanceOf(t, c, "node3"), 4096, d)
+	_, err := replicaHolds(rpc.ClientOptions{}, instanceOf(t, c, "node3"), 4096, d)
 	require.NoError(t, err)
 }
 
@@ -215,7 +216,7 @@ func TestHintsKilledReplicaCatchesUp(t *testing.T) {
 	t.Logf("converged %v after the load stopped (%d samples acknowledged while node3 was down)", took, d.total()-atKill)
 	n1.stop()
 	n2.stop()
-	_, err := replicaHolds(instanceOf(t, c, "node3"), 4096, d)
+	_, err := replicaHolds(rpc.ClientOptions{}, instanceOf(t, c, "node3"), 4096, d)
 	require.NoError(t, err)
 }
 
@@ -252,7 +253,7 @@ func TestHintsCoordinatorKilledWithHintsQueued(t *testing.T) {
 	eventually(t, 30*time.Second, "node3 answers again", n3.ready)
 	// The premise: node3 lacks acknowledged samples that only node1's
 	// hints can give it.
-	_, missing := replicaHolds(instanceOf(t, c, "node3"), 4096, d)
+	_, missing := replicaHolds(rpc.ClientOptions{}, instanceOf(t, c, "node3"), 4096, d)
 	require.Error(t, missing)
 	t.Logf("node1 killed with %d hint records for node3; node3 before node1's restart: %v", queued, missing)
 

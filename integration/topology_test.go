@@ -108,19 +108,26 @@ func casPlacement(t *testing.T, c *clientv3.Client, op func(placement.Placement)
 // being written, so each replica is given a few seconds to converge.
 func checkEachReplica(t *testing.T, p placement.Placement, d *dataset) {
 	t.Helper()
+	checkEachReplicaWith(t, rpc.ClientOptions{}, p, d)
+}
+
+// checkEachReplicaWith is checkEachReplica dialling with opts (mutual TLS).
+func checkEachReplicaWith(t *testing.T, opts rpc.ClientOptions, p placement.Placement, d *dataset) {
+	t.Helper()
 	for _, in := range p.Instances {
 		var checked int
 		eventually(t, 15*time.Second, in.ID+" holding every acknowledged sample of its shards", func() error {
 			var err error
-			checked, err = replicaHolds(in, p.NumShards, d)
+			checked, err = replicaHolds(opts, in, p.NumShards, d)
 			return err
 		})
 		t.Logf("%s alone: %d acknowledged samples of its shards checked", in.ID, checked)
 	}
 }
 
-func replicaHolds(in placement.Instance, numShards uint32, d *dataset) (int, error) {
-	c, err := rpc.Dial(in.Endpoint, rpc.ClientOptions{Timeout: 30 * time.Second})
+func replicaHolds(opts rpc.ClientOptions, in placement.Instance, numShards uint32, d *dataset) (int, error) {
+	opts.Timeout = 30 * time.Second
+	c, err := rpc.Dial(in.Endpoint, opts)
 	if err != nil {
 		return 0, err
 	}

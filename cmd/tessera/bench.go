@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,11 @@ func benchCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
 				return err
+			}
+			// Secrets from the environment, so they stay out of `ps`.
+			if o.BearerToken == "" && o.BasicAuth == "" {
+				o.BearerToken = os.Getenv("TESSERA_BEARER_TOKEN")
+				o.BasicAuth = os.Getenv("TESSERA_BASIC_AUTH")
 			}
 			if o.Start == 0 {
 				// End the data a little before now so nothing lands past
@@ -49,6 +55,11 @@ func benchCommand() *cobra.Command {
 	f.BoolVar(&verifyOnly, "verify-only", false, "only verify data written by an earlier run with the same --start")
 	f.Int64Var(&o.Start, "start", 0, "timestamp (ms) of the first sample; default now - samples*interval")
 	f.StringVar(&o.Metric, "metric", "tessera_bench", "metric name prefix")
+	f.StringVar(&o.BearerToken, "bearer-token", "", "send Authorization: Bearer <token>; prefer $TESSERA_BEARER_TOKEN, the default")
+	f.StringVar(&o.BasicAuth, "basic-auth", "", "user:password for basic auth; prefer $TESSERA_BASIC_AUTH, the default")
+	f.StringVar(&o.CAFile, "ca-file", os.Getenv("TESSERA_CA_FILE"), "CA certificate (PEM) that verifies an https:// node [$TESSERA_CA_FILE]")
+	f.StringVar(&o.CertFile, "cert-file", os.Getenv("TESSERA_CERT_FILE"), "client certificate (PEM), for a node that requires one [$TESSERA_CERT_FILE]")
+	f.StringVar(&o.KeyFile, "key-file", os.Getenv("TESSERA_KEY_FILE"), "key of --cert-file [$TESSERA_KEY_FILE]")
 	f.Int64Var(&o.PregenBytes, "pregen-bytes", bench.DefaultPregenBytes, "build every request before the run when they fit in this many bytes (negative: build them during the run)")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/tessera-tsdb/tessera/internal/tlsfiles"
 )
 
 // readyCommand checks a node's /ready, for health checks in images with
@@ -14,12 +15,20 @@ import (
 func readyCommand() *cobra.Command {
 	var url string
 	var timeout time.Duration
+	var caFile string
 	cmd := &cobra.Command{
 		Use:   "ready",
 		Short: "Exit 0 if the node at --url is ready (GET /ready answers 200), 1 otherwise",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := &http.Client{Timeout: timeout}
+			if caFile != "" { // an https:// node with a private CA
+				tc, err := tlsfiles.Client(tlsfiles.Files{CAFile: caFile})
+				if err != nil {
+					return fmt.Errorf("--ca-file: %w", err)
+				}
+				c.Transport = &http.Transport{TLSClientConfig: tc}
+			}
 			resp, err := c.Get(url + "/ready")
 			if err != nil {
 				return fmt.Errorf("not ready: %w", err)
@@ -34,6 +43,7 @@ func readyCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:7201", "node base URL")
+	cmd.Flags().StringVar(&caFile, "ca-file", "", "CA certificate (PEM) that verifies an https:// node")
 	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "request timeout")
 	return cmd
 }

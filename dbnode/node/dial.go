@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"sync"
 	"time"
 
@@ -12,12 +13,13 @@ import (
 // hands them out as bootstrap.Peer and keeps the *rpc.Client to close.
 type dialCache struct {
 	timeout time.Duration
+	tls     *tls.Config // node RPC mutual TLS; nil: plaintext
 	mu      sync.Mutex
 	clients map[string]*rpc.Client
 }
 
-func newDialCache(timeout time.Duration) *dialCache {
-	return &dialCache{timeout: timeout, clients: map[string]*rpc.Client{}}
+func newDialCache(timeout time.Duration, tc *tls.Config) *dialCache {
+	return &dialCache{timeout: timeout, tls: tc, clients: map[string]*rpc.Client{}}
 }
 
 func (d *dialCache) dial(endpoint string) (bootstrap.Peer, error) {
@@ -28,7 +30,7 @@ func (d *dialCache) dial(endpoint string) (bootstrap.Peer, error) {
 	}
 	// Bootstrap fetches move whole shards: allow them more time than a
 	// write.
-	c, err := rpc.Dial(endpoint, rpc.ClientOptions{Timeout: 10 * d.timeout})
+	c, err := rpc.Dial(endpoint, rpc.ClientOptions{Timeout: 10 * d.timeout, TLS: d.tls})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tessera-tsdb/tessera/config"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -51,6 +52,8 @@ func startEmbeddedEtcd(cfg config.Config, free func(string) (uint64, error)) (_ 
 		}
 		ec.ListenPeerUrls = []url.URL{*lu}
 	}
+	embeddedTLS(&ec.ClientTLSInfo, e.ClientTLS)
+	embeddedTLS(&ec.PeerTLSInfo, e.PeerTLS)
 	ec.InitialCluster = e.InitialCluster
 	ec.InitialClusterToken = "tessera-" + cfg.Cluster.Name
 	ec.ClusterState = embed.ClusterStateFlagNew
@@ -85,4 +88,17 @@ func startEtcdRecovered(ec *embed.Config) (etcd *embed.Etcd, err error) {
 		}
 	}()
 	return embed.StartEtcd(ec)
+}
+
+// embeddedTLS fills one side of the member's TLS: its key pair, and with a
+// CA, client certificates required and verified against it.
+func embeddedTLS(info *transport.TLSInfo, f config.TLSFiles) {
+	if !f.Enabled() {
+		return
+	}
+	info.CertFile, info.KeyFile = f.CertFile, f.KeyFile
+	if f.CAFile != "" {
+		info.TrustedCAFile = f.CAFile
+		info.ClientCertAuth = true
+	}
 }

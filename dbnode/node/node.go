@@ -29,6 +29,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 	"github.com/tessera-tsdb/tessera/limits"
+	"github.com/tessera-tsdb/tessera/dbnode/webconfig"
 	"github.com/tessera-tsdb/tessera/placement/placementhttp"
 	"github.com/uber-go/tally/v4"
 	promreporter "github.com/uber-go/tally/v4/prometheus"
@@ -43,6 +44,7 @@ type Node struct {
 	closer io.Closer
 	api    *httpapi.API
 	limits *limits.Limits
+	sec    *security
 
 	httpLn net.Listener
 	rpcLn  net.Listener
@@ -71,6 +73,12 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 	}, time.Second)
 	n := &Node{cfg: cfg, log: log, scope: scope, closer: closer}
 	n.limits = limits.New(limits.Config(cfg.Limits), scope.SubScope("limits"))
+	sec, err := newSecurity(cfg, log, scope.SubScope("http"))
+	if err != nil {
+		closer.Close()
+		return nil, err
+	}
+	n.sec = sec
 	n.api = httpapi.New(httpapi.Options{
 		Namespace:       cfg.Namespaces[0].Name,
 		MaxBodyBytes:    cfg.HTTP.MaxBodyBytes,
@@ -95,6 +103,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("listen http %s: %w", cfg.HTTP.Listen, err)
 	}
 	n.httpLn = ln
+	sec.warnIfOpen(log, ln.Addr())
 	rln, err := net.Listen("tcp", cfg.RPC.Listen)
 	if err != nil {
 		ln.Close()
@@ -130,9 +139,9 @@ func (n *Node) DB() *storage.Database { return n.db }
 func (n *Node) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv := &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: n.sec.handler(n.api.Handler()), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 2)
-	go func() { srvErr <- srv.Serve(n.httpLn) }()
+	go func() { srvErr <- webconfig.Serve(n.httpLn, srv, n.cfg.HTTP.WebConfigFile, n.log) }()
 	var stack cleanupStack
 	// HTTP is the front door and calls everything else (the session, the
 	// placement store, storage): it stops first, before the stack
@@ -188,6 +197,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		// The same knob paces both sides of peer streaming.
 		MaxStreamBytesPerSecond: n.cfg.Bootstrap.MaxBytesPerSecond,
 		Limits:                  n.limits,
+		TLS:                     n.sec.rpcServer,
 		Ready: func() (bool, string) {
 			m := n.topo.Get()
 			if m == nil {
@@ -225,6 +235,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		},
 		Hints:  hintOpts,
 		Logger: n.log, Metrics: n.scope.SubScope("session"),
+		Dial: client.DialRPCTLS(n.cfg.Cluster.RequestTimeout, n.sec.rpcClient),
 	})
 	if err != nil {
 		return fmt.Errorf("cluster session: %w", err)
@@ -234,7 +245,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	n.api.SetReady("no placement yet: waiting for etcd")
 
 	// 6. Placement watch, bootstrap and shard release.
-	dials := newDialCache(n.cfg.Cluster.RequestTimeout)
+	dials := newDialCache(n.cfg.Cluster.RequestTimeout, n.sec.rpcClient)
 	stack.push("bootstrap peers", func() error { dials.close(); return nil })
 	b, err := bootstrap.New(bootstrap.Options{
 		InstanceID: n.cfg.ID, DB: db, Store: markAvailable{store}, Dial: dials.dial,

@@ -9,11 +9,15 @@ import (
 )
 
 func (n *Node) openPlacementStore() (*placement.Store, func(), error) {
-	cli, err := clientv3.New(clientv3.Config{
+	ec := clientv3.Config{
 		Endpoints:   n.cfg.Etcd.Endpoints,
 		DialTimeout: n.cfg.Etcd.DialTimeout,
 		Logger:      zapNop(),
-	})
+	}
+	if err := etcdClientConfig(n.cfg.Etcd, &ec); err != nil {
+		return nil, nil, err
+	}
+	cli, err := clientv3.New(ec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("etcd client for %v: %w", n.cfg.Etcd.Endpoints, err)
 	}

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"sync"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/tessera-tsdb/tessera/limits"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -58,6 +60,10 @@ type ServerOptions struct {
 	// validates new series (limits.CheckID: Prometheus' label rules and
 	// the label limits). nil: the rules only.
 	Limits *limits.Limits
+	// TLS, when set, serves over TLS; with ClientAuth
+	// RequireAndVerifyClientCert (tlsfiles.ServerMutual) a peer without a
+	// certificate from the cluster CA fails the handshake. Nil: plaintext.
+	TLS *tls.Config
 }
 
 // Server serves node RPC over a database. It holds no per-request state
@@ -99,12 +105,17 @@ const ServiceName = "tessera.rpc.v1.Node"
 func (s *Server) Register(g *grpc.Server) { nodepb.RegisterNodeServer(g, service{s: s}) }
 
 // GRPCServerOptions are the grpc.NewServer options node RPC needs: message
-// size limits of MaxMsgSize in both directions (gRPC's default is 4 MiB).
+// size limits of MaxMsgSize in both directions (gRPC's default is 4 MiB),
+// and the TLS credentials when ServerOptions.TLS is set.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	o := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxMsgSize),
 		grpc.MaxSendMsgSize(s.opts.MaxMsgSize),
 	}
+	if s.opts.TLS != nil {
+		o = append(o, grpc.Creds(credentials.NewTLS(s.opts.TLS)))
+	}
+	return o
 }
 
 // service is the Server as the generated service descriptor sees it: it

@@ -26,6 +26,7 @@ type options struct {
 	cluster   string
 	output    string
 	timeout   time.Duration
+	security  etcdSecurity
 }
 
 // NewCommand returns the `placement` command and its subcommands.
@@ -46,6 +47,7 @@ undoes its add and needs no --force.`,
 	f.StringVar(&o.cluster, "cluster", "default", "cluster name: the placement key is "+placement.KeyPrefix+"<cluster>")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "give up on etcd after this long")
+	o.security.addFlags(f)
 
 	cmd.AddCommand(
 		newGetCommand(o),
@@ -75,11 +77,15 @@ func (o *options) run(cmd *cobra.Command, fn func(context.Context, *placement.St
 	if err := o.validate(); err != nil {
 		return err
 	}
-	client, err := clientv3.New(clientv3.Config{
+	ec := clientv3.Config{
 		Endpoints:   o.endpoints,
 		DialTimeout: o.timeout,
 		Logger:      zap.NewNop(),
-	})
+	}
+	if err := o.security.apply(&ec); err != nil {
+		return oneLine(err)
+	}
+	client, err := clientv3.New(ec)
 	if err != nil {
 		return oneLine(fmt.Errorf("connect to etcd %s: %w", strings.Join(o.endpoints, ","), err))
 	}

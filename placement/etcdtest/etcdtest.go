@@ -4,12 +4,14 @@
 package etcdtest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -25,21 +27,33 @@ func Start(t testing.TB) (endpoints []string) {
 // ports and data directory, to exercise reconnects.
 type Server struct {
 	t      testing.TB
+	tls    TLS
 	dir    string
 	client url.URL
 	peer   url.URL
 	etcd   *embed.Etcd
 }
 
+// TLS serves the client URL over TLS with the key pair, requiring client
+// certificates signed by CAFile.
+type TLS struct{ CertFile, KeyFile, CAFile string }
+
 // StartServer runs an embedded etcd until the test ends.
-func StartServer(t testing.TB) *Server {
+func StartServer(t testing.TB) *Server { return StartServerTLS(t, TLS{}) }
+
+// StartServerTLS is StartServer with TLS on the client URL when tls names
+// a key pair (plain otherwise).
+func StartServerTLS(t testing.TB, tls TLS) *Server {
 	t.Helper()
-	s := &Server{t: t, dir: t.TempDir()}
+	s := &Server{t: t, dir: t.TempDir(), tls: tls}
 	// A port picked here can be taken by someone else before etcd binds
 	// it; try a few times.
 	var err error
 	for range 5 {
 		s.client, s.peer = freeURL(t), freeURL(t)
+		if tls.CertFile != "" {
+			s.client.Scheme = "https"
+		}
 		if err = s.start(); err == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -87,6 +101,10 @@ func (s *Server) start() error {
 	cfg.InitialCluster = fmt.Sprintf("%s=%s", cfg.Name, s.peer.String())
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.LogLevel = "error"
+	if s.tls.CertFile != "" {
+		cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = s.tls.CertFile, s.tls.KeyFile
+		cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = s.tls.CAFile, s.tls.CAFile != ""
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return err
@@ -109,4 +127,21 @@ func freeURL(t testing.TB) url.URL {
 	}
 	defer l.Close()
 	return url.URL{Scheme: "http", Host: l.Addr().String()}
+}
+
+// EnableAuth turns etcd's authentication on through client: a root user
+// with password, granted the root role. Later clients need the password.
+func EnableAuth(t testing.TB, client *clientv3.Client, password string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, step := range []func() error{
+		func() error { _, err := client.UserAdd(ctx, "root", password); return err },
+		func() error { _, err := client.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := client.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("enable etcd auth: %v", err)
+		}
+	}
 }
