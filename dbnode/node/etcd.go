@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,7 @@ import (
 // startEmbeddedEtcd runs this seed's etcd member. Seeds listed in
 // initialCluster form one etcd cluster; the member's data lives under the
 // node's data directory so a restarted seed rejoins with its state.
-func startEmbeddedEtcd(cfg config.Config) (*embed.Etcd, error) {
+func startEmbeddedEtcd(cfg config.Config, log *slog.Logger) (*embed.Etcd, error) {
 	e := cfg.Etcd.Embedded
 	ec := embed.NewConfig()
 	ec.Name = e.Name
@@ -48,8 +49,10 @@ func startEmbeddedEtcd(cfg config.Config) (*embed.Etcd, error) {
 	ec.InitialCluster = e.InitialCluster
 	ec.InitialClusterToken = "tessera-" + cfg.Cluster.Name
 	ec.ClusterState = embed.ClusterStateFlagNew
-	ec.LogLevel = "error"
+	// One log format: etcd's zap logs go through the node's logger, its
+	// routine chatter demoted (zap.go).
 	ec.Logger = "zap"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdServerLogger(log))
 	etcd, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd %s: %w", e.Name, err)

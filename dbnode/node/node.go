@@ -82,6 +82,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Timeout:       cfg.Query.Timeout,
 		MaxSamples:    cfg.Query.MaxSamples,
 		LookbackDelta: cfg.Query.LookbackDelta,
+		BuildInfo:     buildInfo(),
 		Logger:        log,
 	}).Register(n.api.Mux())
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
@@ -125,7 +126,7 @@ func (n *Node) DB() *storage.Database { return n.db }
 func (n *Node) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv := &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: promapi.Instrument(n.api.Handler(), n.scope.SubScope("query")), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 2)
 	go func() { srvErr <- srv.Serve(n.httpLn) }()
 	var stack cleanupStack
@@ -143,7 +144,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 
 	// 1. etcd: a seed runs its member; everyone connects as a client.
 	if n.cfg.Etcd.Embedded.Enabled {
-		e, err := startEmbeddedEtcd(n.cfg)
+		e, err := startEmbeddedEtcd(n.cfg, n.log)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ func (n *Node) openPlacementStore() (*placement.Store, func(), error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   n.cfg.Etcd.Endpoints,
 		DialTimeout: n.cfg.Etcd.DialTimeout,
-		Logger:      zapNop(),
+		Logger:      etcdClientLogger(n.log),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("etcd client for %v: %w", n.cfg.Etcd.Endpoints, err)
