@@ -21,7 +21,7 @@ holds counters (rate() works), tessera_bench_1 gauges, tessera_bench_2 noisy
 floats and tessera_bench_3 large integers. Every series has the labels
 job="bench", instance="host-(i % 50):9100", group (i / 100) and series (i).
 The run prints how many series each name got.`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
 				return err
