@@ -3,6 +3,7 @@ package node
 import (
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -16,7 +17,7 @@ import (
 // about its listener layout, the warnings and errors of its serving
 // goroutines as their listeners close), which is debug.
 func etcdServerLogger(log *slog.Logger) *zap.Logger {
-	return zapslog.New(log, etcdServerPolicy, "component", "etcd")
+	return zapslog.New(log, (&etcdServerPolicy{}).level, "component", "etcd")
 }
 
 // routineShutdown are the errors embedded etcd logs at error level while
@@ -37,8 +38,23 @@ var routineStart = map[string]bool{
 	"simple token is not cryptographically signed":                                         true,
 }
 
-func etcdServerPolicy(e zapcore.Entry, fields map[string]any) slog.Level {
+// etcdServerPolicy demotes embedded etcd's routine messages. Once the
+// member announces it is closing (embed.Etcd.Close logs "closing etcd
+// server" first), its warnings are about its own peer connections and
+// listeners going away as asked, and are debug; its errors stay errors
+// unless they are one of routineShutdown.
+type etcdServerPolicy struct {
+	stopping atomic.Bool
+}
+
+func (p *etcdServerPolicy) level(e zapcore.Entry, fields map[string]any) slog.Level {
+	if e.Message == "closing etcd server" {
+		p.stopping.Store(true)
+	}
 	if routineStart[e.Message] {
+		return slog.LevelDebug
+	}
+	if e.Level == zapcore.WarnLevel && p.stopping.Load() {
 		return slog.LevelDebug
 	}
 	if e.Level >= zapcore.WarnLevel {
