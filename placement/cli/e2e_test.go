@@ -23,17 +23,7 @@ type result struct {
 // run execs the CLI binary with the given arguments.
 func run(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return result{code: code, stdout: out.String(), stderr: errb.String()}
+	return runEnv(t, nil, args...)
 }
 
 // cli runs a command against the test etcd.
