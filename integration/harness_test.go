@@ -63,7 +63,9 @@ func (s *etcdServer) start(t testing.TB) {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = "test=http://" + s.peer
-	cfg.LogLevel = "error"
+	// Quiet, as placement/etcdtest: its routine shutdown errors (JSON with
+	// stack traces) buried the failures in a failing run's output.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	e, err := embed.StartEtcd(cfg)
 	require.NoError(t, err)
 	select {
