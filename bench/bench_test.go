@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -154,4 +155,22 @@ func TestWriteCancelledInFlight(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Zero(t, res.Sent)
 	require.Zero(t, res.Retried, "a cancelled request is not retried")
+}
+
+// TestDescribeMatchesLabels: what the bench prints about metric names
+// agrees with the series it writes.
+func TestDescribeMatchesLabels(t *testing.T) {
+	o := Options{Series: 1001, Metric: "m"}
+	count := map[string]int{}
+	for i := 0; i < o.Series; i++ {
+		count[Labels(o, i)[0].Value]++
+	}
+	require.Len(t, count, MetricNames)
+	d := Describe(o)
+	for name, n := range count {
+		require.Contains(t, d, fmt.Sprintf("%s (%d ", name, n))
+	}
+	require.Contains(t, d, "series: 1001 over 4 metric names")
+	require.Contains(t, d, `host-49:9100`)
+	require.Contains(t, Describe(Options{Series: 3, Metric: "m"}), `host-2:9100`)
 }

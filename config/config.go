@@ -452,6 +452,10 @@ func Parse(r io.Reader) (Config, error) {
 	}
 	var c Config
 	if len(bytes.TrimSpace(raw)) > 0 {
+		// Prometheus' duration units (7d, 2w) next to Go's; see duration.go.
+		if raw, err = normalizeDurations(raw); err != nil {
+			return Config{}, err
+		}
 		dec := yaml.NewDecoder(bytes.NewReader(raw))
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {

@@ -36,6 +36,10 @@ func TestFrozenReplicaThroughHTTP(t *testing.T) {
 	e := startEtcd(t)
 	cfg1 := nodeConfig(t, "node1", "rack1", e.client)
 	cfg1.Cluster.HedgeAfter = 100 * time.Millisecond // the default
+	// The default probe timeout (nodeConfig lengthens it for live nodes
+	// in a loaded test process): this test is about how fast a frozen
+	// replica is noticed, as a user would run it.
+	cfg1.Cluster.HealthCheckTimeout = time.Second
 	n1 := startNode(t, cfg1)
 	n2 := startNode(t, nodeConfig(t, "node2", "rack2", e.client))
 	n3, cmd := startBinaryReplica(t, "node3", "rack3", e.client)

@@ -63,7 +63,9 @@ func (s *etcdServer) start(t testing.TB) {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = "test=http://" + s.peer
-	cfg.LogLevel = "error"
+	// Quiet, as placement/etcdtest: its routine shutdown errors (JSON with
+	// stack traces) buried the failures in a failing run's output.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	e, err := embed.StartEtcd(cfg)
 	require.NoError(t, err)
 	select {
@@ -101,6 +103,11 @@ func nodeConfig(t testing.TB, id, group string, etcdEndpoint string) config.Conf
 	c.Etcd.Endpoints = []string{etcdEndpoint}
 	c.Cluster.HedgeAfter = 50 * time.Millisecond
 	c.Cluster.RequestTimeout = 20 * time.Second
+	// Every node of a test shares one process: under -race on a loaded
+	// 2-core machine a health probe of a live node has taken over the
+	// default 1 s twice in a row, and the node was treated as down (writes
+	// at majority failed naming it). Down means down here, not slow.
+	c.Cluster.HealthCheckTimeout = 5 * time.Second
 	c.Defaults()
 	require.NoError(t, c.Validate())
 	return c

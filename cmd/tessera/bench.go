@@ -15,7 +15,14 @@ func benchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Load a node through Prometheus remote write and optionally read every sample back",
-		Args:  cobra.NoArgs,
+		Long: `Load a node through Prometheus remote write and optionally read every sample back.
+
+Series i is named <metric>_(i % 4): with the default --metric, tessera_bench_0
+holds counters (rate() works), tessera_bench_1 gauges, tessera_bench_2 noisy
+floats and tessera_bench_3 large integers. Every series has the labels
+job="bench", instance="host-(i % 50):9100", group (i / 100) and series (i).
+The run prints how many series each name got.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
 				return err
@@ -33,6 +40,7 @@ func benchCommand() *cobra.Command {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "bench: %d series x %d samples at %v, batch %d, concurrency %d, start %d, target %s\n",
 				o.Series, o.Samples, o.Interval, o.Batch, o.Concurrency, o.Start, o.URL)
+			fmt.Fprintln(out, bench.Describe(o))
 			if !verifyOnly {
 				if _, err := bench.Write(cmd.Context(), o, out); err != nil {
 					return err
@@ -54,12 +62,12 @@ func benchCommand() *cobra.Command {
 	f.BoolVar(&verify, "verify", false, "after writing, read every series back through remote read and compare bit for bit")
 	f.BoolVar(&verifyOnly, "verify-only", false, "only verify data written by an earlier run with the same --start")
 	f.Int64Var(&o.Start, "start", 0, "timestamp (ms) of the first sample; default now - samples*interval")
-	f.StringVar(&o.Metric, "metric", "tessera_bench", "metric name prefix")
 	f.StringVar(&o.BearerToken, "bearer-token", "", "send Authorization: Bearer <token>; prefer $TESSERA_BEARER_TOKEN, the default")
 	f.StringVar(&o.BasicAuth, "basic-auth", "", "user:password for basic auth; prefer $TESSERA_BASIC_AUTH, the default")
 	f.StringVar(&o.CAFile, "ca-file", os.Getenv("TESSERA_CA_FILE"), "CA certificate (PEM) that verifies an https:// node [$TESSERA_CA_FILE]")
 	f.StringVar(&o.CertFile, "cert-file", os.Getenv("TESSERA_CERT_FILE"), "client certificate (PEM), for a node that requires one [$TESSERA_CERT_FILE]")
 	f.StringVar(&o.KeyFile, "key-file", os.Getenv("TESSERA_KEY_FILE"), "key of --cert-file [$TESSERA_KEY_FILE]")
+	f.StringVar(&o.Metric, "metric", "tessera_bench", "metric name prefix: the series are spread over PREFIX_0 (counters), PREFIX_1 (gauges), PREFIX_2 (noisy floats) and PREFIX_3 (large integers)")
 	f.Int64Var(&o.PregenBytes, "pregen-bytes", bench.DefaultPregenBytes, "build every request before the run when they fit in this many bytes (negative: build them during the run)")
 	return cmd
 }

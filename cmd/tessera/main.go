@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tessera-tsdb/tessera/internal/version"
 )
 
 func main() {
@@ -16,8 +18,10 @@ func main() {
 		Short:         "Tessera: a distributed time-series database for Prometheus",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().Version,
 	}
-	root.AddCommand(nodeCommand(), benchCommand(), readyCommand())
+	root.SetVersionTemplate(version.Get().String() + "\n")
+	root.AddCommand(nodeCommand(), benchCommand(), readyCommand(), versionCommand())
 	root.AddCommand(placementCommand()...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tessera:", err)

@@ -87,10 +87,12 @@ func (n *Node) watchPlacement(ctx context.Context, store *placement.Store) {
 	if n.cfg.Cluster.AutoInit {
 		go n.autoInit(ctx, store)
 	}
+	gauges := newPlacementGauges(n.scope.SubScope("placement"), n.cfg.ID)
 	for p := range store.Watch(ctx) {
 		if err := n.topo.Update(p); err != nil {
 			n.log.Warn("cache placement", "err", err)
 		}
+		gauges.update(p)
 	}
 }
 

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ import (
 //
 // free reports a directory's free bytes (freeBytes in production): the
 // member does not start without the space etcd needs (checkEtcdDisk).
-func startEmbeddedEtcd(cfg config.Config, free func(string) (uint64, error)) (_ *embed.Etcd, err error) {
+func startEmbeddedEtcd(cfg config.Config, free func(string) (uint64, error), log *slog.Logger) (_ *embed.Etcd, err error) {
 	e := cfg.Etcd.Embedded
 	ec := embed.NewConfig()
 	ec.Name = e.Name
@@ -57,8 +58,10 @@ func startEmbeddedEtcd(cfg config.Config, free func(string) (uint64, error)) (_ 
 	ec.InitialCluster = e.InitialCluster
 	ec.InitialClusterToken = "tessera-" + cfg.Cluster.Name
 	ec.ClusterState = embed.ClusterStateFlagNew
-	ec.LogLevel = "error"
+	// One log format: etcd's zap logs go through the node's logger, its
+	// routine chatter demoted (zap.go).
 	ec.Logger = "zap"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdServerLogger(log))
 	etcd, err := startEtcdRecovered(ec)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd %s: %w", e.Name, err)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -42,7 +43,7 @@ func TestEmbeddedEtcdRefusesTooLittleDisk(t *testing.T) {
 	dir := t.TempDir()
 	const have = 40 << 20
 	var asked string
-	_, err := startEmbeddedEtcd(etcdConfig(t, dir), func(d string) (uint64, error) { asked = d; return have, nil })
+	_, err := startEmbeddedEtcd(etcdConfig(t, dir), func(d string) (uint64, error) { asked = d; return have, nil }, slog.New(slog.DiscardHandler))
 	require.Error(t, err)
 	etcdDir := filepath.Join(dir, "etcd")
 	require.Equal(t, etcdDir, asked, "the space is measured where etcd writes")
@@ -53,7 +54,7 @@ func TestEmbeddedEtcdRefusesTooLittleDisk(t *testing.T) {
 	require.Empty(t, entries, "etcd was not started")
 
 	// A failing measurement is an error too, not a start on faith.
-	_, err = startEmbeddedEtcd(etcdConfig(t, dir), func(string) (uint64, error) { return 0, fmt.Errorf("statfs: boom") })
+	_, err = startEmbeddedEtcd(etcdConfig(t, dir), func(string) (uint64, error) { return 0, fmt.Errorf("statfs: boom") }, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "free space in "+etcdDir+": statfs: boom")
 }
 
@@ -75,11 +76,11 @@ func TestEmbeddedEtcdOnASmallTmpfs(t *testing.T) {
 	free, err := freeBytes(small)
 	require.NoError(t, err)
 	require.LessOrEqual(t, free, uint64(40<<20))
-	_, err = startEmbeddedEtcd(etcdConfig(t, small), freeBytes)
+	_, err = startEmbeddedEtcd(etcdConfig(t, small), freeBytes, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "not enough free disk space in "+filepath.Join(small, "etcd"))
 
 	big := mount(fmt.Sprintf("%dm", etcdDiskNeeded()>>20+8))
-	e, err := startEmbeddedEtcd(etcdConfig(t, big), freeBytes)
+	e, err := startEmbeddedEtcd(etcdConfig(t, big), freeBytes, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	e.Close()
 }

@@ -95,6 +95,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		MaxSamples:    cfg.Query.MaxSamples,
 		LookbackDelta: cfg.Query.LookbackDelta,
 		Limits:        n.limits,
+		BuildInfo:     buildInfo(),
 		Logger:        log,
 	}).Register(n.api.Mux())
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
@@ -139,7 +140,7 @@ func (n *Node) DB() *storage.Database { return n.db }
 func (n *Node) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv := &http.Server{Handler: n.sec.handler(n.api.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: n.sec.handler(promapi.Instrument(n.api.Handler(), n.scope.SubScope("query"))), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 2)
 	go func() { srvErr <- webconfig.Serve(n.httpLn, srv, n.cfg.HTTP.WebConfigFile, n.log) }()
 	var stack cleanupStack
@@ -157,7 +158,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 
 	// 1. etcd: a seed runs its member; everyone connects as a client.
 	if n.cfg.Etcd.Embedded.Enabled {
-		e, err := startEmbeddedEtcd(n.cfg, freeBytes)
+		e, err := startEmbeddedEtcd(n.cfg, freeBytes, n.log)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"go.uber.org/zap"
 	"log/slog"
 	"net"
 	"os"
@@ -46,12 +47,12 @@ func TestEmbeddedEtcdTLSAndAuth(t *testing.T) {
 	cfg.Etcd.TLS = tf
 	cfg.Defaults()
 	require.NoError(t, cfg.Validate())
-	e, err := startEmbeddedEtcd(cfg, freeBytes)
+	e, err := startEmbeddedEtcd(cfg, freeBytes, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(e.Close)
 
 	connect := func(et config.Etcd) (*clientv3.Client, error) {
-		c := clientv3.Config{Endpoints: cfg.Etcd.Endpoints, DialTimeout: 10 * time.Second, Logger: zapNop()}
+		c := clientv3.Config{Endpoints: cfg.Etcd.Endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()}
 		if err := etcdClientConfig(et, &c); err != nil {
 			return nil, err
 		}

@@ -12,7 +12,7 @@ func (n *Node) openPlacementStore() (*placement.Store, func(), error) {
 	ec := clientv3.Config{
 		Endpoints:   n.cfg.Etcd.Endpoints,
 		DialTimeout: n.cfg.Etcd.DialTimeout,
-		Logger:      zapNop(),
+		Logger:      etcdClientLogger(n.log),
 	}
 	if err := etcdClientConfig(n.cfg.Etcd, &ec); err != nil {
 		return nil, nil, err

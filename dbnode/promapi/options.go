@@ -53,16 +53,20 @@ type Options struct {
 	Now func() time.Time
 }
 
-// BuildInfo is what /api/v1/status/buildinfo reports. Grafana probes it to
-// learn which Prometheus API features the server has, so Version should
-// read like a Prometheus version.
+// BuildInfo is what /api/v1/status/buildinfo reports: the server's own
+// version and commit (Tessera's, set by the node), as Mimir and Thanos do,
+// with Application naming the server and PrometheusVersion the Prometheus
+// release whose PromQL engine answers the queries (what Grafana users
+// pick as the data source's Prometheus version).
 type BuildInfo struct {
-	Version   string `json:"version"`
-	Revision  string `json:"revision"`
-	Branch    string `json:"branch"`
-	BuildUser string `json:"buildUser"`
-	BuildDate string `json:"buildDate"`
-	GoVersion string `json:"goVersion"`
+	Application       string `json:"application,omitempty"`
+	PrometheusVersion string `json:"prometheusVersion,omitempty"`
+	Version           string `json:"version"`
+	Revision          string `json:"revision"`
+	Branch            string `json:"branch"`
+	BuildUser         string `json:"buildUser"`
+	BuildDate         string `json:"buildDate"`
+	GoVersion         string `json:"goVersion"`
 }
 
 func (o Options) withDefaults() Options {
@@ -84,9 +88,12 @@ func (o Options) withDefaults() Options {
 	if o.EvaluationInterval <= 0 {
 		o.EvaluationInterval = DefaultEvaluationInterval
 	}
-	if o.BuildInfo.Version == "" {
+	if o.BuildInfo.PrometheusVersion == "" {
 		// The Prometheus release whose engine we embed (module v0.316.0).
-		o.BuildInfo.Version = "3.16.0"
+		o.BuildInfo.PrometheusVersion = "3.16.0"
+	}
+	if o.BuildInfo.Version == "" {
+		o.BuildInfo.Version = o.BuildInfo.PrometheusVersion
 	}
 	if o.BuildInfo.GoVersion == "" {
 		o.BuildInfo.GoVersion = runtime.Version()

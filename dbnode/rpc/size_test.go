@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
@@ -42,7 +43,10 @@ func (l *largeDB) Read(string, []byte, int64, int64) (encoding.Iterator, error) 
 // TestLargeMessages sends messages beyond gRPC's 4 MiB default both ways.
 func TestLargeMessages(t *testing.T) {
 	db := &largeDB{Database: openStorage(t, commitlog.ModeAsync), n: 600_000} // ~4.5 MB stream
-	c := serve(t, db, nil, ServerOptions{}, ClientOptions{})
+	// Sizes are under test, not speed: encoding and checking ~5 MiB each
+	// way under -race on a loaded 2-core machine has taken longer than
+	// the 10 s DefaultTimeout, so this client waits as long as it takes.
+	c := serve(t, db, nil, ServerOptions{}, ClientOptions{Timeout: 5 * time.Minute})
 	ctx := context.Background()
 	id := seriesID("big")
 

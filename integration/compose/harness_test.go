@@ -248,9 +248,9 @@ func (p *project) healthy(service string) error {
 
 // cli runs the host's placement CLI against node1's published etcd port.
 //
-// A call that could not reach etcd at all (the CLI's 5 s dial: a loaded
-// machine running two compose clusters, or etcd electing a leader after a
-// member restarted) is tried again for up to a minute. Should the first
+// A call that could not reach etcd, or got no answer within the CLI's 5 s
+// (a loaded machine running two compose clusters, or etcd electing a
+// leader after a member restarted), is tried again for up to a minute. Should the first
 // attempt have landed after all, the retry fails loudly (an add finds the
 // instance already there), never silently; any other failure is returned
 // as it is.
@@ -259,11 +259,19 @@ func (p *project) cli(args ...string) (string, error) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		out, err := p.exec(30*time.Second, argv...)
-		if err == nil || !strings.Contains(err.Error(), "etcd unreachable") || time.Now().After(deadline) {
+		if err == nil || !etcdNotAnswering(err) || time.Now().After(deadline) {
 			return out, err
 		}
 		time.Sleep(time.Second) // a back-off between CLI runs, not synchronisation
 	}
+}
+
+// etcdNotAnswering reports whether the CLI failed because etcd could not
+// be reached ("etcd unreachable") or did not answer in time ("did not
+// answer within", also while etcd elects a leader: connected, no answer).
+func etcdNotAnswering(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "etcd unreachable") || strings.Contains(msg, "did not answer within")
 }
 
 // placement reads the placement through the CLI's JSON output.

@@ -10,14 +10,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/tessera-tsdb/tessera/placement"
+)
+
+// Environment variables that set the persistent flags' defaults, so a
+// shell (or docker compose with a moved etcd port) sets them once; a flag
+// given on the command line wins.
+const (
+	EnvEndpoints = "TESSERA_ETCD_ENDPOINTS"
+	EnvCluster   = "TESSERA_CLUSTER"
 )
 
 // options are the persistent flags every subcommand shares.
@@ -43,8 +53,8 @@ remove and replace are refused while shards are still moving unless
 undoes its add and needs no --force.`,
 	}
 	f := cmd.PersistentFlags()
-	f.StringSliceVar(&o.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, host:port, comma separated")
-	f.StringVar(&o.cluster, "cluster", "default", "cluster name: the placement key is "+placement.KeyPrefix+"<cluster>")
+	f.StringSliceVar(&o.endpoints, "endpoints", envList(EnvEndpoints, "127.0.0.1:2379"), "etcd endpoints, host:port, comma separated (env "+EnvEndpoints+")")
+	f.StringVar(&o.cluster, "cluster", envOr(EnvCluster, "default"), "cluster name: the placement key is "+placement.KeyPrefix+"<cluster> (env "+EnvCluster+")")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "give up on etcd after this long")
 	o.security.addFlags(f)
@@ -73,7 +83,9 @@ func quiet(cmd *cobra.Command) {
 
 // run connects to etcd, runs fn against the cluster's store within the
 // timeout, prints the resulting placement, and turns errors into one line.
-func (o *options) run(cmd *cobra.Command, fn func(context.Context, *placement.Store) (placement.Placement, error)) error {
+// mutates says whether fn may write: a deadline that passes once etcd was
+// reached then means the write may have landed, which the error says.
+func (o *options) run(cmd *cobra.Command, mutates bool, fn func(context.Context, *placement.Store) (placement.Placement, error)) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
@@ -92,14 +104,66 @@ func (o *options) run(cmd *cobra.Command, fn func(context.Context, *placement.St
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 	defer cancel()
+	if !connect(ctx, client) {
+		return oneLine(fmt.Errorf("etcd unreachable at %s within %v: could not connect", strings.Join(o.endpoints, ","), o.timeout))
+	}
 	p, err := fn(ctx, placement.NewStore(client, placement.StoreOptions{Cluster: o.cluster}))
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("etcd unreachable at %s within %v", strings.Join(o.endpoints, ","), o.timeout)
-		}
-		return oneLine(err)
+		return oneLine(o.explain(err, mutates))
 	}
 	return oneLine(o.print(cmd.OutOrStdout(), p))
+}
+
+// connect waits until the client holds a ready connection to one of the
+// endpoints, and reports whether it got one before ctx ended. Telling a
+// failure to connect apart from a slow answer is what lets the CLI say
+// "unreachable" only when nothing can have been sent.
+func connect(ctx context.Context, client *clientv3.Client) bool {
+	conn := client.ActiveConnection()
+	conn.Connect()
+	for {
+		state := conn.GetState()
+		if state == connectivity.Ready {
+			return true
+		}
+		if !conn.WaitForStateChange(ctx, state) {
+			return false
+		}
+	}
+}
+
+// explain rewrites a deadline that passed after etcd was reached: a read
+// just did not get its answer in time; a change may have been applied by
+// etcd even though its answer never came back.
+func (o *options) explain(err error, mutates bool) error {
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	at := strings.Join(o.endpoints, ",")
+	if !mutates {
+		return fmt.Errorf("etcd at %s did not answer within %v (--timeout): %w", at, o.timeout, err)
+	}
+	return fmt.Errorf("etcd at %s did not answer within %v (--timeout); the change may have been applied: check with `tessera placement get` before trying again: %w", at, o.timeout, err)
+}
+
+// envOr returns the environment variable's value, or def when it is unset
+// or empty.
+func envOr(name, def string) string {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+// envList is envOr for a comma-separated list.
+func envList(name, def string) []string {
+	var out []string
+	for _, v := range strings.Split(envOr(name, def), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // validate checks the persistent flags. It runs inside each command rather

@@ -16,7 +16,7 @@ func newGetCommand(o *options) *cobra.Command {
 		Short: "Print the placement",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cmd, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
+			return o.run(cmd, false, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
 				return s.Get(ctx)
 			})
 		},
@@ -39,7 +39,7 @@ func newInitCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.run(cmd, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
+			return o.run(cmd, true, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
 				p, err := s.Init(ctx, ins, numShards, rf)
 				if errors.Is(err, placement.ErrExists) && ifNotExists {
 					// Idempotent set-up scripts (docker compose's init
@@ -71,7 +71,7 @@ func newAddCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.run(cmd, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
+			return o.run(cmd, true, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
 				return s.Add(ctx, ins, placement.ChangeOptions{Force: force})
 			})
 		},
@@ -88,7 +88,7 @@ func newRemoveCommand(o *options) *cobra.Command {
 		Short: "Remove instances; an instance still INITIALIZING gives its shards back (undo of add)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, ids []string) error {
-			return o.run(cmd, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
+			return o.run(cmd, true, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
 				return s.Remove(ctx, ids, placement.ChangeOptions{Force: force})
 			})
 		},
@@ -115,7 +115,7 @@ func newReplaceCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.run(cmd, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
+			return o.run(cmd, true, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
 				return s.Replace(ctx, leaving, ins, placement.ChangeOptions{Force: force})
 			})
 		},
@@ -140,7 +140,7 @@ func newMarkAvailableCommand(o *options) *cobra.Command {
 				}
 				ids[i] = uint32(s)
 			}
-			return o.run(cmd, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
+			return o.run(cmd, true, func(ctx context.Context, s *placement.Store) (placement.Placement, error) {
 				return s.MarkAvailable(ctx, args[0], ids...)
 			})
 		},

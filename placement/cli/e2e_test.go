@@ -30,17 +30,7 @@ type result struct {
 // run execs the CLI binary with the given arguments.
 func run(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return result{code: code, stdout: out.String(), stderr: errb.String()}
+	return runEnv(t, nil, args...)
 }
 
 // cli runs a command against the test etcd.
@@ -228,4 +218,64 @@ func TestCLISecuredEtcd(t *testing.T) {
 	r = runEnv(nil, "--ca-file", filepath.Join(dir, "missing.crt"), "get")
 	require.NotZero(t, r.code)
 	require.Contains(t, r.stderr, "missing.crt")
+}
+
+// runEnv execs the CLI binary with extra environment variables.
+func runEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// TestCLIEnvironment: TESSERA_ETCD_ENDPOINTS and TESSERA_CLUSTER stand in
+// for --endpoints and --cluster; the flags win over them.
+func TestCLIEnvironment(t *testing.T) {
+	endpoints := strings.Join(etcdtest.Start(t), ",")
+	env := []string{EnvEndpoints + "=" + endpoints, EnvCluster + "=fromenv"}
+
+	r := runEnv(t, env, "init", "--rf", "1", "--shards", "8", "--instance", "id=a,group=r1,endpoint=127.0.0.1:9001")
+	require.Zero(t, r.code, r.stderr)
+	require.Contains(t, r.stdout, "cluster fromenv ")
+
+	r = runEnv(t, env, "get")
+	require.Zero(t, r.code, r.stderr)
+	require.Contains(t, r.stdout, "cluster fromenv ")
+
+	// The placement went under the cluster named by the environment.
+	require.Contains(t, cli{t: t, endpoints: endpoints}.ok("get", "--cluster", "fromenv"), "instances 1")
+
+	// --cluster wins over TESSERA_CLUSTER.
+	r = runEnv(t, env, "get", "--cluster", "other")
+	require.NotZero(t, r.code)
+	require.Contains(t, r.stderr, "placement not found")
+
+	// --endpoints wins over TESSERA_ETCD_ENDPOINTS.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := l.Addr().String()
+	require.NoError(t, l.Close())
+	r = runEnv(t, env, "get", "--endpoints", dead, "--timeout", "1s")
+	require.NotZero(t, r.code)
+	require.Contains(t, r.stderr, "etcd unreachable at "+dead)
+
+	// Without the flag, the environment is used: a dead endpoint there
+	// fails the same way.
+	r = runEnv(t, []string{EnvEndpoints + "=" + dead}, "get", "--timeout", "1s")
+	require.NotZero(t, r.code)
+	require.Contains(t, r.stderr, "etcd unreachable at "+dead)
+
+	// The help says where the defaults come from.
+	r = runEnv(t, env, "--help")
+	require.Contains(t, r.stdout, EnvEndpoints)
+	require.Contains(t, r.stdout, endpoints)
 }

@@ -1,0 +1,34 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+)
+
+// TestEtcdServerLogLevels: embedded etcd's routine start and stop
+// messages are demoted to debug; real warnings and errors keep their
+// level; everything is one key=value line.
+func TestEtcdServerLogLevels(t *testing.T) {
+	var buf bytes.Buffer
+	z := etcdServerLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	z.Warn("Running http and grpc server on single port. This is not recommended for production.")
+	z.Info("raft.node: elected leader")
+	z.Warn("leader failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk")
+	z.Error("failed to save snapshot", zap.Error(errors.New("disk full")))
+	z.Error("setting up serving from embedded etcd failed.", zap.Error(errors.New("accept tcp 127.0.0.1:2379: use of closed network connection")))
+	z.Info("closing etcd server")
+	z.Warn("lost TCP streaming connection with remote peer", zap.Error(errors.New("context canceled")))
+	z.Error("failed to publish", zap.Error(errors.New("etcdserver: request timed out")))
+	out := buf.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	require.Contains(t, lines[0], `level=WARN msg="leader failed to send out heartbeat`)
+	require.Contains(t, lines[1], `level=ERROR msg="failed to save snapshot" component=etcd error="disk full"`)
+	require.Contains(t, lines[2], `level=ERROR msg="failed to publish"`)
+}
