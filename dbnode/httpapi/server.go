@@ -209,6 +209,9 @@ func classify(err error) (int, string) {
 	case errors.As(err, &tl):
 		return http.StatusRequestEntityTooLarge, "too_large"
 	case errors.As(err, &ie):
+		if ie.Reason != "" {
+			return http.StatusBadRequest, ie.Reason
+		}
 		return http.StatusBadRequest, "bad_request"
 	case errors.As(err, &rej):
 		reason := "rejected"

@@ -13,8 +13,12 @@ import (
 )
 
 // InputError is a write request that can never succeed: the HTTP layer
-// answers it with 400 and the message.
-type InputError struct{ Msg string }
+// answers it with 400 and the message. Reason, when set, names the kind of
+// refusal for the remote_write_errors metric (default "bad_request").
+type InputError struct {
+	Msg    string
+	Reason string
+}
 
 func (e *InputError) Error() string { return e.Msg }
 
@@ -94,6 +98,9 @@ func KeyHash(raw []byte) uint64 { return maphash.Bytes(keySeed, raw) }
 type span struct {
 	idFrom, sFrom int
 	known, split  bool
+	// what the series carries that is not stored (refused after its
+	// labels are decoded, so the refusal can name the series)
+	exemplars, histograms bool
 }
 
 // protobuf wire types
@@ -106,9 +113,28 @@ const (
 
 var errTruncated = errors.New("truncated")
 
-// Decode parses a decompressed prompb.WriteRequest. Metadata, exemplars and
-// native histograms are skipped (not stored). Series must have a __name__,
-// label names must be non-empty, unique and valid UTF-8 like their values.
+// Reasons of the refusals of data this node does not store (InputError.Reason).
+const (
+	ReasonHistograms = "native_histograms"
+	ReasonExemplars  = "exemplars"
+	ReasonMetadata   = "metadata"
+)
+
+// unsupported is the refusal of a request carrying data of a kind this
+// node does not store. The whole request is refused, floats included:
+// Prometheus drops a request answered 4xx and retries one answered 5xx, so
+// a 400 that writes nothing is the only answer that is both honest and
+// final (a partial write answered 2xx would lose the rest silently).
+func unsupported(reason, what, hint string) error {
+	return &InputError{Reason: reason, Msg: fmt.Sprintf(
+		"%s: not supported yet (this node does not store them); the whole request was refused and nothing was written: %s", what, hint)}
+}
+
+// Decode parses a decompressed prompb.WriteRequest. A request carrying
+// metadata, exemplars or native histograms is refused whole (InputError
+// with a Reason): those are not stored yet, and acknowledging them would
+// lose them silently. Series must have a __name__, label names must be
+// non-empty, unique and valid UTF-8 like their values.
 func (d *WriteDecoder) Decode(b []byte) error {
 	d.Series = d.Series[:0]
 	d.arena = d.arena[:0]
@@ -126,6 +152,11 @@ func (d *WriteDecoder) Decode(b []byte) error {
 			raw := msg[:labelRun(msg)]
 			msgs = append(msgs, msg)
 			keys = append(keys, LabelKey{Raw: raw, Hash: KeyHash(raw)})
+		} else if field == 3 && wt == wireBytes {
+			clear(msgs) // nothing keeps the request past a refusal
+			d.msgs, d.Keys = msgs[:0], keys[:0]
+			return unsupported(ReasonMetadata, "metric metadata (WriteRequest.metadata)",
+				"set metadata_config.send: false in the remote_write section")
 		}
 		i += n
 	}
@@ -199,11 +230,22 @@ func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, known bool, sp 
 				return inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
 			}
 			d.samples = append(d.samples, s)
+		case field == 3 && wt == wireBytes: // Exemplar
+			sp.exemplars = true
+		case field == 4 && wt == wireBytes: // Histogram
+			sp.histograms = true
 		}
-		// Other fields (exemplars, histograms) are not stored.
 	}
 	if err := validateLabels(d.pairs, index); err != nil {
 		return err
+	}
+	if sp.histograms {
+		return unsupported(ReasonHistograms, fmt.Sprintf("timeseries %d %s carries native histogram samples", index, fmtPairs(d.pairs)),
+			"set send_native_histograms: false in the remote_write section, or drop the histograms with write_relabel_configs")
+	}
+	if sp.exemplars {
+		return unsupported(ReasonExemplars, fmt.Sprintf("timeseries %d %s carries exemplars", index, fmtPairs(d.pairs)),
+			"set send_exemplars: false in the remote_write section")
 	}
 	d.arena = ident.AppendSortedPairs(d.arena, d.pairs)
 	return nil
@@ -220,7 +262,9 @@ func (d *WriteDecoder) decodeSamples(b []byte, index int) (bool, error) {
 		}
 		i += n
 		switch {
-		case field == 1 && wt == wireBytes:
+		case field == 1 && wt == wireBytes, field == 3, field == 4:
+			// A label after the samples, or an exemplar or histogram:
+			// the full decode finds (and refuses) the latter two.
 			return false, nil
 		case field == 2 && wt == wireBytes:
 			s, err := decodeSample(msg)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
@@ -26,11 +27,10 @@ func TestDecodeMatchesPrompb(t *testing.T) {
 			Samples: []prompb.Sample{{Timestamp: 1000, Value: 1}, {Timestamp: 2000, Value: stale}},
 		},
 		{
-			Labels:    []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: "é"}},
-			Samples:   []prompb.Sample{{Timestamp: -5, Value: -1.5}},
-			Exemplars: []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace", Value: "1"}}, Value: 1, Timestamp: 3}},
+			Labels:  []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: "é"}},
+			Samples: []prompb.Sample{{Timestamp: -5, Value: -1.5}},
 		},
-	}, Metadata: []prompb.MetricMetadata{{MetricFamilyName: "up", Help: "h"}}}
+	}}
 	var d WriteDecoder
 	require.NoError(t, d.Decode(marshal(t, req)))
 	require.Len(t, d.Series, 2)
@@ -71,6 +71,51 @@ func TestDecodeRejectsBadInput(t *testing.T) {
 			var ie *InputError
 			require.ErrorAs(t, err, &ie)
 			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// TestDecodeRefusesWhatItDoesNotStore: a request carrying native
+// histograms, exemplars or metadata is refused whole with a reason, floats
+// included, whether or not its series are known.
+func TestDecodeRefusesWhatItDoesNotStore(t *testing.T) {
+	floats := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "up"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}
+	hist := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "lat"}, {Name: "job", Value: "a"}},
+		Histograms: []prompb.Histogram{prompb.FromIntHistogram(5, &histogram.Histogram{Count: 3, Sum: 2, Schema: 0,
+			PositiveSpans: []histogram.Span{{Offset: 0, Length: 1}}, PositiveBuckets: []int64{3}})}}
+	ex := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "req"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}},
+		Exemplars: []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "abc"}}, Value: 1, Timestamp: 1}}}
+	for _, tc := range []struct {
+		name, reason, want string
+		req                *prompb.WriteRequest
+	}{
+		{"histograms only", ReasonHistograms, `timeseries 0 {__name__="lat", job="a"} carries native histogram samples: not supported yet`,
+			&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{hist}}},
+		{"floats then histograms", ReasonHistograms, "timeseries 1 {__name__=\"lat\", job=\"a\"} carries native histogram samples",
+			&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{floats, hist}}},
+		{"exemplars", ReasonExemplars, "timeseries 0 {__name__=\"req\"} carries exemplars: not supported yet",
+			&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ex}}},
+		{"metadata", ReasonMetadata, "metric metadata (WriteRequest.metadata): not supported yet",
+			&prompb.WriteRequest{Metadata: []prompb.MetricMetadata{{MetricFamilyName: "up", Type: prompb.MetricMetadata_GAUGE, Help: "h"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := marshal(t, tc.req)
+			for _, known := range []bool{false, true} {
+				d := WriteDecoder{}
+				if known {
+					d.Known = func(_ []LabelKey, k []bool) {
+						for i := range k {
+							k[i] = true
+						}
+					}
+				}
+				err := d.Decode(body)
+				var ie *InputError
+				require.ErrorAs(t, err, &ie)
+				require.Equal(t, tc.reason, ie.Reason)
+				require.Contains(t, err.Error(), tc.want)
+				require.Contains(t, err.Error(), "nothing was written")
+			}
 		})
 	}
 }
