@@ -45,6 +45,10 @@ type API struct {
 	bufs   sync.Pool // *[]byte request bodies
 	states sync.Pool // *writeState, see getWriteState
 	series *seriesCache
+	// seriesV2 is remote write 2.0's series cache, keyed by series ID (a
+	// 2.0 request's label references mean nothing outside the request);
+	// apart from the 1.0 cache, whose keys are label bytes on the wire.
+	seriesV2 *seriesCache
 
 	m apiMetrics
 }
@@ -61,6 +65,9 @@ type writeState struct {
 	known []*cachedSeries
 	// add collects the series to put into the cache after the write.
 	add []newSeries
+	// dec2 and known2 are remote write 2.0's decoder and cache hits.
+	dec2   remote.WriteDecoderV2
+	known2 []bool
 }
 
 func (a *API) newWriteState() *writeState {
@@ -98,7 +105,8 @@ func New(opts Options) *API {
 	if opts.SeriesCacheSize <= 0 {
 		opts.SeriesCacheSize = 1 << 20
 	}
-	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize)}
+	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize),
+		seriesV2: newSeriesCache(opts.SeriesCacheSize)}
 	notReady := "recovering: storage is not open yet"
 	a.readyMsg.Store(&notReady)
 	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,
@@ -205,7 +213,10 @@ func classify(err error) (int, string) {
 	var ie *remote.InputError
 	var tl *remote.TooLargeError
 	var rej *storage.RejectedError
+	var um *unsupportedMediaError
 	switch {
+	case errors.As(err, &um):
+		return http.StatusUnsupportedMediaType, "unsupported_media_type"
 	case errors.As(err, &tl):
 		return http.StatusRequestEntityTooLarge, "too_large"
 	case errors.As(err, &ie):
