@@ -34,6 +34,17 @@ type Config struct {
 	Cluster    Cluster     `yaml:"cluster"`
 	Etcd       Etcd        `yaml:"etcd"`
 	Bootstrap  Bootstrap   `yaml:"bootstrap"`
+	Ingest     Ingest      `yaml:"ingest"`
+}
+
+// Ingest bounds what remote write brings besides samples, kept in memory
+// per node: metric metadata (/api/v1/metadata) and exemplars
+// (/api/v1/query_exemplars).
+type Ingest struct {
+	// MetadataMaxMetrics is how many metric names' metadata (type, unit,
+	// help) are kept; the least recently written names go first. Default
+	// 10000.
+	MetadataMaxMetrics int `yaml:"metadataMaxMetrics"`
 }
 
 // HTTP is the Prometheus-facing HTTP server.
@@ -297,6 +308,9 @@ func (c *Config) Defaults() {
 		c.Bootstrap.MarkAvailableAttempts = 5
 	}
 	defDur(&c.Bootstrap.MarkAvailableBackoff, 200*time.Millisecond)
+	if c.Ingest.MetadataMaxMetrics == 0 {
+		c.Ingest.MetadataMaxMetrics = 10000
+	}
 }
 
 func trimScheme(u string) string {

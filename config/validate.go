@@ -143,5 +143,8 @@ func (c *Config) Validate() error {
 	if c.Bootstrap.MarkAvailableBackoff <= 0 {
 		bad("bootstrap.markAvailableBackoff", "must be > 0, got %v", c.Bootstrap.MarkAvailableBackoff)
 	}
+	if c.Ingest.MetadataMaxMetrics < 0 {
+		bad("ingest.metadataMaxMetrics", "must be positive, got %d", c.Ingest.MetadataMaxMetrics)
+	}
 	return errors.Join(errs...)
 }

@@ -51,6 +51,7 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	a.meta.Add(st.dec.Meta)
 	a.m.samplesIn.Inc(int64(len(samples)))
 	a.m.seriesIn.Inc(int64(len(st.dec.Series)))
 	w.WriteHeader(http.StatusNoContent)

@@ -106,6 +106,7 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 		return err // nothing acknowledged: the sender retries the request whole
 	}
 	written(n)
+	a.meta.Add(d.Meta)
 	a.m.samplesIn.Inc(int64(n))
 	a.m.seriesIn.Inc(int64(len(d.Series)))
 	if err = errors.Join(err, refuseUnstoredV2(d)); err != nil {
@@ -128,12 +129,6 @@ func refuseUnstoredV2(d *remote.WriteDecoderV2) error {
 		what = append(what, fmt.Sprintf("%d exemplars (first in timeseries %d)", d.NumExemplars, d.FirstExemplar))
 		if reason == "" {
 			reason = remote.ReasonExemplars
-		}
-	}
-	if len(d.Meta) > 0 {
-		what = append(what, fmt.Sprintf("metadata of %d series (first in timeseries %d)", len(d.Meta), d.Meta[0].Series))
-		if reason == "" {
-			reason = remote.ReasonMetadata
 		}
 	}
 	if len(what) == 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/metadata"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/uber-go/tally/v4"
@@ -32,6 +33,9 @@ type Options struct {
 	// SeriesCacheSize bounds the series remote write remembers by their
 	// label bytes (see seriesCache). Default 1Mi.
 	SeriesCacheSize int
+	// MetadataMaxMetrics bounds the metric names whose metadata remote
+	// write keeps for /api/v1/metadata (metadata.Store). Default 10000.
+	MetadataMaxMetrics int
 }
 
 // API serves the node's HTTP endpoints. The backend is set once storage
@@ -49,6 +53,7 @@ type API struct {
 	// 2.0 request's label references mean nothing outside the request);
 	// apart from the 1.0 cache, whose keys are label bytes on the wire.
 	seriesV2 *seriesCache
+	meta     *metadata.Store
 
 	m apiMetrics
 }
@@ -105,8 +110,11 @@ func New(opts Options) *API {
 	if opts.SeriesCacheSize <= 0 {
 		opts.SeriesCacheSize = 1 << 20
 	}
+	if opts.MetadataMaxMetrics <= 0 {
+		opts.MetadataMaxMetrics = 10000
+	}
 	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize),
-		seriesV2: newSeriesCache(opts.SeriesCacheSize)}
+		seriesV2: newSeriesCache(opts.SeriesCacheSize), meta: metadata.New(opts.MetadataMaxMetrics)}
 	notReady := "recovering: storage is not open yet"
 	a.readyMsg.Store(&notReady)
 	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,
@@ -150,6 +158,7 @@ func New(opts Options) *API {
 		fmt.Fprintln(w, `{"ok":true}`)
 	})
 	a.mux.HandleFunc("GET /ready", a.ready)
+	a.mux.HandleFunc("GET /api/v1/metadata", a.metricMetadata)
 	// Profiles, as Prometheus and etcd serve them, for "why is it slow".
 	a.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	a.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

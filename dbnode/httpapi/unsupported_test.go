@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
@@ -47,8 +46,8 @@ func counterValue(scope tally.TestScope, name string, tags map[string]string) in
 	return 0
 }
 
-// A remote write 1.0 request carrying native histograms, exemplars or
-// metadata is refused whole with 400 naming what and why, counted by
+// A remote write 1.0 request carrying native histograms or exemplars is
+// refused whole with 400 naming what and why, counted by
 // reason, and nothing of it is stored: not even its float samples, known
 // to the series cache or not.
 func TestRemoteWriteV1RefusesWhatIsNotStored(t *testing.T) {
@@ -82,13 +81,6 @@ func TestRemoteWriteV1RefusesWhatIsNotStored(t *testing.T) {
 			require.Equal(t, int64(1), counterValue(scope, "remote_write_errors", map[string]string{"reason": tc.reason}))
 		})
 	}
-	raw, err := (&prompb.WriteRequest{Metadata: []prompb.MetricMetadata{{MetricFamilyName: "up", Type: prompb.MetricMetadata_GAUGE, Help: "up"}}}).Marshal()
-	require.NoError(t, err)
-	code, msg = post(t, url, snappy.Encode(nil, raw))
-	require.Equal(t, http.StatusBadRequest, code, msg)
-	require.Contains(t, msg, "metric metadata")
-	require.Equal(t, int64(1), counterValue(scope, "remote_write_errors", map[string]string{"reason": "metadata"}))
-
 	// Only the first sample of up was stored.
 	require.Equal(t, []int64{now - 2000}, readIDs(t, f, upID, now-10_000, now+1))
 }

@@ -69,13 +69,14 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 	}, time.Second)
 	n := &Node{cfg: cfg, log: log, scope: scope, closer: closer}
 	n.api = httpapi.New(httpapi.Options{
-		Namespace:       cfg.Namespaces[0].Name,
-		MaxBodyBytes:    cfg.HTTP.MaxBodyBytes,
-		SeriesCacheSize: cfg.HTTP.SeriesCacheSize,
-		NumShards:       uint32(cfg.Cluster.NumShards),
-		Logger:          log,
-		Metrics:         scope.SubScope("http"),
-		MetricsHandler:  reporter.HTTPHandler(),
+		Namespace:          cfg.Namespaces[0].Name,
+		MaxBodyBytes:       cfg.HTTP.MaxBodyBytes,
+		SeriesCacheSize:    cfg.HTTP.SeriesCacheSize,
+		MetadataMaxMetrics: cfg.Ingest.MetadataMaxMetrics,
+		NumShards:          uint32(cfg.Cluster.NumShards),
+		Logger:             log,
+		Metrics:            scope.SubScope("http"),
+		MetricsHandler:     reporter.HTTPHandler(),
 	})
 	promapi.New(httpapi.Deferred{API: n.api}, promapi.Options{
 		Namespace:     cfg.Namespaces[0].Name,

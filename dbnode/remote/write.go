@@ -42,6 +42,17 @@ type Series struct {
 	Keyed bool
 }
 
+// Metadata is what a request says about a metric: its name, type (the
+// MetricType number of prompb and of the 2.0 types, which agree: 0
+// unknown, 1 counter, 2 gauge, 3 histogram, 4 gaugehistogram, 5 summary,
+// 6 info, 7 stateset), unit and help. Series is the index of the 2.0 series
+// that carried it (-1 for 1.0 metadata). Its bytes alias the request.
+type Metadata struct {
+	Series           int
+	Type             int32
+	Name, Unit, Help []byte
+}
+
 // Sample is one (timestamp ms, value) pair.
 type Sample struct {
 	T int64
@@ -58,6 +69,9 @@ type WriteDecoder struct {
 	pairs   []ident.Pair
 	// NumSamples is the total of the last Decode.
 	NumSamples int
+	// Meta is the metadata of the last Decode (WriteRequest.metadata),
+	// aliasing the request.
+	Meta []Metadata
 	// Keys are the label keys of Series, by index, valid until the next
 	// Decode (a key is only a cache key where Series[i].Keyed).
 	Keys  []LabelKey
@@ -117,7 +131,6 @@ var errTruncated = errors.New("truncated")
 const (
 	ReasonHistograms = "native_histograms"
 	ReasonExemplars  = "exemplars"
-	ReasonMetadata   = "metadata"
 )
 
 // unsupported is the refusal of a request carrying data of a kind this
@@ -131,15 +144,16 @@ func unsupported(reason, what, hint string) error {
 }
 
 // Decode parses a decompressed prompb.WriteRequest. A request carrying
-// metadata, exemplars or native histograms is refused whole (InputError
-// with a Reason): those are not stored yet, and acknowledging them would
-// lose them silently. Series must have a __name__, label names must be
+// exemplars or native histograms is refused whole (InputError with a
+// Reason): those are not stored yet, and acknowledging them would lose
+// them silently. Metadata is returned in Meta. Series must have a __name__, label names must be
 // non-empty, unique and valid UTF-8 like their values.
 func (d *WriteDecoder) Decode(b []byte) error {
 	d.Series = d.Series[:0]
 	d.arena = d.arena[:0]
 	d.samples = d.samples[:0]
 	d.NumSamples = 0
+	d.Meta = d.Meta[:0]
 	// First the series' messages and label keys, then what Known knows
 	// of them all, then each series in full.
 	msgs, keys := d.msgs[:0], d.Keys[:0]
@@ -153,10 +167,13 @@ func (d *WriteDecoder) Decode(b []byte) error {
 			msgs = append(msgs, msg)
 			keys = append(keys, LabelKey{Raw: raw, Hash: KeyHash(raw)})
 		} else if field == 3 && wt == wireBytes {
-			clear(msgs) // nothing keeps the request past a refusal
-			d.msgs, d.Keys = msgs[:0], keys[:0]
-			return unsupported(ReasonMetadata, "metric metadata (WriteRequest.metadata)",
-				"set metadata_config.send: false in the remote_write section")
+			m, err := decodeMetadataV1(msg)
+			if err != nil {
+				clear(msgs) // nothing keeps the request past a refusal
+				d.msgs, d.Keys = msgs[:0], keys[:0]
+				return inputErr("bad metadata %d: %v", len(d.Meta), err)
+			}
+			d.Meta = append(d.Meta, m)
 		}
 		i += n
 	}
@@ -487,4 +504,57 @@ func skip(b []byte, wt int) (int, error) {
 		return n, err
 	}
 	return 0, fmt.Errorf("unsupported wire type %d", wt)
+}
+
+// decodeMetadataV1 reads a prompb.MetricMetadata: type (1),
+// metric_family_name (2), help (4), unit (5). A name is required: metadata
+// is kept per metric name.
+func decodeMetadataV1(b []byte) (Metadata, error) {
+	m := Metadata{Series: -1}
+	for i := 0; i < len(b); {
+		field, wt, n := tag(b[i:])
+		if n <= 0 {
+			return m, errors.New("malformed field tag")
+		}
+		i += n
+		switch {
+		case field == 1 && wt == wireVarint:
+			v, l := binary.Uvarint(b[i:])
+			if l <= 0 {
+				return m, errors.New("bad type varint")
+			}
+			if v > math.MaxInt32 {
+				return m, fmt.Errorf("type %d out of range", v)
+			}
+			m.Type = int32(v)
+			i += l
+		case wt == wireBytes && (field == 2 || field == 4 || field == 5):
+			v, l, err := lenDelim(b[i:])
+			if err != nil {
+				return m, err
+			}
+			if !utf8.Valid(v) {
+				return m, fmt.Errorf("field %d is not valid UTF-8", field)
+			}
+			switch field {
+			case 2:
+				m.Name = v
+			case 4:
+				m.Help = v
+			case 5:
+				m.Unit = v
+			}
+			i += l
+		default:
+			l, err := skip(b[i:], wt)
+			if err != nil {
+				return m, err
+			}
+			i += l
+		}
+	}
+	if len(m.Name) == 0 {
+		return m, errors.New("no metric_family_name")
+	}
+	return m, nil
 }

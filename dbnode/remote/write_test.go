@@ -76,7 +76,7 @@ func TestDecodeRejectsBadInput(t *testing.T) {
 }
 
 // TestDecodeRefusesWhatItDoesNotStore: a request carrying native
-// histograms, exemplars or metadata is refused whole with a reason, floats
+// histograms or exemplars is refused whole with a reason, floats
 // included, whether or not its series are known.
 func TestDecodeRefusesWhatItDoesNotStore(t *testing.T) {
 	floats := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "up"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}
@@ -95,8 +95,6 @@ func TestDecodeRefusesWhatItDoesNotStore(t *testing.T) {
 			&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{floats, hist}}},
 		{"exemplars", ReasonExemplars, "timeseries 0 {__name__=\"req\"} carries exemplars: not supported yet",
 			&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ex}}},
-		{"metadata", ReasonMetadata, "metric metadata (WriteRequest.metadata): not supported yet",
-			&prompb.WriteRequest{Metadata: []prompb.MetricMetadata{{MetricFamilyName: "up", Type: prompb.MetricMetadata_GAUGE, Help: "h"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := marshal(t, tc.req)
@@ -118,6 +116,25 @@ func TestDecodeRefusesWhatItDoesNotStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestDecodeMetadataV1(t *testing.T) {
+	req := &prompb.WriteRequest{
+		Timeseries: []prompb.TimeSeries{{Labels: []prompb.Label{{Name: "__name__", Value: "up"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}},
+		Metadata: []prompb.MetricMetadata{
+			{MetricFamilyName: "up", Type: prompb.MetricMetadata_GAUGE, Help: "Is it up"},
+			{MetricFamilyName: "req_seconds", Type: prompb.MetricMetadata_HISTOGRAM, Help: "Latency", Unit: "seconds"},
+		}}
+	var d WriteDecoder
+	require.NoError(t, d.Decode(marshal(t, req)))
+	require.Equal(t, 1, d.NumSamples)
+	require.Equal(t, []Metadata{
+		{Series: -1, Type: 2, Name: []byte("up"), Help: []byte("Is it up")},
+		{Series: -1, Type: 3, Name: []byte("req_seconds"), Help: []byte("Latency"), Unit: []byte("seconds")},
+	}, d.Meta)
+	req.Metadata = append(req.Metadata, prompb.MetricMetadata{Help: "no name"})
+	err := d.Decode(marshal(t, req))
+	require.ErrorContains(t, err, "bad metadata 2: no metric_family_name")
 }
 
 func FuzzWriteDecoder(f *testing.F) {

@@ -30,7 +30,7 @@ type WriteDecoderV2 struct {
 	Keys []LabelKey
 	// Meta holds the metadata of the series that carried some, with the
 	// index of the series; its strings alias the request.
-	Meta []SeriesMetadata
+	Meta []Metadata
 	// Counts of the last Decode.
 	NumSamples, NumHistograms, NumExemplars int
 	// FirstHistogram and FirstExemplar are the index of the first series
@@ -42,14 +42,6 @@ type WriteDecoderV2 struct {
 	arena   []byte
 	samples []Sample
 	pairs   []ident.Pair
-}
-
-// SeriesMetadata is what a 2.0 series says about its metric: type
-// (prompb Metadata.MetricType number), unit and help.
-type SeriesMetadata struct {
-	Series     int
-	Type       int32
-	Unit, Help []byte
 }
 
 // Decode parses a decompressed io.prometheus.write.v2.Request. Native
@@ -125,7 +117,7 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 		return nil
 	}
 	hasMeta := false
-	var meta SeriesMetadata
+	var meta Metadata
 	for i := 0; i < len(b); {
 		field, wt, msg, n, err := nextField(b[i:])
 		if err != nil {
@@ -180,6 +172,11 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 	}
 	if hasMeta {
 		meta.Series = index
+		for _, p := range d.pairs {
+			if string(p.Name) == "__name__" {
+				meta.Name = p.Value
+			}
+		}
 		d.Meta = append(d.Meta, meta)
 	}
 	d.arena = ident.AppendSortedPairs(d.arena, d.pairs)
@@ -194,8 +191,8 @@ func tagLen(b []byte) int {
 
 // decodeMetadata reads a v2 Metadata message: type (1), help_ref (3),
 // unit_ref (4).
-func decodeMetadata(b []byte, syms [][]byte, m *SeriesMetadata) error {
-	*m = SeriesMetadata{}
+func decodeMetadata(b []byte, syms [][]byte, m *Metadata) error {
+	*m = Metadata{}
 	for i := 0; i < len(b); {
 		field, wt, n := tag(b[i:])
 		if n <= 0 {

@@ -48,7 +48,7 @@ func TestDecodeV2MatchesV2Types(t *testing.T) {
 		require.Equal(t, []Sample{{T: 1000, V: 1}}, d.Series[0].Samples[:1])
 		require.Equal(t, uint64(0x7ff0000000000002), math.Float64bits(d.Series[0].Samples[1].V))
 		require.Equal(t, []Sample{{T: -5, V: -1.5}}, d.Series[1].Samples)
-		require.Equal(t, []SeriesMetadata{{Series: 1, Type: 1, Unit: []byte("seconds"), Help: []byte("help of x")}}, d.Meta)
+		require.Equal(t, []Metadata{{Series: 1, Type: 1, Name: []byte("x"), Unit: []byte("seconds"), Help: []byte("help of x")}}, d.Meta)
 		require.Equal(t, 0, d.NumHistograms)
 		require.Equal(t, -1, d.FirstHistogram)
 	}
