@@ -25,8 +25,8 @@ func benchCommand() *cobra.Command {
 				o.Start = time.Now().Add(-time.Duration(o.Samples)*o.Interval - 10*time.Second).UnixMilli()
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "bench: %d series x %d samples at %v, batch %d, concurrency %d, start %d, target %s\n",
-				o.Series, o.Samples, o.Interval, o.Batch, o.Concurrency, o.Start, o.URL)
+			fmt.Fprintf(out, "bench: %d series x %d samples at %v, batch %d, concurrency %d, start %d, remote write %d.0, target %s\n",
+				o.Series, o.Samples, o.Interval, o.Batch, o.Concurrency, o.Start, max(o.Protocol, 1), o.URL)
 			if !verifyOnly {
 				if _, err := bench.Write(cmd.Context(), o, out); err != nil {
 					return err
@@ -49,6 +49,7 @@ func benchCommand() *cobra.Command {
 	f.BoolVar(&verifyOnly, "verify-only", false, "only verify data written by an earlier run with the same --start")
 	f.Int64Var(&o.Start, "start", 0, "timestamp (ms) of the first sample; default now - samples*interval")
 	f.StringVar(&o.Metric, "metric", "tessera_bench", "metric name prefix")
+	f.IntVar(&o.Protocol, "protocol", 1, "remote write version: 1 (prometheus.WriteRequest) or 2 (io.prometheus.write.v2.Request, with metadata on every series)")
 	f.Int64Var(&o.PregenBytes, "pregen-bytes", bench.DefaultPregenBytes, "build every request before the run when they fit in this many bytes (negative: build them during the run)")
 	return cmd
 }
