@@ -253,7 +253,7 @@ func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, known bool, sp 
 			sp.histograms = true
 		}
 	}
-	if err := validateLabels(d.pairs, index); err != nil {
+	if err := validateLabels(d.pairs, index, true); err != nil {
 		return err
 	}
 	if sp.histograms {
@@ -336,18 +336,19 @@ func nextField(b []byte) (field, wt int, msg []byte, n int, err error) {
 }
 
 // validateLabels applies Prometheus' rules. pairs are sorted by name after
-// this call (AppendPairs would sort them anyway).
-func validateLabels(pairs []ident.Pair, index int) error {
+// this call (AppendPairs would sort them anyway). checkUTF8 is false where
+// the caller checked every name and value already (2.0's symbols).
+func validateLabels(pairs []ident.Pair, index int, checkUTF8 bool) error {
 	sortPairs(pairs)
 	hasName := false
 	for i, p := range pairs {
 		if len(p.Name) == 0 {
 			return inputErr("timeseries %d: empty label name", index)
 		}
-		if !utf8.Valid(p.Name) {
+		if checkUTF8 && !utf8.Valid(p.Name) {
 			return inputErr("timeseries %d: label name %q is not valid UTF-8", index, p.Name)
 		}
-		if !utf8.Valid(p.Value) {
+		if checkUTF8 && !utf8.Valid(p.Value) {
 			return inputErr("timeseries %d: label %s: value %q is not valid UTF-8", index, p.Name, p.Value)
 		}
 		if i > 0 && string(pairs[i-1].Name) == string(p.Name) {

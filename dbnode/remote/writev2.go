@@ -28,8 +28,9 @@ type WriteDecoderV2 struct {
 	Series []Series
 	// Keys[i] is Series[i].ID and its KeyHash.
 	Keys []LabelKey
-	// Meta holds the metadata of the series that carried some, with the
-	// index of the series; its strings alias the request.
+	// Meta holds the metadata the series carried, with the index of the
+	// first series that carried it (a repeat of one of the last few
+	// entries is left out); its strings alias the request.
 	Meta []Metadata
 	// Counts of the last Decode.
 	NumSamples, NumHistograms, NumExemplars int
@@ -103,19 +104,9 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 
 func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error {
 	d.pairs = d.pairs[:0]
-	var refs [2]uint64
-	nrefs := 0 // references read so far: a pair is complete every second
-	addRef := func(ref uint64) error {
-		if ref >= uint64(len(syms)) {
-			return inputErr("timeseries %d: label reference %d past the %d symbols", index, ref, len(syms))
-		}
-		refs[nrefs&1] = ref
-		nrefs++
-		if nrefs&1 == 0 {
-			d.pairs = append(d.pairs, ident.Pair{Name: syms[refs[0]], Value: syms[refs[1]]})
-		}
-		return nil
-	}
+	var name []byte
+	nrefs := 0 // label references read so far: a pair is complete every second
+	nsyms := uint64(len(syms))
 	hasMeta := false
 	var meta Metadata
 	for i := 0; i < len(b); {
@@ -127,20 +118,38 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 		switch {
 		case field == 1 && wt == wireBytes: // labels_refs, packed
 			for j := 0; j < len(msg); {
-				v, n := binary.Uvarint(msg[j:])
-				if n <= 0 {
-					return inputErr("bad protobuf: timeseries %d: bad label reference varint", index)
+				var v uint64
+				if c := msg[j]; c < 0x80 { // references below 128: one byte
+					v = uint64(c)
+					j++
+				} else {
+					var n int
+					if v, n = binary.Uvarint(msg[j:]); n <= 0 {
+						return inputErr("bad protobuf: timeseries %d: bad label reference varint", index)
+					}
+					j += n
 				}
-				j += n
-				if err := addRef(v); err != nil {
-					return err
+				if v >= nsyms {
+					return inputErr("timeseries %d: label reference %d past the %d symbols", index, v, nsyms)
 				}
+				if nrefs&1 == 0 {
+					name = syms[v]
+				} else {
+					d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
+				}
+				nrefs++
 			}
 		case field == 1 && wt == wireVarint: // labels_refs, unpacked
 			v, _ := binary.Uvarint(b[i-n+tagLen(b[i-n:]):])
-			if err := addRef(v); err != nil {
-				return err
+			if v >= nsyms {
+				return inputErr("timeseries %d: label reference %d past the %d symbols", index, v, nsyms)
 			}
+			if nrefs&1 == 0 {
+				name = syms[v]
+			} else {
+				d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
+			}
+			nrefs++
 		case field == 2 && wt == wireBytes: // Sample
 			s, err := decodeSample(msg)
 			if err != nil {
@@ -167,7 +176,7 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 	if nrefs&1 != 0 {
 		return inputErr("timeseries %d: odd number (%d) of label references", index, nrefs)
 	}
-	if err := validateLabels(d.pairs, index); err != nil {
+	if err := validateLabels(d.pairs, index, false); err != nil { // symbols are valid UTF-8
 		return err
 	}
 	if hasMeta {
@@ -177,10 +186,28 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 				meta.Name = p.Value
 			}
 		}
-		d.Meta = append(d.Meta, meta)
+		d.addMeta(meta)
 	}
 	d.arena = ident.AppendSortedPairs(d.arena, d.pairs)
 	return nil
+}
+
+// addMeta appends m to Meta unless one of the last few entries is the
+// same: the same symbols (compared by address: a symbol is one slice of
+// the request) and type. A 2.0 request repeats its metrics' metadata on
+// every series; this keeps Meta to about one entry per metric.
+func (d *WriteDecoderV2) addMeta(m Metadata) {
+	for i := len(d.Meta) - 1; i >= max(0, len(d.Meta)-8); i-- {
+		p := &d.Meta[i]
+		if p.Type == m.Type && sameSlice(p.Name, m.Name) && sameSlice(p.Help, m.Help) && sameSlice(p.Unit, m.Unit) {
+			return
+		}
+	}
+	d.Meta = append(d.Meta, m)
+}
+
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // tagLen is the length of the field tag at the front of b.

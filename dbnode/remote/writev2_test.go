@@ -179,3 +179,21 @@ func BenchmarkDecodeV2(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*2000), "ns/sample")
 }
+
+// A 2.0 request repeats a metric's metadata on each of its series: Meta
+// keeps it once (per run of repeats), with the first series' index.
+func TestDecodeV2MetadataOncePerMetric(t *testing.T) {
+	st := writev2.NewSymbolTable()
+	var series []writev2.TimeSeries
+	for i := range 6 {
+		s := v2Series(&st, labels.FromStrings("__name__", "m"+strconv.Itoa(i%2), "i", strconv.Itoa(i)), writev2.Sample{Value: 1, Timestamp: 1})
+		s.Metadata = writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: st.Symbolize("help " + strconv.Itoa(i%2))}
+		series = append(series, s)
+	}
+	var d WriteDecoderV2
+	require.NoError(t, d.Decode(marshalV2(t, &st, series...)))
+	require.Equal(t, []Metadata{
+		{Series: 0, Type: 2, Name: []byte("m0"), Help: []byte("help 0")},
+		{Series: 1, Type: 2, Name: []byte("m1"), Help: []byte("help 1")},
+	}, d.Meta)
+}
