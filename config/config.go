@@ -45,6 +45,9 @@ type Ingest struct {
 	// help) are kept; the least recently written names go first. Default
 	// 10000.
 	MetadataMaxMetrics int `yaml:"metadataMaxMetrics"`
+	// MaxExemplars is how many exemplars are kept (the newest), as
+	// Prometheus' --storage.exemplars.exemplars-limit. Default 100000.
+	MaxExemplars int `yaml:"maxExemplars"`
 }
 
 // HTTP is the Prometheus-facing HTTP server.
@@ -310,6 +313,9 @@ func (c *Config) Defaults() {
 	defDur(&c.Bootstrap.MarkAvailableBackoff, 200*time.Millisecond)
 	if c.Ingest.MetadataMaxMetrics == 0 {
 		c.Ingest.MetadataMaxMetrics = 10000
+	}
+	if c.Ingest.MaxExemplars == 0 {
+		c.Ingest.MaxExemplars = 100000
 	}
 }
 

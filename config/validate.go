@@ -146,5 +146,8 @@ func (c *Config) Validate() error {
 	if c.Ingest.MetadataMaxMetrics < 0 {
 		bad("ingest.metadataMaxMetrics", "must be positive, got %d", c.Ingest.MetadataMaxMetrics)
 	}
+	if c.Ingest.MaxExemplars < 0 {
+		bad("ingest.maxExemplars", "must be positive, got %d", c.Ingest.MaxExemplars)
+	}
 	return errors.Join(errs...)
 }

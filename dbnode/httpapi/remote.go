@@ -52,6 +52,7 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a.meta.Add(st.dec.Meta)
+	a.addExemplars(st.dec.Series, st.dec.Exemplars, st.dec.ExemplarPairs)
 	a.m.samplesIn.Inc(int64(len(samples)))
 	a.m.seriesIn.Inc(int64(len(st.dec.Series)))
 	w.WriteHeader(http.StatusNoContent)

@@ -60,21 +60,22 @@ func negotiate(r *http.Request) (v2 bool, err error) {
 
 // remoteWriteV2 writes a decompressed remote write 2.0 request. Its float
 // samples are written like 1.0's (through a series cache keyed by ID: a
-// 2.0 request's label references mean nothing outside it). Native
-// histograms and exemplars are not stored: a request carrying them has its
-// floats written and is answered 400 naming what was not, with the
+// 2.0 request's label references mean nothing outside it), metadata and
+// exemplars kept in the node's stores. Native histograms are not stored: a
+// request carrying them has the rest written and is answered 400 naming
+// them, with the
 // written-count headers saying exactly what was written, as the 2.0 spec
 // asks of a partial write (the sender does not retry a 4xx, and knows from
 // the headers what was lost).
 func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Backend, st *writeState) error {
 	d := &st.dec2
-	written := func(samples int) {
+	written := func(samples, exemplars int) {
 		h := w.Header()
 		h.Set(headerSamplesWritten, strconv.Itoa(samples))
 		h.Set(headerHistogramsWritten, "0")
-		h.Set(headerExemplarsWritten, "0")
+		h.Set(headerExemplarsWritten, strconv.Itoa(exemplars))
 	}
-	written(0)
+	written(0, 0)
 	if err := d.Decode(st.raw); err != nil {
 		return err
 	}
@@ -105,8 +106,8 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 	case err != nil:
 		return err // nothing acknowledged: the sender retries the request whole
 	}
-	written(n)
 	a.meta.Add(d.Meta)
+	written(n, a.addExemplars(d.Series, d.Exemplars, d.ExemplarPairs))
 	a.m.samplesIn.Inc(int64(n))
 	a.m.seriesIn.Inc(int64(len(d.Series)))
 	if err = errors.Join(err, refuseUnstoredV2(d)); err != nil {
@@ -117,24 +118,12 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 }
 
 // refuseUnstoredV2 names what a decoded 2.0 request carried that is not
-// stored, or returns nil.
+// stored (native histograms), or returns nil.
 func refuseUnstoredV2(d *remote.WriteDecoderV2) error {
-	var what []string
-	reason := ""
-	if d.NumHistograms > 0 {
-		what = append(what, fmt.Sprintf("%d native histogram samples (first in timeseries %d)", d.NumHistograms, d.FirstHistogram))
-		reason = remote.ReasonHistograms
-	}
-	if d.NumExemplars > 0 {
-		what = append(what, fmt.Sprintf("%d exemplars (first in timeseries %d)", d.NumExemplars, d.FirstExemplar))
-		if reason == "" {
-			reason = remote.ReasonExemplars
-		}
-	}
-	if len(what) == 0 {
+	if d.NumHistograms == 0 {
 		return nil
 	}
-	return &remote.InputError{Reason: reason, Msg: fmt.Sprintf(
-		"%s not written: not supported yet (this node does not store them); the float samples were written (see %s)",
-		strings.Join(what, " and "), headerSamplesWritten)}
+	return &remote.InputError{Reason: remote.ReasonHistograms, Msg: fmt.Sprintf(
+		"%d native histogram samples (first in timeseries %d) not written: not supported yet (this node does not store them); the float samples and exemplars were written (see %s and %s)",
+		d.NumHistograms, d.FirstHistogram, headerSamplesWritten, headerExemplarsWritten)}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/exemplars"
 	"github.com/tessera-tsdb/tessera/dbnode/metadata"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -36,6 +37,9 @@ type Options struct {
 	// MetadataMaxMetrics bounds the metric names whose metadata remote
 	// write keeps for /api/v1/metadata (metadata.Store). Default 10000.
 	MetadataMaxMetrics int
+	// MaxExemplars bounds the exemplars remote write keeps for
+	// /api/v1/query_exemplars (exemplars.Store). Default 100000.
+	MaxExemplars int
 }
 
 // API serves the node's HTTP endpoints. The backend is set once storage
@@ -54,6 +58,7 @@ type API struct {
 	// apart from the 1.0 cache, whose keys are label bytes on the wire.
 	seriesV2 *seriesCache
 	meta     *metadata.Store
+	ex       *exemplars.Store
 
 	m apiMetrics
 }
@@ -86,6 +91,7 @@ func (a *API) newWriteState() *writeState {
 
 type apiMetrics struct {
 	samplesIn   tally.Counter
+	exemplarsIn tally.Counter
 	seriesIn    tally.Counter
 	cacheHits   tally.Counter
 	cacheMisses tally.Counter
@@ -113,8 +119,12 @@ func New(opts Options) *API {
 	if opts.MetadataMaxMetrics <= 0 {
 		opts.MetadataMaxMetrics = 10000
 	}
+	if opts.MaxExemplars <= 0 {
+		opts.MaxExemplars = 100000
+	}
 	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize),
-		seriesV2: newSeriesCache(opts.SeriesCacheSize), meta: metadata.New(opts.MetadataMaxMetrics)}
+		seriesV2: newSeriesCache(opts.SeriesCacheSize), meta: metadata.New(opts.MetadataMaxMetrics),
+		ex: exemplars.New(opts.MaxExemplars)}
 	notReady := "recovering: storage is not open yet"
 	a.readyMsg.Store(&notReady)
 	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,
@@ -125,6 +135,7 @@ func New(opts Options) *API {
 	lat := map[string]tally.Histogram{}
 	a.m = apiMetrics{
 		samplesIn:   opts.Metrics.Counter("remote_write_samples"),
+		exemplarsIn: opts.Metrics.Counter("remote_write_exemplars"),
 		seriesIn:    opts.Metrics.Counter("remote_write_series"),
 		cacheHits:   opts.Metrics.Counter("remote_write_series_cache_hits"),
 		cacheMisses: opts.Metrics.Counter("remote_write_series_cache_misses"),

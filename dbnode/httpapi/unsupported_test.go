@@ -46,8 +46,7 @@ func counterValue(scope tally.TestScope, name string, tags map[string]string) in
 	return 0
 }
 
-// A remote write 1.0 request carrying native histograms or exemplars is
-// refused whole with 400 naming what and why, counted by
+// A remote write 1.0 request carrying native histograms is refused whole with 400 naming what and why, counted by
 // reason, and nothing of it is stored: not even its float samples, known
 // to the series cache or not.
 func TestRemoteWriteV1RefusesWhatIsNotStored(t *testing.T) {
@@ -63,15 +62,12 @@ func TestRemoteWriteV1RefusesWhatIsNotStored(t *testing.T) {
 	hist := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "latency"}},
 		Histograms: []prompb.Histogram{prompb.FromIntHistogram(now, &histogram.Histogram{Count: 2, Sum: 1,
 			PositiveSpans: []histogram.Span{{Offset: 0, Length: 1}}, PositiveBuckets: []int64{2}})}}
-	upLater := ts("up", now, 7, prompb.Label{Name: "job", Value: "a"})
-	upLater.Exemplars = []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "t1"}}, Value: 7, Timestamp: now}}
 	for _, tc := range []struct {
 		name, reason, want string
 		body               []byte
 	}{
 		{"floats and histograms", "native_histograms", `timeseries 1 {__name__="latency"} carries native histogram samples: not supported yet`,
 			writeBody(t, ts("up", now, 2, prompb.Label{Name: "job", Value: "a"}), hist)},
-		{"exemplars", "exemplars", `timeseries 0 {__name__="up", job="a"} carries exemplars: not supported yet`, writeBody(t, upLater)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, msg := post(t, url, tc.body)

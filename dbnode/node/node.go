@@ -73,6 +73,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		MaxBodyBytes:       cfg.HTTP.MaxBodyBytes,
 		SeriesCacheSize:    cfg.HTTP.SeriesCacheSize,
 		MetadataMaxMetrics: cfg.Ingest.MetadataMaxMetrics,
+		MaxExemplars:       cfg.Ingest.MaxExemplars,
 		NumShards:          uint32(cfg.Cluster.NumShards),
 		Logger:             log,
 		Metrics:            scope.SubScope("http"),
@@ -84,6 +85,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		MaxSamples:    cfg.Query.MaxSamples,
 		LookbackDelta: cfg.Query.LookbackDelta,
 		Logger:        log,
+		Exemplars:     n.api.Exemplars(),
 	}).Register(n.api.Mux())
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {

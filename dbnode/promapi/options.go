@@ -38,6 +38,8 @@ type Options struct {
 	// EvaluationInterval is the step of subqueries written without one
 	// (x[30m:]), as Prometheus' global evaluation_interval.
 	EvaluationInterval time.Duration
+	// Exemplars answers /api/v1/query_exemplars (data null when nil).
+	Exemplars Exemplars
 	// BuildInfo is served at /api/v1/status/buildinfo.
 	BuildInfo BuildInfo
 	Logger    *slog.Logger

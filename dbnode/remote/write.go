@@ -53,6 +53,110 @@ type Metadata struct {
 	Name, Unit, Help []byte
 }
 
+// Exemplar is one exemplar of series Series (an index into the decoder's
+// Series): its labels are ExemplarPairs[From:To] of the decoder that decoded it,
+// aliasing the request.
+type Exemplar struct {
+	Series   int
+	From, To int
+	V        float64
+	T        int64
+}
+
+// exemplarLabels checks an exemplar's labels as OpenMetrics and Prometheus
+// do: names non-empty, at most exemplar.ExemplarMaxLabelSetLength (128)
+// UTF-8 characters of names and values together.
+func exemplarLabels(pairs []ident.Pair, index int, checkUTF8 bool) error {
+	n := 0
+	for _, p := range pairs {
+		if len(p.Name) == 0 {
+			return inputErr("timeseries %d: exemplar: empty label name", index)
+		}
+		if checkUTF8 && (!utf8.Valid(p.Name) || !utf8.Valid(p.Value)) {
+			return inputErr("timeseries %d: exemplar: label %q is not valid UTF-8", index, p.Name)
+		}
+		n += utf8.RuneCount(p.Name) + utf8.RuneCount(p.Value)
+	}
+	if n > 128 {
+		return inputErr("timeseries %d: exemplar labels are %d UTF-8 characters long, over the limit of 128", index, n)
+	}
+	return nil
+}
+
+// decodeExemplar reads an exemplar message whose labels come either as
+// Label messages (1.0: field 1) or as references into syms (2.0: packed
+// field 1), appending them to pairs. Value is field 2, timestamp field 3
+// in both.
+func decodeExemplar(b []byte, syms [][]byte, pairs []ident.Pair) (e Exemplar, out []ident.Pair, err error) {
+	var name []byte
+	nrefs := 0
+	for i := 0; i < len(b); {
+		field, wt, n := tag(b[i:])
+		if n <= 0 {
+			return e, pairs, errors.New("malformed field tag")
+		}
+		i += n
+		switch {
+		case field == 1 && wt == wireBytes && syms == nil:
+			m, l, err := lenDelim(b[i:])
+			if err != nil {
+				return e, pairs, err
+			}
+			i += l
+			name, value, err := decodeLabel(m)
+			if err != nil {
+				return e, pairs, fmt.Errorf("label: %w", err)
+			}
+			pairs = append(pairs, ident.Pair{Name: name, Value: value})
+		case field == 1 && wt == wireBytes: // 2.0 labels_refs, packed
+			m, l, err := lenDelim(b[i:])
+			if err != nil {
+				return e, pairs, err
+			}
+			i += l
+			for j := 0; j < len(m); {
+				v, k := binary.Uvarint(m[j:])
+				if k <= 0 {
+					return e, pairs, errors.New("bad label reference varint")
+				}
+				j += k
+				if v >= uint64(len(syms)) {
+					return e, pairs, fmt.Errorf("label reference %d past the %d symbols", v, len(syms))
+				}
+				if nrefs&1 == 0 {
+					name = syms[v]
+				} else {
+					pairs = append(pairs, ident.Pair{Name: name, Value: syms[v]})
+				}
+				nrefs++
+			}
+		case field == 2 && wt == wire64:
+			if len(b)-i < 8 {
+				return e, pairs, errTruncated
+			}
+			e.V = math.Float64frombits(binary.LittleEndian.Uint64(b[i:]))
+			i += 8
+		case field == 3 && wt == wireVarint:
+			v, l := binary.Uvarint(b[i:])
+			if l <= 0 {
+				return e, pairs, errors.New("bad timestamp varint")
+			}
+			e.T = int64(v)
+			i += l
+		default:
+			l, err := skip(b[i:], wt)
+			if err != nil {
+				return e, pairs, err
+			}
+			i += l
+		}
+	}
+	if nrefs&1 != 0 {
+		return e, pairs, fmt.Errorf("odd number (%d) of label references", nrefs)
+	}
+	return e, pairs, nil
+}
+
 // Sample is one (timestamp ms, value) pair.
 type Sample struct {
 	T int64
@@ -72,6 +176,9 @@ type WriteDecoder struct {
 	// Meta is the metadata of the last Decode (WriteRequest.metadata),
 	// aliasing the request.
 	Meta []Metadata
+	// Exemplars of the last Decode, their labels in ExemplarPairs.
+	Exemplars     []Exemplar
+	ExemplarPairs []ident.Pair
 	// Keys are the label keys of Series, by index, valid until the next
 	// Decode (a key is only a cache key where Series[i].Keyed).
 	Keys  []LabelKey
@@ -112,9 +219,9 @@ func KeyHash(raw []byte) uint64 { return maphash.Bytes(keySeed, raw) }
 type span struct {
 	idFrom, sFrom int
 	known, split  bool
-	// what the series carries that is not stored (refused after its
+	// whether the series carries what is not stored (refused after its
 	// labels are decoded, so the refusal can name the series)
-	exemplars, histograms bool
+	histograms bool
 }
 
 // protobuf wire types
@@ -128,10 +235,7 @@ const (
 var errTruncated = errors.New("truncated")
 
 // Reasons of the refusals of data this node does not store (InputError.Reason).
-const (
-	ReasonHistograms = "native_histograms"
-	ReasonExemplars  = "exemplars"
-)
+const ReasonHistograms = "native_histograms"
 
 // unsupported is the refusal of a request carrying data of a kind this
 // node does not store. The whole request is refused, floats included:
@@ -144,9 +248,9 @@ func unsupported(reason, what, hint string) error {
 }
 
 // Decode parses a decompressed prompb.WriteRequest. A request carrying
-// exemplars or native histograms is refused whole (InputError with a
-// Reason): those are not stored yet, and acknowledging them would lose
-// them silently. Metadata is returned in Meta. Series must have a __name__, label names must be
+// native histograms is refused whole (InputError with a Reason): they are
+// not stored yet, and acknowledging them would lose them silently.
+// Metadata is returned in Meta, exemplars in Exemplars. Series must have a __name__, label names must be
 // non-empty, unique and valid UTF-8 like their values.
 func (d *WriteDecoder) Decode(b []byte) error {
 	d.Series = d.Series[:0]
@@ -154,6 +258,7 @@ func (d *WriteDecoder) Decode(b []byte) error {
 	d.samples = d.samples[:0]
 	d.NumSamples = 0
 	d.Meta = d.Meta[:0]
+	d.Exemplars, d.ExemplarPairs = d.Exemplars[:0], d.ExemplarPairs[:0]
 	// First the series' messages and label keys, then what Known knows
 	// of them all, then each series in full.
 	msgs, keys := d.msgs[:0], d.Keys[:0]
@@ -248,7 +353,17 @@ func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, known bool, sp 
 			}
 			d.samples = append(d.samples, s)
 		case field == 3 && wt == wireBytes: // Exemplar
-			sp.exemplars = true
+			from := len(d.ExemplarPairs)
+			e, pairs, err := decodeExemplar(msg, nil, d.ExemplarPairs)
+			d.ExemplarPairs = pairs
+			if err != nil {
+				return inputErr("bad protobuf: timeseries %d: exemplar: %v", index, err)
+			}
+			if err := exemplarLabels(d.ExemplarPairs[from:], index, true); err != nil {
+				return err
+			}
+			e.Series, e.From, e.To = index, from, len(d.ExemplarPairs)
+			d.Exemplars = append(d.Exemplars, e)
 		case field == 4 && wt == wireBytes: // Histogram
 			sp.histograms = true
 		}
@@ -259,10 +374,6 @@ func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, known bool, sp 
 	if sp.histograms {
 		return unsupported(ReasonHistograms, fmt.Sprintf("timeseries %d %s carries native histogram samples", index, fmtPairs(d.pairs)),
 			"set send_native_histograms: false in the remote_write section, or drop the histograms with write_relabel_configs")
-	}
-	if sp.exemplars {
-		return unsupported(ReasonExemplars, fmt.Sprintf("timeseries %d %s carries exemplars", index, fmtPairs(d.pairs)),
-			"set send_exemplars: false in the remote_write section")
 	}
 	d.arena = ident.AppendSortedPairs(d.arena, d.pairs)
 	return nil
@@ -281,7 +392,7 @@ func (d *WriteDecoder) decodeSamples(b []byte, index int) (bool, error) {
 		switch {
 		case field == 1 && wt == wireBytes, field == 3, field == 4:
 			// A label after the samples, or an exemplar or histogram:
-			// the full decode finds (and refuses) the latter two.
+			// the full decode finds them (and refuses histograms).
 			return false, nil
 		case field == 2 && wt == wireBytes:
 			s, err := decodeSample(msg)

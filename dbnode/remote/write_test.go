@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -76,15 +77,13 @@ func TestDecodeRejectsBadInput(t *testing.T) {
 }
 
 // TestDecodeRefusesWhatItDoesNotStore: a request carrying native
-// histograms or exemplars is refused whole with a reason, floats
+// histograms is refused whole with a reason, floats
 // included, whether or not its series are known.
 func TestDecodeRefusesWhatItDoesNotStore(t *testing.T) {
 	floats := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "up"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}
 	hist := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "lat"}, {Name: "job", Value: "a"}},
 		Histograms: []prompb.Histogram{prompb.FromIntHistogram(5, &histogram.Histogram{Count: 3, Sum: 2, Schema: 0,
 			PositiveSpans: []histogram.Span{{Offset: 0, Length: 1}}, PositiveBuckets: []int64{3}})}}
-	ex := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "req"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}},
-		Exemplars: []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "abc"}}, Value: 1, Timestamp: 1}}}
 	for _, tc := range []struct {
 		name, reason, want string
 		req                *prompb.WriteRequest
@@ -93,8 +92,6 @@ func TestDecodeRefusesWhatItDoesNotStore(t *testing.T) {
 			&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{hist}}},
 		{"floats then histograms", ReasonHistograms, "timeseries 1 {__name__=\"lat\", job=\"a\"} carries native histogram samples",
 			&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{floats, hist}}},
-		{"exemplars", ReasonExemplars, "timeseries 0 {__name__=\"req\"} carries exemplars: not supported yet",
-			&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ex}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := marshal(t, tc.req)
@@ -116,6 +113,32 @@ func TestDecodeRefusesWhatItDoesNotStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestDecodeExemplarsV1(t *testing.T) {
+	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: []prompb.Label{{Name: "__name__", Value: "up"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "req"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}},
+			Exemplars: []prompb.Exemplar{
+				{Labels: []prompb.Label{{Name: "trace_id", Value: "abc"}, {Name: "span_id", Value: "1"}}, Value: 0.5, Timestamp: 7},
+				{Value: 2, Timestamp: 8},
+			}},
+	}}
+	// Known or not, a series with exemplars has them decoded.
+	for _, known := range []bool{false, true} {
+		d := WriteDecoder{}
+		if known {
+			d.Known = func(_ []LabelKey, k []bool) { clear(k); k[1] = true }
+		}
+		require.NoError(t, d.Decode(marshal(t, req)))
+		require.Equal(t, []Exemplar{{Series: 1, From: 0, To: 2, V: 0.5, T: 7}, {Series: 1, From: 2, To: 2, V: 2, T: 8}}, d.Exemplars)
+		require.Equal(t, []ident.Pair{{Name: []byte("trace_id"), Value: []byte("abc")}, {Name: []byte("span_id"), Value: []byte("1")}}, d.ExemplarPairs)
+		require.False(t, d.Series[1].Known)
+		require.NotNil(t, d.Series[1].ID)
+	}
+	req.Timeseries[1].Exemplars[1].Labels = []prompb.Label{{Name: "trace_id", Value: strings.Repeat("x", 121)}}
+	var d WriteDecoder
+	require.ErrorContains(t, d.Decode(marshal(t, req)), "timeseries 1: exemplar labels are 129 UTF-8 characters long, over the limit of 128")
 }
 
 func TestDecodeMetadataV1(t *testing.T) {

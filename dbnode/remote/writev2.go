@@ -32,11 +32,14 @@ type WriteDecoderV2 struct {
 	// first series that carried it (a repeat of one of the last few
 	// entries is left out); its strings alias the request.
 	Meta []Metadata
+	// Exemplars of the last Decode, their labels in ExemplarPairs.
+	Exemplars     []Exemplar
+	ExemplarPairs []ident.Pair
 	// Counts of the last Decode.
-	NumSamples, NumHistograms, NumExemplars int
-	// FirstHistogram and FirstExemplar are the index of the first series
-	// carrying that kind of data (-1 when none), to name it in a refusal.
-	FirstHistogram, FirstExemplar int
+	NumSamples, NumHistograms int
+	// FirstHistogram is the index of the first series carrying native
+	// histograms (-1 when none), to name it in a refusal.
+	FirstHistogram int
 
 	symbols [][]byte
 	msgs    [][]byte
@@ -46,9 +49,9 @@ type WriteDecoderV2 struct {
 }
 
 // Decode parses a decompressed io.prometheus.write.v2.Request. Native
-// histograms and exemplars are counted (NumHistograms, NumExemplars) but
-// not decoded: the caller decides what to do with a request carrying
-// them. Start (created) timestamps of samples are read and ignored, as
+// histograms are counted (NumHistograms) but not decoded: the caller
+// decides what to do with a request carrying them. Exemplars are returned
+// in Exemplars, metadata in Meta. Start (created) timestamps of samples are read and ignored, as
 // Prometheus does by default (it only turns one into a zero sample with
 // the created-timestamp-zero-ingestion feature flag). A series must have
 // an even number of label references, each within the symbols table,
@@ -56,8 +59,9 @@ type WriteDecoderV2 struct {
 func (d *WriteDecoderV2) Decode(b []byte) error {
 	d.Series, d.Keys, d.Meta = d.Series[:0], d.Keys[:0], d.Meta[:0]
 	d.arena, d.samples = d.arena[:0], d.samples[:0]
-	d.NumSamples, d.NumHistograms, d.NumExemplars = 0, 0, 0
-	d.FirstHistogram, d.FirstExemplar = -1, -1
+	d.NumSamples, d.NumHistograms = 0, 0
+	d.FirstHistogram = -1
+	d.Exemplars, d.ExemplarPairs = d.Exemplars[:0], d.ExemplarPairs[:0]
 	syms, msgs := d.symbols[:0], d.msgs[:0]
 	defer func() {
 		// Nothing keeps the request but Series, Keys and Meta.
@@ -162,10 +166,17 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 				d.FirstHistogram = index
 			}
 		case field == 4 && wt == wireBytes: // Exemplar
-			d.NumExemplars++
-			if d.FirstExemplar < 0 {
-				d.FirstExemplar = index
+			from := len(d.ExemplarPairs)
+			e, pairs, err := decodeExemplar(msg, syms, d.ExemplarPairs)
+			d.ExemplarPairs = pairs
+			if err != nil {
+				return inputErr("bad protobuf: timeseries %d: exemplar: %v", index, err)
 			}
+			if err := exemplarLabels(d.ExemplarPairs[from:], index, false); err != nil {
+				return err
+			}
+			e.Series, e.From, e.To = index, from, len(d.ExemplarPairs)
+			d.Exemplars = append(d.Exemplars, e)
 		case field == 5 && wt == wireBytes: // Metadata
 			if err := decodeMetadata(msg, syms, &meta); err != nil {
 				return inputErr("bad protobuf: timeseries %d: metadata: %v", index, err)

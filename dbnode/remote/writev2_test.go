@@ -54,7 +54,7 @@ func TestDecodeV2MatchesV2Types(t *testing.T) {
 	}
 }
 
-func TestDecodeV2CountsHistogramsAndExemplars(t *testing.T) {
+func TestDecodeV2HistogramsAndExemplars(t *testing.T) {
 	st := writev2.NewSymbolTable()
 	f := v2Series(&st, labels.FromStrings("__name__", "f"), writev2.Sample{Value: 1, Timestamp: 1})
 	h := v2Series(&st, labels.FromStrings("__name__", "h"))
@@ -66,9 +66,9 @@ func TestDecodeV2CountsHistogramsAndExemplars(t *testing.T) {
 	require.NoError(t, d.Decode(marshalV2(t, &st, f, h, e)))
 	require.Equal(t, 2, d.NumSamples)
 	require.Equal(t, 1, d.NumHistograms)
-	require.Equal(t, 2, d.NumExemplars)
+	require.Equal(t, []Exemplar{{Series: 2, From: 0, To: 1, V: 2, T: 2}, {Series: 2, From: 1, To: 1, V: 3, T: 2}}, d.Exemplars)
+	require.Equal(t, []ident.Pair{{Name: []byte("trace_id"), Value: []byte("t")}}, d.ExemplarPairs)
 	require.Equal(t, 1, d.FirstHistogram)
-	require.Equal(t, 2, d.FirstExemplar)
 	require.Len(t, d.Series, 3)
 	require.Empty(t, d.Series[1].Samples)
 }
