@@ -69,3 +69,24 @@ func TestMetadataFromRemoteWrite(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.JSONEq(t, `{"status":"error","errorType":"bad_data","error":"limit must be a number"}`, body)
 }
+
+// A 1.0 request whose samples are partly refused for good (400, not
+// retried) still has its exemplars and metadata kept, like its other
+// samples.
+func TestRemoteWriteV1KeepsExemplarsBesideRejectedSamples(t *testing.T) {
+	f, _ := newScopedFixture(t)
+	now := time.Now().UnixMilli()
+	old := now - int64(72*time.Hour/time.Millisecond)
+	good := ts("req_total", now, 1)
+	good.Exemplars = []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "t1"}}, Value: 1, Timestamp: now}}
+	raw, err := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{good, ts("req_total", old, 1, prompb.Label{Name: "job", Value: "old"})},
+		Metadata: []prompb.MetricMetadata{{MetricFamilyName: "req_total", Type: prompb.MetricMetadata_COUNTER}}}).Marshal()
+	require.NoError(t, err)
+	code, msg := post(t, f.srv.URL+"/api/v1/prom/remote/write", snappy.Encode(nil, raw))
+	require.Equal(t, http.StatusBadRequest, code, msg)
+	require.Contains(t, msg, "out of retention")
+	got := f.api.Exemplars().Select(now-1, now+1, []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "req_total")})
+	require.Len(t, got, 1)
+	require.Equal(t, "t1", got[0].Exemplars[0].Labels.Get("trace_id"))
+	require.Contains(t, f.api.meta.Query("req_total", -1, -1), "req_total")
+}

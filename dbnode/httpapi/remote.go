@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -48,11 +49,15 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	clear(st.known)
 	clear(st.add)
 	st.add = st.add[:0]
+	if rej := (*storage.RejectedError)(nil); err == nil || errors.As(err, &rej) {
+		// Written, or written but for samples refused for good (400):
+		// either way the request is not retried, so keep the rest.
+		a.meta.Add(st.dec.Meta)
+		a.addExemplars(st.dec.Series, st.dec.Exemplars, st.dec.ExemplarPairs)
+	}
 	if err != nil {
 		return err
 	}
-	a.meta.Add(st.dec.Meta)
-	a.addExemplars(st.dec.Series, st.dec.Exemplars, st.dec.ExemplarPairs)
 	a.m.samplesIn.Inc(int64(len(samples)))
 	a.m.seriesIn.Inc(int64(len(st.dec.Series)))
 	w.WriteHeader(http.StatusNoContent)
