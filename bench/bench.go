@@ -45,6 +45,10 @@ type Options struct {
 	// Security: credentials and TLS files for a secured node (see
 	// security.go).
 	Security
+	// Protocol is the remote write version: 1 (prompb.WriteRequest, the
+	// default when 0) or 2 (io.prometheus.write.v2.Request, whose
+	// written-samples header is checked on every answer).
+	Protocol int
 }
 
 // DefaultPregenBytes is the default Options.PregenBytes.
@@ -67,6 +71,9 @@ func (o Options) Validate() error {
 	}
 	if o.URL == "" {
 		return errors.New("bench: --url is required")
+	}
+	if o.Protocol != 0 && o.Protocol != 1 && o.Protocol != 2 {
+		return fmt.Errorf("bench: --protocol must be 1 or 2, got %d", o.Protocol)
 	}
 	return nil
 }
@@ -131,12 +138,23 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, err
 	}
-	enc := newRequestEncoder(o)
 	total := o.Series * o.Samples
 	numReqs := (total + o.Batch - 1) / o.Batch
-	body := func(k int, raw, dst []byte) (rawOut, bodyOut []byte) {
+	// A 1.0 encoder is shared (it only reads); a 2.0 one keeps its symbols
+	// table, so each goroutine building requests gets its own.
+	newEncoder := func() func(b []byte, from, to int) []byte {
+		if o.Protocol == 2 {
+			return newRequestEncoderV2(o).appendRequest
+		}
+		return newRequestEncoder(o).appendRequest
+	}
+	enc1 := newRequestEncoder(o)
+	body := func(enc func(b []byte, from, to int) []byte, k int, raw, dst []byte) (rawOut, bodyOut []byte) {
 		from, to := k*o.Batch, min((k+1)*o.Batch, total)
-		raw = enc.appendRequest(raw[:0], from, to)
+		if enc == nil {
+			enc = enc1.appendRequest
+		}
+		raw = enc(raw[:0], from, to)
 		return raw, snappy.Encode(dst[:cap(dst)], raw)
 	}
 	// Requests are built before the clock starts when they fit in
@@ -144,16 +162,17 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 	// generator costs, and the node it shares the machine with should not
 	// pay for it during the run. Larger workloads build them on the fly.
 	var bodies [][]byte
-	if _, first := body(0, nil, nil); int64(len(first))*int64(numReqs)*5/4 <= o.pregenBytes() {
+	if _, first := body(newEncoder(), 0, nil, nil); int64(len(first))*int64(numReqs)*5/4 <= o.pregenBytes() {
 		bodies = make([][]byte, numReqs)
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for range o.Concurrency {
 			wg.Go(func() {
 				var raw []byte
+				enc := newEncoder()
 				for k := int(next.Add(1) - 1); k < numReqs && ctx.Err() == nil; k = int(next.Add(1) - 1) {
 					var b []byte
-					raw, b = body(k, raw, nil)
+					raw, b = body(enc, k, raw, nil)
 					bodies[k] = b
 				}
 			})
@@ -185,6 +204,10 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 			// protobuf buffer it keeps, and compresses each into a new one:
 			// the transport may still read a body after the response.
 			var raw []byte
+			var enc func(b []byte, from, to int) []byte
+			if bodies == nil {
+				enc = newEncoder()
+			}
 			for {
 				k := int(next.Add(1) - 1)
 				if k >= numReqs || ctx.Err() != nil {
@@ -195,12 +218,12 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 				if bodies != nil {
 					b, bodies[k] = bodies[k], nil
 				} else {
-					raw, b = body(k, raw, nil)
+					raw, b = body(enc, k, raw, nil)
 				}
 				var err error
 				for attempt := 0; attempt < 5; attempt++ {
 					var retry bool
-					retry, err = post(ctx, client, o.URL+"/api/v1/prom/remote/write", b)
+					retry, err = post(ctx, client, o.URL+"/api/v1/prom/remote/write", b, o.Protocol == 2, n)
 					if err == nil || !retry || ctx.Err() != nil {
 						break
 					}
@@ -325,19 +348,24 @@ func newRequest(ctx context.Context, url string, body []byte, versionHeader stri
 		return nil, err
 	}
 	req.Header.Set("Content-Encoding", "snappy")
-	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("Content-Type", contentTypeV1)
 	req.Header.Set(versionHeader, "0.1.0")
 	return req, nil
 }
 
-// post sends one remote write; retry says whether the status is one
-// Prometheus would retry (5xx, 429). The transport may still read body
-// after post returns (when the node answered before reading it), so the
-// caller must not reuse it.
-func post(ctx context.Context, c *http.Client, url string, body []byte) (retry bool, err error) {
+// post sends one remote write (2.0 when v2) of n samples; retry says
+// whether the status is one Prometheus would retry (5xx, 429). A 2.0
+// answer must say all n samples were written. The transport may still
+// read body after post returns (when the node answered before reading
+// it), so the caller must not reuse it.
+func post(ctx context.Context, c *http.Client, url string, body []byte, v2 bool, n int64) (retry bool, err error) {
 	req, err := newRequest(ctx, url, body, "X-Prometheus-Remote-Write-Version")
 	if err != nil {
 		return false, err
+	}
+	if v2 {
+		req.Header.Set("Content-Type", contentTypeV2)
+		req.Header.Set("X-Prometheus-Remote-Write-Version", "2.0.0")
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -347,6 +375,9 @@ func post(ctx context.Context, c *http.Client, url string, body []byte) (retry b
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, resp.Body) // drain, so the connection is reused
 	if resp.StatusCode/100 == 2 {
+		if w := resp.Header.Get("X-Prometheus-Remote-Write-Samples-Written"); v2 && w != strconv.FormatInt(n, 10) {
+			return false, fmt.Errorf("HTTP %d with X-Prometheus-Remote-Write-Samples-Written %q for %d samples sent", resp.StatusCode, w, n)
+		}
 		return false, nil
 	}
 	return resp.StatusCode >= 500 || resp.StatusCode == 429, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(msg))

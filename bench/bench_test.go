@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
@@ -50,6 +52,53 @@ func TestRequestEncoderMatchesMarshal(t *testing.T) {
 	}
 }
 
+// The hand-written 2.0 request must be the bytes the v2 types' Marshal
+// makes of the same series, symbols numbered as Prometheus' SymbolsTable
+// numbers them, and must decode back to the workload's labels, samples
+// and metadata.
+func TestRequestEncoderV2MatchesV2Types(t *testing.T) {
+	for _, o := range []Options{
+		{Series: 7, Samples: 5, Interval: time.Second, Start: 0, Metric: "m"},
+		{Series: 300, Samples: 3, Interval: 15 * time.Second, Start: 1_700_000_000_000, Metric: "tessera_bench"},
+		{Series: 1, Samples: 200, Interval: time.Millisecond, Start: -5, Metric: strings.Repeat("x", 200)},
+	} {
+		enc := newRequestEncoderV2(o)
+		total := o.Series * o.Samples
+		for _, r := range [][2]int{{0, total}, {0, 1}, {total / 2, total}, {3, 4}} {
+			from, to := r[0], min(r[1], total)
+			st := writev2.NewSymbolTable()
+			want := &writev2.Request{}
+			for k := from; k < to; k++ {
+				i, j := k%o.Series, k/o.Series
+				var b labels.ScratchBuilder
+				for _, l := range Labels(o, i) {
+					b.Add(l.Name, l.Value)
+				}
+				want.Timeseries = append(want.Timeseries, writev2.TimeSeries{
+					LabelsRefs: st.SymbolizeLabels(b.Labels(), nil),
+					Samples:    []writev2.Sample{{Timestamp: o.Start + int64(j)*o.Interval.Milliseconds(), Value: Value(i, j)}},
+					Metadata:   writev2.Metadata{Type: writev2.Metadata_MetricType(MetricType(i)), HelpRef: st.Symbolize(Help(i))},
+				})
+			}
+			want.Symbols = st.Symbols()
+			wantRaw, err := want.Marshal()
+			require.NoError(t, err)
+			got := enc.appendRequest([]byte("junk")[:0], from, to)
+			require.True(t, bytes.Equal(wantRaw, got), "options %+v, samples [%d,%d): encoded request differs from the v2 types' Marshal", o, from, to)
+			var back writev2.Request
+			require.NoError(t, back.Unmarshal(got))
+			require.Len(t, back.Timeseries, to-from)
+			var sb labels.ScratchBuilder
+			ls, err := back.Timeseries[0].ToLabels(&sb, back.Symbols)
+			require.NoError(t, err)
+			require.Equal(t, Labels(o, from%o.Series)[4].Value, ls.Get("series"))
+			md, err := back.Timeseries[0].ToMetadata(back.Symbols)
+			require.NoError(t, err)
+			require.Equal(t, Help(from%o.Series), md.Help)
+		}
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	ok := Options{URL: "http://x", Series: 1, Samples: 1, Interval: time.Second, Batch: 1, Concurrency: 1}
 	require.NoError(t, ok.Validate())
@@ -61,6 +110,7 @@ func TestOptionsValidate(t *testing.T) {
 		"batch":       func(o *Options) { o.Batch = 0 },
 		"concurrency": func(o *Options) { o.Concurrency = 0 },
 		"url":         func(o *Options) { o.URL = "" },
+		"protocol":    func(o *Options) { o.Protocol = 3 },
 	} {
 		o := ok
 		mut(&o)
@@ -86,13 +136,15 @@ func newNode(t *testing.T) string {
 // covered.
 func TestWriteThenVerify(t *testing.T) {
 	for name, pregen := range map[string]int64{"pregen": 0, "on the fly": -1} {
-		t.Run(name, func(t *testing.T) { testWriteThenVerify(t, pregen) })
+		for _, proto := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s protocol %d", name, proto), func(t *testing.T) { testWriteThenVerify(t, pregen, proto) })
+		}
 	}
 }
 
-func testWriteThenVerify(t *testing.T, pregen int64) {
+func testWriteThenVerify(t *testing.T, pregen int64, proto int) {
 	o := Options{URL: newNode(t), Series: 250, Samples: 30, Interval: 10 * time.Second, Batch: 333,
-		Concurrency: 3, Start: time.Now().Add(-time.Hour).UnixMilli(), Metric: "bench_test", PregenBytes: pregen}
+		Concurrency: 3, Start: time.Now().Add(-time.Hour).UnixMilli(), Metric: "bench_test", PregenBytes: pregen, Protocol: proto}
 	res, err := Write(context.Background(), o, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, int64(o.Series*o.Samples), res.Sent)

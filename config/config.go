@@ -36,6 +36,20 @@ type Config struct {
 	Bootstrap  Bootstrap   `yaml:"bootstrap"`
 	Limits     Limits      `yaml:"limits"`
 	Hints      Hints       `yaml:"hints"`
+	Ingest     Ingest      `yaml:"ingest"`
+}
+
+// Ingest bounds what remote write brings besides samples, kept in memory
+// per node: metric metadata (/api/v1/metadata) and exemplars
+// (/api/v1/query_exemplars).
+type Ingest struct {
+	// MetadataMaxMetrics is how many metric names' metadata (type, unit,
+	// help) are kept; the least recently written names go first. Default
+	// 10000.
+	MetadataMaxMetrics int `yaml:"metadataMaxMetrics"`
+	// MaxExemplars is how many exemplars are kept (the newest), as
+	// Prometheus' --storage.exemplars.exemplars-limit. Default 100000.
+	MaxExemplars int `yaml:"maxExemplars"`
 }
 
 // HTTP is the Prometheus-facing HTTP server.
@@ -384,6 +398,12 @@ func (c *Config) Defaults() {
 	defDur(&c.Bootstrap.MarkAvailableBackoff, 200*time.Millisecond)
 	c.Limits.defaults()
 	c.Hints.defaults()
+	if c.Ingest.MetadataMaxMetrics == 0 {
+		c.Ingest.MetadataMaxMetrics = 10000
+	}
+	if c.Ingest.MaxExemplars == 0 {
+		c.Ingest.MaxExemplars = 100000
+	}
 }
 
 func (h *Hints) defaults() {

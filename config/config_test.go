@@ -67,6 +67,8 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"commitlog:\n  mode: sometimes", "commitlog.mode"},
 		{"http:\n  listen: nope", "http.listen"},
 		{"http:\n  seriesCacheSize: -1", "http.seriesCacheSize"},
+		{"ingest:\n  metadataMaxMetrics: -1", "ingest.metadataMaxMetrics"},
+		{"ingest:\n  maxExemplars: -1", "ingest.maxExemplars"},
 		{"namespaces:\n  - name: a\n    blockSize: 90s", "namespaces[0].blockSize"},
 		{"namespaces:\n  - name: a\n    retention: 1h", "namespaces[0].retention"},
 		{"namespaces:\n  - name: a\n  - name: a", "namespaces[1].name"},

@@ -154,6 +154,12 @@ func (c *Config) Validate() error {
 		bad("hints.replayBytesPerSecond", "must be >= 0, got %d", c.Hints.ReplayBytesPerSecond)
 	}
 	c.validateSecurity(bad)
+	if c.Ingest.MetadataMaxMetrics < 0 {
+		bad("ingest.metadataMaxMetrics", "must be positive, got %d", c.Ingest.MetadataMaxMetrics)
+	}
+	if c.Ingest.MaxExemplars < 0 {
+		bad("ingest.maxExemplars", "must be positive, got %d", c.Ingest.MaxExemplars)
+	}
 	return errors.Join(errs...)
 }
 

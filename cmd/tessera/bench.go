@@ -38,8 +38,8 @@ The run prints how many series each name got.`,
 				o.Start = time.Now().Add(-time.Duration(o.Samples)*o.Interval - 10*time.Second).UnixMilli()
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "bench: %d series x %d samples at %v, batch %d, concurrency %d, start %d, target %s\n",
-				o.Series, o.Samples, o.Interval, o.Batch, o.Concurrency, o.Start, o.URL)
+			fmt.Fprintf(out, "bench: %d series x %d samples at %v, batch %d, concurrency %d, start %d, remote write %d.0, target %s\n",
+				o.Series, o.Samples, o.Interval, o.Batch, o.Concurrency, o.Start, max(o.Protocol, 1), o.URL)
 			fmt.Fprintln(out, bench.Describe(o))
 			if !verifyOnly {
 				if _, err := bench.Write(cmd.Context(), o, out); err != nil {
@@ -68,6 +68,7 @@ The run prints how many series each name got.`,
 	f.StringVar(&o.CertFile, "cert-file", os.Getenv("TESSERA_CERT_FILE"), "client certificate (PEM), for a node that requires one [$TESSERA_CERT_FILE]")
 	f.StringVar(&o.KeyFile, "key-file", os.Getenv("TESSERA_KEY_FILE"), "key of --cert-file [$TESSERA_KEY_FILE]")
 	f.StringVar(&o.Metric, "metric", "tessera_bench", "metric name prefix: the series are spread over PREFIX_0 (counters), PREFIX_1 (gauges), PREFIX_2 (noisy floats) and PREFIX_3 (large integers)")
+	f.IntVar(&o.Protocol, "protocol", 1, "remote write version: 1 (prometheus.WriteRequest) or 2 (io.prometheus.write.v2.Request, with metadata on every series)")
 	f.Int64Var(&o.PregenBytes, "pregen-bytes", bench.DefaultPregenBytes, "build every request before the run when they fit in this many bytes (negative: build them during the run)")
 	return cmd
 }

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/limits"
@@ -25,7 +27,14 @@ import (
 // request; it reports process CPU per sample (both cores), which is what
 // the node's figure is made of, besides HTTP and the kernel's TCP.
 // Run with -benchtime 720x at most (720 requests pre-built).
-func BenchmarkRemoteWrite(b *testing.B) {
+func BenchmarkRemoteWrite(b *testing.B) { benchmarkRemoteWrite(b, 1) }
+
+// BenchmarkRemoteWriteV2 is BenchmarkRemoteWrite in remote write 2.0, as
+// Prometheus sends it: a symbols table per request and the metric's
+// metadata (type, help) on every series.
+func BenchmarkRemoteWriteV2(b *testing.B) { benchmarkRemoteWrite(b, 2) }
+
+func benchmarkRemoteWrite(b *testing.B, proto int) {
 	const numSeries, batch, samples = 10_000, 5000, 360
 	// The node's default limits, as a node runs: new series have their
 	// labels checked against them, known ones skip the check.
@@ -51,24 +60,45 @@ func BenchmarkRemoteWrite(b *testing.B) {
 	}
 	var bodies [][]byte
 	req := &prompb.WriteRequest{}
+	req2 := &writev2.Request{}
+	st := writev2.NewSymbolTable()
 	for j := 0; j < samples; j++ {
 		for i := 0; i < numSeries; i++ {
-			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: labelsOf[i],
-				Samples: []prompb.Sample{{Timestamp: start + int64(j)*1000, Value: float64(1e9 + (i*j)%4096*4096)}}})
-			if len(req.Timeseries) == batch {
-				raw, err := req.Marshal()
+			smp := prompb.Sample{Timestamp: start + int64(j)*1000, Value: float64(1e9 + (i*j)%4096*4096)}
+			if proto == 2 {
+				var sb labels.ScratchBuilder
+				for _, l := range labelsOf[i] {
+					sb.Add(l.Name, l.Value)
+				}
+				req2.Timeseries = append(req2.Timeseries, writev2.TimeSeries{LabelsRefs: st.SymbolizeLabels(sb.Labels(), nil),
+					Samples:  []writev2.Sample{{Timestamp: smp.Timestamp, Value: smp.Value}},
+					Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: st.Symbolize("A benchmark gauge.")}})
+			} else {
+				req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: labelsOf[i], Samples: []prompb.Sample{smp}})
+			}
+			if len(req.Timeseries) == batch || len(req2.Timeseries) == batch {
+				var raw []byte
+				var err error
+				if proto == 2 {
+					req2.Symbols = st.Symbols()
+					raw, err = req2.Marshal()
+					req2 = &writev2.Request{}
+					st.Reset()
+				} else {
+					raw, err = req.Marshal()
+					req = &prompb.WriteRequest{}
+				}
 				if err != nil {
 					b.Fatal(err)
 				}
 				bodies = append(bodies, snappy.Encode(nil, raw))
-				req = &prompb.WriteRequest{}
 			}
 		}
 	}
 	if b.N > len(bodies) {
 		b.Fatalf("b.N %d > %d pre-built requests: use -benchtime %dx", b.N, len(bodies), len(bodies))
 	}
-	req, labelsOf = nil, nil
+	req, req2, labelsOf = nil, nil, nil
 	runtime.GC() // the request building's garbage is not the handler's
 	var next atomic.Int64
 	cpu0 := cpuTime()
@@ -78,6 +108,9 @@ func BenchmarkRemoteWrite(b *testing.B) {
 		for pb.Next() {
 			body := bodies[next.Add(1)-1]
 			r := httptest.NewRequest(http.MethodPost, "/api/v1/prom/remote/write", bytes.NewReader(body))
+			if proto == 2 {
+				r.Header.Set("Content-Type", ContentTypeV2)
+			}
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
 			if w.Code != http.StatusNoContent {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -12,6 +13,10 @@ import (
 
 func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	backend, err := a.getBackend()
+	if err != nil {
+		return err
+	}
+	v2, err := negotiate(r)
 	if err != nil {
 		return err
 	}
@@ -28,6 +33,9 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if v2 {
+		return a.remoteWriteV2(w, r, backend, st) // remotev2.go
+	}
 	a.series.view(func() { err = st.dec.Decode(st.raw) })
 	if err != nil {
 		st.add = st.add[:0]
@@ -38,28 +46,20 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 		st.add = st.add[:0]
 		return err
 	}
-	samples := st.samples[:0]
-	for i, s := range st.dec.Series {
-		id := s.ID
-		var shard uint32
-		var ref *storage.Series
-		if s.Known {
-			e := st.known[i]
-			id, shard, ref = e.id, e.shard, e.ref.Load()
-		} else {
-			shard = ident.Shard(id, a.opts.NumShards)
-		}
-		for _, smp := range s.Samples {
-			samples = append(samples, storage.Sample{ID: id, Shard: shard, Ref: ref, T: smp.T, V: smp.V})
-		}
-	}
+	samples := a.batch(st.samples[:0], st.dec.Series, st.known)
 	st.samples = samples
 	err = backend.WriteBatch(r.Context(), a.namespace(r), samples)
-	a.remember(st)
+	a.remember(st, a.series, st.dec.Series, st.dec.Keys)
 	clear(st.samples) // drop refs and IDs until the next request
 	clear(st.known)
 	clear(st.add)
 	st.add = st.add[:0]
+	if rej := (*storage.RejectedError)(nil); err == nil || errors.As(err, &rej) {
+		// Written, or written but for samples refused for good (400):
+		// either way the request is not retried, so keep the rest.
+		a.meta.Add(st.dec.Meta)
+		a.addExemplars(st.dec.Series, st.dec.Exemplars, st.dec.ExemplarPairs)
+	}
 	if err != nil {
 		return err
 	}
@@ -69,13 +69,34 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// remember adds the request's new series to the series cache, and keeps
-// the storage refs the write handed back (storage.Sample.Ref) for the next
-// request. A series is remembered even if the write failed: its labels
-// were valid, so its ID and shard are right.
-func (a *API) remember(st *writeState) {
+// batch appends the samples of decoded series to samples, with each
+// series' ID and shard, and its storage ref when the series cache knew it
+// (known[i], where series[i].Known).
+func (a *API) batch(samples []storage.Sample, series []remote.Series, known []*cachedSeries) []storage.Sample {
+	for i, s := range series {
+		id := s.ID
+		var shard uint32
+		var ref *storage.Series
+		if s.Known {
+			e := known[i]
+			id, shard, ref = e.id, e.shard, e.ref.Load()
+		} else {
+			shard = ident.Shard(id, a.opts.NumShards)
+		}
+		for _, smp := range s.Samples {
+			samples = append(samples, storage.Sample{ID: id, Shard: shard, Ref: ref, T: smp.T, V: smp.V})
+		}
+	}
+	return samples
+}
+
+// remember adds the request's new series to cache, and keeps the storage
+// refs the write handed back (storage.Sample.Ref) for the next request. A
+// series is remembered even if the write failed: its labels were valid,
+// so its ID and shard are right. series and keys are the decoder's.
+func (a *API) remember(st *writeState, cache *seriesCache, series []remote.Series, keys []remote.LabelKey) {
 	k, hits := 0, 0
-	for i, s := range st.dec.Series {
+	for i, s := range series {
 		n := len(s.Samples)
 		if n == 0 {
 			continue
@@ -89,13 +110,13 @@ func (a *API) remember(st *writeState) {
 				e.ref.Store(ref)
 			}
 		case s.Keyed:
-			key := st.dec.Keys[i]
+			key := keys[i]
 			st.add = append(st.add, newSeries{key.Hash, entry(key.Raw, s.ID, st.samples[k-1].Shard, ref)})
 		}
 	}
-	a.series.update(st.add)
+	cache.update(st.add)
 	a.m.cacheHits.Inc(int64(hits))
-	a.m.cacheMisses.Inc(int64(len(st.dec.Series) - hits))
+	a.m.cacheMisses.Inc(int64(len(series) - hits))
 }
 
 // getWriteState takes a decoder state from the pool. sync.Pool keeps a

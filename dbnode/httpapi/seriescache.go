@@ -108,8 +108,15 @@ type newSeries struct {
 
 // entry builds the cache entry of a series whose label bytes key decoded
 // to id in shard and which was written to ref (nil if not written
-// locally). key and id are copied, side by side in one allocation.
+// locally). key and id are copied, side by side in one allocation; once
+// when key is id (remote write 2.0 keys series by ID).
 func entry(key, id []byte, shard uint32, ref *storage.Series) *cachedSeries {
+	if len(key) == len(id) && len(id) > 0 && &key[0] == &id[0] {
+		c := append([]byte(nil), id...)
+		e := &cachedSeries{key: c, id: c, shard: shard}
+		e.ref.Store(ref)
+		return e
+	}
 	buf := make([]byte, 0, len(key)+len(id))
 	buf = append(append(buf, key...), id...)
 	e := &cachedSeries{key: buf[:len(key):len(key)], id: buf[len(key):], shard: shard}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/exemplars"
+	"github.com/tessera-tsdb/tessera/dbnode/metadata"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/limits"
@@ -38,6 +40,12 @@ type Options struct {
 	// and samples per request) and remote read (series fetched); nil: none
 	// but Prometheus' label rules.
 	Limits *limits.Limits
+	// MetadataMaxMetrics bounds the metric names whose metadata remote
+	// write keeps for /api/v1/metadata (metadata.Store). Default 10000.
+	MetadataMaxMetrics int
+	// MaxExemplars bounds the exemplars remote write keeps for
+	// /api/v1/query_exemplars (exemplars.Store). Default 100000.
+	MaxExemplars int
 }
 
 // API serves the node's HTTP endpoints. The backend is set once storage
@@ -52,6 +60,12 @@ type API struct {
 	bufs   sync.Pool // *[]byte request bodies
 	states sync.Pool // *writeState, see getWriteState
 	series *seriesCache
+	// seriesV2 is remote write 2.0's series cache, keyed by series ID (a
+	// 2.0 request's label references mean nothing outside the request);
+	// apart from the 1.0 cache, whose keys are label bytes on the wire.
+	seriesV2 *seriesCache
+	meta     *metadata.Store
+	ex       *exemplars.Store
 
 	m apiMetrics
 }
@@ -68,11 +82,15 @@ type writeState struct {
 	known []*cachedSeries
 	// add collects the series to put into the cache after the write.
 	add []newSeries
+	// dec2 and known2 are remote write 2.0's decoder and cache hits.
+	dec2   remote.WriteDecoderV2
+	known2 []bool
 }
 
 func (a *API) newWriteState() *writeState {
 	st := &writeState{}
 	st.dec.Limits = a.opts.Limits
+	st.dec2.Limits = a.opts.Limits
 	st.dec.Known = func(keys []remote.LabelKey, known []bool) {
 		st.known = slices.Grow(st.known[:0], len(keys))[:len(keys)]
 		st.add = a.series.lookup(keys, known, st.known, st.add)
@@ -82,6 +100,7 @@ func (a *API) newWriteState() *writeState {
 
 type apiMetrics struct {
 	samplesIn   tally.Counter
+	exemplarsIn tally.Counter
 	seriesIn    tally.Counter
 	cacheHits   tally.Counter
 	cacheMisses tally.Counter
@@ -106,7 +125,15 @@ func New(opts Options) *API {
 	if opts.SeriesCacheSize <= 0 {
 		opts.SeriesCacheSize = 1 << 20
 	}
-	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize)}
+	if opts.MetadataMaxMetrics <= 0 {
+		opts.MetadataMaxMetrics = 10000
+	}
+	if opts.MaxExemplars <= 0 {
+		opts.MaxExemplars = 100000
+	}
+	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize),
+		seriesV2: newSeriesCache(opts.SeriesCacheSize), meta: metadata.New(opts.MetadataMaxMetrics),
+		ex: exemplars.New(opts.MaxExemplars)}
 	notReady := "recovering: storage is not open yet"
 	a.readyMsg.Store(&notReady)
 	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,
@@ -117,6 +144,7 @@ func New(opts Options) *API {
 	lat := map[string]tally.Histogram{}
 	a.m = apiMetrics{
 		samplesIn:   opts.Metrics.Counter("remote_write_samples"),
+		exemplarsIn: opts.Metrics.Counter("remote_write_exemplars"),
 		seriesIn:    opts.Metrics.Counter("remote_write_series"),
 		cacheHits:   opts.Metrics.Counter("remote_write_series_cache_hits"),
 		cacheMisses: opts.Metrics.Counter("remote_write_series_cache_misses"),
@@ -150,6 +178,7 @@ func New(opts Options) *API {
 		fmt.Fprintln(w, `{"ok":true}`)
 	})
 	a.mux.HandleFunc("GET /ready", a.ready)
+	a.mux.HandleFunc("GET /api/v1/metadata", a.metricMetadata)
 	// Profiles, as Prometheus and etcd serve them, for "why is it slow".
 	a.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	a.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -227,7 +256,10 @@ func classify(err error) (int, string) {
 	var tl *remote.TooLargeError
 	var rej *storage.RejectedError
 	var le *limits.Error
+	var um *unsupportedMediaError
 	switch {
+	case errors.As(err, &um):
+		return http.StatusUnsupportedMediaType, "unsupported_media_type"
 	case errors.As(err, &tl):
 		return http.StatusRequestEntityTooLarge, "too_large"
 	case errors.As(err, &le):
@@ -243,6 +275,9 @@ func classify(err error) (int, string) {
 		// answer becomes 400 once the limit lets the rest in).
 		return http.StatusTooManyRequests, storage.ReasonSeriesLimit.String()
 	case errors.As(err, &ie):
+		if ie.Reason != "" {
+			return http.StatusBadRequest, ie.Reason
+		}
 		return http.StatusBadRequest, "bad_request"
 	case errors.As(err, &rej):
 		reason := "rejected"

@@ -28,8 +28,8 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
-	"github.com/tessera-tsdb/tessera/limits"
 	"github.com/tessera-tsdb/tessera/dbnode/webconfig"
+	"github.com/tessera-tsdb/tessera/limits"
 	"github.com/tessera-tsdb/tessera/placement/placementhttp"
 	"github.com/uber-go/tally/v4"
 	promreporter "github.com/uber-go/tally/v4/prometheus"
@@ -80,14 +80,16 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 	}
 	n.sec = sec
 	n.api = httpapi.New(httpapi.Options{
-		Namespace:       cfg.Namespaces[0].Name,
-		MaxBodyBytes:    cfg.HTTP.MaxBodyBytes,
-		SeriesCacheSize: cfg.HTTP.SeriesCacheSize,
-		NumShards:       uint32(cfg.Cluster.NumShards),
-		Logger:          log,
-		Metrics:         scope.SubScope("http"),
-		MetricsHandler:  reporter.HTTPHandler(),
-		Limits:          n.limits,
+		Namespace:          cfg.Namespaces[0].Name,
+		MaxBodyBytes:       cfg.HTTP.MaxBodyBytes,
+		SeriesCacheSize:    cfg.HTTP.SeriesCacheSize,
+		MetadataMaxMetrics: cfg.Ingest.MetadataMaxMetrics,
+		MaxExemplars:       cfg.Ingest.MaxExemplars,
+		NumShards:          uint32(cfg.Cluster.NumShards),
+		Logger:             log,
+		Metrics:            scope.SubScope("http"),
+		MetricsHandler:     reporter.HTTPHandler(),
+		Limits:             n.limits,
 	})
 	promapi.New(httpapi.Deferred{API: n.api}, promapi.Options{
 		Namespace:     cfg.Namespaces[0].Name,
@@ -97,6 +99,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Limits:        n.limits,
 		BuildInfo:     buildInfo(),
 		Logger:        log,
+		Exemplars:     n.api.Exemplars(),
 	}).Register(n.api.Mux())
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {

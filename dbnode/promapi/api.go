@@ -49,6 +49,7 @@ func (a *API) Register(mux *http.ServeMux) {
 		mux.HandleFunc(m+" /api/v1/query_range", a.wrap(a.queryRange))
 		mux.HandleFunc(m+" /api/v1/series", a.wrap(a.series))
 		mux.HandleFunc(m+" /api/v1/labels", a.wrap(a.labelNames))
+		mux.HandleFunc(m+" /api/v1/query_exemplars", a.wrap(a.queryExemplars))
 	}
 	mux.HandleFunc("GET /api/v1/label/{name}/values", a.wrap(a.labelValues))
 	mux.HandleFunc("GET /api/v1/status/buildinfo", a.wrap(a.buildInfo))

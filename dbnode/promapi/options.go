@@ -39,6 +39,8 @@ type Options struct {
 	// EvaluationInterval is the step of subqueries written without one
 	// (x[30m:]), as Prometheus' global evaluation_interval.
 	EvaluationInterval time.Duration
+	// Exemplars answers /api/v1/query_exemplars (data null when nil).
+	Exemplars Exemplars
 	// BuildInfo is served at /api/v1/status/buildinfo.
 	BuildInfo BuildInfo
 	// Limits bound each query: the series it fetches

@@ -7,15 +7,18 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // InputError is a write request that can never succeed: the HTTP layer
-// answers it with 400 and the message.
+// answers it with 400 and the message. Reason, when set, names the kind of
+// refusal for the remote_write_errors metric (default "bad_request").
 type InputError struct {
-	Msg string
+	Msg    string
+	Reason string
 	// Err is the refusal it reports, when it has one (a *limits.Error).
 	Err error
 }
@@ -44,6 +47,121 @@ type Series struct {
 	Keyed bool
 }
 
+// Metadata is what a request says about a metric: its name, type (the
+// MetricType number of prompb and of the 2.0 types, which agree: 0
+// unknown, 1 counter, 2 gauge, 3 histogram, 4 gaugehistogram, 5 summary,
+// 6 info, 7 stateset), unit and help. Series is the index of the 2.0 series
+// that carried it (-1 for 1.0 metadata). Its bytes alias the request.
+type Metadata struct {
+	Series           int
+	Type             int32
+	Name, Unit, Help []byte
+}
+
+// Exemplar is one exemplar of series Series (an index into the decoder's
+// Series): its labels are ExemplarPairs[From:To] of the decoder that decoded it,
+// aliasing the request.
+type Exemplar struct {
+	Series   int
+	From, To int
+	V        float64
+	T        int64
+}
+
+// exemplarLabels checks an exemplar's labels as OpenMetrics and Prometheus
+// do: names non-empty, at most exemplar.ExemplarMaxLabelSetLength (128)
+// UTF-8 characters of names and values together.
+func exemplarLabels(pairs []ident.Pair, index int, checkUTF8 bool) error {
+	n := 0
+	for _, p := range pairs {
+		if len(p.Name) == 0 {
+			return inputErr("timeseries %d: exemplar: empty label name", index)
+		}
+		if checkUTF8 && (!utf8.Valid(p.Name) || !utf8.Valid(p.Value)) {
+			return inputErr("timeseries %d: exemplar: label %q is not valid UTF-8", index, p.Name)
+		}
+		n += utf8.RuneCount(p.Name) + utf8.RuneCount(p.Value)
+	}
+	if n > 128 {
+		return inputErr("timeseries %d: exemplar labels are %d UTF-8 characters long, over the limit of 128", index, n)
+	}
+	return nil
+}
+
+// decodeExemplar reads an exemplar message whose labels come either as
+// Label messages (1.0: field 1) or as references into syms (2.0: packed
+// field 1), appending them to pairs. Value is field 2, timestamp field 3
+// in both.
+func decodeExemplar(b []byte, syms [][]byte, pairs []ident.Pair) (e Exemplar, out []ident.Pair, err error) {
+	var name []byte
+	nrefs := 0
+	for i := 0; i < len(b); {
+		field, wt, n := tag(b[i:])
+		if n <= 0 {
+			return e, pairs, errors.New("malformed field tag")
+		}
+		i += n
+		switch {
+		case field == 1 && wt == wireBytes && syms == nil:
+			m, l, err := lenDelim(b[i:])
+			if err != nil {
+				return e, pairs, err
+			}
+			i += l
+			name, value, err := decodeLabel(m)
+			if err != nil {
+				return e, pairs, fmt.Errorf("label: %w", err)
+			}
+			pairs = append(pairs, ident.Pair{Name: name, Value: value})
+		case field == 1 && wt == wireBytes: // 2.0 labels_refs, packed
+			m, l, err := lenDelim(b[i:])
+			if err != nil {
+				return e, pairs, err
+			}
+			i += l
+			for j := 0; j < len(m); {
+				v, k := binary.Uvarint(m[j:])
+				if k <= 0 {
+					return e, pairs, errors.New("bad label reference varint")
+				}
+				j += k
+				if v >= uint64(len(syms)) {
+					return e, pairs, fmt.Errorf("label reference %d past the %d symbols", v, len(syms))
+				}
+				if nrefs&1 == 0 {
+					name = syms[v]
+				} else {
+					pairs = append(pairs, ident.Pair{Name: name, Value: syms[v]})
+				}
+				nrefs++
+			}
+		case field == 2 && wt == wire64:
+			if len(b)-i < 8 {
+				return e, pairs, errTruncated
+			}
+			e.V = math.Float64frombits(binary.LittleEndian.Uint64(b[i:]))
+			i += 8
+		case field == 3 && wt == wireVarint:
+			v, l := binary.Uvarint(b[i:])
+			if l <= 0 {
+				return e, pairs, errors.New("bad timestamp varint")
+			}
+			e.T = int64(v)
+			i += l
+		default:
+			l, err := skip(b[i:], wt)
+			if err != nil {
+				return e, pairs, err
+			}
+			i += l
+		}
+	}
+	if nrefs&1 != 0 {
+		return e, pairs, fmt.Errorf("odd number (%d) of label references", nrefs)
+	}
+	return e, pairs, nil
+}
+
 // Sample is one (timestamp ms, value) pair.
 type Sample struct {
 	T int64
@@ -60,6 +178,12 @@ type WriteDecoder struct {
 	pairs   []ident.Pair
 	// NumSamples is the total of the last Decode.
 	NumSamples int
+	// Meta is the metadata of the last Decode (WriteRequest.metadata),
+	// aliasing the request.
+	Meta []Metadata
+	// Exemplars of the last Decode, their labels in ExemplarPairs.
+	Exemplars     []Exemplar
+	ExemplarPairs []ident.Pair
 	// Keys are the label keys of Series, by index, valid until the next
 	// Decode (a key is only a cache key where Series[i].Keyed).
 	Keys  []LabelKey
@@ -104,6 +228,9 @@ func KeyHash(raw []byte) uint64 { return maphash.Bytes(keySeed, raw) }
 type span struct {
 	idFrom, sFrom int
 	known, split  bool
+	// whether the series carries what is not stored (refused after its
+	// labels are decoded, so the refusal can name the series)
+	histograms bool
 }
 
 // protobuf wire types
@@ -116,14 +243,31 @@ const (
 
 var errTruncated = errors.New("truncated")
 
-// Decode parses a decompressed prompb.WriteRequest. Metadata, exemplars and
-// native histograms are skipped (not stored). Series must have a __name__,
-// label names must be non-empty, unique and valid UTF-8 like their values.
+// Reasons of the refusals of data this node does not store (InputError.Reason).
+const ReasonHistograms = "native_histograms"
+
+// unsupported is the refusal of a request carrying data of a kind this
+// node does not store. The whole request is refused, floats included:
+// Prometheus drops a request answered 4xx and retries one answered 5xx, so
+// a 400 that writes nothing is the only answer that is both honest and
+// final (a partial write answered 2xx would lose the rest silently).
+func unsupported(reason, what, hint string) error {
+	return &InputError{Reason: reason, Msg: fmt.Sprintf(
+		"%s: not supported yet (this node does not store them); the whole request was refused and nothing was written: %s", what, hint)}
+}
+
+// Decode parses a decompressed prompb.WriteRequest. A request carrying
+// native histograms is refused whole (InputError with a Reason): they are
+// not stored yet, and acknowledging them would lose them silently.
+// Metadata is returned in Meta, exemplars in Exemplars. Series must have a __name__, label names must be
+// non-empty, unique and valid UTF-8 like their values.
 func (d *WriteDecoder) Decode(b []byte) error {
 	d.Series = d.Series[:0]
 	d.arena = d.arena[:0]
 	d.samples = d.samples[:0]
 	d.NumSamples = 0
+	d.Meta = d.Meta[:0]
+	d.Exemplars, d.ExemplarPairs = d.Exemplars[:0], d.ExemplarPairs[:0]
 	// First the series' messages and label keys, then what Known knows
 	// of them all, then each series in full.
 	msgs, keys := d.msgs[:0], d.Keys[:0]
@@ -136,6 +280,14 @@ func (d *WriteDecoder) Decode(b []byte) error {
 			raw := msg[:labelRun(msg)]
 			msgs = append(msgs, msg)
 			keys = append(keys, LabelKey{Raw: raw, Hash: KeyHash(raw)})
+		} else if field == 3 && wt == wireBytes {
+			m, err := decodeMetadataV1(msg)
+			if err != nil {
+				clear(msgs) // nothing keeps the request past a refusal
+				d.msgs, d.Keys = msgs[:0], keys[:0]
+				return inputErr("bad metadata %d: %v", len(d.Meta), err)
+			}
+			d.Meta = append(d.Meta, m)
 		}
 		i += n
 	}
@@ -209,11 +361,28 @@ func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, known bool, sp 
 				return inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
 			}
 			d.samples = append(d.samples, s)
+		case field == 3 && wt == wireBytes: // Exemplar
+			from := len(d.ExemplarPairs)
+			e, pairs, err := decodeExemplar(msg, nil, d.ExemplarPairs)
+			d.ExemplarPairs = pairs
+			if err != nil {
+				return inputErr("bad protobuf: timeseries %d: exemplar: %v", index, err)
+			}
+			if err := exemplarLabels(d.ExemplarPairs[from:], index, true); err != nil {
+				return err
+			}
+			e.Series, e.From, e.To = index, from, len(d.ExemplarPairs)
+			d.Exemplars = append(d.Exemplars, e)
+		case field == 4 && wt == wireBytes: // Histogram
+			sp.histograms = true
 		}
-		// Other fields (exemplars, histograms) are not stored.
 	}
 	if err := d.validateLabels(d.pairs, index); err != nil {
 		return err
+	}
+	if sp.histograms {
+		return unsupported(ReasonHistograms, fmt.Sprintf("timeseries %d %s carries native histogram samples", index, fmtPairs(d.pairs)),
+			"set send_native_histograms: false in the remote_write section, or drop the histograms with write_relabel_configs")
 	}
 	d.arena = ident.AppendSortedPairs(d.arena, d.pairs)
 	return nil
@@ -230,7 +399,9 @@ func (d *WriteDecoder) decodeSamples(b []byte, index int) (bool, error) {
 		}
 		i += n
 		switch {
-		case field == 1 && wt == wireBytes:
+		case field == 1 && wt == wireBytes, field == 3, field == 4:
+			// A label after the samples, or an exemplar or histogram:
+			// the full decode finds them (and refuses histograms).
 			return false, nil
 		case field == 2 && wt == wireBytes:
 			s, err := decodeSample(msg)
@@ -288,15 +459,31 @@ func nextField(b []byte) (field, wt int, msg []byte, n int, err error) {
 // the label limits (limits.CheckLabels, the validation the node RPC path
 // shares).
 func (d *WriteDecoder) validateLabels(pairs []ident.Pair, index int) error {
-	err := d.Limits.CheckLabelCount(pairs) // before the quadratic sort
+	return validateLabels(d.Limits, pairs, index)
+}
+
+func validateLabels(l *limits.Limits, pairs []ident.Pair, index int) error {
+	err := l.CheckLabelCount(pairs) // before the quadratic sort
 	if err == nil {
 		sortPairs(pairs)
-		err = d.Limits.CheckLabels(pairs)
+		err = l.CheckLabels(pairs)
 	}
 	if err != nil {
 		return &InputError{Msg: fmt.Sprintf("timeseries %d: %v", index, err), Err: err}
 	}
 	return nil
+}
+
+// fmtPairs formats labels for an error message.
+func fmtPairs(pairs []ident.Pair) string {
+	s := "{"
+	for i, p := range pairs {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s=%q", p.Name, p.Value)
+	}
+	return s + "}"
 }
 
 // sortPairs is an insertion sort: label sets are small and usually sorted
@@ -429,4 +616,57 @@ func skip(b []byte, wt int) (int, error) {
 		return n, err
 	}
 	return 0, fmt.Errorf("unsupported wire type %d", wt)
+}
+
+// decodeMetadataV1 reads a prompb.MetricMetadata: type (1),
+// metric_family_name (2), help (4), unit (5). A name is required: metadata
+// is kept per metric name.
+func decodeMetadataV1(b []byte) (Metadata, error) {
+	m := Metadata{Series: -1}
+	for i := 0; i < len(b); {
+		field, wt, n := tag(b[i:])
+		if n <= 0 {
+			return m, errors.New("malformed field tag")
+		}
+		i += n
+		switch {
+		case field == 1 && wt == wireVarint:
+			v, l := binary.Uvarint(b[i:])
+			if l <= 0 {
+				return m, errors.New("bad type varint")
+			}
+			if v > math.MaxInt32 {
+				return m, fmt.Errorf("type %d out of range", v)
+			}
+			m.Type = int32(v)
+			i += l
+		case wt == wireBytes && (field == 2 || field == 4 || field == 5):
+			v, l, err := lenDelim(b[i:])
+			if err != nil {
+				return m, err
+			}
+			if !utf8.Valid(v) {
+				return m, fmt.Errorf("field %d is not valid UTF-8", field)
+			}
+			switch field {
+			case 2:
+				m.Name = v
+			case 4:
+				m.Help = v
+			case 5:
+				m.Unit = v
+			}
+			i += l
+		default:
+			l, err := skip(b[i:], wt)
+			if err != nil {
+				return m, err
+			}
+			i += l
+		}
+	}
+	if len(m.Name) == 0 {
+		return m, errors.New("no metric_family_name")
+	}
+	return m, nil
 }

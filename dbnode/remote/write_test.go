@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
@@ -26,11 +28,10 @@ func TestDecodeMatchesPrompb(t *testing.T) {
 			Samples: []prompb.Sample{{Timestamp: 1000, Value: 1}, {Timestamp: 2000, Value: stale}},
 		},
 		{
-			Labels:    []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: "é"}},
-			Samples:   []prompb.Sample{{Timestamp: -5, Value: -1.5}},
-			Exemplars: []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace", Value: "1"}}, Value: 1, Timestamp: 3}},
+			Labels:  []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: "é"}},
+			Samples: []prompb.Sample{{Timestamp: -5, Value: -1.5}},
 		},
-	}, Metadata: []prompb.MetricMetadata{{MetricFamilyName: "up", Help: "h"}}}
+	}}
 	var d WriteDecoder
 	require.NoError(t, d.Decode(marshal(t, req)))
 	require.Len(t, d.Series, 2)
@@ -73,6 +74,90 @@ func TestDecodeRejectsBadInput(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// TestDecodeRefusesWhatItDoesNotStore: a request carrying native
+// histograms is refused whole with a reason, floats
+// included, whether or not its series are known.
+func TestDecodeRefusesWhatItDoesNotStore(t *testing.T) {
+	floats := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "up"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}
+	hist := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "lat"}, {Name: "job", Value: "a"}},
+		Histograms: []prompb.Histogram{prompb.FromIntHistogram(5, &histogram.Histogram{Count: 3, Sum: 2, Schema: 0,
+			PositiveSpans: []histogram.Span{{Offset: 0, Length: 1}}, PositiveBuckets: []int64{3}})}}
+	for _, tc := range []struct {
+		name, reason, want string
+		req                *prompb.WriteRequest
+	}{
+		{"histograms only", ReasonHistograms, `timeseries 0 {__name__="lat", job="a"} carries native histogram samples: not supported yet`,
+			&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{hist}}},
+		{"floats then histograms", ReasonHistograms, "timeseries 1 {__name__=\"lat\", job=\"a\"} carries native histogram samples",
+			&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{floats, hist}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := marshal(t, tc.req)
+			for _, known := range []bool{false, true} {
+				d := WriteDecoder{}
+				if known {
+					d.Known = func(_ []LabelKey, k []bool) {
+						for i := range k {
+							k[i] = true
+						}
+					}
+				}
+				err := d.Decode(body)
+				var ie *InputError
+				require.ErrorAs(t, err, &ie)
+				require.Equal(t, tc.reason, ie.Reason)
+				require.Contains(t, err.Error(), tc.want)
+				require.Contains(t, err.Error(), "nothing was written")
+			}
+		})
+	}
+}
+
+func TestDecodeExemplarsV1(t *testing.T) {
+	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: []prompb.Label{{Name: "__name__", Value: "up"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "req"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}},
+			Exemplars: []prompb.Exemplar{
+				{Labels: []prompb.Label{{Name: "trace_id", Value: "abc"}, {Name: "span_id", Value: "1"}}, Value: 0.5, Timestamp: 7},
+				{Value: 2, Timestamp: 8},
+			}},
+	}}
+	// Known or not, a series with exemplars has them decoded.
+	for _, known := range []bool{false, true} {
+		d := WriteDecoder{}
+		if known {
+			d.Known = func(_ []LabelKey, k []bool) { clear(k); k[1] = true }
+		}
+		require.NoError(t, d.Decode(marshal(t, req)))
+		require.Equal(t, []Exemplar{{Series: 1, From: 0, To: 2, V: 0.5, T: 7}, {Series: 1, From: 2, To: 2, V: 2, T: 8}}, d.Exemplars)
+		require.Equal(t, []ident.Pair{{Name: []byte("trace_id"), Value: []byte("abc")}, {Name: []byte("span_id"), Value: []byte("1")}}, d.ExemplarPairs)
+		require.False(t, d.Series[1].Known)
+		require.NotNil(t, d.Series[1].ID)
+	}
+	req.Timeseries[1].Exemplars[1].Labels = []prompb.Label{{Name: "trace_id", Value: strings.Repeat("x", 121)}}
+	var d WriteDecoder
+	require.ErrorContains(t, d.Decode(marshal(t, req)), "timeseries 1: exemplar labels are 129 UTF-8 characters long, over the limit of 128")
+}
+
+func TestDecodeMetadataV1(t *testing.T) {
+	req := &prompb.WriteRequest{
+		Timeseries: []prompb.TimeSeries{{Labels: []prompb.Label{{Name: "__name__", Value: "up"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}},
+		Metadata: []prompb.MetricMetadata{
+			{MetricFamilyName: "up", Type: prompb.MetricMetadata_GAUGE, Help: "Is it up"},
+			{MetricFamilyName: "req_seconds", Type: prompb.MetricMetadata_HISTOGRAM, Help: "Latency", Unit: "seconds"},
+		}}
+	var d WriteDecoder
+	require.NoError(t, d.Decode(marshal(t, req)))
+	require.Equal(t, 1, d.NumSamples)
+	require.Equal(t, []Metadata{
+		{Series: -1, Type: 2, Name: []byte("up"), Help: []byte("Is it up")},
+		{Series: -1, Type: 3, Name: []byte("req_seconds"), Help: []byte("Latency"), Unit: []byte("seconds")},
+	}, d.Meta)
+	req.Metadata = append(req.Metadata, prompb.MetricMetadata{Help: "no name"})
+	err := d.Decode(marshal(t, req))
+	require.ErrorContains(t, err, "bad metadata 2: no metric_family_name")
 }
 
 func FuzzWriteDecoder(f *testing.F) {

@@ -1,0 +1,275 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/limits"
+)
+
+// WriteDecoderV2 decodes remote write 2.0 requests
+// (io.prometheus.write.v2.Request) into the same Series the 1.0 decoder
+// gives: canonical IDs in one arena, samples in one buffer. Labels arrive
+// as references into the request's symbols table; the table is read once
+// per request into slices of the request (no copy), checked for valid
+// UTF-8 once, and each series' labels are looked up in it, so decoding
+// allocates nothing per series or sample once its buffers have grown.
+//
+// Every series has its ID built (a 2.0 request's label references mean
+// nothing without its own symbols table, so they cannot key a cache the
+// way 1.0's label bytes do); Keys[i].Raw is that ID, for a cache keyed by
+// ID. Like WriteDecoder it reuses its buffers between calls and is not safe
+// for concurrent use.
+type WriteDecoderV2 struct {
+	Series []Series
+	// Keys[i] is Series[i].ID and its KeyHash.
+	Keys []LabelKey
+	// Meta holds the metadata the series carried, with the index of the
+	// first series that carried it (a repeat of one of the last few
+	// entries is left out); its strings alias the request.
+	Meta []Metadata
+	// Exemplars of the last Decode, their labels in ExemplarPairs.
+	Exemplars     []Exemplar
+	ExemplarPairs []ident.Pair
+	// Limits are applied to the labels of every series, as WriteDecoder
+	// applies them to new series (nil: Prometheus' label rules only).
+	Limits *limits.Limits
+	// Counts of the last Decode.
+	NumSamples, NumHistograms int
+	// FirstHistogram is the index of the first series carrying native
+	// histograms (-1 when none), to name it in a refusal.
+	FirstHistogram int
+
+	symbols [][]byte
+	msgs    [][]byte
+	arena   []byte
+	samples []Sample
+	pairs   []ident.Pair
+}
+
+// Decode parses a decompressed io.prometheus.write.v2.Request. Native
+// histograms are counted (NumHistograms) but not decoded: the caller
+// decides what to do with a request carrying them. Exemplars are returned
+// in Exemplars, metadata in Meta. Start (created) timestamps of samples are read and ignored, as
+// Prometheus does by default (it only turns one into a zero sample with
+// the created-timestamp-zero-ingestion feature flag). A series must have
+// an even number of label references, each within the symbols table,
+// naming valid labels with a __name__ (the 1.0 rules).
+func (d *WriteDecoderV2) Decode(b []byte) error {
+	d.Series, d.Keys, d.Meta = d.Series[:0], d.Keys[:0], d.Meta[:0]
+	d.arena, d.samples = d.arena[:0], d.samples[:0]
+	d.NumSamples, d.NumHistograms = 0, 0
+	d.FirstHistogram = -1
+	d.Exemplars, d.ExemplarPairs = d.Exemplars[:0], d.ExemplarPairs[:0]
+	syms, msgs := d.symbols[:0], d.msgs[:0]
+	defer func() {
+		// Nothing keeps the request but Series, Keys and Meta.
+		clear(syms)
+		clear(msgs)
+		d.symbols, d.msgs = syms[:0], msgs[:0]
+	}()
+	for i := 0; i < len(b); {
+		field, wt, msg, n, err := nextField(b[i:])
+		if err != nil {
+			return inputErr("bad protobuf: at byte %d: %v", i, err)
+		}
+		switch {
+		case field == 4 && wt == wireBytes:
+			if !utf8.Valid(msg) {
+				return inputErr("symbol %d %q is not valid UTF-8", len(syms), msg)
+			}
+			syms = append(syms, msg)
+		case field == 5 && wt == wireBytes:
+			msgs = append(msgs, msg)
+		case field <= 3:
+			// Fields 1 to 3 are reserved in 2.0 and are 1.0's fields: a 1.0
+			// request sent with the 2.0 content type.
+			return inputErr("bad request: field %d is not part of io.prometheus.write.v2.Request (a remote write 1.0 body sent as 2.0?)", field)
+		}
+		i += n
+	}
+	series := slices.Grow(d.Series, len(msgs))
+	keys := slices.Grow(d.Keys, len(msgs))
+	for i, msg := range msgs {
+		idFrom, sFrom := len(d.arena), len(d.samples)
+		if err := d.decodeSeries(msg, i, syms); err != nil {
+			d.Series, d.Keys = series[:0], keys[:0]
+			return err
+		}
+		id := d.arena[idFrom:len(d.arena):len(d.arena)]
+		series = append(series, Series{ID: id, Samples: d.samples[sFrom:len(d.samples):len(d.samples)], Keyed: true})
+		keys = append(keys, LabelKey{Raw: id, Hash: KeyHash(id)})
+	}
+	d.Series, d.Keys = series, keys
+	d.NumSamples = len(d.samples)
+	return nil
+}
+
+func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error {
+	d.pairs = d.pairs[:0]
+	var name []byte
+	nrefs := 0 // label references read so far: a pair is complete every second
+	nsyms := uint64(len(syms))
+	hasMeta := false
+	var meta Metadata
+	for i := 0; i < len(b); {
+		field, wt, msg, n, err := nextField(b[i:])
+		if err != nil {
+			return inputErr("bad protobuf: timeseries %d: %v", index, err)
+		}
+		i += n
+		switch {
+		case field == 1 && wt == wireBytes: // labels_refs, packed
+			for j := 0; j < len(msg); {
+				var v uint64
+				if c := msg[j]; c < 0x80 { // references below 128: one byte
+					v = uint64(c)
+					j++
+				} else {
+					var n int
+					if v, n = binary.Uvarint(msg[j:]); n <= 0 {
+						return inputErr("bad protobuf: timeseries %d: bad label reference varint", index)
+					}
+					j += n
+				}
+				if v >= nsyms {
+					return inputErr("timeseries %d: label reference %d past the %d symbols", index, v, nsyms)
+				}
+				if nrefs&1 == 0 {
+					name = syms[v]
+				} else {
+					d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
+				}
+				nrefs++
+			}
+		case field == 1 && wt == wireVarint: // labels_refs, unpacked
+			v, _ := binary.Uvarint(b[i-n+tagLen(b[i-n:]):])
+			if v >= nsyms {
+				return inputErr("timeseries %d: label reference %d past the %d symbols", index, v, nsyms)
+			}
+			if nrefs&1 == 0 {
+				name = syms[v]
+			} else {
+				d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
+			}
+			nrefs++
+		case field == 2 && wt == wireBytes: // Sample
+			s, err := decodeSample(msg)
+			if err != nil {
+				return inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
+			}
+			d.samples = append(d.samples, s)
+		case field == 3 && wt == wireBytes: // Histogram
+			d.NumHistograms++
+			if d.FirstHistogram < 0 {
+				d.FirstHistogram = index
+			}
+		case field == 4 && wt == wireBytes: // Exemplar
+			from := len(d.ExemplarPairs)
+			e, pairs, err := decodeExemplar(msg, syms, d.ExemplarPairs)
+			d.ExemplarPairs = pairs
+			if err != nil {
+				return inputErr("bad protobuf: timeseries %d: exemplar: %v", index, err)
+			}
+			if err := exemplarLabels(d.ExemplarPairs[from:], index, false); err != nil {
+				return err
+			}
+			e.Series, e.From, e.To = index, from, len(d.ExemplarPairs)
+			d.Exemplars = append(d.Exemplars, e)
+		case field == 5 && wt == wireBytes: // Metadata
+			if err := decodeMetadata(msg, syms, &meta); err != nil {
+				return inputErr("bad protobuf: timeseries %d: metadata: %v", index, err)
+			}
+			hasMeta = meta.Type != 0 || len(meta.Unit) > 0 || len(meta.Help) > 0
+		}
+	}
+	if nrefs&1 != 0 {
+		return inputErr("timeseries %d: odd number (%d) of label references", index, nrefs)
+	}
+	if err := validateLabels(d.Limits, d.pairs, index); err != nil {
+		return err
+	}
+	if hasMeta {
+		meta.Series = index
+		for _, p := range d.pairs {
+			if string(p.Name) == "__name__" {
+				meta.Name = p.Value
+			}
+		}
+		d.addMeta(meta)
+	}
+	d.arena = ident.AppendSortedPairs(d.arena, d.pairs)
+	return nil
+}
+
+// addMeta appends m to Meta unless one of the last few entries is the
+// same: the same symbols (compared by address: a symbol is one slice of
+// the request) and type. A 2.0 request repeats its metrics' metadata on
+// every series; this keeps Meta to about one entry per metric.
+func (d *WriteDecoderV2) addMeta(m Metadata) {
+	for i := len(d.Meta) - 1; i >= max(0, len(d.Meta)-8); i-- {
+		p := &d.Meta[i]
+		if p.Type == m.Type && sameSlice(p.Name, m.Name) && sameSlice(p.Help, m.Help) && sameSlice(p.Unit, m.Unit) {
+			return
+		}
+	}
+	d.Meta = append(d.Meta, m)
+}
+
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// tagLen is the length of the field tag at the front of b.
+func tagLen(b []byte) int {
+	_, n := binary.Uvarint(b)
+	return n
+}
+
+// decodeMetadata reads a v2 Metadata message: type (1), help_ref (3),
+// unit_ref (4).
+func decodeMetadata(b []byte, syms [][]byte, m *Metadata) error {
+	*m = Metadata{}
+	for i := 0; i < len(b); {
+		field, wt, n := tag(b[i:])
+		if n <= 0 {
+			return errors.New("malformed field tag")
+		}
+		i += n
+		if wt != wireVarint {
+			l, err := skip(b[i:], wt)
+			if err != nil {
+				return err
+			}
+			i += l
+			continue
+		}
+		v, l := binary.Uvarint(b[i:])
+		if l <= 0 {
+			return errors.New("bad varint")
+		}
+		i += l
+		switch field {
+		case 1:
+			if v > math.MaxInt32 {
+				return fmt.Errorf("type %d out of range", v)
+			}
+			m.Type = int32(v)
+		case 3, 4:
+			if v >= uint64(len(syms)) {
+				return fmt.Errorf("symbol reference %d past the %d symbols", v, len(syms))
+			}
+			if field == 3 {
+				m.Help = syms[v]
+			} else {
+				m.Unit = syms[v]
+			}
+		}
+	}
+	return nil
+}
