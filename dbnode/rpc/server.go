@@ -25,6 +25,9 @@ const DefaultMaxMsgSize = 256 << 20
 // *storage.Database satisfies it.
 type Database interface {
 	WriteBatch(ns string, batch []storage.Sample) error
+	// ResolveRefs sets the Ref of the samples whose series the node holds
+	// under exactly their ID in their shard (storage.Database.ResolveRefs).
+	ResolveRefs(ns string, batch []storage.Sample)
 	Read(ns string, id []byte, start, end int64) (encoding.Iterator, error)
 	Query(ctx context.Context, ns string, matchers []*labels.Matcher, start, end int64, qo storage.QueryOptions) ([]storage.SeriesIterator, error)
 	Shard(id []byte) uint32
