@@ -65,7 +65,8 @@ type Server struct {
 	own        Ownership
 	opts       ServerOptions
 	namespaces map[string]storage.NamespaceOptions
-	samples    sync.Pool // *[]storage.Sample, reused across write batches
+	scratch    sync.Pool // *writeScratch, reused across write batches
+	refs       *refCache // series refs of recent writes
 	pacer      *pacer    // paces peer streaming replies
 }
 
@@ -81,7 +82,7 @@ func NewServer(db Database, own Ownership, opts ServerOptions) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{db: db, own: own, opts: opts, namespaces: map[string]storage.NamespaceOptions{},
+	s := &Server{db: db, own: own, opts: opts, namespaces: map[string]storage.NamespaceOptions{}, refs: newRefCache(refCacheSlots),
 		pacer: newPacer(opts.MaxStreamBytesPerSecond)}
 	for _, ns := range db.Namespaces() {
 		s.namespaces[ns.Name] = ns

@@ -99,7 +99,6 @@ func TestResolveRefs(t *testing.T) {
 		{ID: id, Shard: db.NumShards()}, // out of range
 		{ID: id[:len(id)-1], Shard: shard},
 	}
-	b[4].Ref = w[0].Ref // a stale ref given in is cleared, not kept
 	db.ResolveRefs("default", b)
 	require.Same(t, w[0].Ref, b[0].Ref)
 	require.Same(t, w[0].Ref, b[1].Ref)
@@ -109,6 +108,11 @@ func TestResolveRefs(t *testing.T) {
 	}
 	nsShards := db.namespaces["default"].shards
 	require.Nil(t, nsShards[(shard+1)%db.NumShards()].Load(), "a lookup must not create a shard")
+
+	// A ref the caller set is kept (WriteBatch checks it).
+	b = []Sample{{ID: unknown, Shard: db.Shard(unknown), Ref: w[0].Ref}}
+	db.ResolveRefs("default", b)
+	require.Same(t, w[0].Ref, b[0].Ref)
 
 	b = []Sample{{ID: id, Shard: shard}}
 	db.ResolveRefs("nope", b)
