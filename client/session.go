@@ -279,7 +279,11 @@ func (s *Session) waitNewer(ctx context.Context, version int64, d time.Duration)
 
 func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sample, m *Map) error {
 	r := s.routing(m)
-	perHost, used, err := distribute(r, samples)
+	localIdx := -1
+	if hi, ok := r.hostIdx[s.opts.LocalID]; ok && s.opts.Local != nil {
+		localIdx = hi
+	}
+	perHost, used, err := distribute(r, samples, localIdx)
 	if err != nil {
 		return err
 	}
@@ -344,7 +348,11 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 // write returned must not see the caller reuse its buffers (the HTTP
 // decoder's); IDs of consecutive samples of one series are copied once.
 // used marks the routing groups the samples fall in.
-func distribute(r *routing, samples []storage.Sample) ([][]storage.Sample, []bool, error) {
+//
+// Remote hosts that receive every sample (all of them with RF equal to
+// the cluster size) share one slice: hosts only read their batch. The
+// local host, whose write sets each sample's Ref, always gets its own.
+func distribute(r *routing, samples []storage.Sample, local int) ([][]storage.Sample, []bool, error) {
 	counts := make([]int, len(r.hosts))
 	used := make([]bool, len(r.groups))
 	size := 0
@@ -359,30 +367,50 @@ func distribute(r *routing, samples []storage.Sample) ([][]storage.Sample, []boo
 		for _, hi := range r.groups[gi].hosts {
 			counts[hi]++
 		}
-		if i == 0 || !ident.Same(samples[i].ID, samples[i-1].ID) {
+		if i == 0 || !sameSeries(&samples[i], &samples[i-1]) {
 			size += len(samples[i].ID)
 		}
 	}
-	perHost := make([][]storage.Sample, len(r.hosts))
-	for hi, n := range counts {
-		perHost[hi] = make([]storage.Sample, 0, n)
-	}
+	// full says whether host hi shares the slice of every sample.
+	full := func(hi int) bool { return counts[hi] == len(samples) && hi != local }
 	arena := make([]byte, 0, size)
+	perHost := make([][]storage.Sample, len(r.hosts))
+	var shared []storage.Sample
+	for hi, n := range counts {
+		switch {
+		case !full(hi):
+			perHost[hi] = make([]storage.Sample, 0, n)
+		case shared == nil:
+			shared = make([]storage.Sample, len(samples))
+			fallthrough
+		default:
+			perHost[hi] = shared
+		}
+	}
 	var id []byte
 	for i := range samples {
 		smp := samples[i]
-		if i == 0 || !ident.Same(smp.ID, samples[i-1].ID) {
+		if i == 0 || !sameSeries(&smp, &samples[i-1]) {
 			start := len(arena)
 			arena = append(arena, smp.ID...)
 			id = arena[start:len(arena):len(arena)]
 		}
 		smp.ID = id
+		if shared != nil {
+			shared[i] = smp
+		}
 		for _, hi := range r.groups[r.byShard[smp.Shard]].hosts {
-			perHost[hi] = append(perHost[hi], smp)
+			if !full(hi) {
+				perHost[hi] = append(perHost[hi], smp)
+			}
 		}
 	}
 	return perHost, used, nil
 }
+
+// sameSeries says whether b is of a's series. Samples of different series
+// almost always differ in shard, which is compared before the IDs.
+func sameSeries(a, b *storage.Sample) bool { return a.Shard == b.Shard && ident.Same(a.ID, b.ID) }
 
 // failure builds the error of a write or read that missed its level,
 // naming per group of shards the owners that failed and why, and those

@@ -375,3 +375,54 @@ func TestSessionWriteAsksOnlyOwnersOfItsShards(t *testing.T) {
 		require.Zero(t, peers[ep].count(), "%s owns none of the batch's shards but was written", peers[ep].name)
 	}
 }
+
+// distribute gives each host exactly the samples of its shards, in batch
+// order, with IDs copied out of the caller's buffers; remote hosts that
+// get every sample share one slice, the local host never shares (its
+// write sets refs).
+func TestDistribute(t *testing.T) {
+	check := func(t *testing.T, m *Map, local string, in []storage.Sample) [][]storage.Sample {
+		t.Helper()
+		r := newRouting(m, local)
+		li := -1
+		if hi, ok := r.hostIdx[local]; ok {
+			li = hi
+		}
+		perHost, _, err := distribute(r, in, li)
+		require.NoError(t, err)
+		for hi, inst := range r.hosts {
+			var want []storage.Sample
+			for _, s := range in {
+				for _, o := range m.Owners.Owners(s.Shard) {
+					if o.InstanceID == inst {
+						want = append(want, s)
+					}
+				}
+			}
+			require.Equal(t, want, perHost[hi], inst)
+			for _, s := range perHost[hi] {
+				require.NotSame(t, &in[0].ID[0], &s.ID[0], "IDs must not alias the caller's")
+			}
+		}
+		return perHost
+	}
+
+	c := newFakeCluster(t) // RF 3 on three nodes: everyone gets everything
+	in := samplesOf(5)
+	perHost := check(t, c.m, "node1", in)
+	r := newRouting(c.m, "node1")
+	l, a, b := perHost[r.hostIdx["node1"]], perHost[r.hostIdx["node2"]], perHost[r.hostIdx["node3"]]
+	require.Same(t, &a[0], &b[0], "remote hosts share the full batch")
+	require.NotSame(t, &l[0], &a[0], "the local host has its own copy")
+	require.Same(t, &a[0].ID[0], &a[1].ID[0], "one ID copy per run of a series")
+
+	// Six nodes: each host gets some samples.
+	var ins []placement.Instance
+	for i := 1; i <= 6; i++ {
+		ins = append(ins, placement.Instance{ID: "node" + strconv.Itoa(i), IsolationGroup: "rack" + strconv.Itoa((i-1)%3), Zone: "z", Weight: 1, Endpoint: "127.0.0.1:90" + strconv.Itoa(10+i)})
+	}
+	p, err := placement.Init(ins, 16, 3)
+	require.NoError(t, err)
+	check(t, NewMap(placement.MarkAllAvailable(p)), "node1", samplesOf(40))
+	check(t, NewMap(placement.MarkAllAvailable(p)), "nobody", samplesOf(40))
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -108,14 +108,13 @@ func (c *Client) WriteBatchFill(ctx context.Context, ns string, samples []storag
 }
 
 func (c *Client) writeBatch(ctx context.Context, ns string, samples []storage.Sample, fill bool) (WriteResult, error) {
-	buf := getPayloadBuf(payloadSize(samples))
-	defer putPayloadBuf(buf)
-	*buf = appendPayload((*buf)[:0], samples)
-	req := &nodepb.WriteBatchRequest{Namespace: ns, Payload: *buf, FillOnly: fill}
+	req, err := encodeWriteRequest(ns, samples, fill, mem.DefaultBufferPool())
+	if err != nil {
+		return WriteResult{}, err
+	}
+	defer req.free()
 	resp := new(nodepb.WriteBatchResponse)
-	// Invoke has marshalled req by the time it returns, so the payload
-	// buffer can go back to the pool.
-	if err := c.invoke(ctx, nodepb.Node_WriteBatch_FullMethodName, req, resp); err != nil {
+	if err := c.invoke(ctx, nodepb.Node_WriteBatch_FullMethodName, req, resp, grpc.ForceCodecV2(writeCodec{})); err != nil {
 		return WriteResult{}, err
 	}
 	return writeResultFromPB(resp), nil
@@ -183,14 +182,14 @@ func (c *Client) FetchUnflushed(ctx context.Context, req *FetchUnflushedRequest)
 func (c *Client) Close() error { return c.conn.Close() }
 
 // invoke makes one call and returns nil or an *Error.
-func (c *Client) invoke(ctx context.Context, method string, req, resp proto.Message) error {
+func (c *Client) invoke(ctx context.Context, method string, req any, resp proto.Message, opts ...grpc.CallOption) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
 	var trailer metadata.MD
-	err := c.conn.Invoke(ctx, method, req, resp, grpc.Trailer(&trailer))
+	err := c.conn.Invoke(ctx, method, req, resp, append(opts, grpc.Trailer(&trailer))...)
 	if err == nil {
 		return nil
 	}
@@ -203,26 +202,4 @@ func (c *Client) invoke(ctx context.Context, method string, req, resp proto.Mess
 		e.Shards = parseRefusedShards(v[0])
 	}
 	return e
-}
-
-// payloadBufs reuses write payload buffers across calls: a coordinator
-// encodes every batch it replicates, and a fresh buffer per batch would be
-// garbage the size of the batch.
-var payloadBufs sync.Pool // *[]byte
-
-// maxPooledPayload keeps a rare huge batch from pinning its buffer.
-const maxPooledPayload = 16 << 20
-
-func getPayloadBuf(n int) *[]byte {
-	if b, ok := payloadBufs.Get().(*[]byte); ok && cap(*b) >= n {
-		return b
-	}
-	b := make([]byte, 0, n)
-	return &b
-}
-
-func putPayloadBuf(b *[]byte) {
-	if cap(*b) <= maxPooledPayload {
-		payloadBufs.Put(b)
-	}
 }

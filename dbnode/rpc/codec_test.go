@@ -178,7 +178,8 @@ func TestPayloadRoundTripProperty(t *testing.T) {
 		batch := genBatch.Draw(t, "batch")
 		b := appendPayload([]byte{0xAA}, batch) // appends after existing bytes
 		require.Equal(t, byte(0xAA), b[0])
-		require.LessOrEqual(t, len(b)-1, payloadSize(batch))
+		n, _ := payloadLen(batch)
+		require.Equal(t, n, len(b)-1, "payloadLen is exact")
 		prefix := []storage.Sample{{T: 42}}
 		got, err := decodePayload(b[1:], prefix)
 		require.NoError(t, err)

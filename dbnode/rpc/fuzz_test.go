@@ -36,8 +36,8 @@ func FuzzWritePayload(f *testing.F) {
 			t.Fatalf("decoded %d samples from %d bytes", len(got), len(b))
 		}
 		enc := appendPayload(nil, got)
-		if len(enc) > payloadSize(got) {
-			t.Fatalf("payloadSize %d under the encoded %d bytes", payloadSize(got), len(enc))
+		if n, _ := payloadLen(got); n != len(enc) {
+			t.Fatalf("payloadLen %d, encoded %d bytes", n, len(enc))
 		}
 		again, err := decodePayload(enc, nil)
 		if err != nil {

@@ -58,12 +58,13 @@ func sameSeries(a, b *storage.Sample) bool { return a.Shard == b.Shard && ident.
 // consecutive samples with the same ID (and shard) become one entry; the order of
 // samples is kept, so a decoder gives back exactly samples (Ref aside).
 func appendPayload(dst []byte, samples []storage.Sample) []byte {
-	entries := 0
-	for i := range samples {
-		if i == 0 || !sameSeries(&samples[i-1], &samples[i]) {
-			entries++
-		}
-	}
+	_, entries := payloadLen(samples)
+	return appendPayloadEntries(dst, samples, entries)
+}
+
+// appendPayloadEntries is appendPayload for a caller that counted the
+// entries already (payloadLen).
+func appendPayloadEntries(dst []byte, samples []storage.Sample, entries int) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(samples)))
 	dst = binary.AppendUvarint(dst, uint64(entries))
 	base := int64(0)
@@ -90,15 +91,36 @@ func appendPayload(dst []byte, samples []storage.Sample) []byte {
 	return dst
 }
 
-// payloadSize is an upper bound of appendPayload's output, to size the
-// buffer once.
-func payloadSize(samples []storage.Sample) int {
-	n := 2 * binary.MaxVarintLen64
-	for i := range samples {
-		if i == 0 || !sameSeries(&samples[i-1], &samples[i]) {
-			n += 3*binary.MaxVarintLen32 + len(samples[i].ID)
+// payloadLen returns the exact length of appendPayload's output and its
+// number of entries, so that a request is built in one buffer of the
+// right size with its length prefix in front (the gRPC codec sends that
+// buffer without copying it).
+func payloadLen(samples []storage.Sample) (n, entries int) {
+	base := int64(0)
+	for i := 0; i < len(samples); {
+		s := &samples[i]
+		j := i + 1
+		for j < len(samples) && sameSeries(s, &samples[j]) {
+			j++
 		}
-		n += binary.MaxVarintLen64 + 8
+		entries++
+		n += uvarintLen(uint64(len(s.ID))) + len(s.ID) + uvarintLen(uint64(s.Shard)) + uvarintLen(uint64(j-i))
+		prev := base
+		base = s.T
+		for k := i; k < j; k++ {
+			n += uvarintLen(zigzag(samples[k].T-prev)) + 8
+			prev = samples[k].T
+		}
+		i = j
+	}
+	return n + uvarintLen(uint64(len(samples))) + uvarintLen(uint64(entries)), entries
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
 	}
 	return n
 }

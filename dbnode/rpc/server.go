@@ -28,6 +28,9 @@ const DefaultMaxMsgSize = 256 << 20
 // *storage.Database satisfies it.
 type Database interface {
 	WriteBatch(ns string, batch []storage.Sample) error
+	// ResolveRefs sets the Ref of the samples whose series the node holds
+	// under exactly their ID in their shard (storage.Database.ResolveRefs).
+	ResolveRefs(ns string, batch []storage.Sample)
 	Read(ns string, id []byte, start, end int64) (encoding.Iterator, error)
 	Query(ctx context.Context, ns string, matchers []*labels.Matcher, start, end int64, qo storage.QueryOptions) ([]storage.SeriesIterator, error)
 	Shard(id []byte) uint32
@@ -73,7 +76,8 @@ type Server struct {
 	own        Ownership
 	opts       ServerOptions
 	namespaces map[string]storage.NamespaceOptions
-	samples    sync.Pool // *[]storage.Sample, reused across write batches
+	scratch    sync.Pool // *writeScratch, reused across write batches
+	refs       *refCache // series refs of recent writes
 	pacer      *pacer    // paces peer streaming replies
 }
 
@@ -89,7 +93,7 @@ func NewServer(db Database, own Ownership, opts ServerOptions) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{db: db, own: own, opts: opts, namespaces: map[string]storage.NamespaceOptions{},
+	s := &Server{db: db, own: own, opts: opts, namespaces: map[string]storage.NamespaceOptions{}, refs: newRefCache(refCacheSlots),
 		pacer: newPacer(opts.MaxStreamBytesPerSecond)}
 	for _, ns := range db.Namespaces() {
 		s.namespaces[ns.Name] = ns

@@ -393,3 +393,39 @@ func TestConcurrentCalls(t *testing.T) {
 	sort.Strings(got)
 	require.Len(t, got, 8)
 }
+
+// A series the node already holds skips ID validation and hashing, but
+// never the checks that depend on what was sent: the shard it was sent
+// with must be the one holding it, and the node must own that shard for
+// writes now.
+func TestKnownSeriesStillChecked(t *testing.T) {
+	db := openStorage(t, commitlog.ModeAsync)
+	all := serve(t, db, nil, ServerOptions{}, ClientOptions{})
+	ctx := context.Background()
+	ids := idsInDistinctShards(2)
+	known := ids[0]
+	_, err := writeReq(ctx, all, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(known, samplesNearNow(1, 1))}})
+	require.NoError(t, err)
+
+	wrong := writeSeries(known, samplesNearNow(1, 2))
+	wrong.Shard = (wrong.Shard + 1) % testShards
+	_, err = writeReq(ctx, all, &WriteRequest{Namespace: testNS, Series: []WriteSeries{wrong}})
+	requireCode(t, err, codes.InvalidArgument, fmt.Sprintf("but its ID hashes to shard %d", shardOf(known)))
+
+	other := serve(t, db, ownsOnly(shardOf(ids[1])), ServerOptions{NodeID: "node1"}, ClientOptions{})
+	_, err = writeReq(ctx, other, &WriteRequest{Namespace: testNS, Series: []WriteSeries{writeSeries(known, samplesNearNow(1, 3))}})
+	requireCode(t, err, codes.FailedPrecondition, fmt.Sprintf("shard %d: not owned", shardOf(known)))
+
+	// A known series beside a malformed one: the batch is refused whole.
+	_, err = writeReq(ctx, all, &WriteRequest{Namespace: testNS, Series: []WriteSeries{
+		writeSeries(known, samplesNearNow(1, 4)),
+		writeSeries([]byte("\x01b\x011\x01a\x012"), samplesNearNow(1, 4)),
+	}})
+	requireCode(t, err, codes.InvalidArgument, "not sorted")
+
+	fr, err := all.Fetch(ctx, &FetchRequest{Namespace: testNS, IDs: [][]byte{known}, Start: 0, End: math.MaxInt64})
+	require.NoError(t, err)
+	got := decodeStream(t, fr.Series[0].Stream)
+	require.Len(t, got, 1)
+	require.Equal(t, 1.0, got[0].V, "only the first write may have been applied")
+}

@@ -31,10 +31,10 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	if len(req.GetPayload()) == 0 {
 		return WriteResult{}, nil
 	}
-	buf := s.getSamples(0)
-	defer s.putSamples(buf)
-	batch, err := decodePayload(req.GetPayload(), (*buf)[:0])
-	*buf = batch
+	sc := s.getScratch()
+	defer s.putScratch(sc)
+	batch, err := decodePayload(req.GetPayload(), sc.samples[:0])
+	sc.samples = batch
 	if err != nil {
 		// A failed decode may have filled samples past the length it
 		// returns: drop their IDs (aliasing the request) before pooling.
@@ -42,6 +42,23 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 		return WriteResult{}, status.Error(codes.InvalidArgument, err.Error())
 	}
 
+	// Series this node already holds under the exact ID bytes, in the
+	// shard sent, need neither validation nor hashing: they passed both
+	// before. The ref cache knows the series this server wrote lately;
+	// storage is asked about the others. The refs also spare storage its
+	// lookup.
+	ns := req.GetNamespace()
+	sc.grow(len(batch))
+	for i := range batch {
+		sc.firsts[i] = i == 0 || batch[i].Shard != batch[i-1].Shard || !sameSlice(batch[i].ID, batch[i-1].ID)
+	}
+	s.refs.lookup(ns, batch, sc.firsts, sc.hashes, sc.hits)
+	for i := range batch {
+		if !sc.firsts[i] {
+			batch[i].Ref = batch[i-1].Ref
+		}
+	}
+	s.db.ResolveRefs(ns, batch)
 	check := newShardCheck(s.own, OpWrite, s.db.NumShards())
 	var prevID []byte
 	entry := -1
@@ -53,6 +70,11 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 		}
 		prevID = smp.ID
 		entry++
+		if smp.Ref != nil {
+			// Ownership is checked at every write: the placement moves.
+			check.allowed(smp.Shard)
+			continue
+		}
 		// What HTTP remote write would refuse, the RPC port refuses too:
 		// one validation (limits.CheckID) for both paths.
 		if err := s.opts.Limits.CheckID(smp.ID); err != nil {
@@ -73,8 +95,11 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	}
 
 	total := len(batch)
-	if req.GetFillOnly() {
-		if batch, err = s.withoutHeld(req.GetNamespace(), batch); err != nil {
+	fill := req.GetFillOnly()
+	if fill {
+		// withoutHeld compacts batch: sc's per-sample scratch no longer
+		// lines up with it, so these series are not remembered below.
+		if batch, err = s.withoutHeld(ns, batch); err != nil {
 			st := storageStatus("write batch (fill only)", err)
 			s.logTransient("WriteBatch", st)
 			return WriteResult{}, st
@@ -83,7 +108,10 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 			return WriteResult{Written: total}, nil
 		}
 	}
-	err = s.db.WriteBatch(req.GetNamespace(), batch)
+	err = s.db.WriteBatch(ns, batch)
+	if !fill && (err == nil || errors.As(err, new(*storage.RejectedError))) {
+		s.remember(ns, batch, sc)
+	}
 	var rejected *storage.RejectedError
 	switch {
 	case err == nil:
@@ -98,22 +126,61 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	}
 }
 
-func (s *Server) getSamples(n int) *[]storage.Sample {
-	if v, ok := s.samples.Get().(*[]storage.Sample); ok && cap(*v) >= n {
-		return v
+// remember puts in the ref cache the series of a written batch that it
+// did not hold or held with another ref (storage found that one stale).
+// Every series of the batch passed validation or was resolved.
+func (s *Server) remember(ns string, batch []storage.Sample, sc *writeScratch) {
+	for i := range batch {
+		smp := &batch[i]
+		if !sc.firsts[i] || smp.Ref == nil {
+			continue
+		}
+		if e := sc.hits[i]; e == nil || e.ref != smp.Ref {
+			s.refs.put(ns, smp.ID, smp.Shard, smp.Ref)
+		}
 	}
-	b := make([]storage.Sample, 0, n)
-	return &b
 }
 
-// putSamples returns a batch buffer to the pool without the IDs (which
-// alias the request) and series refs it held. Only its length is cleared:
-// the buffer keeps the capacity of the largest batch it ever held, and a
+// sameSlice says whether a and b are the same bytes in memory: the
+// samples of one payload entry share their ID slice.
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
+}
+
+// writeScratch is the pooled working memory of one write batch: the
+// decoded samples and, per sample, whether it starts a run of its series,
+// its ID's hash and the ref cache entry it hit.
+type writeScratch struct {
+	samples []storage.Sample
+	firsts  []bool
+	hashes  []uint64
+	hits    []*refEntry
+}
+
+// grow sizes the per-sample scratch to n, every hit nil.
+func (sc *writeScratch) grow(n int) {
+	if cap(sc.hits) < n {
+		sc.firsts, sc.hashes, sc.hits = make([]bool, n), make([]uint64, n), make([]*refEntry, n)
+	}
+	sc.firsts, sc.hashes, sc.hits = sc.firsts[:n], sc.hashes[:n], sc.hits[:n]
+}
+
+func (s *Server) getScratch() *writeScratch {
+	if v, ok := s.scratch.Get().(*writeScratch); ok {
+		return v
+	}
+	return &writeScratch{}
+}
+
+// putScratch returns a batch's scratch to the pool without the IDs (which
+// alias the request), series refs and entries it held. Only its length is
+// cleared: it keeps the capacity of the largest batch it ever held, and a
 // small write must not pay for clearing all of it.
-func (s *Server) putSamples(b *[]storage.Sample) {
-	clear(*b)
-	*b = (*b)[:0]
-	s.samples.Put(b)
+func (s *Server) putScratch(sc *writeScratch) {
+	clear(sc.samples)
+	clear(sc.hits)
+	sc.samples, sc.firsts, sc.hashes, sc.hits = sc.samples[:0], sc.firsts[:0], sc.hashes[:0], sc.hits[:0]
+	s.scratch.Put(sc)
 }
 
 // withoutHeld drops, in place, the samples whose series already has a

@@ -636,3 +636,38 @@ func (r *rangeIterator) Next() bool {
 
 func (r *rangeIterator) At() (int64, float64) { return r.it.At() }
 func (r *rangeIterator) Err() error           { return r.it.Err() }
+
+// ResolveRefs sets the Ref of every sample of batch without one whose
+// series is in memory in namespace ns, in the sample's shard, under
+// exactly the sample's ID bytes; it leaves the others' Ref nil, keeps a
+// Ref the caller set (WriteBatch checks those as always) and creates
+// nothing (not even the shard). Every write path files a series in the shard its
+// ID hashes to, so a resolved sample's ID is known to be a canonical ID of
+// that shard: a caller that must validate IDs from the network (the node
+// RPC server) validates only the unresolved ones, and WriteBatch then
+// skips the lookup for the resolved ones. Consecutive samples with the
+// same ID and shard are looked up once. An unknown namespace resolves
+// nothing.
+func (db *Database) ResolveRefs(nsName string, batch []Sample) {
+	ns := db.namespaces[nsName]
+	if ns == nil {
+		return
+	}
+	for i := range batch {
+		s := &batch[i]
+		if i > 0 && s.Shard == batch[i-1].Shard && ident.Same(s.ID, batch[i-1].ID) {
+			s.Ref = batch[i-1].Ref
+			continue
+		}
+		if s.Ref != nil || s.Shard >= db.opts.NumShards {
+			continue
+		}
+		sh := ns.shards[s.Shard].Load()
+		if sh == nil {
+			continue
+		}
+		sh.mu.RLock()
+		s.Ref = sh.series.get(hashID(s.ID), s.ID)
+		sh.mu.RUnlock()
+	}
+}

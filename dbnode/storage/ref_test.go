@@ -79,3 +79,43 @@ func TestBatchKeepsPerSeriesOrderAcrossStripes(t *testing.T) {
 		require.Equal(t, []tv{{base + 500, -1}, {base + 1000, float64(i + 2)}}, readAll(t, db, id, base, base+10_000))
 	}
 }
+
+// ResolveRefs finds only series held in memory under the exact ID in the
+// shard named, in the namespace named, and creates nothing.
+func TestResolveRefs(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	db := openDB(t, testOpts(t.TempDir(), clk))
+	id, unknown := sid("res", "k", "a"), sid("res", "k", "b")
+	shard := db.Shard(id)
+	w := []Sample{{ID: id, Shard: shard, T: ms(t0) + 1000, V: 1}}
+	require.NoError(t, db.WriteBatch("default", w))
+
+	copyID := append([]byte(nil), id...) // equal bytes, another slice
+	b := []Sample{
+		{ID: id, Shard: shard}, {ID: id, Shard: shard}, // a run: one lookup
+		{ID: copyID, Shard: shard},
+		{ID: id, Shard: (shard + 1) % db.NumShards()}, // wrong shard
+		{ID: unknown, Shard: db.Shard(unknown)},
+		{ID: id, Shard: db.NumShards()}, // out of range
+		{ID: id[:len(id)-1], Shard: shard},
+	}
+	db.ResolveRefs("default", b)
+	require.Same(t, w[0].Ref, b[0].Ref)
+	require.Same(t, w[0].Ref, b[1].Ref)
+	require.Same(t, w[0].Ref, b[2].Ref)
+	for i := 3; i < len(b); i++ {
+		require.Nil(t, b[i].Ref, "sample %d", i)
+	}
+	nsShards := db.namespaces["default"].shards
+	require.Nil(t, nsShards[(shard+1)%db.NumShards()].Load(), "a lookup must not create a shard")
+
+	// A ref the caller set is kept (WriteBatch checks it).
+	b = []Sample{{ID: unknown, Shard: db.Shard(unknown), Ref: w[0].Ref}}
+	db.ResolveRefs("default", b)
+	require.Same(t, w[0].Ref, b[0].Ref)
+
+	b = []Sample{{ID: id, Shard: shard}}
+	db.ResolveRefs("nope", b)
+	require.Nil(t, b[0].Ref, "unknown namespace")
+	require.Equal(t, 1, countSeries(db))
+}
