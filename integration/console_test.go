@@ -149,8 +149,16 @@ var (
 	bodyVersion = regexp.MustCompile(`<body[^>]*data-version="(\d+)"`)
 )
 
-// consoleCounts parses the instances the page drew from its DOM:
-// id -> state -> count, and the placement version it shows.
+func flag(s string) int {
+	if s == "true" {
+		return 1
+	}
+	return 0
+}
+
+// consoleCounts parses the instances the page drew from its DOM: id ->
+// state -> count (and healthy, ready: 1 or 0), and the placement version
+// it shows.
 func consoleCounts(dom []byte) (map[string]map[string]int, int64, error) {
 	if !bodyLoaded.Match(dom) {
 		return nil, 0, errors.New("page has not loaded the cluster (body data-loaded is not 1)")
@@ -174,9 +182,7 @@ func consoleCounts(dom []byte) (map[string]map[string]int, int64, error) {
 			}
 			counts[st] = n
 		}
-		if attrs["ready"] != "true" || attrs["healthy"] != "true" {
-			return nil, 0, fmt.Errorf("instance %q shown healthy=%s ready=%s", attrs["instance"], attrs["healthy"], attrs["ready"])
-		}
+		counts["healthy"], counts["ready"] = flag(attrs["healthy"]), flag(attrs["ready"])
 		out[attrs["instance"]] = counts
 	}
 	return out, version, nil
@@ -189,15 +195,37 @@ func consoleCounts(dom []byte) (map[string]map[string]int, int64, error) {
 // when set, to keep it).
 func TestConsoleInChromium(t *testing.T) {
 	bin := chromiumPath(t)
-	e, nodes, _ := clusterN(t, 3)
-	want := placementFromCLI(t, e.client)
+	e, nodes, ec := clusterN(t, 3)
+	url := nodes[1].url() + "/"
+	pageMatches(t, bin, url, e.client, nil)
+	screenshot(t, bin, url, "console.png")
+
+	// A fourth instance that never starts: its shards stay INITIALIZING
+	// and their old copies LEAVING (moving, drawn highlighted), and its
+	// probes fail. The page still shows exactly what placement get says.
+	down := placement.Instance{ID: "node4", IsolationGroup: "rack4", Zone: "z", Weight: 1,
+		Endpoint: freePort(t), HTTPEndpoint: freePort(t)}
+	casPlacement(t, ec, func(p placement.Placement) (placement.Placement, error) { return placement.Add(p, down) })
+	p := pageMatches(t, bin, url, e.client, map[string]bool{"node4": true})
+	require.Positive(t, placement.MovingShards(p))
+	screenshot(t, bin, url, "console-moving.png")
+}
+
+// pageMatches waits until the page at url shows, for every instance, the
+// shard counts per state that `tessera placement get` reports, and every
+// instance healthy and ready but those in down; it returns the placement.
+func pageMatches(t *testing.T, bin, url, etcd string, down map[string]bool) placement.Placement {
+	want := placementFromCLI(t, etcd)
 	wantCounts := map[string]map[string]int{}
 	for _, in := range want.Instances {
 		c := in.CountByState()
+		up := 1
+		if down[in.ID] {
+			up = 0
+		}
 		wantCounts[in.ID] = map[string]int{"initializing": c[placement.Initializing],
-			"available": c[placement.Available], "leaving": c[placement.Leaving]}
+			"available": c[placement.Available], "leaving": c[placement.Leaving], "healthy": up, "ready": up}
 	}
-	url := nodes[1].url() + "/"
 	eventually(t, 3*time.Minute, "the console shows the placement's shard counts", func() error {
 		dom, err := runChromium(t, bin, url, "--dump-dom")
 		if err != nil {
@@ -215,8 +243,13 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 		return nil
 	})
+	return want
+}
 
-	shot := filepath.Join(t.TempDir(), "console.png")
+// screenshot saves the page as name in the test's temp dir (and in
+// $TESSERA_CONSOLE_SCREENSHOT_DIR when set, to keep it) and logs where.
+func screenshot(t *testing.T, bin, url, name string) {
+	shot := filepath.Join(t.TempDir(), name)
 	_, err := runChromium(t, bin, url, "--screenshot="+shot, "--window-size=1280,1100", "--hide-scrollbars")
 	require.NoError(t, err)
 	png, err := os.ReadFile(shot)
@@ -225,7 +258,7 @@ func TestConsoleInChromium(t *testing.T) {
 	require.Greater(t, len(png), 10_000, "screenshot of %d bytes: a blank page?", len(png))
 	t.Logf("console screenshot: %s (%d bytes)", shot, len(png))
 	if dir := os.Getenv("TESSERA_CONSOLE_SCREENSHOT_DIR"); dir != "" {
-		keep := filepath.Join(dir, "console.png")
+		keep := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(keep, png, 0o644))
 		t.Logf("console screenshot kept at %s", keep)
 	}

@@ -80,7 +80,7 @@ function renderInstance(inst, self) {
       el("span", { class: "A" }, "AVAILABLE ", el("b", { class: "count", "data-state": "AVAILABLE" }, c.AVAILABLE)),
       el("span", { class: "I" }, "INIT ", el("b", { class: "count", "data-state": "INITIALIZING" }, c.INITIALIZING)),
       el("span", { class: "L" }, "LEAVING ", el("b", { class: "count", "data-state": "LEAVING" }, c.LEAVING))),
-    moving.length ? el("div", { class: "reason" }, "streaming " + moving.join(", ")) : "",
+    moving.length ? el("div", { class: "reason" }, "moving in: " + moving.join(", ")) : "",
     el("div", { class: "reason" }, reason),
     (inst.ready.damage || []).length ? el("div", { class: "reason error" }, "damage: " + inst.ready.damage.join("; ")) : "");
 }
