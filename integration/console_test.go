@@ -209,6 +209,44 @@ func TestConsoleInChromium(t *testing.T) {
 	p := pageMatches(t, bin, url, e.client, map[string]bool{"node4": true})
 	require.Positive(t, placement.MovingShards(p))
 	screenshot(t, bin, url, "console-moving.png")
+
+	// Remove node4 from the page, as an operator would: the form, the
+	// confirmation dialog (first cancelled: nothing changes), then the
+	// placement API. Its shards were all INITIALIZING, so the remove undoes
+	// the add without force.
+	b := startBrowser(t, bin, url)
+	b.eval(t, pageHelpers+`(async () => {
+  await until(() => document.body.dataset.loaded === "1", "the page to load");
+  const f = document.querySelector('form[data-action="remove"]');
+  f.elements.id.value = "node4";
+  f.requestSubmit();
+  await until(() => document.getElementById("confirm").open, "the confirmation dialog");
+  document.querySelector('#confirm button[value="cancel"]').click();
+  await until(() => document.getElementById("action-result").textContent === "cancelled", "cancelled");
+  return true;
+})()`, nil)
+	require.Equal(t, p.Version, placementFromCLI(t, e.client).Version, "a cancelled change changed the placement")
+	var res struct {
+		Shown  string `json:"shown"`
+		Result string `json:"result"`
+	}
+	b.eval(t, pageHelpers+`(async () => {
+  const f = document.querySelector('form[data-action="remove"]');
+  f.requestSubmit();
+  await until(() => document.getElementById("confirm").open, "the confirmation dialog");
+  const shown = document.getElementById("confirm-text").textContent;
+  document.getElementById("confirm-ok").click();
+  const out = document.getElementById("action-result");
+  await until(() => /^\d{3}: /.test(out.textContent), "the placement API's answer");
+  return { shown, result: out.textContent };
+})()`, &res)
+	require.Equal(t, "DELETE /api/v1/services/tessera/placement/node4", res.Shown)
+	require.Regexp(t, `^200: done: placement version \d+$`, res.Result)
+	after := placementFromCLI(t, e.client)
+	_, still := after.Instance("node4")
+	require.False(t, still, "node4 still in the placement after the page removed it")
+	require.Zero(t, placement.MovingShards(after))
+	pageMatches(t, bin, url, e.client, nil)
 }
 
 // pageMatches waits until the page at url shows, for every instance, the

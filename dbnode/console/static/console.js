@@ -232,7 +232,7 @@ async function runAction(ev) {
     });
     const text = await resp.text();
     let msg = text;
-    try { const j = JSON.parse(text); msg = j.error ? j.error : "done: placement version " + j.Version; } catch (_) { /* not JSON */ }
+    try { const j = JSON.parse(text); msg = j.error ? j.error : "done: placement version " + j.version; } catch (_) { /* not JSON */ }
     out.className = resp.ok ? "" : "error";
     out.textContent = resp.status + ": " + msg.trim();
   } catch (err) {
