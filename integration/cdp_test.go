@@ -194,4 +194,3 @@ window.until = async (cond, what) => {
   throw new Error("timed out waiting for " + what);
 };
 `
-
