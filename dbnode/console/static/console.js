@@ -127,7 +127,7 @@ function renderRates(r) {
   e.replaceChildren(el("table", {},
     el("tr", {}, el("td", {}, "remote write"), el("td", {}, el("b", { id: "rate-ingest" }, fmtRate(r.ingestSamplesPerSecond)), " samples/s")),
     el("tr", {}, el("td", {}, "stored (all replicas here)"), el("td", {}, el("b", {}, fmtRate(r.storedSamplesPerSecond)), " samples/s")),
-    el("tr", {}, el("td", {}, "PromQL queries"), el("td", {}, el("b", { id: "rate-queries" }, fmtRate(r.queriesPerSecond)), " /s"))));
+    el("tr", {}, el("td", {}, "query API requests"), el("td", {}, el("b", { id: "rate-queries" }, fmtRate(r.queriesPerSecond)), " /s"))));
 }
 
 function renderHints(h) {
