@@ -123,6 +123,12 @@ func TestSecureClusterMTLSAndRoles(t *testing.T) {
 		{bearerClient("ops-admin-token"), "GET", "/debug/pprof/", 200},
 		{http.DefaultClient, "GET", "/health", 200},
 		{http.DefaultClient, "GET", "/metrics", 401},
+		// The console: its page and JSON need read.
+		{http.DefaultClient, "GET", "/", 401},
+		{http.DefaultClient, "GET", "/api/v1/console/cluster", 401},
+		{basicClient("grafana", "grafana-pw"), "GET", "/", 200},
+		{basicClient("grafana", "grafana-pw"), "GET", "/console/console.js", 200},
+		{basicClient("grafana", "grafana-pw"), "GET", "/api/v1/console/cluster", 200},
 	} {
 		req, err := http.NewRequest(c.method, nodes[0].url()+c.path, nil)
 		require.NoError(t, err)

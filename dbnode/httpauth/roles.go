@@ -67,12 +67,18 @@ func (has Role) allows(need Role) bool {
 //     basic auth or a bearer token as easily as remote write does; it
 //     names series counts, rates and the process's internals, which is
 //     more than an anonymous caller should see on a non-loopback port.
+//   - read: the operator's console (dbnode/console): the page at /, its
+//     assets under /console/ and the JSON it polls. It shows the placement,
+//     readiness, hint queues and rates, what a reader may see anyway; its
+//     placement changes call the placement API, which needs admin.
 func Required(r *http.Request) Role {
 	p := r.URL.Path
 	switch p {
 	case "/health", "/ready":
 		return Open
 	case "/metrics":
+		return Read
+	case "/", consolePath:
 		return Read
 	case "/api/v1/prom/remote/write", "/api/v1/write", "/api/v1/otlp/v1/metrics":
 		return Write
@@ -82,7 +88,7 @@ func Required(r *http.Request) Role {
 		"/api/v1/status/buildinfo", "/api/v1/format_query", "/api/v1/parse_query":
 		return Read
 	}
-	if strings.HasPrefix(p, "/api/v1/label/") {
+	if strings.HasPrefix(p, "/api/v1/label/") || strings.HasPrefix(p, consoleAssets) {
 		return Read
 	}
 	if p == placementPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
@@ -94,3 +100,10 @@ func Required(r *http.Request) Role {
 // placementPath is placementhttp.Path (not imported: that package depends
 // on etcd, this one on nothing of ours).
 const placementPath = "/api/v1/services/tessera/placement"
+
+// consolePath and consoleAssets are console.Path and console.AssetPrefix
+// (not imported, as above).
+const (
+	consolePath   = "/api/v1/console/cluster"
+	consoleAssets = "/console/"
+)

@@ -45,6 +45,7 @@ type Node struct {
 	api    *httpapi.API
 	limits *limits.Limits
 	sec    *security
+	reg    *prom.Registry // this node's metrics, read by the console
 
 	httpLn net.Listener
 	rpcLn  net.Listener
@@ -71,7 +72,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		CachedReporter: reporter,
 		Separator:      promreporter.DefaultSeparator,
 	}, time.Second)
-	n := &Node{cfg: cfg, log: log, scope: scope, closer: closer}
+	n := &Node{cfg: cfg, log: log, scope: scope, closer: closer, reg: reg}
 	n.limits = limits.New(limits.Config(cfg.Limits), scope.SubScope("limits"))
 	sec, err := newSecurity(cfg, log, scope.SubScope("http"))
 	if err != nil {
@@ -180,6 +181,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	n.registerConsole(store, n.reg)
 
 	// 3. Own data first (filesets, then commit log): a whole cluster
 	// restarted at once comes back without waiting on peers.

@@ -1,0 +1,231 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
+	"github.com/tessera-tsdb/tessera/placement"
+)
+
+func instance(id, group string) placement.Instance {
+	return placement.Instance{ID: id, IsolationGroup: group, Zone: "z", Weight: 1, Endpoint: id + ":9000"}
+}
+
+// movingPlacement is three instances, each holding every one of 64 shards,
+// plus a fourth added: its shards INITIALIZING from the LEAVING copies.
+func movingPlacement(t *testing.T) placement.Placement {
+	p, err := placement.Init([]placement.Instance{instance("c", "r3"), instance("a", "r1"), instance("b", "r2")}, 64, 3)
+	require.NoError(t, err)
+	p, err = placement.MarkAvailable(p, "a")
+	require.NoError(t, err)
+	p, err = placement.MarkAvailable(p, "b")
+	require.NoError(t, err)
+	p, err = placement.MarkAvailable(p, "c")
+	require.NoError(t, err)
+	p, err = placement.Add(p, instance("d", "r0"))
+	require.NoError(t, err)
+	require.Positive(t, placement.MovingShards(p))
+	return p
+}
+
+func TestInstanceViewsMatchThePlacement(t *testing.T) {
+	p := movingPlacement(t)
+	views := instanceViews(p)
+	require.Len(t, views, 4)
+	// By isolation group: r0 (d) first.
+	require.Equal(t, []string{"d", "a", "b", "c"}, []string{views[0].ID, views[1].ID, views[2].ID, views[3].ID})
+	for _, v := range views {
+		in, ok := p.Instance(v.ID)
+		require.True(t, ok)
+		c := in.CountByState()
+		require.Equal(t, c[placement.Initializing], v.Counts["INITIALIZING"], v.ID)
+		require.Equal(t, c[placement.Available], v.Counts["AVAILABLE"], v.ID)
+		require.Equal(t, c[placement.Leaving], v.Counts["LEAVING"], v.ID)
+		require.Len(t, v.Shards, 64)
+		held := 0
+		for _, s := range in.Shards {
+			require.Equal(t, s.State.String()[:1], v.Shards[s.ID:s.ID+1])
+			held++
+		}
+		require.Equal(t, 64-held, strings.Count(v.Shards, "."), v.ID)
+	}
+	// d streams its shards from the LEAVING copies, named per source.
+	total := 0
+	for src, n := range views[0].Sources {
+		require.Contains(t, []string{"a", "b", "c"}, src)
+		total += n
+	}
+	require.Equal(t, views[0].Counts["INITIALIZING"], total)
+}
+
+// readyNode is a real node HTTP API (storage behind it) on a loopback
+// port, not ready until told.
+func readyNode(t *testing.T) (*httpapi.API, string) {
+	api := httpapi.New(httpapi.Options{Namespace: "default"})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return api, strings.TrimPrefix(srv.URL, "http://")
+}
+
+func closedPort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+func TestClusterProbesEachInstance(t *testing.T) {
+	up, upAddr := readyNode(t)
+	up.SetBackend(httpapi.Local{DB: storagetest.Open(t, 64, nil)})
+	up.SetReady("")
+	booting, bootingAddr := readyNode(t)
+	booting.SetBackend(httpapi.Local{DB: storagetest.Open(t, 64, nil)})
+	booting.SetReady("bootstrapping: 3 shards INITIALIZING")
+
+	p := movingPlacement(t)
+	for i := range p.Instances {
+		switch p.Instances[i].ID {
+		case "a":
+			p.Instances[i].HTTPEndpoint = upAddr
+		case "b":
+			p.Instances[i].HTTPEndpoint = bootingAddr
+		case "c":
+			p.Instances[i].HTTPEndpoint = closedPort(t)
+		} // d: none
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/status/hints", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"enabled":false,"targets":[]}`)
+	})
+	c := New(Options{Self: "a", Local: mux, ProbeTimeout: 5 * time.Second,
+		Placement: func(context.Context) (placement.Placement, error) { return p, nil }})
+	c.Register(mux)
+
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + Path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	var got Cluster
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+
+	byID := map[string]InstanceView{}
+	for _, in := range got.Instances {
+		byID[in.ID] = in
+	}
+	require.True(t, byID["a"].Health.OK)
+	require.True(t, byID["a"].Ready.OK)
+	require.True(t, byID["b"].Health.OK)
+	require.False(t, byID["b"].Ready.OK)
+	require.Equal(t, 503, byID["b"].Ready.Status)
+	require.Equal(t, "bootstrapping: 3 shards INITIALIZING", byID["b"].Ready.Reason)
+	require.True(t, byID["c"].Ready.Checked)
+	require.False(t, byID["c"].Ready.OK)
+	require.Contains(t, byID["c"].Ready.Reason, "refused")
+	require.False(t, byID["d"].Ready.Checked)
+	require.Equal(t, "etcd", got.PlacementSource)
+	require.Equal(t, placement.MovingShards(p), got.Placement.Moving)
+	require.JSONEq(t, `{"enabled":false,"targets":[]}`, string(got.Hints))
+	// No repair route on this mux: said so, not invented.
+	require.Nil(t, got.Repair)
+	require.Contains(t, got.RepairError, "/api/v1/status/repair")
+}
+
+func TestClusterFallsBackToTheCachedPlacement(t *testing.T) {
+	p := movingPlacement(t)
+	c := New(Options{Self: "a",
+		Placement: func(context.Context) (placement.Placement, error) {
+			return placement.Placement{}, errors.New("etcd down")
+		},
+		Cached: func() *placement.Placement { return &p },
+	})
+	got := c.gather(context.Background())
+	require.Equal(t, "cache", got.PlacementSource)
+	require.Contains(t, got.PlacementError, "etcd down")
+	require.Len(t, got.Instances, 4)
+
+	none := New(Options{Placement: func(context.Context) (placement.Placement, error) {
+		return placement.Placement{}, placement.ErrNotFound
+	}}).gather(context.Background())
+	require.Nil(t, none.Placement)
+	require.Empty(t, none.Instances)
+	require.Equal(t, "none", none.PlacementSource)
+}
+
+func TestRepairShownWhenTheRouteAnswers(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/status/repair", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"running":true,"shardsDone":7}`)
+	})
+	got := New(Options{Local: mux}).gather(context.Background())
+	require.JSONEq(t, `{"running":true,"shardsDone":7}`, string(got.Repair))
+	require.Empty(t, got.RepairError)
+}
+
+func TestRatesBetweenReadings(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := New(Options{Now: func() time.Time { return now }})
+	counters := map[string]float64{MetricIngest: 100, MetricStored: 300, MetricQueries: 4}
+	read := func() (map[string]float64, error) {
+		out := map[string]float64{}
+		for k, v := range counters {
+			out[k] = v
+		}
+		return out, nil
+	}
+	r := c.rates.update(now, read)
+	require.False(t, r.Known)
+
+	now = now.Add(2 * time.Second)
+	counters[MetricIngest], counters[MetricStored], counters[MetricQueries] = 300, 900, 8
+	r = c.rates.update(now, read)
+	require.True(t, r.Known)
+	require.InDelta(t, 100, r.IngestSamplesPerSecond, 1e-9)
+	require.InDelta(t, 300, r.StoredSamplesPerSecond, 1e-9)
+	require.InDelta(t, 2, r.QueriesPerSecond, 1e-9)
+
+	// A second page polling 0.5 s later gets the same rates, not a
+	// noisy one over half a second.
+	counters[MetricIngest] = 10_000
+	require.Equal(t, r, c.rates.update(now.Add(500*time.Millisecond), read))
+
+	bad := func() (map[string]float64, error) { return nil, errors.New("gather failed") }
+	require.Equal(t, "gather failed", c.rates.update(now.Add(time.Hour), bad).Error)
+}
+
+func TestPageAndAssetsAreServed(t *testing.T) {
+	mux := http.NewServeMux()
+	New(Options{}).Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for path, want := range map[string]string{
+		"/":                    `<script src="/console/console.js">`,
+		"/console/console.js":  "/api/v1/console/cluster",
+		"/console/console.css": "--A:",
+	} {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode, path)
+		require.Contains(t, string(b), want, path)
+	}
+	// Only / itself is the page: other paths stay 404.
+	resp, err := http.Get(srv.URL + "/no/such/page")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 404, resp.StatusCode)
+}

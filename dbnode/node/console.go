@@ -1,0 +1,63 @@
+package node
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/tessera-tsdb/tessera/dbnode/console"
+	"github.com/tessera-tsdb/tessera/placement"
+)
+
+// registerConsole mounts the operator's console (dbnode/console) on the
+// node's mux: the placement from the store (the cached one when etcd does
+// not answer; call it once n.topo is set), the other instances probed over HTTP(S), rates from this
+// node's registry.
+func (n *Node) registerConsole(store *placement.Store, reg prom.Gatherer) {
+	topo := n.topo
+	scheme := "http"
+	var probe *http.Client
+	if n.sec.httpsOn {
+		scheme = "https"
+		// Other nodes' HTTPS certificates are checked against the system
+		// roots, and against the cluster CA when node RPC has one (a
+		// secured cluster usually signs both with it).
+		if n.sec.rpcClient != nil {
+			probe = &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: n.sec.rpcClient.Clone()}}
+		}
+	}
+	console.New(console.Options{
+		Self:      n.cfg.ID,
+		Placement: store.Get,
+		Cached: func() *placement.Placement {
+			if m := topo.Get(); m != nil {
+				p := m.Placement
+				return &p
+			}
+			return nil
+		},
+		Local:       n.api.Mux(),
+		Counters:    func() (map[string]float64, error) { return sumCounters(reg) },
+		Scheme:      scheme,
+		ProbeClient: probe,
+	}).Register(n.api.Mux())
+}
+
+// sumCounters adds up every counter of the registry by metric name (all
+// label sets together).
+func sumCounters(reg prom.Gatherer) (map[string]float64, error) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("gather metrics: %w", err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if c := m.GetCounter(); c != nil {
+				out[mf.GetName()] += c.GetValue()
+			}
+		}
+	}
+	return out, nil
+}
