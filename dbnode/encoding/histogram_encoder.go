@@ -146,28 +146,32 @@ func (e *HistogramEncoder) AppendHistogram(t int64, h *histogram.Histogram) erro
 		e.ineg, e.ispare = e.ispare, e.ineg
 		e.lay, e.next = e.next, e.lay
 	}
-	e.icount.encode(&e.w, h.Count)
 	e.izero.encode(&e.w, h.ZeroCount)
 	if e.count == 0 {
 		e.sum.encodeFirst(&e.w, h.Sum)
 	} else {
 		e.sum.encode(&e.w, h.Sum)
 	}
-	e.encodeIntBuckets(e.ipos, h.PositiveBuckets)
-	e.encodeIntBuckets(e.ineg, h.NegativeBuckets)
+	pred := h.ZeroCount + e.encodeIntBuckets(e.ipos, h.PositiveBuckets) +
+		e.encodeIntBuckets(e.ineg, h.NegativeBuckets)
+	// The count is almost always the sum of the buckets: code the
+	// difference, a constant zero.
+	e.icount.encode(&e.w, h.Count-pred)
 	e.count++
 	return nil
 }
 
 // encodeIntBuckets codes Prometheus' delta-encoded buckets as per-bucket
 // delta-of-deltas of the absolute counts, so a bucket keeps its state when
-// a neighbour appears.
-func (e *HistogramEncoder) encodeIntBuckets(state []intBucket, deltas []int64) {
-	var abs uint64
+// a neighbour appears. It returns the sum of the counts, wrapping.
+func (e *HistogramEncoder) encodeIntBuckets(state []intBucket, deltas []int64) uint64 {
+	var abs, total uint64
 	for i, d := range deltas {
 		abs += uint64(d)
+		total += abs
 		state[i].encode(&e.w, abs)
 	}
+	return total
 }
 
 // AppendFloatHistogram adds a float histogram sample; errors as for

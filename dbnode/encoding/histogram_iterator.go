@@ -51,6 +51,7 @@ type histIterator struct {
 	fspare        []floatBucket
 	sum           valueCoder
 	sumValue      float64
+	countValue    uint64 // integer histograms
 }
 
 // NewHistogramIterator returns an iterator over a stream produced by
@@ -127,15 +128,19 @@ func (it *histIterator) Next() bool {
 	}
 	ok := true
 	if it.kind == histKindInt {
-		it.icount.decode(r)
 		it.izero.decode(r)
 		it.sumValue, ok = it.decodeSum()
+		it.countValue = it.izero.abs
 		for i := range it.ipos {
 			it.ipos[i].decode(r)
+			it.countValue += it.ipos[i].abs
 		}
 		for i := range it.ineg {
 			it.ineg[i].decode(r)
+			it.countValue += it.ineg[i].abs
 		}
+		it.icount.decode(r)
+		it.countValue += it.icount.abs
 	} else {
 		ok = it.fcount.decode(r) && it.fzero.decode(r)
 		if ok {
@@ -203,7 +208,7 @@ func (it *histIterator) AtHistogram(h *histogram.Histogram) (int64, *histogram.H
 	h.Schema = it.lay.schema
 	h.ZeroThreshold = math.Float64frombits(it.lay.zeroThreshold)
 	h.ZeroCount = it.izero.abs
-	h.Count = it.icount.abs
+	h.Count = it.countValue
 	h.Sum = it.sumValue
 	h.PositiveSpans = copySpans(h.PositiveSpans, it.lay.pos)
 	h.NegativeSpans = copySpans(h.NegativeSpans, it.lay.neg)
