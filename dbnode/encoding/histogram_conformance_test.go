@@ -559,3 +559,28 @@ func TestHistogramConformanceRandom(t *testing.T) {
 		})
 	}
 }
+
+// TestHistogramLayoutChangeKeepsBucketState checks what the per-bucket
+// state remap is for: a bucket appearing in the tail of a steady histogram
+// costs its layout and one fresh bucket, not a restart of every bucket.
+func TestHistogramLayoutChangeKeepsBucketState(t *testing.T) {
+	steady := hSeries(120, latencyHistogram)
+	grown := hSeries(120, func(i int) *histogram.Histogram {
+		h := latencyHistogram(i)
+		if i >= 60 { // a bucket past the last one gets observations
+			h.PositiveSpans = spans(-60, 12, 2, 9)
+			var last int64 // absolute count of the last old bucket
+			for _, d := range h.PositiveBuckets {
+				last += d
+			}
+			h.PositiveBuckets = append(h.PositiveBuckets, int64(i-59)-last)
+			h.Count += uint64(i - 59)
+		}
+		return h
+	})
+	a, b := len(encodeHistStream(t, steady)), len(encodeHistStream(t, grown))
+	requireHistSamples(t, grown, NewHistogramIterator(encodeHistStream(t, grown)), false)
+	// The layout is ~110 bits; the new bucket's 60 samples a few bits
+	// each. A restart of the 20 old buckets would cost hundreds of bytes.
+	require.Less(t, b-a, 100, "steady %d bytes, with a new bucket %d", a, b)
+}
