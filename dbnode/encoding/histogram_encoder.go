@@ -46,12 +46,10 @@ type HistogramEncoder struct {
 
 	// Integer histograms.
 	icount, izero intBucket
-	ipos, ineg    []intBucket
-	ispare        []intBucket
+	ib            bucketStates[intBucket]
 	// Float histograms.
 	fcount, fzero floatBucket
-	fpos, fneg    []floatBucket
-	fspare        []floatBucket
+	fb            bucketStates[floatBucket]
 	// Both.
 	sum valueCoder
 }
@@ -139,12 +137,7 @@ func (e *HistogramEncoder) AppendHistogram(t int64, h *histogram.Histogram) erro
 	}
 	if e.start(t, histKindInt, h.CounterResetHint, h.Schema, h.ZeroThreshold,
 		h.PositiveSpans, h.NegativeSpans, h.CustomValues) {
-		carry := e.count > 0 && e.lay.sameBuckets(&e.next)
-		e.ispare = remapInt(carry, e.lay.pos, e.ipos, e.next.pos, e.ispare)
-		e.ipos, e.ispare = e.ispare, e.ipos
-		e.ispare = remapInt(carry, e.lay.neg, e.ineg, e.next.neg, e.ispare)
-		e.ineg, e.ispare = e.ispare, e.ineg
-		e.lay, e.next = e.next, e.lay
+		e.ib.switchLayout(e.count > 0 && e.lay.sameBuckets(&e.next), &e.lay, &e.next)
 	}
 	e.izero.encode(&e.w, h.ZeroCount)
 	if e.count == 0 {
@@ -152,8 +145,8 @@ func (e *HistogramEncoder) AppendHistogram(t int64, h *histogram.Histogram) erro
 	} else {
 		e.sum.encode(&e.w, h.Sum)
 	}
-	pred := h.ZeroCount + e.encodeIntBuckets(e.ipos, h.PositiveBuckets) +
-		e.encodeIntBuckets(e.ineg, h.NegativeBuckets)
+	pred := h.ZeroCount + e.encodeIntBuckets(e.ib.pos, h.PositiveBuckets) +
+		e.encodeIntBuckets(e.ib.neg, h.NegativeBuckets)
 	// The count is almost always the sum of the buckets: code the
 	// difference, a constant zero.
 	e.icount.encode(&e.w, h.Count-pred)
@@ -186,12 +179,7 @@ func (e *HistogramEncoder) AppendFloatHistogram(t int64, h *histogram.FloatHisto
 	}
 	if e.start(t, histKindFloat, h.CounterResetHint, h.Schema, h.ZeroThreshold,
 		h.PositiveSpans, h.NegativeSpans, h.CustomValues) {
-		carry := e.count > 0 && e.lay.sameBuckets(&e.next)
-		e.fspare = remapFloat(carry, e.lay.pos, e.fpos, e.next.pos, e.fspare)
-		e.fpos, e.fspare = e.fspare, e.fpos
-		e.fspare = remapFloat(carry, e.lay.neg, e.fneg, e.next.neg, e.fspare)
-		e.fneg, e.fspare = e.fspare, e.fneg
-		e.lay, e.next = e.next, e.lay
+		e.fb.switchLayout(e.count > 0 && e.lay.sameBuckets(&e.next), &e.lay, &e.next)
 	}
 	e.fcount.encode(&e.w, h.Count)
 	e.fzero.encode(&e.w, h.ZeroCount)
@@ -201,21 +189,13 @@ func (e *HistogramEncoder) AppendFloatHistogram(t int64, h *histogram.FloatHisto
 		e.sum.encode(&e.w, h.Sum)
 	}
 	for i, v := range h.PositiveBuckets {
-		e.fpos[i].encode(&e.w, v)
+		e.fb.pos[i].encode(&e.w, v)
 	}
 	for i, v := range h.NegativeBuckets {
-		e.fneg[i].encode(&e.w, v)
+		e.fb.neg[i].encode(&e.w, v)
 	}
 	e.count++
 	return nil
-}
-
-func remapFloat(carry bool, oldSpans []histogram.Span, old []floatBucket,
-	newSpans []histogram.Span, dst []floatBucket) []floatBucket {
-	if !carry {
-		old = nil
-	}
-	return remapBuckets(oldSpans, old, newSpans, dst)
 }
 
 // Bytes returns a self-delimiting stream of every sample appended so far,
@@ -232,15 +212,13 @@ func (e *HistogramEncoder) Bytes() []byte {
 
 // Reset empties the encoder, keeping its buffers for reuse.
 func (e *HistogramEncoder) Reset() {
+	e.ib.reset()
+	e.fb.reset()
 	*e = HistogramEncoder{
-		w:      bitWriter{buf: e.w.buf},
-		ipos:   e.ipos[:0],
-		ineg:   e.ineg[:0],
-		ispare: e.ispare[:0],
-		fpos:   e.fpos[:0],
-		fneg:   e.fneg[:0],
-		fspare: e.fspare[:0],
-		lay:    histLayout{pos: e.lay.pos[:0], neg: e.lay.neg[:0]},
-		next:   histLayout{pos: e.next.pos[:0], neg: e.next.neg[:0]},
+		w:    bitWriter{buf: e.w.buf},
+		ib:   e.ib,
+		fb:   e.fb,
+		lay:  histLayout{pos: e.lay.pos[:0], neg: e.lay.neg[:0]},
+		next: histLayout{pos: e.next.pos[:0], neg: e.next.neg[:0]},
 	}
 }

@@ -44,11 +44,9 @@ type histIterator struct {
 	checked bool // end of data verified
 
 	icount, izero intBucket
-	ipos, ineg    []intBucket
-	ispare        []intBucket
+	ib            bucketStates[intBucket]
 	fcount, fzero floatBucket
-	fpos, fneg    []floatBucket
-	fspare        []floatBucket
+	fb            bucketStates[floatBucket]
 	sum           valueCoder
 	sumValue      float64
 	countValue    uint64 // integer histograms
@@ -112,17 +110,10 @@ func (it *histIterator) Next() bool {
 		}
 		carry := it.read > 0 && it.lay.sameBuckets(&it.next)
 		if it.kind == histKindInt {
-			it.ispare = remapInt(carry, it.lay.pos, it.ipos, it.next.pos, it.ispare)
-			it.ipos, it.ispare = it.ispare, it.ipos
-			it.ispare = remapInt(carry, it.lay.neg, it.ineg, it.next.neg, it.ispare)
-			it.ineg, it.ispare = it.ispare, it.ineg
+			it.ib.switchLayout(carry, &it.lay, &it.next)
 		} else {
-			it.fspare = remapFloat(carry, it.lay.pos, it.fpos, it.next.pos, it.fspare)
-			it.fpos, it.fspare = it.fspare, it.fpos
-			it.fspare = remapFloat(carry, it.lay.neg, it.fneg, it.next.neg, it.fspare)
-			it.fneg, it.fspare = it.fspare, it.fneg
+			it.fb.switchLayout(carry, &it.lay, &it.next)
 		}
-		it.lay, it.next = it.next, it.lay
 	} else if it.read == 0 {
 		return it.fail(corruptf("first histogram has no layout"))
 	}
@@ -131,13 +122,13 @@ func (it *histIterator) Next() bool {
 		it.izero.decode(r)
 		it.sumValue, ok = it.decodeSum()
 		it.countValue = it.izero.abs
-		for i := range it.ipos {
-			it.ipos[i].decode(r)
-			it.countValue += it.ipos[i].abs
+		for i := range it.ib.pos {
+			it.ib.pos[i].decode(r)
+			it.countValue += it.ib.pos[i].abs
 		}
-		for i := range it.ineg {
-			it.ineg[i].decode(r)
-			it.countValue += it.ineg[i].abs
+		for i := range it.ib.neg {
+			it.ib.neg[i].decode(r)
+			it.countValue += it.ib.neg[i].abs
 		}
 		it.icount.decode(r)
 		it.countValue += it.icount.abs
@@ -146,11 +137,11 @@ func (it *histIterator) Next() bool {
 		if ok {
 			it.sumValue, ok = it.decodeSum()
 		}
-		for i := 0; ok && i < len(it.fpos); i++ {
-			ok = it.fpos[i].decode(r)
+		for i := 0; ok && i < len(it.fb.pos); i++ {
+			ok = it.fb.pos[i].decode(r)
 		}
-		for i := 0; ok && i < len(it.fneg); i++ {
-			ok = it.fneg[i].decode(r)
+		for i := 0; ok && i < len(it.fb.neg); i++ {
+			ok = it.fb.neg[i].decode(r)
 		}
 	}
 	if !r.ok() {
@@ -164,14 +155,6 @@ func (it *histIterator) Next() bool {
 	return true
 }
 
-func remapInt(carry bool, oldSpans []histogram.Span, old []intBucket,
-	newSpans []histogram.Span, dst []intBucket) []intBucket {
-	if !carry {
-		old = nil
-	}
-	return remapBuckets(oldSpans, old, newSpans, dst)
-}
-
 func (it *histIterator) decodeSum() (float64, bool) {
 	if it.read == 0 {
 		return it.sum.decodeFirst(&it.r)
@@ -181,9 +164,8 @@ func (it *histIterator) decodeSum() (float64, bool) {
 
 // checkEnd rejects bytes after the last sample, as the float stream does.
 func (it *histIterator) checkEnd() {
-	r := &it.r
-	if r.end-r.pos >= 8 || (r.pos&7 != 0 && r.readBits(uint(8-r.pos&7)) != 0) {
-		it.err = corruptf("%d bits after the last of %d histograms", r.end-r.pos, it.read)
+	if n, extra := trailingBits(&it.r); extra {
+		it.err = corruptf("%d bits after the last of %d histograms", n, it.read)
 	}
 }
 
@@ -212,8 +194,8 @@ func (it *histIterator) AtHistogram(h *histogram.Histogram) (int64, *histogram.H
 	h.Sum = it.sumValue
 	h.PositiveSpans = copySpans(h.PositiveSpans, it.lay.pos)
 	h.NegativeSpans = copySpans(h.NegativeSpans, it.lay.neg)
-	h.PositiveBuckets = deltaBuckets(h.PositiveBuckets, it.ipos)
-	h.NegativeBuckets = deltaBuckets(h.NegativeBuckets, it.ineg)
+	h.PositiveBuckets = deltaBuckets(h.PositiveBuckets, it.ib.pos)
+	h.NegativeBuckets = deltaBuckets(h.NegativeBuckets, it.ib.neg)
 	h.CustomValues = it.lay.custom
 	return it.tc.t, h
 }
@@ -234,8 +216,8 @@ func (it *histIterator) AtFloatHistogram(h *histogram.FloatHistogram) (int64, *h
 	h.Sum = it.sumValue
 	h.PositiveSpans = copySpans(h.PositiveSpans, it.lay.pos)
 	h.NegativeSpans = copySpans(h.NegativeSpans, it.lay.neg)
-	h.PositiveBuckets = floatBuckets(h.PositiveBuckets, it.fpos)
-	h.NegativeBuckets = floatBuckets(h.NegativeBuckets, it.fneg)
+	h.PositiveBuckets = floatBuckets(h.PositiveBuckets, it.fb.pos)
+	h.NegativeBuckets = floatBuckets(h.NegativeBuckets, it.fb.neg)
 	h.CustomValues = it.lay.custom
 	return it.tc.t, h
 }

@@ -82,16 +82,16 @@ func (l *histLayout) sameBuckets(next *histLayout) bool {
 
 // write emits the layout (see docs/format/histogram.md, "Layout").
 func (l *histLayout) write(w *bitWriter) {
-	writeHistInt(w, int64(l.schema))
+	writeTimestampCode(w, int64(l.schema))
 	w.writeBits(l.zeroThreshold, 64)
 	for _, spans := range [2][]histogram.Span{l.pos, l.neg} {
-		writeHistInt(w, int64(len(spans)))
+		writeTimestampCode(w, int64(len(spans)))
 		for _, s := range spans {
-			writeHistInt(w, int64(s.Offset))
-			writeHistInt(w, int64(s.Length))
+			writeTimestampCode(w, int64(s.Offset))
+			writeTimestampCode(w, int64(s.Length))
 		}
 	}
-	writeHistInt(w, int64(len(l.custom)))
+	writeTimestampCode(w, int64(len(l.custom)))
 	for _, c := range l.custom {
 		w.writeBits(math.Float64bits(c), 64)
 	}
@@ -100,7 +100,7 @@ func (l *histLayout) write(w *bitWriter) {
 // read decodes a layout into l, checking every count against the bits left
 // so that no input makes it allocate more than the input's size warrants.
 func (l *histLayout) read(r *bitReader) error {
-	schema := int64(readHistInt(r))
+	schema := int64(readTimestampCode(r))
 	if schema != int64(int32(schema)) {
 		return corruptf("schema %d out of range", schema)
 	}
@@ -113,7 +113,7 @@ func (l *histLayout) read(r *bitReader) error {
 	if l.neg, err = readSpans(r, l.neg[:0]); err != nil {
 		return err
 	}
-	n := readHistInt(r)
+	n := readTimestampCode(r)
 	if n > bitsLeft(r)/64 {
 		return corruptf("%d custom bucket bounds in %d bits", int64(n), bitsLeft(r))
 	}
@@ -132,12 +132,12 @@ func (l *histLayout) read(r *bitReader) error {
 }
 
 func readSpans(r *bitReader, dst []histogram.Span) ([]histogram.Span, error) {
-	n := readHistInt(r)
+	n := readTimestampCode(r)
 	if n > bitsLeft(r)/2 { // a span takes at least two one-bit codes
 		return dst, corruptf("%d spans in %d bits", int64(n), bitsLeft(r))
 	}
 	for range n {
-		off, length := int64(readHistInt(r)), readHistInt(r)
+		off, length := int64(readTimestampCode(r)), readTimestampCode(r)
 		if off != int64(int32(off)) || length > math.MaxUint32 {
 			return dst, corruptf("span offset %d or length %d out of range", off, int64(length))
 		}
@@ -194,6 +194,30 @@ func remapBuckets[T any](oldSpans []histogram.Span, old []T, newSpans []histogra
 	return dst
 }
 
+// bucketStates is the per-bucket coder state of both bucket lists, with a
+// spare list for remapping without allocating.
+type bucketStates[T any] struct{ pos, neg, spare []T }
+
+// switchLayout moves the state from layout old to next (remapBuckets; carry
+// false starts every bucket afresh); old and next are then swapped, so
+// *old is the layout in force.
+func (b *bucketStates[T]) switchLayout(carry bool, old, next *histLayout) {
+	var oldPos, oldNeg []T
+	if carry {
+		oldPos, oldNeg = b.pos, b.neg
+	}
+	b.spare = remapBuckets(old.pos, oldPos, next.pos, b.spare)
+	b.pos, b.spare = b.spare, b.pos
+	b.spare = remapBuckets(old.neg, oldNeg, next.neg, b.spare)
+	b.neg, b.spare = b.spare, b.neg
+	*old, *next = *next, *old
+}
+
+// reset empties b, keeping its storage.
+func (b *bucketStates[T]) reset() {
+	b.pos, b.neg, b.spare = b.pos[:0], b.neg[:0], b.spare[:0]
+}
+
 // spanIter walks the bucket indices of spans; k counts buckets returned.
 type spanIter struct {
 	spans []histogram.Span
@@ -229,46 +253,6 @@ func (s *spanIter) next() (int64, bool) {
 	s.k++
 	s.left--
 	return s.idx, true
-}
-
-// Histogram integer codes: a prefix of k ones then a zero (none after five
-// ones), then a signed payload of histPayload[k] bits. Bucket
-// delta-of-deltas of a steadily growing counter mostly fit the 4-bit code.
-var histPayload = [6]uint{0, 4, 8, 16, 32, 64}
-
-func writeHistInt(w *bitWriter, x int64) {
-	switch {
-	case x == 0:
-		w.writeBits(0, 1)
-	case fitsSigned(x, 4):
-		w.writeBits(0b10<<4|uint64(x)&(1<<4-1), 2+4)
-	case fitsSigned(x, 8):
-		w.writeBits(0b110<<8|uint64(x)&(1<<8-1), 3+8)
-	case fitsSigned(x, 16):
-		w.writeBits(0b1110<<16|uint64(x)&(1<<16-1), 4+16)
-	case fitsSigned(x, 32):
-		w.writeBits(0b11110<<32|uint64(x)&(1<<32-1), 5+32)
-	default:
-		w.writeBits(0b11111, 5)
-		w.writeBits(uint64(x), 64)
-	}
-}
-
-func readHistInt(r *bitReader) uint64 {
-	word := r.peek()
-	ones := uint(bits.LeadingZeros64(^word))
-	switch {
-	case ones == 0:
-		r.skip(1)
-		return 0
-	case ones >= 5:
-		r.skip(5)
-		return r.readBits64(64)
-	default:
-		k := histPayload[ones]
-		r.skip(ones + 1 + k)
-		return signExtend(word<<(ones+1)>>(64-k), k)
-	}
 }
 
 // Counter reset hint codes: '0' same hint as the previous sample (the first
