@@ -28,8 +28,9 @@ var emptyHistStream = []byte{histStreamFormat, byte(histKindNone), 0, 0, 0, 0}
 // docs/format/histogram.md. Timestamps are coded as the float encoding codes
 // them; the layout (schema, zero threshold, spans, custom bounds) is written
 // with the first sample and again only when it changes; integer counts are
-// delta-of-deltas per bucket, float fields go through the float encoding's
-// value coder. Every field round-trips bit for bit, NaN sums (stale markers)
+// delta-of-deltas per bucket in adaptive Rice codes (the total count as its
+// difference from the buckets' sum), float fields go through the float
+// encoding's value coder. Every field round-trips bit for bit, NaN sums (stale markers)
 // included.
 //
 // Storage does not use it yet. Not safe for concurrent use, Bytes included
