@@ -17,6 +17,10 @@
 //     scrapes; values as integers with their common divisor taken out and
 //     Rice-coded residuals. NewSealedIterator reads it.
 //
+// A third form, the histogram stream (HistogramEncoder, NewHistogramIterator,
+// docs/format/histogram.md), holds Prometheus native histograms, integer or
+// float. Storage does not use it yet.
+//
 // Every float64 bit pattern round-trips exactly (NaN payloads, -0, ±Inf,
 // subnormals) and every int64 timestamp too. Decoders never panic on bad
 // input: Iterator.Err tells corruption from the end of the data.

@@ -159,10 +159,16 @@ func (it *streamIterator) next() bool {
 // checkEnd rejects bytes after the last sample: a stream that does not end
 // where its count says was cut or overwritten.
 func (it *streamIterator) checkEnd() {
-	r := &it.r
-	if r.end-r.pos >= 8 || (r.pos&7 != 0 && r.readBits(uint(8-r.pos&7)) != 0) {
-		it.err = corruptf("%d bits after the last of %d samples", r.end-r.pos, it.read)
+	if n, extra := trailingBits(&it.r); extra {
+		it.err = corruptf("%d bits after the last of %d samples", n, it.read)
 	}
+}
+
+// trailingBits reports whether r has data left beyond the zero padding of
+// its last byte, and how many bits are left.
+func trailingBits(r *bitReader) (uint64, bool) {
+	n := r.end - r.pos
+	return n, n >= 8 || (r.pos&7 != 0 && r.readBits(uint(8-r.pos&7)) != 0)
 }
 
 func (it *streamIterator) fail(err error) bool {
