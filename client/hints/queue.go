@@ -2,6 +2,7 @@ package hints
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -181,7 +182,7 @@ func (q *Queue) scan(s *segment) error {
 		}
 		s.records++
 		if len(p) >= 8 {
-			if created := time.UnixMilli(int64(leUint64(p))); created.After(s.newest) {
+			if created := time.UnixMilli(int64(binary.LittleEndian.Uint64(p))); created.After(s.newest) {
 				s.newest = created
 			}
 		}
@@ -193,11 +194,6 @@ func (q *Queue) scan(s *segment) error {
 	}
 	s.size = end
 	return nil
-}
-
-func leUint64(b []byte) uint64 {
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
 // Append stores samples of namespace ns for the target and returns once
@@ -643,7 +639,7 @@ func (q *Queue) headCreatedLocked() (time.Time, bool) {
 		if _, err := s.rf.ReadAt(b[:], off+s.hdr); err != nil {
 			return time.Time{}, false
 		}
-		return time.UnixMilli(int64(leUint64(b[:]))), true
+		return time.UnixMilli(int64(binary.LittleEndian.Uint64(b[:]))), true
 	}
 	return time.Time{}, false
 }
