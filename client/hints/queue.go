@@ -38,7 +38,7 @@ type segment struct {
 	hseq    uint64                 // the seq in its header, which its frames' checksums cover (the name's, unless renamed)
 	version uint32                 // of its framing: 1 or 2 (segVersion)
 	hdr     int64                  // the size of its frame headers
-	records int                    // intact frames
+	records int                    // frames, the damaged ones counted as the reader skips them
 	newest  time.Time              // created time of the newest record (zero: none)
 	rf      vfs.File               // read handle, opened by the reader
 	fr      *commitlog.FrameReader // over rf, made by the reader
@@ -168,13 +168,15 @@ func (q *Queue) scan(s *segment) error {
 			return fmt.Errorf("hint segment %s: %w", s.path, err)
 		}
 		if reason != "" {
-			at, _, err := fr.Resync(off + 1)
+			at, markers, err := fr.Resync(off + 1)
 			if err != nil {
 				return fmt.Errorf("hint segment %s: %w", s.path, err)
 			}
 			if at < 0 {
 				break // a torn tail
 			}
+			// Counted as the reader will count them when it skips them.
+			s.records += 1 + markers
 			q.opts.Logger.Warn("hint segment has damaged records: they are skipped when read", "target", q.target, "file", s.path,
 				"offset", off, "bytes", at-off, "reason", reason)
 			off = at
@@ -431,6 +433,7 @@ func (q *Queue) NextBatch(maxSamples int) (Record, bool, error) {
 					at = s.size
 				}
 				q.off = at
+				q.skipped += lost
 			}
 			q.m.drop(DropCorrupt, int64(lost))
 			q.opts.Logger.Warn("corrupt hint records skipped", "target", q.target, "file", s.path, "records", lost, "err", err)

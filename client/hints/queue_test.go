@@ -398,8 +398,10 @@ func TestQueueLengthBitFlipCostsOneRecord(t *testing.T) {
 
 		sc := tally.NewTestScope("", nil)
 		_, q2 := openTest(t, dir, Options{Metrics: sc})
+		require.Equal(t, 5, q2.Status().Records)
 		require.Equal(t, []int{0, 1, 3, 4}, drain(t, q2))
 		require.Equal(t, int64(1), counter(sc, "dropped", map[string]string{"target": "node3", "reason": DropCorrupt}))
+		require.Zero(t, q2.Status().Records)
 	})
 	t.Run("live", func(t *testing.T) {
 		dir := t.TempDir()
@@ -415,6 +417,7 @@ func TestQueueLengthBitFlipCostsOneRecord(t *testing.T) {
 		require.NoError(t, q.Append("default", batchOf(5)))
 		require.Equal(t, []int{0, 1, 3, 4, 5}, drain(t, q))
 		require.Equal(t, int64(1), counter(sc, "dropped", map[string]string{"target": "node3", "reason": DropCorrupt}))
+		require.Zero(t, q.Status().Records, "the skipped record is not left in the count")
 	})
 }
 
