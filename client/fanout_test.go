@@ -39,10 +39,11 @@ type fakeOwners struct {
 	calls    []string         // instances called, in order
 	finished map[string]error // instance -> ctx.Err() when its call ended
 	started  map[string]chan struct{}
+	stop     chan struct{} // closed by stopHung: hung calls end
 }
 
 func newFakeOwners(by map[string]behaviour) *fakeOwners {
-	return &fakeOwners{by: by, slowFor: 200 * time.Millisecond, finished: map[string]error{}, started: map[string]chan struct{}{}}
+	return &fakeOwners{by: by, slowFor: 200 * time.Millisecond, finished: map[string]error{}, started: map[string]chan struct{}{}, stop: make(chan struct{})}
 }
 
 func (f *fakeOwners) call(ctx context.Context, inst string, _ []int) (string, error) {
@@ -56,8 +57,12 @@ func (f *fakeOwners) call(ctx context.Context, inst string, _ []int) (string, er
 	}()
 	switch f.by[inst] {
 	case hung:
-		<-ctx.Done()
-		return "", ctx.Err()
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-f.stop:
+			return "", errors.New("hung call stopped by the test")
+		}
 	case failing:
 		return "", fmt.Errorf("%s: %w", inst, errFake)
 	case refusing:
@@ -74,6 +79,10 @@ func (f *fakeOwners) call(ctx context.Context, inst string, _ []int) (string, er
 	}
 	return inst, nil
 }
+
+// stopHung ends the hung calls a write left detached (they would
+// otherwise run until Timeout, past the test).
+func (f *fakeOwners) stopHung() { close(f.stop) }
 
 func (f *fakeOwners) called() []string {
 	f.mu.Lock()
@@ -322,6 +331,7 @@ func TestFanoutWriteLevels(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFakeOwners(tc.by)
+			defer f.stopHung()
 			groups := []FanoutGroup{{Owners: tc.owners, Quorum: NewWriteQuorum(tc.owners, 3, tc.level, tc.pairing)}}
 			start := time.Now()
 			_, rep := Fanout(context.Background(), groups, FanoutOptions{Timeout: time.Minute}, f.call)

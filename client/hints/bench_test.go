@@ -25,8 +25,7 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 func appendRecordBytes(batch []storage.Sample) []byte {
-	out, _ := appendRecord(nil, nil, time.Now(), "default", batch)
-	return out
+	return appendRecord(nil, time.Now(), "default", batch)
 }
 
 // BenchmarkReplayRead: reading hints back, coalesced as a replay does.

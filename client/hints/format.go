@@ -14,8 +14,13 @@ import (
 
 // Segment file layout; docs/format/hints.md describes it byte by byte.
 const (
-	segMagic      = "TSHQ"
-	segVersion    = 1
+	segMagic = "TSHQ"
+	// segVersion is the version this build writes: its records are the
+	// commit log's version 2 frames (marker, length, a checksum over the
+	// segment's seq, the length and the payload), so a reader finds the
+	// record after a damaged one. Version 1 segments (length and CRC32-C
+	// of the payload) are still read.
+	segVersion    = 2
 	segHeaderSize = 20 // magic[4] version:u32 seq:u64 crc32c(previous 16 bytes):u32
 	segPrefix     = "hints-"
 	segSuffix     = ".log"
@@ -38,20 +43,21 @@ func appendSegHeader(b []byte, seq uint64) []byte {
 	return commitlog.AppendFileHeader(b, segMagic, segVersion, seq)
 }
 
-// parseSegHeader checks a segment header (commitlog.ParseFileHeader).
-func parseSegHeader(b []byte) (uint64, error) {
+// parseSegHeader checks a segment header (commitlog.ParseFileHeader) and
+// returns its seq and version (1 or 2).
+func parseSegHeader(b []byte) (uint64, uint32, error) {
 	return commitlog.ParseFileHeader(b, segMagic, segVersion, "hint segment")
 }
 
-// appendRecord appends one framed record (the commit log's frame: length,
-// CRC32-C, payload) holding samples of namespace ns, hinted at created.
-func appendRecord(dst, scratch []byte, created time.Time, ns string, samples []storage.Sample) (out, scratchOut []byte) {
-	p := scratch[:0]
-	p = binary.LittleEndian.AppendUint64(p, uint64(created.UnixMilli()))
-	p = binary.AppendUvarint(p, uint64(len(ns)))
-	p = append(p, ns...)
-	p = rpc.AppendSamples(p, samples)
-	return commitlog.AppendFrame(dst, p), p
+// appendRecord appends one record holding samples of namespace ns, hinted
+// at created, in a version 2 frame that commitlog.SealFrame completes once
+// the segment it goes to (whose seq the checksum covers) is known.
+func appendRecord(dst []byte, created time.Time, ns string, samples []storage.Sample) []byte {
+	dst = commitlog.OpenFrame(dst)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(created.UnixMilli()))
+	dst = binary.AppendUvarint(dst, uint64(len(ns)))
+	dst = append(dst, ns...)
+	return rpc.AppendSamples(dst, samples)
 }
 
 // Record is one hinted write: the samples one replica did not

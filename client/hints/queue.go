@@ -1,9 +1,10 @@
 package hints
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -34,10 +35,30 @@ type segment struct {
 	seq     uint64
 	path    string
 	size    int64
-	records int
-	newest  time.Time // created time of the newest record (zero: none)
-	rf      vfs.File  // read handle, opened by the reader
-	open    bool      // the segment appends go to: never removed by the reader
+	hseq    uint64                 // the seq in its header, which its frames' checksums cover (the name's, unless renamed)
+	version uint32                 // of its framing: 1 or 2 (segVersion)
+	hdr     int64                  // the size of its frame headers
+	records int                    // frames, the damaged ones counted as the reader skips them
+	newest  time.Time              // created time of the newest record (zero: none)
+	rf      vfs.File               // read handle, opened by the reader
+	fr      *commitlog.FrameReader // over rf, made by the reader
+	open    bool                   // the segment appends go to: never removed by the reader
+}
+
+// frames returns the segment's frame reader, reading its durable bytes.
+func (s *segment) frames(fs vfs.FS) (*commitlog.FrameReader, error) {
+	if s.rf == nil {
+		f, err := fs.Open(s.path)
+		if err != nil {
+			return nil, err
+		}
+		s.rf = f
+	}
+	if s.fr == nil {
+		s.fr = commitlog.NewFrameReader(s.rf, s.size, s.version, s.hseq)
+	}
+	s.fr.SetSize(s.size)
+	return s.fr, nil
 }
 
 // Queue is the durable, ordered hint queue of one target instance: a
@@ -63,14 +84,13 @@ type Queue struct {
 	closed  bool
 	notify  chan struct{} // signalled (non-blocking) when records become durable
 	nextSeq uint64
-
-	scratch []byte
 }
 
 // batch is the records appended while another write was on disk: the
 // next writer writes and fsyncs them all at once.
 type batch struct {
 	buf     []byte
+	starts  []int // where each record's frame starts in buf
 	records int
 	newest  time.Time
 	done    chan struct{}
@@ -111,10 +131,13 @@ func openQueue(target, dir string, opts Options, m *targetMetrics) (*Queue, erro
 	return q, nil
 }
 
-// scan sizes a segment found on disk: it walks the frame headers (and
-// reads each record's created time) up to the first torn frame, which
-// marks the end of what was durable. Checksums are checked when the
-// records are read.
+// scan sizes a segment found on disk: it checks its frames up to the
+// end of the last intact one, which marks the end of what was durable (a
+// torn tail after it is ignored), and counts the records and the newest
+// created time. A damaged record followed by intact ones costs only
+// itself: the reader skips it (commitlog.FrameReader.Resync) and counts
+// it then. A segment whose header is damaged is read as version 2 with
+// the seq of its name.
 func (q *Queue) scan(s *segment) error {
 	f, err := q.opts.FS.Open(s.path)
 	if err != nil {
@@ -127,43 +150,52 @@ func (q *Queue) scan(s *segment) error {
 	}
 	var hdr [segHeaderSize]byte
 	n, _ := f.ReadAt(hdr[:], 0)
-	if _, err := parseSegHeader(hdr[:n]); err != nil {
-		if errors.Is(err, commitlog.ErrBadHeader) {
-			q.opts.Logger.Warn("hint segment with a bad header: dropped", "target", q.target, "file", s.path, "err", err)
-			return nil
-		}
+	seq, version, err := parseSegHeader(hdr[:n])
+	switch {
+	case errors.Is(err, commitlog.ErrBadHeader):
+		q.opts.Logger.Warn("hint segment with a bad header: reading its records by their markers", "target", q.target, "file", s.path, "err", err)
+		seq, version = s.seq, segVersion
+	case err != nil:
 		return fmt.Errorf("hint segment %s: %w", s.path, err)
 	}
 	size := info.Size()
-	off := int64(segHeaderSize)
-	var fh [commitlog.FrameHeaderSize + 8]byte
+	fr := commitlog.NewFrameReader(f, size, version, seq)
+	s.version, s.hdr, s.hseq = version, fr.HeaderSize(), seq
+	off, end := int64(segHeaderSize), int64(segHeaderSize)
 	for off < size {
-		n, _ := f.ReadAt(fh[:], off)
-		if n < len(fh) {
-			break
+		p, next, reason, err := fr.Frame(off)
+		if err != nil {
+			return fmt.Errorf("hint segment %s: %w", s.path, err)
 		}
-		l, _ := commitlog.ParseFrameHeader(fh[:])
-		if l < recordMin || int64(l) > size-off-commitlog.FrameHeaderSize {
-			break
+		if reason != "" {
+			at, markers, err := fr.Resync(off + 1)
+			if err != nil {
+				return fmt.Errorf("hint segment %s: %w", s.path, err)
+			}
+			if at < 0 {
+				break // a torn tail
+			}
+			// Counted as the reader will count them when it skips them.
+			s.records += 1 + markers
+			q.opts.Logger.Warn("hint segment has damaged records: they are skipped when read", "target", q.target, "file", s.path,
+				"offset", off, "bytes", at-off, "reason", reason)
+			off = at
+			continue
 		}
 		s.records++
-		created := time.UnixMilli(int64(leUint64(fh[commitlog.FrameHeaderSize:])))
-		if created.After(s.newest) {
-			s.newest = created
+		if len(p) >= 8 {
+			if created := time.UnixMilli(int64(binary.LittleEndian.Uint64(p))); created.After(s.newest) {
+				s.newest = created
+			}
 		}
-		off += commitlog.FrameHeaderSize + int64(l)
+		off, end = next, next
 	}
-	if off < size {
+	if end < size {
 		q.opts.Logger.Warn("hint segment has a torn tail: ignored", "target", q.target, "file", s.path,
-			"offset", off, "bytes", size-off)
+			"offset", end, "bytes", size-end)
 	}
-	s.size = off
+	s.size = end
 	return nil
-}
-
-func leUint64(b []byte) uint64 {
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
 // Append stores samples of namespace ns for the target and returns once
@@ -183,7 +215,8 @@ func (q *Queue) Append(ns string, samples []storage.Sample) error {
 		q.pending = b
 	}
 	now := q.opts.Now()
-	b.buf, q.scratch = appendRecord(b.buf, q.scratch, now, ns, samples)
+	b.starts = append(b.starts, len(b.buf))
+	b.buf = appendRecord(b.buf, now, ns, samples)
 	b.records++
 	b.newest = now
 	q.mu.Unlock()
@@ -229,6 +262,15 @@ func (q *Queue) write(b *batch) error {
 	active := q.segs[len(q.segs)-1]
 	prev := active.size
 	q.mu.Unlock()
+	// The frames' checksums cover the segment's seq: a record copied
+	// into another segment does not pass for one of it.
+	for i, start := range b.starts {
+		end := len(b.buf)
+		if i+1 < len(b.starts) {
+			end = b.starts[i+1]
+		}
+		commitlog.SealFrame(b.buf[:end], start, active.hseq)
+	}
 	_, err := q.af.Write(b.buf)
 	if err == nil {
 		err = q.af.Sync()
@@ -281,7 +323,7 @@ func (q *Queue) newSegment() error {
 		_ = q.opts.FS.Remove(s.path)
 		return fmt.Errorf("hint queue %s: sync dir: %w", q.target, err)
 	}
-	s.size = segHeaderSize
+	s.size, s.version, s.hdr, s.hseq = segHeaderSize, segVersion, commitlog.FrameHeaderSize, seq
 	s.open = true
 	q.mu.Lock()
 	q.segs = append(q.segs, s)
@@ -315,6 +357,7 @@ func (q *Queue) removeFirstLocked() {
 	s := q.segs[0]
 	if s.rf != nil {
 		s.rf.Close()
+		s.rf, s.fr = nil, nil
 	}
 	_ = q.opts.FS.Remove(s.path)
 	q.segs = q.segs[1:]
@@ -373,16 +416,27 @@ func (q *Queue) NextBatch(maxSamples int) (Record, bool, error) {
 			if !errors.As(err, &corrupt) {
 				return Record{}, false, err
 			}
-			q.m.drop(DropCorrupt, 1)
-			q.opts.Logger.Warn("corrupt hint record skipped", "target", q.target, "file", s.path, "offset", q.off, "err", err)
-			if corrupt.skip <= 0 {
-				// The frame's length is not trustworthy: the rest of the
-				// segment cannot be framed.
-				q.off = s.size
-			} else {
+			lost := 1
+			if corrupt.skip > 0 {
+				// An intact frame whose payload does not decode.
 				q.off += corrupt.skip
 				q.skipped++
+			} else {
+				// The frame is damaged, its length too perhaps: go on at
+				// the next intact frame, found by its marker.
+				at, markers, rerr := s.fr.Resync(q.off + 1)
+				if rerr != nil {
+					return Record{}, false, fmt.Errorf("hint queue %s: read %s: %w", q.target, s.path, rerr)
+				}
+				lost += markers
+				if at < 0 {
+					at = s.size
+				}
+				q.off = at
+				q.skipped += lost
 			}
+			q.m.drop(DropCorrupt, int64(lost))
+			q.opts.Logger.Warn("corrupt hint records skipped", "target", q.target, "file", s.path, "records", lost, "err", err)
 			continue
 		}
 		cutoff := q.opts.Now().Add(-q.opts.MaxAge)
@@ -414,7 +468,7 @@ func (q *Queue) NextBatch(maxSamples int) (Record, bool, error) {
 }
 
 type corruptError struct {
-	skip int64 // bytes to skip to the next frame; 0: unknown
+	skip int64 // bytes to skip to the next frame; 0: the frame is damaged
 	err  error
 }
 
@@ -423,30 +477,19 @@ func (e *corruptError) Error() string { return e.err.Error() }
 // readLocked reads the record at offset off of s into buffers of its
 // own: the samples of several records stay valid together.
 func (q *Queue) readLocked(s *segment, off int64) (Record, error) {
-	if s.rf == nil {
-		f, err := q.opts.FS.Open(s.path)
-		if err != nil {
-			return Record{}, fmt.Errorf("hint queue %s: open %s: %w", q.target, s.path, err)
-		}
-		s.rf = f
+	fr, err := s.frames(q.opts.FS)
+	if err != nil {
+		return Record{}, fmt.Errorf("hint queue %s: open %s: %w", q.target, s.path, err)
 	}
-	var fh [commitlog.FrameHeaderSize]byte
-	if _, err := s.rf.ReadAt(fh[:], off); err != nil {
-		return Record{}, &corruptError{err: fmt.Errorf("read frame header: %w", err)}
-	}
-	l, sum := commitlog.ParseFrameHeader(fh[:])
-	if int64(l) > s.size-off-commitlog.FrameHeaderSize || l < recordMin {
-		return Record{}, &corruptError{err: fmt.Errorf("frame length %d with %d bytes left", l, s.size-off-commitlog.FrameHeaderSize)}
-	}
-	size := commitlog.FrameHeaderSize + int64(l)
-	p := make([]byte, l)
-	if _, err := s.rf.ReadAt(p, off+commitlog.FrameHeaderSize); err != nil && !errors.Is(err, io.EOF) {
+	p, next, reason, err := fr.Frame(off)
+	if err != nil {
 		return Record{}, fmt.Errorf("hint queue %s: read %s: %w", q.target, s.path, err)
 	}
-	if !commitlog.FrameIntact(p, sum) {
-		return Record{}, &corruptError{skip: size, err: fmt.Errorf("checksum mismatch")}
+	if reason != "" {
+		return Record{}, &corruptError{err: errors.New(reason)}
 	}
-	rec, _, err := decodeRecord(p, nil)
+	size := next - off
+	rec, _, err := decodeRecord(bytes.Clone(p), nil)
 	if err != nil {
 		return Record{}, &corruptError{skip: size, err: err}
 	}
@@ -556,7 +599,7 @@ func (q *Queue) close() error {
 	for _, s := range q.segs {
 		if s.rf != nil {
 			s.rf.Close()
-			s.rf = nil
+			s.rf, s.fr = nil, nil
 		}
 	}
 	return err
@@ -585,7 +628,7 @@ func (q *Queue) headCreatedLocked() (time.Time, bool) {
 		if i == 0 && q.off > off {
 			off = q.off
 		}
-		if off+commitlog.FrameHeaderSize+8 > s.size {
+		if off+s.hdr+8 > s.size {
 			continue
 		}
 		if s.rf == nil {
@@ -596,10 +639,10 @@ func (q *Queue) headCreatedLocked() (time.Time, bool) {
 			s.rf = f
 		}
 		var b [8]byte
-		if _, err := s.rf.ReadAt(b[:], off+commitlog.FrameHeaderSize); err != nil {
+		if _, err := s.rf.ReadAt(b[:], off+s.hdr); err != nil {
 			return time.Time{}, false
 		}
-		return time.UnixMilli(int64(leUint64(b[:]))), true
+		return time.UnixMilli(int64(binary.LittleEndian.Uint64(b[:]))), true
 	}
 	return time.Time{}, false
 }

@@ -1,7 +1,10 @@
 package hints
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sort"
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 	"github.com/uber-go/tally/v4"
@@ -350,4 +354,88 @@ func TestQueueAckAfterDropIsIgnored(t *testing.T) {
 	require.NotEmpty(t, got)
 	require.Equal(t, seq(got[0], 20), got)
 	require.Greater(t, got[0], 0)
+}
+
+// frameStarts returns the offsets of the records of a version 2 segment,
+// found by the marker the first one starts with.
+func frameStarts(t *testing.T, b []byte) []int {
+	t.Helper()
+	marker := b[segHeaderSize : segHeaderSize+4]
+	var out []int
+	for off := segHeaderSize; ; {
+		i := bytes.Index(b[off:], marker)
+		if i < 0 {
+			return out
+		}
+		out = append(out, off+i)
+		off += i + 1
+	}
+}
+
+// TestQueueLengthBitFlipCostsOneRecord: a bit flip in a record's length
+// field costs that record only, whether the queue finds it when opening
+// the segment or while reading the segment it is appending to.
+func TestQueueLengthBitFlipCostsOneRecord(t *testing.T) {
+	flip := func(t *testing.T, path string) {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		starts := frameStarts(t, b)
+		require.Len(t, starts, 5)
+		b[starts[2]+4] ^= 0x04 // the length field's low byte
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+	}
+	t.Run("reopened", func(t *testing.T) {
+		dir := t.TempDir()
+		s, q := openTest(t, dir, Options{})
+		for k := 0; k < 5; k++ {
+			require.NoError(t, q.Append("default", batchOf(k)))
+		}
+		require.NoError(t, s.Close())
+		files, err := filepath.Glob(filepath.Join(dir, "node3", "hints-*.log"))
+		require.NoError(t, err)
+		require.Len(t, files, 1)
+		flip(t, files[0])
+
+		sc := tally.NewTestScope("", nil)
+		_, q2 := openTest(t, dir, Options{Metrics: sc})
+		require.Equal(t, 5, q2.Status().Records)
+		require.Equal(t, []int{0, 1, 3, 4}, drain(t, q2))
+		require.Equal(t, int64(1), counter(sc, "dropped", map[string]string{"target": "node3", "reason": DropCorrupt}))
+		require.Zero(t, q2.Status().Records)
+	})
+	t.Run("live", func(t *testing.T) {
+		dir := t.TempDir()
+		sc := tally.NewTestScope("", nil)
+		_, q := openTest(t, dir, Options{Metrics: sc})
+		for k := 0; k < 5; k++ {
+			require.NoError(t, q.Append("default", batchOf(k)))
+		}
+		files, err := filepath.Glob(filepath.Join(dir, "node3", "hints-*.log"))
+		require.NoError(t, err)
+		require.Len(t, files, 1)
+		flip(t, files[0])
+		require.NoError(t, q.Append("default", batchOf(5)))
+		require.Equal(t, []int{0, 1, 3, 4, 5}, drain(t, q))
+		require.Equal(t, int64(1), counter(sc, "dropped", map[string]string{"target": "node3", "reason": DropCorrupt}))
+		require.Zero(t, q.Status().Records, "the skipped record is not left in the count")
+	})
+}
+
+// TestQueueReadsVersion1Segments: segments an older build wrote (frames
+// of length and CRC32-C of the payload) are still replayed.
+func TestQueueReadsVersion1Segments(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "node3"), 0o755))
+	b := commitlog.AppendFileHeader(nil, segMagic, 1, 7)
+	for k := 0; k < 3; k++ {
+		p := appendRecord(nil, time.Now(), "default", batchOf(k))[commitlog.FrameHeaderSize:]
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
+		b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)))
+		b = append(b, p...)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "node3", segName(7)), b, 0o644))
+	_, q := openTest(t, dir, Options{})
+	require.Equal(t, 3, q.Status().Records)
+	require.NoError(t, q.Append("default", batchOf(3)))
+	require.Equal(t, []int{0, 1, 2, 3}, drain(t, q))
 }

@@ -126,17 +126,14 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 	}
 
 	start := len(dst)
-	dst = append(dst, frameMarker...)
-	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length and checksum, filled below
+	dst = OpenFrame(dst)
 	dst = binary.AppendUvarint(dst, uint64(nNs))
 	dst = append(dst, e.nsDefs...)
 	dst = binary.AppendUvarint(dst, uint64(nSeries))
 	dst = append(dst, e.seriesDefs...)
 	dst = binary.AppendUvarint(dst, uint64(len(batch)))
 	dst = append(dst, e.samples...)
-	payload := dst[start+frameHeaderSize:]
-	binary.LittleEndian.PutUint32(dst[start+4:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(dst[start+8:], frameSum(e.seq, payload))
+	SealFrame(dst, start, e.seq)
 	return dst
 }
 

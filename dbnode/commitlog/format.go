@@ -78,53 +78,30 @@ func appendHeader(b []byte, seq uint64) []byte {
 // unknown version is a different, fatal error: the file was written by a
 // newer Tessera and must not be truncated.
 func parseHeader(b []byte) (seq uint64, version uint32, err error) {
-	if len(b) < headerSize {
-		return 0, 0, fmt.Errorf("%w: %d bytes, want %d", errBadHeader, len(b), headerSize)
-	}
-	if string(b[:4]) != fileMagic {
-		return 0, 0, fmt.Errorf("%w: magic %q", errBadHeader, b[:4])
-	}
-	if got, want := binary.LittleEndian.Uint32(b[16:]), crc32.Checksum(b[:16], castagnoli); got != want {
-		return 0, 0, fmt.Errorf("%w: checksum %08x, want %08x", errBadHeader, got, want)
-	}
-	if v := binary.LittleEndian.Uint32(b[4:]); v != 1 && v != fileVersion {
-		return 0, 0, fmt.Errorf("unsupported commit log version %d (this build reads 1 and %d)", v, fileVersion)
-	}
-	return binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint32(b[4:]), nil
+	return ParseFileHeader(b, fileMagic, fileVersion, "commit log")
 }
 
-// FrameHeaderSize is the size of the header of a version 1 frame:
-// length:u32 crc32c(payload):u32, little endian. The client's hint queue
-// (docs/format/hints.md) frames its records this way; the commit log reads
-// such frames in version 1 files and writes version 2 frames (frameSum).
-const FrameHeaderSize = 8
+// FrameHeaderSize is the size of a version 2 frame's header: marker[4]
+// length:u32 crc32c(seq:u64 length:u32 payload):u32. The client's hint
+// queue (docs/format/hints.md) frames its records this way too and reads
+// them back with FrameReader.
+const FrameHeaderSize = frameHeaderSize
 
-// AppendFrame appends payload framed: its length and CRC32-C, then the
-// bytes.
-func AppendFrame(dst, payload []byte) []byte {
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(payload, castagnoli))
-	return append(dst, payload...)
+// OpenFrame appends the header of a version 2 frame whose payload the
+// caller appends next, in place; SealFrame then fills in its length and
+// checksum.
+func OpenFrame(dst []byte) []byte {
+	dst = append(dst, frameMarker...)
+	return append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length and checksum: SealFrame
 }
 
-// SealFrame fills in the header of the frame that starts at dst[start:]
-// (FrameHeaderSize placeholder bytes, then the payload up to len(dst)),
-// for encoders that write the payload in place.
-func SealFrame(dst []byte, start int) {
-	payload := dst[start+FrameHeaderSize:]
-	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli))
-}
-
-// ParseFrameHeader returns the payload length and checksum of a frame
-// header (at least FrameHeaderSize bytes).
-func ParseFrameHeader(h []byte) (length uint32, sum uint32) {
-	return binary.LittleEndian.Uint32(h), binary.LittleEndian.Uint32(h[4:])
-}
-
-// FrameIntact says whether payload matches the checksum of its header.
-func FrameIntact(payload []byte, sum uint32) bool {
-	return crc32.Checksum(payload, castagnoli) == sum
+// SealFrame fills in the length and checksum of the version 2 frame that
+// starts at dst[start:] (OpenFrame's header, then the payload up to
+// len(dst)), for a file whose header carries seq.
+func SealFrame(dst []byte, start int, seq uint64) {
+	payload := dst[start+frameHeaderSize:]
+	binary.LittleEndian.PutUint32(dst[start+4:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(dst[start+8:], frameSum(seq, payload))
 }
 
 // AppendFileHeader appends the 20-byte header the commit log and the hint
@@ -139,21 +116,22 @@ func AppendFileHeader(b []byte, magic string, version uint32, seq uint64) []byte
 }
 
 // ParseFileHeader checks a header written by AppendFileHeader and returns
-// its seq. A torn or corrupt header wraps ErrBadHeader; an intact header
-// of another version is a different error naming what (a newer build
-// wrote the file, which must be left alone).
-func ParseFileHeader(b []byte, magic string, version uint32, what string) (uint64, error) {
+// its seq and version, from 1 to maxVersion. A torn or corrupt header
+// wraps ErrBadHeader; an intact header of a later version is a different
+// error naming what (a newer build wrote the file, which must be left
+// alone).
+func ParseFileHeader(b []byte, magic string, maxVersion uint32, what string) (seq uint64, version uint32, err error) {
 	if len(b) < headerSize {
-		return 0, fmt.Errorf("%w: %d bytes, want %d", ErrBadHeader, len(b), headerSize)
+		return 0, 0, fmt.Errorf("%w: %d bytes, want %d", ErrBadHeader, len(b), headerSize)
 	}
 	if string(b[:4]) != magic {
-		return 0, fmt.Errorf("%w: magic %q", ErrBadHeader, b[:4])
+		return 0, 0, fmt.Errorf("%w: magic %q", ErrBadHeader, b[:4])
 	}
 	if got, want := binary.LittleEndian.Uint32(b[16:]), crc32.Checksum(b[:16], castagnoli); got != want {
-		return 0, fmt.Errorf("%w: checksum %08x, want %08x", ErrBadHeader, got, want)
+		return 0, 0, fmt.Errorf("%w: checksum %08x, want %08x", ErrBadHeader, got, want)
 	}
-	if v := binary.LittleEndian.Uint32(b[4:]); v != version {
-		return 0, fmt.Errorf("unsupported %s version %d (this build reads %d)", what, v, version)
+	if v := binary.LittleEndian.Uint32(b[4:]); v < 1 || v > maxVersion {
+		return 0, 0, fmt.Errorf("unsupported %s version %d (this build reads 1 to %d)", what, v, maxVersion)
 	}
-	return binary.LittleEndian.Uint64(b[8:]), nil
+	return binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint32(b[4:]), nil
 }

@@ -79,16 +79,49 @@ func (w *window) at(off int64, n int) ([]byte, error) {
 	return w.buf[:n], nil
 }
 
-// frameAt checks the frame starting at off. It returns the payload and
-// the offset after the frame, or reason != "" when there is no intact
-// frame there (err is for I/O failures only).
-func (s *fileScan) frameAt(w *window, off int64) (payload []byte, next int64, reason string, err error) {
-	hs := int64(frameHeaderSize)
-	if s.version == 1 {
-		hs = frameHeaderSizeV1
+// FrameReader checks the frames of one file written in the commit log's
+// framing (version 1: length and CRC32-C; version 2: marker, length and
+// a checksum over the file's seq, the length and the payload) and finds
+// the next intact frame after damage. The commit log's replay and the
+// client's hint queue (docs/format/hints.md) read their files with it,
+// so a corrupt byte costs both only the record it is in.
+type FrameReader struct {
+	w       window
+	seq     uint64
+	version uint32
+}
+
+// NewFrameReader reads the frames of the first size bytes of r, a file of
+// the given framing version (1 or 2) whose header carries seq.
+func NewFrameReader(r io.ReaderAt, size int64, version uint32, seq uint64) *FrameReader {
+	return &FrameReader{w: window{f: r, size: size}, seq: seq, version: version}
+}
+
+// SetSize changes how many bytes of the file may be read: a file being
+// appended to grows. Bytes before the old size must not have changed.
+func (fr *FrameReader) SetSize(size int64) {
+	fr.w.size = size
+	if fr.w.off+int64(len(fr.w.buf)) > size {
+		fr.w.buf, fr.w.off = fr.w.buf[:0], 0
 	}
-	if s.size-off < hs {
-		return nil, 0, fmt.Sprintf("torn record header at offset %d (%d of %d bytes)", off, s.size-off, hs), nil
+}
+
+// HeaderSize is the size of a frame header in this reader's version.
+func (fr *FrameReader) HeaderSize() int64 {
+	if fr.version == 1 {
+		return frameHeaderSizeV1
+	}
+	return frameHeaderSize
+}
+
+// Frame checks the frame starting at off. It returns the payload (valid
+// until the next call) and the offset after the frame, or reason != ""
+// when there is no intact frame there (err is for I/O failures only).
+func (fr *FrameReader) Frame(off int64) (payload []byte, next int64, reason string, err error) {
+	w := &fr.w
+	hs := fr.HeaderSize()
+	if w.size-off < hs {
+		return nil, 0, fmt.Sprintf("torn record header at offset %d (%d of %d bytes)", off, w.size-off, hs), nil
 	}
 	h, err := w.at(off, int(hs))
 	if err != nil {
@@ -96,7 +129,7 @@ func (s *fileScan) frameAt(w *window, off int64) (payload []byte, next int64, re
 	}
 	var length int64
 	var sum uint32
-	if s.version == 1 {
+	if fr.version == 1 {
 		length, sum = int64(binary.LittleEndian.Uint32(h)), binary.LittleEndian.Uint32(h[4:])
 	} else {
 		if string(h[:4]) != frameMarker {
@@ -110,18 +143,18 @@ func (s *fileScan) frameAt(w *window, off int64) (payload []byte, next int64, re
 		// otherwise parse as endless valid version 1 records.
 		return nil, 0, fmt.Sprintf("zero-length record at offset %d", off), nil
 	}
-	if length > s.size-off-hs {
-		return nil, 0, fmt.Sprintf("torn record at offset %d: length %d, %d bytes left", off, length, s.size-off-hs), nil
+	if length > w.size-off-hs {
+		return nil, 0, fmt.Sprintf("torn record at offset %d: length %d, %d bytes left", off, length, w.size-off-hs), nil
 	}
 	payload, err = w.at(off+hs, int(length))
 	if err != nil {
 		return nil, 0, "", err
 	}
 	var got uint32
-	if s.version == 1 {
+	if fr.version == 1 {
 		got = crc32.Checksum(payload, castagnoli)
 	} else {
-		got = frameSum(s.seq, payload)
+		got = frameSum(fr.seq, payload)
 	}
 	if got != sum {
 		return nil, 0, fmt.Sprintf("record at offset %d: checksum %08x, want %08x", off, got, sum), nil
@@ -129,15 +162,16 @@ func (s *fileScan) frameAt(w *window, off int64) (payload []byte, next int64, re
 	return payload, off + hs + length, "", nil
 }
 
-// resync finds the first offset >= from where an intact frame starts, or
+// Resync finds the first offset >= from where an intact frame starts, or
 // -1. Version 2 frames are found by their marker; version 1 frames have
 // none, so every offset is tried. Either way a candidate counts only if
-// its checksum holds (and, in the caller, if it decodes). It also returns
-// the number of frame markers passed over: the records lost in between.
-func (s *fileScan) resync(w *window, from int64) (at int64, markers int, err error) {
-	if s.version == 1 {
-		for off := from; off+frameHeaderSizeV1 < s.size; off++ {
-			if _, _, reason, err := s.frameAt(w, off); err != nil {
+// its checksum holds (callers also decode it). It also returns the
+// number of frame markers passed over: the records lost in between.
+func (fr *FrameReader) Resync(from int64) (at int64, markers int, err error) {
+	size := fr.w.size
+	if fr.version == 1 {
+		for off := from; off+frameHeaderSizeV1 < size; off++ {
+			if _, _, reason, err := fr.Frame(off); err != nil {
 				return -1, 0, err
 			} else if reason == "" {
 				return off, 0, nil
@@ -145,22 +179,22 @@ func (s *fileScan) resync(w *window, from int64) (at int64, markers int, err err
 		}
 		return -1, 0, nil
 	}
-	for pos := from; pos+frameHeaderSize < s.size; {
-		n := int(min(windowSize, s.size-pos))
-		b, err := w.at(pos, n)
+	for pos := from; pos+frameHeaderSize < size; {
+		n := int(min(windowSize, size-pos))
+		b, err := fr.w.at(pos, n)
 		if err != nil {
 			return -1, markers, err
 		}
 		i := bytes.Index(b, []byte(frameMarker))
 		if i < 0 {
-			if pos+int64(n) >= s.size {
+			if pos+int64(n) >= size {
 				break
 			}
 			pos += int64(n - len(frameMarker) + 1) // a marker may straddle the window's end
 			continue
 		}
 		cand := pos + int64(i)
-		if _, _, reason, err := s.frameAt(w, cand); err != nil {
+		if _, _, reason, err := fr.Frame(cand); err != nil {
 			return -1, markers, err
 		} else if reason == "" {
 			return cand, markers, nil
@@ -200,14 +234,15 @@ func scanFile(fs vfs.FS, path string, nameSeq uint64, onRecord func([]Entry) err
 // scan is scanFile over any reader of size bytes.
 func scan(r io.ReaderAt, size int64, nameSeq uint64, onRecord func([]Entry) error) (fileScan, error) {
 	s := fileScan{size: size}
-	w := &window{f: r, size: s.size}
-
-	hdr, err := w.at(0, int(min(headerSize, s.size)))
-	if err != nil {
+	hdr := make([]byte, min(headerSize, size))
+	if n, err := r.ReadAt(hdr, 0); n < len(hdr) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		return s, fmt.Errorf("read header: %w", err)
 	}
+	var err error
 	s.seq, s.version, err = parseHeader(hdr)
-	d := decoder{limit: uint64(s.size)}
 	off := int64(headerSize)
 	var reason string
 	switch {
@@ -221,6 +256,8 @@ func scan(r io.ReaderAt, size int64, nameSeq uint64, onRecord func([]Entry) erro
 	default:
 		s.good = headerSize
 	}
+	fr := NewFrameReader(r, size, s.version, s.seq)
+	d := decoder{limit: uint64(s.size)}
 
 	var (
 		nsRange []TimeRange // by namespace ref
@@ -231,7 +268,7 @@ func scan(r io.ReaderAt, size int64, nameSeq uint64, onRecord func([]Entry) erro
 			if off == s.size {
 				break // clean end
 			}
-			payload, next, why, err := s.frameAt(w, off)
+			payload, next, why, err := fr.Frame(off)
 			if err != nil {
 				return s, err
 			}
@@ -262,7 +299,7 @@ func scan(r io.ReaderAt, size int64, nameSeq uint64, onRecord func([]Entry) erro
 		}
 		// No intact record at off: look for the next one.
 		from := max(off+1, headerSize)
-		at, markers, err := s.resync(w, from)
+		at, markers, err := fr.Resync(from)
 		if err != nil {
 			return s, err
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,4 +158,48 @@ func TestCommitLogDamageIsReported(t *testing.T) {
 	w := db2.Recovery().Warnings()
 	require.Len(t, w, 1)
 	require.Contains(t, w[0], files[0]+".corrupt")
+}
+
+// TestUnreadableLatestVolumeKeepsTheOlder: when the latest volume of a
+// block fails its checks at Open, an older readable volume left beside
+// it (a crash between writing the new volume and removing the old) is
+// served instead of being removed as obsolete: the damaged volume must
+// not cost the data the older one still holds.
+func TestUnreadableLatestVolumeKeepsTheOlder(t *testing.T) {
+	opts, _, ids := flushedBlock(t, 10)
+	dir := filepath.Dir(filesetFile(t, opts, "data"))
+	v0 := map[string][]byte{}
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		v0[e.Name()] = b
+	}
+	// A cold write to the flushed block makes volume 1 (volume 0 and the
+	// cold sample merged) and removes volume 0.
+	db, err := Open(opts)
+	require.NoError(t, err)
+	base := ms(t0)
+	cold := sid("a", "i", "cold")
+	require.NoError(t, db.WriteBatch("default", samples(db, cold, base+1000)))
+	require.NoError(t, db.Tick())
+	require.NoError(t, db.Close())
+	v1, err := filepath.Glob(filepath.Join(dir, "fileset-*-1-index.db"))
+	require.NoError(t, err)
+	require.Len(t, v1, 1, "the cold flush wrote volume 1")
+	v1Index := v1[0]
+	// Volume 0 is back (the crash), volume 1 damaged.
+	for name, b := range v0 {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	}
+	flipByte(t, v1Index, 12)
+
+	db = openDB(t, opts)
+	require.Len(t, db.Recovery().UnreadableFilesets, 1)
+	for _, id := range ids {
+		require.Len(t, readAll(t, db, id, base, base+10_000), 3, "series %s served from volume 0", id)
+	}
+	_, err = os.Stat(strings.Replace(v1Index, "-1-index", "-0-data", 1))
+	require.NoError(t, err, "volume 0 kept")
 }

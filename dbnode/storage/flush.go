@@ -346,15 +346,19 @@ func (db *Database) loadFilesets() error {
 			if err != nil {
 				return fmt.Errorf("list filesets of shard %d: %w", shardID, err)
 			}
-			latest := map[int64]fileset.ID{}
-			for _, id := range ids {
-				if cur, ok := latest[id.BlockStart]; !ok || id.Volume > cur.Volume {
-					latest[id.BlockStart] = id
+			// Per block, the newest volume that opens is served and the
+			// older ones are obsolete. A newest volume failing its checks
+			// does not make the older ones obsolete: one left beside it (a
+			// crash before it was removed) holds the block's data.
+			sort.Slice(ids, func(i, j int) bool {
+				if ids[i].BlockStart != ids[j].BlockStart {
+					return ids[i].BlockStart < ids[j].BlockStart
 				}
-			}
+				return ids[i].Volume > ids[j].Volume
+			})
 			sh := ns.shard(shardID)
 			for _, id := range ids {
-				if id.BlockStart < expireBefore || latest[id.BlockStart] != id {
+				if _, served := sh.blocks[id.BlockStart]; id.BlockStart < expireBefore || served {
 					if err := fileset.Remove(db.opts.FS, db.dataDir(), id); err != nil {
 						return fmt.Errorf("remove obsolete fileset %+v: %w", id, err)
 					}
@@ -363,7 +367,8 @@ func (db *Database) loadFilesets() error {
 				r, err := fileset.Open(db.opts.FS, db.dataDir(), id)
 				if err != nil {
 					// A corrupt fileset must not stop the node: the data
-					// may still be on peers or in the commit log.
+					// may still be in an older volume, on peers or in the
+					// commit log.
 					// Its files are moved aside, kept for inspection,
 					// so the block can be flushed again (a new fileset
 					// of the same name would otherwise be refused).

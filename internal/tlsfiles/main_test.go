@@ -1,0 +1,10 @@
+package tlsfiles
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if a goroutine outlives them.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
