@@ -34,6 +34,7 @@ type Config struct {
 	Cluster    Cluster     `yaml:"cluster"`
 	Etcd       Etcd        `yaml:"etcd"`
 	Bootstrap  Bootstrap   `yaml:"bootstrap"`
+	Repair     Repair      `yaml:"repair"`
 }
 
 // HTTP is the Prometheus-facing HTTP server.
@@ -297,6 +298,7 @@ func (c *Config) Defaults() {
 		c.Bootstrap.MarkAvailableAttempts = 5
 	}
 	defDur(&c.Bootstrap.MarkAvailableBackoff, 200*time.Millisecond)
+	c.Repair.defaults()
 }
 
 func trimScheme(u string) string {

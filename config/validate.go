@@ -143,5 +143,6 @@ func (c *Config) Validate() error {
 	if c.Bootstrap.MarkAvailableBackoff <= 0 {
 		bad("bootstrap.markAvailableBackoff", "must be > 0, got %v", c.Bootstrap.MarkAvailableBackoff)
 	}
+	errs = append(errs, c.Repair.validate()...)
 	return errors.Join(errs...)
 }
