@@ -17,7 +17,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(nodeCommand(), benchCommand(), readyCommand())
+	root.AddCommand(nodeCommand(), benchCommand(), readyCommand(), repairCommand())
 	root.AddCommand(placementCommand()...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tessera:", err)
