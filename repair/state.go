@@ -20,10 +20,10 @@ type ShardResult struct {
 	Namespace string `json:"namespace"`
 	Shard     uint32 `json:"shard"`
 	// Pass is the number of the pass that compared it.
-	Pass     uint64        `json:"pass"`
-	At       time.Time     `json:"at"`
-	Took     time.Duration `json:"tookNs"`
-	Peers    int           `json:"peers"`
+	Pass  uint64        `json:"pass"`
+	At    time.Time     `json:"at"`
+	Took  time.Duration `json:"tookNs"`
+	Peers int           `json:"peers"`
 	Tally
 	// Error is the first failure (a peer unreachable, a storage error);
 	// the rest of the shard's peers were still compared.
