@@ -35,6 +35,10 @@ func (s *Server) seriesChecksums(ctx context.Context, req *SeriesChecksumsReques
 	if err := s.repairPrecheck(ctx, req.Namespace, req.Shard, req.Start, req.End); err != nil {
 		return nil, err
 	}
+	nso, _ := s.namespace(req.Namespace)
+	if bsz := nso.BlockSize.Milliseconds(); bsz > 0 && req.BlockStart%bsz != 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "block start %d is not a multiple of the block size %v", req.BlockStart, nso.BlockSize)
+	}
 	sums, err := s.db.SeriesChecksums(req.Namespace, req.Shard, req.BlockStart, req.Start, req.End)
 	if err != nil {
 		return nil, s.fail("SeriesChecksums", "checksum series", err)
