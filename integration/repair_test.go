@@ -2,10 +2,12 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -185,6 +187,21 @@ func TestRepairBringsBackDeletedFileset(t *testing.T) {
 	require.Equal(t, want, st.Total.SamplesRepaired, "every sample of the block came back through repair")
 	t.Logf("node3 repair: pass %d, %d blocks differing, %d series repaired, %d samples, %d bytes",
 		st.Pass.Number, st.Total.BlocksDiffering, st.Total.SeriesRepaired, st.Total.SamplesRepaired, st.Total.Bytes)
+	// The CLI shows it, for people and machines; a bad flag is an error.
+	bin := tesseraBinary(t)
+	out, err := exec.Command(bin, "repair", "status", "--url", n3.url(), "-v").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "SERIES DIFFERING")
+	require.Equal(t, repairShards+5, strings.Count(string(out), "\n"), "%s", out)
+	out, err = exec.Command(bin, "repair", "status", "--url", n3.url(), "-o", "json").Output()
+	require.NoError(t, err)
+	var cli repair.Status
+	require.NoError(t, json.Unmarshal(out, &cli))
+	require.Equal(t, want, cli.Total.SamplesRepaired)
+	out, err = exec.Command(bin, "repair", "status", "--url", n3.url(), "-o", "yaml").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), `-o "yaml": want table or json`)
+
 	// The repaired block is flushed to a fileset again.
 	eventually(t, 30*time.Second, "block flushed again on node3", func() error {
 		if n := len(filesetFiles(t, n3, shards, bs, "-checkpoint.db")); n < len(shards) {

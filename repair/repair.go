@@ -160,8 +160,17 @@ func New(opts Options) (*Repairer, error) {
 }
 
 // Run runs a pass every Every until ctx ends. A pass a restart
-// interrupted resumes first, at the shards it had not done.
+// interrupted resumes first, at the shards it had not done; after a
+// finished pass the next starts Every after it started. A node that never
+// ran a pass (a new node: it bootstraps from its peers anyway) waits one
+// Every before its first.
 func (r *Repairer) Run(ctx context.Context) {
+	r.mu.Lock()
+	fresh := r.st.Pass.Number == 0
+	r.mu.Unlock()
+	if fresh && ctxsleep.Sleep(ctx, r.opts.Every) != nil {
+		return
+	}
 	for ctx.Err() == nil {
 		r.mu.Lock()
 		last := r.st.Pass
