@@ -26,7 +26,7 @@ import (
 type DB interface {
 	BlockDigests(ns string, shard uint32, start, end int64) ([]storage.BlockDigest, error)
 	SeriesChecksums(ns string, shard uint32, blockStart, start, end int64) ([]storage.SeriesChecksum, error)
-	RepairSeries(ns string, id []byte, peer []storage.RepairPoint) (written, skipped int, err error)
+	RepairSeries(ns string, in []storage.RepairInput) (storage.RepairResult, error)
 	Namespaces() []storage.NamespaceOptions
 }
 

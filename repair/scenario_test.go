@@ -304,3 +304,27 @@ func TestRunRepeatsEveryInterval(t *testing.T) {
 	})
 	require.Equal(t, c.digests(1), c.digests(0))
 }
+
+// TestTwoPeersEachGiveWhatTheyHave: node 0 lacks one series node 1 has
+// and another node 2 has; one pass gets both, and the comparison with the
+// second peer is against the data repaired from the first (the series
+// node 1 gave is not pulled again from node 2, which also has it).
+func TestTwoPeersEachGiveWhatTheyHave(t *testing.T) {
+	c := newCluster(t, 3)
+	seed(c, 0, 1, 2)
+	fromB, fromC := seriesID("fromb", "x"), seriesID("fromc", "x")
+	c.write([]int{1, 2}, fromB, every(flushedFrom, memFrom, 10*time.Minute), ramp)
+	c.write([]int{2}, fromC, every(memFrom, settled, 10*time.Minute), ramp)
+	tickAll(t, c)
+	r := c.repairer(0, nil)
+	p, err := r.RunPass(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, p.Errors)
+	require.Equal(t, int64(2), p.SeriesRepaired)
+	require.Equal(t, int64(12+5), p.SamplesRepaired)
+	_, _, _, fromPeer1 := c.peers[1].calls()
+	_, _, _, fromPeer2 := c.peers[2].calls()
+	require.Equal(t, 1, fromPeer1)
+	require.Equal(t, 1, fromPeer2, "only the series node 1 could not give")
+	require.Equal(t, c.digests(2), c.digests(0))
+}

@@ -41,13 +41,29 @@ func (r *Repairer) repairShard(ctx context.Context, t target) ShardResult {
 	if hi <= lo {
 		return res
 	}
+	// The local digests are computed once and again only after a pull
+	// changed the shard.
+	var local []storage.BlockDigest
+	stale := true
 	for _, o := range t.peers {
 		if ctx.Err() != nil {
 			break
 		}
+		if stale {
+			var err error
+			if local, err = r.opts.DB.BlockDigests(t.ns.Name, t.shard, lo, hi); err != nil {
+				// Nothing to compare against: the shard fails as a whole.
+				res.Errors++
+				res.Error = fmt.Sprintf("local block digests: %v", err)
+				break
+			}
+			stale = false
+		}
 		p, err := r.opts.Dial(o.Endpoint)
 		if err == nil {
-			err = r.comparePeer(ctx, t, p, lo, hi, &res.Tally)
+			written := res.SamplesRepaired
+			err = r.comparePeer(ctx, t, p, local, lo, hi, &res.Tally)
+			stale = res.SamplesRepaired != written || err != nil
 		}
 		if err != nil {
 			res.Errors++
@@ -62,11 +78,7 @@ func (r *Repairer) repairShard(ctx context.Context, t target) ShardResult {
 
 // comparePeer compares the block digests of one shard with one peer and
 // narrows every block that differs.
-func (r *Repairer) comparePeer(ctx context.Context, t target, p Peer, lo, hi int64, tl *Tally) error {
-	local, err := r.opts.DB.BlockDigests(t.ns.Name, t.shard, lo, hi)
-	if err != nil {
-		return fmt.Errorf("local block digests: %w", err)
-	}
+func (r *Repairer) comparePeer(ctx context.Context, t target, p Peer, local []storage.BlockDigest, lo, hi int64, tl *Tally) error {
 	resp, err := p.BlockDigests(ctx, &rpc.BlockDigestsRequest{Namespace: t.ns.Name, Shard: t.shard, Start: lo, End: hi})
 	if err != nil {
 		return fmt.Errorf("block digests: %w", err)
@@ -157,12 +169,24 @@ func (r *Repairer) repairBlock(ctx context.Context, t target, p Peer, bs, lo, hi
 			return fmt.Errorf("fetch %d series: %w", len(ids), err)
 		}
 		n := int64(0)
+		in := make([]storage.RepairInput, 0, len(resp.Series))
 		for _, s := range resp.Series {
 			n += int64(len(s.ID) + len(s.Stream))
-			if err := r.merge(t.ns.Name, s, from, to, tl); err != nil {
+			pts, err := decodeRange(s, from, to)
+			if err != nil {
 				return err
 			}
+			if len(pts) > 0 {
+				in = append(in, storage.RepairInput{ID: s.ID, Points: pts})
+			}
 		}
+		res, err := r.opts.DB.RepairSeries(t.ns.Name, in)
+		if err != nil {
+			return fmt.Errorf("merge %d pulled series: %w", len(in), err)
+		}
+		tl.SeriesRepaired += int64(res.Series)
+		tl.SamplesRepaired += int64(res.Written)
+		tl.SamplesSkipped += int64(res.Skipped)
 		if err := r.received(ctx, tl, n); err != nil {
 			return err
 		}
@@ -170,11 +194,10 @@ func (r *Repairer) repairBlock(ctx context.Context, t target, p Peer, bs, lo, hi
 	return nil
 }
 
-// merge writes a pulled series' samples in [from, to) under the merge
-// rule.
-func (r *Repairer) merge(ns string, s rpc.FetchedSeries, from, to int64, tl *Tally) error {
+// decodeRange decodes a pulled series' samples in [from, to).
+func decodeRange(s rpc.FetchedSeries, from, to int64) ([]storage.RepairPoint, error) {
 	if len(s.Stream) == 0 {
-		return nil
+		return nil, nil
 	}
 	var pts []storage.RepairPoint
 	it := encoding.NewIterator(s.Stream)
@@ -185,18 +208,9 @@ func (r *Repairer) merge(ns string, s rpc.FetchedSeries, from, to int64, tl *Tal
 		}
 	}
 	if err := it.Err(); err != nil {
-		return fmt.Errorf("decode pulled series %x: %w", s.ID, err)
+		return nil, fmt.Errorf("decode pulled series %x: %w", s.ID, err)
 	}
-	written, skipped, err := r.opts.DB.RepairSeries(ns, s.ID, pts)
-	if err != nil {
-		return fmt.Errorf("merge series %x: %w", s.ID, err)
-	}
-	if written > 0 {
-		tl.SeriesRepaired++
-		tl.SamplesRepaired += int64(written)
-	}
-	tl.SamplesSkipped += int64(skipped)
-	return nil
+	return pts, nil
 }
 
 // received counts bytes from a peer and waits for the pace to allow them.

@@ -259,25 +259,71 @@ func Wins(candidate, current float64) bool {
 	return math.Float64bits(candidate) > math.Float64bits(current)
 }
 
-// RepairSeries merges a peer's samples of one series (sorted by
-// timestamp, all in one shard) into this node: a sample is written when
-// the node has no sample at its timestamp, or has one the peer's value
-// Wins over. It reads the local samples over the peer's time span first,
-// so a sample the node already holds costs no write. Samples are written
-// as LoadBatch does (commit log, memory, index for every block the series
-// opens a bucket in; accepted even when cold writes are off); samples out
-// of retention or too far in the future are skipped and counted in
-// skipped. It returns the number of samples written.
-func (db *Database) RepairSeries(nsName string, id []byte, peer []RepairPoint) (written, skipped int, err error) {
+// RepairInput is one series as a peer holds it: its samples over the
+// compared range, sorted by timestamp.
+type RepairInput struct {
+	ID     []byte
+	Points []RepairPoint
+}
+
+// RepairResult counts what RepairSeries wrote: Series is the number of
+// series with at least one sample to write, Written the samples written,
+// Skipped those storage refused (out of retention or too far in the
+// future by the time they arrived).
+type RepairResult struct {
+	Series, Written, Skipped int
+}
+
+// RepairSeries merges peers' samples of series into this node: a sample
+// is written when the node has no sample at its timestamp, or has one the
+// peer's value Wins over. It reads each series' local samples over the
+// peer's time span first, so what the node already holds costs no write.
+// All the samples to write go in one batch, written as LoadBatch does
+// (commit log, memory, index for every block a series opens a bucket in;
+// accepted even when cold writes are off) and durable when it returns.
+func (db *Database) RepairSeries(nsName string, in []RepairInput) (RepairResult, error) {
+	var (
+		res   RepairResult
+		batch []Sample
+	)
+	for _, s := range in {
+		n := len(batch)
+		var err error
+		if batch, err = db.repairCandidates(nsName, s, batch); err != nil {
+			return RepairResult{}, err
+		}
+		if len(batch) > n {
+			res.Series++
+		}
+	}
+	if len(batch) == 0 {
+		return res, nil
+	}
+	err := db.LoadBatch(nsName, batch)
+	var rej *RejectedError
+	switch {
+	case errors.As(err, &rej):
+		res.Written, res.Skipped = len(batch)-rej.Total, rej.Total
+	case err != nil:
+		return RepairResult{}, err
+	default:
+		res.Written = len(batch)
+	}
+	return res, nil
+}
+
+// repairCandidates appends to batch the samples of peer series s that win
+// over (or are missing from) the local series.
+func (db *Database) repairCandidates(nsName string, s RepairInput, batch []Sample) ([]Sample, error) {
+	peer := s.Points
 	if len(peer) == 0 {
-		return 0, 0, nil
+		return batch, nil
 	}
-	it, err := db.Read(nsName, id, peer[0].T, peer[len(peer)-1].T)
+	it, err := db.Read(nsName, s.ID, peer[0].T, peer[len(peer)-1].T)
 	if err != nil {
-		return 0, 0, fmt.Errorf("read local series: %w", err)
+		return nil, fmt.Errorf("read local series: %w", err)
 	}
-	shard := db.Shard(id)
-	var batch []Sample
+	id, shard := s.ID, db.Shard(s.ID)
 	i := 0
 	for it.Next() {
 		t, v := it.At()
@@ -292,21 +338,10 @@ func (db *Database) RepairSeries(nsName string, id []byte, peer []RepairPoint) (
 		}
 	}
 	if err := it.Err(); err != nil {
-		return 0, 0, fmt.Errorf("read local series: %w", err)
+		return nil, fmt.Errorf("read local series: %w", err)
 	}
 	for ; i < len(peer); i++ {
 		batch = append(batch, Sample{ID: id, Shard: shard, T: peer[i].T, V: peer[i].V})
 	}
-	if len(batch) == 0 {
-		return 0, 0, nil
-	}
-	err = db.LoadBatch(nsName, batch)
-	var rej *RejectedError
-	if errors.As(err, &rej) {
-		return len(batch) - rej.Total, rej.Total, nil
-	}
-	if err != nil {
-		return 0, 0, err
-	}
-	return len(batch), 0, nil
+	return batch, nil
 }

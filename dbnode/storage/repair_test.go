@@ -46,10 +46,9 @@ func TestDigestsSameFlushedOrInMemory(t *testing.T) {
 	// A cold write on the flushed block changes a's digest until b has it.
 	require.NoError(t, a.WriteBatch("default", []Sample{{ID: id, Shard: sh, T: ms(t0) + 3000, V: 9}}))
 	require.NotEqual(t, all(b, sh), all(a, sh))
-	w, skipped, err := b.RepairSeries("default", id, []RepairPoint{{T: ms(t0), V: 0}, {T: ms(t0) + 3000, V: 9}})
+	res, err := b.RepairSeries("default", []RepairInput{{ID: id, Points: []RepairPoint{{T: ms(t0), V: 0}, {T: ms(t0) + 3000, V: 9}}}})
 	require.NoError(t, err)
-	require.Zero(t, skipped)
-	require.Equal(t, 1, w, "the sample b already holds with a winning value is not rewritten")
+	require.Equal(t, RepairResult{Series: 1, Written: 1}, res, "the sample b already holds with a winning value is not rewritten")
 	require.Equal(t, all(a, sh), all(b, sh))
 }
 
@@ -68,14 +67,15 @@ func TestRepairSeriesRule(t *testing.T) {
 	id := sid("m", "k", "x")
 	sh := db.Shard(id)
 	require.NoError(t, db.WriteBatch("default", []Sample{{ID: id, Shard: sh, T: ms(t0), V: 1}, {ID: id, Shard: sh, T: ms(t0) + 1, V: -1}}))
-	w, skipped, err := db.RepairSeries("default", id, []RepairPoint{
+	same := sid("m", "k", "same")
+	require.NoError(t, db.WriteBatch("default", []Sample{{ID: same, Shard: db.Shard(same), T: ms(t0), V: 7}}))
+	res, err := db.RepairSeries("default", []RepairInput{{ID: id, Points: []RepairPoint{
 		{T: ms(t0) - 72*3600_000, V: 1}, // out of retention
 		{T: ms(t0), V: 2},               // wins over 1
 		{T: ms(t0) + 1, V: 2},           // loses to -1 (sign bit)
 		{T: ms(t0) + 2, V: 3},           // new
-	})
+	}}, {ID: same, Points: []RepairPoint{{T: ms(t0), V: 7}}}}) // already held
 	require.NoError(t, err)
-	require.Equal(t, 2, w)
-	require.Equal(t, 1, skipped)
+	require.Equal(t, RepairResult{Series: 1, Written: 2, Skipped: 1}, res)
 	require.Equal(t, []tv{{ms(t0), 2}, {ms(t0) + 1, -1}, {ms(t0) + 2, 3}}, readAll(t, db, id, ms(t0), ms(t0)+10))
 }
