@@ -259,7 +259,7 @@ func (r *Repairer) RunPass(ctx context.Context) (Pass, error) {
 		if res.Error != "" {
 			r.opts.Logger.Warn("repair shard", "namespace", t.ns.Name, "shard", t.shard, "err", res.Error)
 		}
-		r.saveSoon(res.Tally.SeriesDiffering > 0 || res.Error != "")
+		r.saveSoon()
 	}
 	r.mu.Lock()
 	r.st.Pass.ShardsDone = done
@@ -327,13 +327,15 @@ func (r *Repairer) snapshotPass() Pass {
 }
 
 // saveEvery bounds how often a pass writes its progress: at most once a
-// second, plus at once after a shard that differed or failed, and at the
-// end of the pass.
+// second, and at the end of the pass. The file holds every shard's
+// result, so writing it after each shard would cost more than comparing
+// the shard; a restart loses at most a second of progress (those shards
+// are compared again).
 const saveEvery = time.Second
 
-func (r *Repairer) saveSoon(now bool) {
+func (r *Repairer) saveSoon() {
 	r.mu.Lock()
-	due := now || time.Since(r.saved) >= saveEvery
+	due := time.Since(r.saved) >= saveEvery
 	r.mu.Unlock()
 	if !due {
 		return

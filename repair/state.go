@@ -120,7 +120,7 @@ func loadState(fsys vfs.FS, path string) (state, error) {
 	return s, nil
 }
 
-func (s *state) encode() ([]byte, error) { return json.MarshalIndent(s, "", " ") }
+func (s *state) encode() ([]byte, error) { return json.Marshal(s) }
 
 // Status is what GET /api/v1/status/repair and `tessera repair status`
 // show.
