@@ -232,7 +232,7 @@ func (r *Repairer) RunPass(ctx context.Context) (Pass, error) {
 	done := 0
 	for _, t := range targets {
 		if err := ctx.Err(); err != nil {
-			return r.snapshotPass(), err
+			return r.stopped(err)
 		}
 		key := shardKey(t.ns.Name, t.shard)
 		r.mu.Lock()
@@ -245,7 +245,7 @@ func (r *Repairer) RunPass(ctx context.Context) (Pass, error) {
 		res := r.repairShard(ctx, t)
 		res.Pass = pass
 		if ctx.Err() != nil {
-			return r.snapshotPass(), ctx.Err() // a cut-short shard is redone
+			return r.stopped(ctx.Err()) // a cut-short shard is redone
 		}
 		done++
 		r.m.shards.Inc(1)
@@ -318,6 +318,15 @@ func (r *Repairer) forgetUnowned(targets []target) {
 			delete(r.st.Shards, k)
 		}
 	}
+}
+
+// stopped saves the progress of a pass cut short (the node stopping), so
+// the next start resumes it.
+func (r *Repairer) stopped(err error) (Pass, error) {
+	if serr := r.save(); serr != nil {
+		r.opts.Logger.Warn("save repair state", "err", serr)
+	}
+	return r.snapshotPass(), err
 }
 
 func (r *Repairer) snapshotPass() Pass {

@@ -252,8 +252,7 @@ func TestPassResumesAfterRestartAndKeepsResults(t *testing.T) {
 	}
 	r := c.repairer(0, nil)
 	_, err := r.RunPass(ctx)
-	require.ErrorIs(t, err, context.Canceled)
-	require.NoError(t, r.save()) // what the loop's shard saves would have left
+	require.ErrorIs(t, err, context.Canceled) // and its progress saved
 
 	// "Restart": a new repairer over the same state dir resumes pass 1 at
 	// shard 2, never asking about shards 0 and 1 again.
