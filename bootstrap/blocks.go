@@ -120,7 +120,7 @@ func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []Peer, ow
 			}
 			bytes += page
 			// The limiter takes each page's bytes once.
-			if err = b.limiter.wait(ctx, page); err != nil {
+			if err = b.limiter.Wait(ctx, page); err != nil {
 				break
 			}
 			if !resp.More || len(resp.Series) == 0 {
@@ -171,7 +171,7 @@ func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c Peer, ns str
 		}
 		b.bytesIn.Add(bytes)
 		b.mBytes.Inc(bytes)
-		if err := b.limiter.wait(ctx, bytes); err != nil {
+		if err := b.limiter.Wait(ctx, bytes); err != nil {
 			return err
 		}
 		if !resp.More || len(resp.Series) == 0 {

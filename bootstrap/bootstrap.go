@@ -46,6 +46,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/internal/ctxsleep"
+	"github.com/tessera-tsdb/tessera/internal/pace"
 	"github.com/tessera-tsdb/tessera/placement"
 )
 
@@ -190,7 +191,7 @@ type Bootstrapper struct {
 
 	total, done       atomic.Int64
 	samples, bytesIn  atomic.Int64
-	limiter           *limiter
+	limiter           *pace.Limiter
 	mShards, mSamples tally.Counter
 	mBytes, mFailures tally.Counter
 	mIllegal          tally.Counter
@@ -211,7 +212,7 @@ func New(opts Options) (*Bootstrapper, error) {
 	}
 	return &Bootstrapper{
 		opts: opts, state: map[uint32]State{},
-		limiter:      newLimiter(opts.MaxBytesPerSecond),
+		limiter:      pace.New(opts.MaxBytesPerSecond),
 		mShards:      opts.Metrics.Counter("shards_bootstrapped"),
 		mSamples:     opts.Metrics.Counter("samples_streamed"),
 		mBytes:       opts.Metrics.Counter("bytes_streamed"),

@@ -37,6 +37,7 @@ type Config struct {
 	Limits     Limits      `yaml:"limits"`
 	Hints      Hints       `yaml:"hints"`
 	Ingest     Ingest      `yaml:"ingest"`
+	Repair     Repair      `yaml:"repair"`
 }
 
 // Ingest bounds what remote write brings besides samples, kept in memory
@@ -398,6 +399,7 @@ func (c *Config) Defaults() {
 	defDur(&c.Bootstrap.MarkAvailableBackoff, 200*time.Millisecond)
 	c.Limits.defaults()
 	c.Hints.defaults()
+	c.Repair.defaults()
 	if c.Ingest.MetadataMaxMetrics == 0 {
 		c.Ingest.MetadataMaxMetrics = 10000
 	}

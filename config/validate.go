@@ -160,6 +160,7 @@ func (c *Config) Validate() error {
 	if c.Ingest.MaxExemplars < 0 {
 		bad("ingest.maxExemplars", "must be positive, got %d", c.Ingest.MaxExemplars)
 	}
+	errs = append(errs, c.Repair.validate()...)
 	return errors.Join(errs...)
 }
 

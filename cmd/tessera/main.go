@@ -21,7 +21,7 @@ func main() {
 		Version:       version.Get().Version,
 	}
 	root.SetVersionTemplate(version.Get().String() + "\n")
-	root.AddCommand(nodeCommand(), benchCommand(), readyCommand(), versionCommand())
+	root.AddCommand(nodeCommand(), benchCommand(), readyCommand(), versionCommand(), repairCommand())
 	root.AddCommand(placementCommand()...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tessera:", err)

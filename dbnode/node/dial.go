@@ -7,6 +7,7 @@ import (
 
 	"github.com/tessera-tsdb/tessera/bootstrap"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/repair"
 )
 
 // dialCache keeps one RPC client per peer endpoint for the bootstrap. It
@@ -22,7 +23,12 @@ func newDialCache(timeout time.Duration, tc *tls.Config) *dialCache {
 	return &dialCache{timeout: timeout, tls: tc, clients: map[string]*rpc.Client{}}
 }
 
-func (d *dialCache) dial(endpoint string) (bootstrap.Peer, error) {
+func (d *dialCache) dial(endpoint string) (bootstrap.Peer, error) { return d.client(endpoint) }
+
+// repairPeer hands the same clients out to the repair loop.
+func (d *dialCache) repairPeer(endpoint string) (repair.Peer, error) { return d.client(endpoint) }
+
+func (d *dialCache) client(endpoint string) (*rpc.Client, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if c := d.clients[endpoint]; c != nil {

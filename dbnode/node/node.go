@@ -269,6 +269,11 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	var bg sync.WaitGroup
 	bg.Go(func() { n.watchPlacement(ctx, store) })
 	bg.Go(func() { n.reconcile(ctx, b) })
+	if err := n.startRepair(ctx, db, dials, &bg); err != nil {
+		cancel()
+		bg.Wait()
+		return err
+	}
 	stack.push("background loops", func() error { cancel(); bg.Wait(); return nil })
 	n.log.Info("node serving", "id", n.cfg.ID, "http", n.HTTPAddr(), "rpc", n.RPCAddr(), "data", n.cfg.DataDir)
 

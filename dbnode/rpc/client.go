@@ -178,6 +178,26 @@ func (c *Client) FetchUnflushed(ctx context.Context, req *FetchUnflushedRequest)
 	return fetchUnflushedResponseFromPB(resp), nil
 }
 
+// BlockDigests returns the digest of every block of a shard with samples
+// in [req.Start, req.End).
+func (c *Client) BlockDigests(ctx context.Context, req *BlockDigestsRequest) (*BlockDigestsResponse, error) {
+	resp := new(nodepb.BlockDigestsResponse)
+	if err := c.invoke(ctx, nodepb.Node_BlockDigests_FullMethodName, req.toPB(), resp); err != nil {
+		return nil, err
+	}
+	return blockDigestsResponseFromPB(resp), nil
+}
+
+// SeriesChecksums returns one page of a block's per-series checksums;
+// while resp.More, ask again with After set to the last series' ID.
+func (c *Client) SeriesChecksums(ctx context.Context, req *SeriesChecksumsRequest) (*SeriesChecksumsResponse, error) {
+	resp := new(nodepb.SeriesChecksumsResponse)
+	if err := c.invoke(ctx, nodepb.Node_SeriesChecksums_FullMethodName, req.toPB(), resp); err != nil {
+		return nil, err
+	}
+	return seriesChecksumsResponseFromPB(resp), nil
+}
+
 // Close closes the connection; calls in flight fail with Canceled.
 func (c *Client) Close() error { return c.conn.Close() }
 

@@ -41,6 +41,10 @@ type Database interface {
 	FlushedBlocks(ns string, shard uint32) ([]storage.BlockMeta, error)
 	ReadBlock(ns string, shard uint32, blockStart int64, after []byte, maxBytes int) ([]fileset.Series, bool, error)
 	ReadUnflushed(ns string, shard uint32, after []byte, maxBytes int) ([]storage.SeriesStream, bool, error)
+
+	// Anti-entropy repair: digests and checksums of what a read returns.
+	BlockDigests(ns string, shard uint32, start, end int64) ([]storage.BlockDigest, error)
+	SeriesChecksums(ns string, shard uint32, blockStart, start, end int64) ([]storage.SeriesChecksum, error)
 }
 
 // ServerOptions configure a Server.
@@ -178,6 +182,14 @@ func (v service) FetchUnflushed(ctx context.Context, req *nodepb.FetchUnflushedR
 		return nil, err
 	}
 	return resp, nil
+}
+
+func (v service) BlockDigests(ctx context.Context, req *nodepb.BlockDigestsRequest) (*nodepb.BlockDigestsResponse, error) {
+	return v.s.blockDigests(ctx, blockDigestsRequestFromPB(req))
+}
+
+func (v service) SeriesChecksums(ctx context.Context, req *nodepb.SeriesChecksumsRequest) (*nodepb.SeriesChecksumsResponse, error) {
+	return v.s.seriesChecksums(ctx, seriesChecksumsRequestFromPB(req))
 }
 
 func (v service) Health(context.Context, *nodepb.HealthRequest) (*nodepb.HealthResponse, error) {

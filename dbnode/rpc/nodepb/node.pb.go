@@ -1224,6 +1224,395 @@ func (x *FetchUnflushedResponse) GetMore() bool {
 	return false
 }
 
+type BlockDigestsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Shard         uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	Start         int64                  `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"` // unix ms, inclusive
+	End           int64                  `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`     // unix ms, exclusive: the requester's settle cutoff
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockDigestsRequest) Reset() {
+	*x = BlockDigestsRequest{}
+	mi := &file_node_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockDigestsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockDigestsRequest) ProtoMessage() {}
+
+func (x *BlockDigestsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockDigestsRequest.ProtoReflect.Descriptor instead.
+func (*BlockDigestsRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *BlockDigestsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *BlockDigestsRequest) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *BlockDigestsRequest) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *BlockDigestsRequest) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+type BlockDigest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	BlockStart int64                  `protobuf:"varint,1,opt,name=block_start,json=blockStart,proto3" json:"block_start,omitempty"` // unix ms
+	Series     uint32                 `protobuf:"varint,2,opt,name=series,proto3" json:"series,omitempty"`
+	Samples    uint64                 `protobuf:"varint,3,opt,name=samples,proto3" json:"samples,omitempty"`
+	// xxhash64 over (uvarint len(id), id, 8-byte LE series checksum) of the
+	// block's series with samples in the range, in ID order.
+	Digest        uint64 `protobuf:"fixed64,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockDigest) Reset() {
+	*x = BlockDigest{}
+	mi := &file_node_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockDigest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockDigest) ProtoMessage() {}
+
+func (x *BlockDigest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockDigest.ProtoReflect.Descriptor instead.
+func (*BlockDigest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *BlockDigest) GetBlockStart() int64 {
+	if x != nil {
+		return x.BlockStart
+	}
+	return 0
+}
+
+func (x *BlockDigest) GetSeries() uint32 {
+	if x != nil {
+		return x.Series
+	}
+	return 0
+}
+
+func (x *BlockDigest) GetSamples() uint64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+func (x *BlockDigest) GetDigest() uint64 {
+	if x != nil {
+		return x.Digest
+	}
+	return 0
+}
+
+type BlockDigestsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Blocks with at least one sample in the range, by block_start.
+	Blocks        []*BlockDigest `protobuf:"bytes,1,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockDigestsResponse) Reset() {
+	*x = BlockDigestsResponse{}
+	mi := &file_node_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockDigestsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockDigestsResponse) ProtoMessage() {}
+
+func (x *BlockDigestsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockDigestsResponse.ProtoReflect.Descriptor instead.
+func (*BlockDigestsResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *BlockDigestsResponse) GetBlocks() []*BlockDigest {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+type SeriesChecksumsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Shard         uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	BlockStart    int64                  `protobuf:"varint,3,opt,name=block_start,json=blockStart,proto3" json:"block_start,omitempty"`
+	Start         int64                  `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"` // as in BlockDigestsRequest
+	End           int64                  `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`
+	After         []byte                 `protobuf:"bytes,6,opt,name=after,proto3" json:"after,omitempty"`                           // page starts after this ID; empty: from the first
+	MaxSeries     uint32                 `protobuf:"varint,7,opt,name=max_series,json=maxSeries,proto3" json:"max_series,omitempty"` // 0: server default
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeriesChecksumsRequest) Reset() {
+	*x = SeriesChecksumsRequest{}
+	mi := &file_node_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeriesChecksumsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeriesChecksumsRequest) ProtoMessage() {}
+
+func (x *SeriesChecksumsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeriesChecksumsRequest.ProtoReflect.Descriptor instead.
+func (*SeriesChecksumsRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SeriesChecksumsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SeriesChecksumsRequest) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *SeriesChecksumsRequest) GetBlockStart() int64 {
+	if x != nil {
+		return x.BlockStart
+	}
+	return 0
+}
+
+func (x *SeriesChecksumsRequest) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *SeriesChecksumsRequest) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *SeriesChecksumsRequest) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *SeriesChecksumsRequest) GetMaxSeries() uint32 {
+	if x != nil {
+		return x.MaxSeries
+	}
+	return 0
+}
+
+type SeriesChecksum struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// xxhash64 over (8-byte LE timestamp ms, 8-byte LE float64 bits) per
+	// sample in the range, in timestamp order.
+	Checksum      uint64 `protobuf:"fixed64,2,opt,name=checksum,proto3" json:"checksum,omitempty"`
+	Samples       uint32 `protobuf:"varint,3,opt,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeriesChecksum) Reset() {
+	*x = SeriesChecksum{}
+	mi := &file_node_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeriesChecksum) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeriesChecksum) ProtoMessage() {}
+
+func (x *SeriesChecksum) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeriesChecksum.ProtoReflect.Descriptor instead.
+func (*SeriesChecksum) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SeriesChecksum) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *SeriesChecksum) GetChecksum() uint64 {
+	if x != nil {
+		return x.Checksum
+	}
+	return 0
+}
+
+func (x *SeriesChecksum) GetSamples() uint32 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+type SeriesChecksumsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Series        []*SeriesChecksum      `protobuf:"bytes,1,rep,name=series,proto3" json:"series,omitempty"` // in ID order
+	More          bool                   `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeriesChecksumsResponse) Reset() {
+	*x = SeriesChecksumsResponse{}
+	mi := &file_node_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeriesChecksumsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeriesChecksumsResponse) ProtoMessage() {}
+
+func (x *SeriesChecksumsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeriesChecksumsResponse.ProtoReflect.Descriptor instead.
+func (*SeriesChecksumsResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SeriesChecksumsResponse) GetSeries() []*SeriesChecksum {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
+func (x *SeriesChecksumsResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
 var File_node_proto protoreflect.FileDescriptor
 
 const file_node_proto_rawDesc = "" +
@@ -1303,6 +1692,36 @@ const file_node_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x04 \x01(\rR\bmaxBytes\"c\n" +
 	"\x16FetchUnflushedResponse\x125\n" +
 	"\x06series\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.FetchedSeriesR\x06series\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"q\n" +
+	"\x13BlockDigestsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\x03R\x03end\"x\n" +
+	"\vBlockDigest\x12\x1f\n" +
+	"\vblock_start\x18\x01 \x01(\x03R\n" +
+	"blockStart\x12\x16\n" +
+	"\x06series\x18\x02 \x01(\rR\x06series\x12\x18\n" +
+	"\asamples\x18\x03 \x01(\x04R\asamples\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\x06R\x06digest\"K\n" +
+	"\x14BlockDigestsResponse\x123\n" +
+	"\x06blocks\x18\x01 \x03(\v2\x1b.tessera.rpc.v1.BlockDigestR\x06blocks\"\xca\x01\n" +
+	"\x16SeriesChecksumsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x1f\n" +
+	"\vblock_start\x18\x03 \x01(\x03R\n" +
+	"blockStart\x12\x14\n" +
+	"\x05start\x18\x04 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x05 \x01(\x03R\x03end\x12\x14\n" +
+	"\x05after\x18\x06 \x01(\fR\x05after\x12\x1d\n" +
+	"\n" +
+	"max_series\x18\a \x01(\rR\tmaxSeries\"V\n" +
+	"\x0eSeriesChecksum\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x1a\n" +
+	"\bchecksum\x18\x02 \x01(\x06R\bchecksum\x12\x18\n" +
+	"\asamples\x18\x03 \x01(\rR\asamples\"e\n" +
+	"\x17SeriesChecksumsResponse\x126\n" +
+	"\x06series\x18\x01 \x03(\v2\x1e.tessera.rpc.v1.SeriesChecksumR\x06series\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more*-\n" +
 	"\rPayloadFormat\x12\x1c\n" +
 	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00*Y\n" +
@@ -1310,7 +1729,7 @@ const file_node_proto_rawDesc = "" +
 	"\vMATCH_EQUAL\x10\x00\x12\x13\n" +
 	"\x0fMATCH_NOT_EQUAL\x10\x01\x12\x10\n" +
 	"\fMATCH_REGEXP\x10\x02\x12\x14\n" +
-	"\x10MATCH_NOT_REGEXP\x10\x032\xd0\x04\n" +
+	"\x10MATCH_NOT_REGEXP\x10\x032\x8f\x06\n" +
 	"\x04Node\x12S\n" +
 	"\n" +
 	"WriteBatch\x12!.tessera.rpc.v1.WriteBatchRequest\x1a\".tessera.rpc.v1.WriteBatchResponse\x12P\n" +
@@ -1320,7 +1739,9 @@ const file_node_proto_rawDesc = "" +
 	"\rBlockMetadata\x12$.tessera.rpc.v1.BlockMetadataRequest\x1a%.tessera.rpc.v1.BlockMetadataResponse\x12S\n" +
 	"\n" +
 	"FetchBlock\x12!.tessera.rpc.v1.FetchBlockRequest\x1a\".tessera.rpc.v1.FetchBlockResponse\x12_\n" +
-	"\x0eFetchUnflushed\x12%.tessera.rpc.v1.FetchUnflushedRequest\x1a&.tessera.rpc.v1.FetchUnflushedResponseB3Z1github.com/tessera-tsdb/tessera/dbnode/rpc/nodepbb\x06proto3"
+	"\x0eFetchUnflushed\x12%.tessera.rpc.v1.FetchUnflushedRequest\x1a&.tessera.rpc.v1.FetchUnflushedResponse\x12Y\n" +
+	"\fBlockDigests\x12#.tessera.rpc.v1.BlockDigestsRequest\x1a$.tessera.rpc.v1.BlockDigestsResponse\x12b\n" +
+	"\x0fSeriesChecksums\x12&.tessera.rpc.v1.SeriesChecksumsRequest\x1a'.tessera.rpc.v1.SeriesChecksumsResponseB3Z1github.com/tessera-tsdb/tessera/dbnode/rpc/nodepbb\x06proto3"
 
 var (
 	file_node_proto_rawDescOnce sync.Once
@@ -1335,28 +1756,34 @@ func file_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_node_proto_goTypes = []any{
-	(PayloadFormat)(0),             // 0: tessera.rpc.v1.PayloadFormat
-	(MatchType)(0),                 // 1: tessera.rpc.v1.MatchType
-	(*WriteBatchRequest)(nil),      // 2: tessera.rpc.v1.WriteBatchRequest
-	(*WriteBatchResponse)(nil),     // 3: tessera.rpc.v1.WriteBatchResponse
-	(*Matcher)(nil),                // 4: tessera.rpc.v1.Matcher
-	(*FetchTaggedRequest)(nil),     // 5: tessera.rpc.v1.FetchTaggedRequest
-	(*FetchRequest)(nil),           // 6: tessera.rpc.v1.FetchRequest
-	(*FetchedSeries)(nil),          // 7: tessera.rpc.v1.FetchedSeries
-	(*FetchResponse)(nil),          // 8: tessera.rpc.v1.FetchResponse
-	(*HealthRequest)(nil),          // 9: tessera.rpc.v1.HealthRequest
-	(*HealthResponse)(nil),         // 10: tessera.rpc.v1.HealthResponse
-	(*BlockMetadataRequest)(nil),   // 11: tessera.rpc.v1.BlockMetadataRequest
-	(*BlockMeta)(nil),              // 12: tessera.rpc.v1.BlockMeta
-	(*ShardBlocks)(nil),            // 13: tessera.rpc.v1.ShardBlocks
-	(*BlockMetadataResponse)(nil),  // 14: tessera.rpc.v1.BlockMetadataResponse
-	(*FetchBlockRequest)(nil),      // 15: tessera.rpc.v1.FetchBlockRequest
-	(*BlockSeries)(nil),            // 16: tessera.rpc.v1.BlockSeries
-	(*FetchBlockResponse)(nil),     // 17: tessera.rpc.v1.FetchBlockResponse
-	(*FetchUnflushedRequest)(nil),  // 18: tessera.rpc.v1.FetchUnflushedRequest
-	(*FetchUnflushedResponse)(nil), // 19: tessera.rpc.v1.FetchUnflushedResponse
+	(PayloadFormat)(0),              // 0: tessera.rpc.v1.PayloadFormat
+	(MatchType)(0),                  // 1: tessera.rpc.v1.MatchType
+	(*WriteBatchRequest)(nil),       // 2: tessera.rpc.v1.WriteBatchRequest
+	(*WriteBatchResponse)(nil),      // 3: tessera.rpc.v1.WriteBatchResponse
+	(*Matcher)(nil),                 // 4: tessera.rpc.v1.Matcher
+	(*FetchTaggedRequest)(nil),      // 5: tessera.rpc.v1.FetchTaggedRequest
+	(*FetchRequest)(nil),            // 6: tessera.rpc.v1.FetchRequest
+	(*FetchedSeries)(nil),           // 7: tessera.rpc.v1.FetchedSeries
+	(*FetchResponse)(nil),           // 8: tessera.rpc.v1.FetchResponse
+	(*HealthRequest)(nil),           // 9: tessera.rpc.v1.HealthRequest
+	(*HealthResponse)(nil),          // 10: tessera.rpc.v1.HealthResponse
+	(*BlockMetadataRequest)(nil),    // 11: tessera.rpc.v1.BlockMetadataRequest
+	(*BlockMeta)(nil),               // 12: tessera.rpc.v1.BlockMeta
+	(*ShardBlocks)(nil),             // 13: tessera.rpc.v1.ShardBlocks
+	(*BlockMetadataResponse)(nil),   // 14: tessera.rpc.v1.BlockMetadataResponse
+	(*FetchBlockRequest)(nil),       // 15: tessera.rpc.v1.FetchBlockRequest
+	(*BlockSeries)(nil),             // 16: tessera.rpc.v1.BlockSeries
+	(*FetchBlockResponse)(nil),      // 17: tessera.rpc.v1.FetchBlockResponse
+	(*FetchUnflushedRequest)(nil),   // 18: tessera.rpc.v1.FetchUnflushedRequest
+	(*FetchUnflushedResponse)(nil),  // 19: tessera.rpc.v1.FetchUnflushedResponse
+	(*BlockDigestsRequest)(nil),     // 20: tessera.rpc.v1.BlockDigestsRequest
+	(*BlockDigest)(nil),             // 21: tessera.rpc.v1.BlockDigest
+	(*BlockDigestsResponse)(nil),    // 22: tessera.rpc.v1.BlockDigestsResponse
+	(*SeriesChecksumsRequest)(nil),  // 23: tessera.rpc.v1.SeriesChecksumsRequest
+	(*SeriesChecksum)(nil),          // 24: tessera.rpc.v1.SeriesChecksum
+	(*SeriesChecksumsResponse)(nil), // 25: tessera.rpc.v1.SeriesChecksumsResponse
 }
 var file_node_proto_depIdxs = []int32{
 	0,  // 0: tessera.rpc.v1.WriteBatchRequest.format:type_name -> tessera.rpc.v1.PayloadFormat
@@ -1367,25 +1794,31 @@ var file_node_proto_depIdxs = []int32{
 	13, // 5: tessera.rpc.v1.BlockMetadataResponse.shards:type_name -> tessera.rpc.v1.ShardBlocks
 	16, // 6: tessera.rpc.v1.FetchBlockResponse.series:type_name -> tessera.rpc.v1.BlockSeries
 	7,  // 7: tessera.rpc.v1.FetchUnflushedResponse.series:type_name -> tessera.rpc.v1.FetchedSeries
-	2,  // 8: tessera.rpc.v1.Node.WriteBatch:input_type -> tessera.rpc.v1.WriteBatchRequest
-	5,  // 9: tessera.rpc.v1.Node.FetchTagged:input_type -> tessera.rpc.v1.FetchTaggedRequest
-	6,  // 10: tessera.rpc.v1.Node.Fetch:input_type -> tessera.rpc.v1.FetchRequest
-	9,  // 11: tessera.rpc.v1.Node.Health:input_type -> tessera.rpc.v1.HealthRequest
-	11, // 12: tessera.rpc.v1.Node.BlockMetadata:input_type -> tessera.rpc.v1.BlockMetadataRequest
-	15, // 13: tessera.rpc.v1.Node.FetchBlock:input_type -> tessera.rpc.v1.FetchBlockRequest
-	18, // 14: tessera.rpc.v1.Node.FetchUnflushed:input_type -> tessera.rpc.v1.FetchUnflushedRequest
-	3,  // 15: tessera.rpc.v1.Node.WriteBatch:output_type -> tessera.rpc.v1.WriteBatchResponse
-	8,  // 16: tessera.rpc.v1.Node.FetchTagged:output_type -> tessera.rpc.v1.FetchResponse
-	8,  // 17: tessera.rpc.v1.Node.Fetch:output_type -> tessera.rpc.v1.FetchResponse
-	10, // 18: tessera.rpc.v1.Node.Health:output_type -> tessera.rpc.v1.HealthResponse
-	14, // 19: tessera.rpc.v1.Node.BlockMetadata:output_type -> tessera.rpc.v1.BlockMetadataResponse
-	17, // 20: tessera.rpc.v1.Node.FetchBlock:output_type -> tessera.rpc.v1.FetchBlockResponse
-	19, // 21: tessera.rpc.v1.Node.FetchUnflushed:output_type -> tessera.rpc.v1.FetchUnflushedResponse
-	15, // [15:22] is the sub-list for method output_type
-	8,  // [8:15] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	21, // 8: tessera.rpc.v1.BlockDigestsResponse.blocks:type_name -> tessera.rpc.v1.BlockDigest
+	24, // 9: tessera.rpc.v1.SeriesChecksumsResponse.series:type_name -> tessera.rpc.v1.SeriesChecksum
+	2,  // 10: tessera.rpc.v1.Node.WriteBatch:input_type -> tessera.rpc.v1.WriteBatchRequest
+	5,  // 11: tessera.rpc.v1.Node.FetchTagged:input_type -> tessera.rpc.v1.FetchTaggedRequest
+	6,  // 12: tessera.rpc.v1.Node.Fetch:input_type -> tessera.rpc.v1.FetchRequest
+	9,  // 13: tessera.rpc.v1.Node.Health:input_type -> tessera.rpc.v1.HealthRequest
+	11, // 14: tessera.rpc.v1.Node.BlockMetadata:input_type -> tessera.rpc.v1.BlockMetadataRequest
+	15, // 15: tessera.rpc.v1.Node.FetchBlock:input_type -> tessera.rpc.v1.FetchBlockRequest
+	18, // 16: tessera.rpc.v1.Node.FetchUnflushed:input_type -> tessera.rpc.v1.FetchUnflushedRequest
+	20, // 17: tessera.rpc.v1.Node.BlockDigests:input_type -> tessera.rpc.v1.BlockDigestsRequest
+	23, // 18: tessera.rpc.v1.Node.SeriesChecksums:input_type -> tessera.rpc.v1.SeriesChecksumsRequest
+	3,  // 19: tessera.rpc.v1.Node.WriteBatch:output_type -> tessera.rpc.v1.WriteBatchResponse
+	8,  // 20: tessera.rpc.v1.Node.FetchTagged:output_type -> tessera.rpc.v1.FetchResponse
+	8,  // 21: tessera.rpc.v1.Node.Fetch:output_type -> tessera.rpc.v1.FetchResponse
+	10, // 22: tessera.rpc.v1.Node.Health:output_type -> tessera.rpc.v1.HealthResponse
+	14, // 23: tessera.rpc.v1.Node.BlockMetadata:output_type -> tessera.rpc.v1.BlockMetadataResponse
+	17, // 24: tessera.rpc.v1.Node.FetchBlock:output_type -> tessera.rpc.v1.FetchBlockResponse
+	19, // 25: tessera.rpc.v1.Node.FetchUnflushed:output_type -> tessera.rpc.v1.FetchUnflushedResponse
+	22, // 26: tessera.rpc.v1.Node.BlockDigests:output_type -> tessera.rpc.v1.BlockDigestsResponse
+	25, // 27: tessera.rpc.v1.Node.SeriesChecksums:output_type -> tessera.rpc.v1.SeriesChecksumsResponse
+	19, // [19:28] is the sub-list for method output_type
+	10, // [10:19] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_node_proto_init() }
@@ -1399,7 +1832,7 @@ func file_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_proto_rawDesc), len(file_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,13 +35,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Node_WriteBatch_FullMethodName     = "/tessera.rpc.v1.Node/WriteBatch"
-	Node_FetchTagged_FullMethodName    = "/tessera.rpc.v1.Node/FetchTagged"
-	Node_Fetch_FullMethodName          = "/tessera.rpc.v1.Node/Fetch"
-	Node_Health_FullMethodName         = "/tessera.rpc.v1.Node/Health"
-	Node_BlockMetadata_FullMethodName  = "/tessera.rpc.v1.Node/BlockMetadata"
-	Node_FetchBlock_FullMethodName     = "/tessera.rpc.v1.Node/FetchBlock"
-	Node_FetchUnflushed_FullMethodName = "/tessera.rpc.v1.Node/FetchUnflushed"
+	Node_WriteBatch_FullMethodName      = "/tessera.rpc.v1.Node/WriteBatch"
+	Node_FetchTagged_FullMethodName     = "/tessera.rpc.v1.Node/FetchTagged"
+	Node_Fetch_FullMethodName           = "/tessera.rpc.v1.Node/Fetch"
+	Node_Health_FullMethodName          = "/tessera.rpc.v1.Node/Health"
+	Node_BlockMetadata_FullMethodName   = "/tessera.rpc.v1.Node/BlockMetadata"
+	Node_FetchBlock_FullMethodName      = "/tessera.rpc.v1.Node/FetchBlock"
+	Node_FetchUnflushed_FullMethodName  = "/tessera.rpc.v1.Node/FetchUnflushed"
+	Node_BlockDigests_FullMethodName    = "/tessera.rpc.v1.Node/BlockDigests"
+	Node_SeriesChecksums_FullMethodName = "/tessera.rpc.v1.Node/SeriesChecksums"
 )
 
 // NodeClient is the client API for Node service.
@@ -64,6 +66,12 @@ type NodeClient interface {
 	FetchBlock(ctx context.Context, in *FetchBlockRequest, opts ...grpc.CallOption) (*FetchBlockResponse, error)
 	// FetchUnflushed returns one page of a shard's unflushed series.
 	FetchUnflushed(ctx context.Context, in *FetchUnflushedRequest, opts ...grpc.CallOption) (*FetchUnflushedResponse, error)
+	// BlockDigests returns a digest per block of a shard over the samples in
+	// [start, end), fileset and memory merged (anti-entropy repair).
+	BlockDigests(ctx context.Context, in *BlockDigestsRequest, opts ...grpc.CallOption) (*BlockDigestsResponse, error)
+	// SeriesChecksums returns one page of the per-series checksums of one
+	// block over [start, end) (anti-entropy repair).
+	SeriesChecksums(ctx context.Context, in *SeriesChecksumsRequest, opts ...grpc.CallOption) (*SeriesChecksumsResponse, error)
 }
 
 type nodeClient struct {
@@ -144,6 +152,26 @@ func (c *nodeClient) FetchUnflushed(ctx context.Context, in *FetchUnflushedReque
 	return out, nil
 }
 
+func (c *nodeClient) BlockDigests(ctx context.Context, in *BlockDigestsRequest, opts ...grpc.CallOption) (*BlockDigestsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BlockDigestsResponse)
+	err := c.cc.Invoke(ctx, Node_BlockDigests_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeClient) SeriesChecksums(ctx context.Context, in *SeriesChecksumsRequest, opts ...grpc.CallOption) (*SeriesChecksumsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SeriesChecksumsResponse)
+	err := c.cc.Invoke(ctx, Node_SeriesChecksums_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -164,6 +192,12 @@ type NodeServer interface {
 	FetchBlock(context.Context, *FetchBlockRequest) (*FetchBlockResponse, error)
 	// FetchUnflushed returns one page of a shard's unflushed series.
 	FetchUnflushed(context.Context, *FetchUnflushedRequest) (*FetchUnflushedResponse, error)
+	// BlockDigests returns a digest per block of a shard over the samples in
+	// [start, end), fileset and memory merged (anti-entropy repair).
+	BlockDigests(context.Context, *BlockDigestsRequest) (*BlockDigestsResponse, error)
+	// SeriesChecksums returns one page of the per-series checksums of one
+	// block over [start, end) (anti-entropy repair).
+	SeriesChecksums(context.Context, *SeriesChecksumsRequest) (*SeriesChecksumsResponse, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -194,6 +228,12 @@ func (UnimplementedNodeServer) FetchBlock(context.Context, *FetchBlockRequest) (
 }
 func (UnimplementedNodeServer) FetchUnflushed(context.Context, *FetchUnflushedRequest) (*FetchUnflushedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FetchUnflushed not implemented")
+}
+func (UnimplementedNodeServer) BlockDigests(context.Context, *BlockDigestsRequest) (*BlockDigestsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BlockDigests not implemented")
+}
+func (UnimplementedNodeServer) SeriesChecksums(context.Context, *SeriesChecksumsRequest) (*SeriesChecksumsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SeriesChecksums not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -342,6 +382,42 @@ func _Node_FetchUnflushed_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_BlockDigests_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BlockDigestsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).BlockDigests(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_BlockDigests_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).BlockDigests(ctx, req.(*BlockDigestsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Node_SeriesChecksums_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SeriesChecksumsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).SeriesChecksums(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_SeriesChecksums_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).SeriesChecksums(ctx, req.(*SeriesChecksumsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -376,6 +452,14 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FetchUnflushed",
 			Handler:    _Node_FetchUnflushed_Handler,
+		},
+		{
+			MethodName: "BlockDigests",
+			Handler:    _Node_BlockDigests_Handler,
+		},
+		{
+			MethodName: "SeriesChecksums",
+			Handler:    _Node_SeriesChecksums_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

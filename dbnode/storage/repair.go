@@ -1,0 +1,347 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+)
+
+// This file is the storage side of anti-entropy repair (package repair):
+// checksums over a shard's samples, block by block, as the node would
+// answer a read (filesets and memory merged), so two replicas that hold
+// the same samples agree whether or not each has flushed the block yet;
+// and the merge that applies a peer's samples under the repair rule.
+
+// SeriesChecksum is one series' checksum over its samples in a range:
+// xxhash64 over (timestamp, float64 bits) as 16 little-endian bytes per
+// sample, in timestamp order. Equal checksums mean equal samples.
+type SeriesChecksum struct {
+	ID       []byte
+	Checksum uint64
+	Samples  int
+}
+
+// BlockDigest sums up one block of a shard over a range: Digest is
+// xxhash64 over its series' (uvarint ID length, ID, 8-byte LE checksum)
+// in ID order, series without samples in the range left out.
+type BlockDigest struct {
+	BlockStart int64
+	Series     int
+	Samples    int
+	Digest     uint64
+}
+
+// BlockStartOf is the start of the block of namespace ns holding t.
+func (db *Database) BlockStartOf(nsName string, t int64) (int64, error) {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return 0, err
+	}
+	return ns.blockStart(t), nil
+}
+
+// BlockDigests returns the digest of every block of shard holding samples
+// in [start, end) (unix ms, end exclusive), by block start. Only samples
+// in the range count, so two nodes asked with the same range compare the
+// same samples even when one holds more recent ones.
+func (db *Database) BlockDigests(nsName string, shard uint32, start, end int64) ([]BlockDigest, error) {
+	ns, sh, err := db.repairShard(nsName, shard)
+	if err != nil || sh == nil {
+		return nil, err
+	}
+	var out []BlockDigest
+	for _, bs := range shardBlockStarts(ns, sh, start, end) {
+		sums, err := db.blockChecksums(ns, sh, bs, start, end)
+		if err != nil {
+			return nil, err
+		}
+		if len(sums) == 0 {
+			continue
+		}
+		out = append(out, digestOf(bs, sums))
+	}
+	return out, nil
+}
+
+// SeriesChecksums returns, in ID order, the checksum of every series of
+// shard with samples in block blockStart restricted to [start, end).
+func (db *Database) SeriesChecksums(nsName string, shard uint32, blockStart, start, end int64) ([]SeriesChecksum, error) {
+	ns, sh, err := db.repairShard(nsName, shard)
+	if err != nil || sh == nil {
+		return nil, err
+	}
+	if blockStart != ns.blockStart(blockStart) {
+		return nil, fmt.Errorf("block start %d is not aligned to the block size", blockStart)
+	}
+	return db.blockChecksums(ns, sh, blockStart, start, end)
+}
+
+func (db *Database) repairShard(nsName string, shard uint32) (*namespace, *shard, error) {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if shard >= db.opts.NumShards {
+		return nil, nil, fmt.Errorf("shard %d out of range", shard)
+	}
+	return ns, ns.existingShard(shard), nil
+}
+
+// shardBlockStarts lists the blocks of sh, flushed or in memory, that
+// overlap [start, end).
+func shardBlockStarts(ns *namespace, sh *shard, start, end int64) []int64 {
+	seen := map[int64]bool{}
+	keep := func(bs int64) {
+		if bs+ns.blockSize > start && bs < end {
+			seen[bs] = true
+		}
+	}
+	for _, bs := range sh.blockStarts() {
+		keep(bs)
+	}
+	for _, s := range sh.snapshotSeries() {
+		s.stats(func(bs int64, _, _ int) { keep(bs) })
+	}
+	out := make([]int64, 0, len(seen))
+	for bs := range seen {
+		out = append(out, bs)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// blockChecksums walks block bs of sh once: the fileset in ID order, each
+// series merged with its memory buckets of the block (memory last, as a
+// read does), then the series only in memory.
+func (db *Database) blockChecksums(ns *namespace, sh *shard, bs, start, end int64) ([]SeriesChecksum, error) {
+	lo, hi := max(bs, start), min(bs+ns.blockSize, end)
+	if lo >= hi {
+		return nil, nil
+	}
+	mem := map[string]*Series{}
+	for _, s := range sh.snapshotSeries() {
+		if s.hasBlock(bs) {
+			mem[string(s.id)] = s
+		}
+	}
+	var (
+		out []SeriesChecksum
+		h   sampleHasher
+	)
+	add := func(id []byte, it encoding.Iterator) error {
+		sum, n, err := h.sum(it, lo, hi)
+		if err != nil {
+			return fmt.Errorf("checksum series of block %d of shard %d: %w", bs, sh.id, err)
+		}
+		if n > 0 {
+			out = append(out, SeriesChecksum{ID: append([]byte(nil), id...), Checksum: sum, Samples: n})
+		}
+		return nil
+	}
+	if r := sh.reader(bs); r != nil {
+		err := r.RangeData(func(id, data []byte) error {
+			its := []encoding.Iterator{encoding.NewSealedIterator(data)}
+			if s := mem[string(id)]; s != nil {
+				delete(mem, string(id))
+				its = append(its, s.iterators(bs, bs)...)
+			}
+			return add(id, mergeAll(its))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read block %d of shard %d: %w", bs, sh.id, err)
+		}
+	}
+	for _, s := range mem {
+		if err := add(s.id, mergeAll(s.iterators(bs, bs))); err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID, out[j].ID) < 0 })
+	return out, nil
+}
+
+func mergeAll(its []encoding.Iterator) encoding.Iterator {
+	switch len(its) {
+	case 0:
+		return emptyIterator{}
+	case 1:
+		return its[0]
+	}
+	return encoding.MergeIterators(its...)
+}
+
+// DigestOf folds series checksums (in ID order) into a block digest; both
+// sides of a repair compute digests with it.
+func DigestOf(blockStart int64, sums []SeriesChecksum) BlockDigest { return digestOf(blockStart, sums) }
+
+func digestOf(bs int64, sums []SeriesChecksum) BlockDigest {
+	d := BlockDigest{BlockStart: bs, Series: len(sums)}
+	h := xxhash.New()
+	var buf [binary.MaxVarintLen64 + 8]byte
+	for _, s := range sums {
+		_, _ = h.Write(binary.AppendUvarint(buf[:0], uint64(len(s.ID))))
+		_, _ = h.Write(s.ID)
+		binary.LittleEndian.PutUint64(buf[:8], s.Checksum)
+		_, _ = h.Write(buf[:8])
+		d.Samples += s.Samples
+	}
+	d.Digest = h.Sum64()
+	return d
+}
+
+// sampleHasher hashes samples through a reused buffer, one Write per 64
+// samples rather than per sample.
+type sampleHasher struct {
+	buf []byte
+	d   *xxhash.Digest
+}
+
+func (h *sampleHasher) sum(it encoding.Iterator, lo, hi int64) (uint64, int, error) {
+	if h.d == nil {
+		h.d = xxhash.New()
+	}
+	h.d.Reset()
+	h.buf = h.buf[:0]
+	n := 0
+	for it.Next() {
+		t, v := it.At()
+		if t < lo {
+			continue
+		}
+		if t >= hi {
+			break
+		}
+		h.buf = binary.LittleEndian.AppendUint64(h.buf, uint64(t))
+		h.buf = binary.LittleEndian.AppendUint64(h.buf, math.Float64bits(v))
+		n++
+		if len(h.buf) >= 64*16 {
+			_, _ = h.d.Write(h.buf)
+			h.buf = h.buf[:0]
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, 0, err
+	}
+	_, _ = h.d.Write(h.buf)
+	return h.d.Sum64(), n, nil
+}
+
+// hasBlock reports whether the series has a memory bucket of block bs.
+func (s *Series) hasBlock(bs int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.buckets {
+		if b.start == bs {
+			return true
+		}
+	}
+	return false
+}
+
+// RepairPoint is one sample of a series as a peer holds it.
+type RepairPoint struct {
+	T int64
+	V float64
+}
+
+// Wins is the repair merge rule for two values at the same timestamp:
+// the one whose float64 bit pattern is larger (as an unsigned integer)
+// wins. It is a total order on bit patterns, NaNs included, so every
+// replica picks the same value whichever side it sees first, and replicas
+// converge.
+func Wins(candidate, current float64) bool {
+	return math.Float64bits(candidate) > math.Float64bits(current)
+}
+
+// RepairInput is one series as a peer holds it: its samples over the
+// compared range, sorted by timestamp.
+type RepairInput struct {
+	ID     []byte
+	Points []RepairPoint
+}
+
+// RepairResult counts what RepairSeries wrote: Series is the number of
+// series with at least one sample to write, Written the samples written,
+// Skipped those storage refused (out of retention or too far in the
+// future by the time they arrived).
+type RepairResult struct {
+	Series, Written, Skipped int
+}
+
+// RepairSeries merges peers' samples of series into this node: a sample
+// is written when the node has no sample at its timestamp, or has one the
+// peer's value Wins over. It reads each series' local samples over the
+// peer's time span first, so what the node already holds costs no write.
+// All the samples to write go in one batch, written as LoadBatch does
+// (commit log, memory, index for every block a series opens a bucket in;
+// accepted even when cold writes are off) and durable when it returns.
+func (db *Database) RepairSeries(nsName string, in []RepairInput) (RepairResult, error) {
+	var (
+		res   RepairResult
+		batch []Sample
+	)
+	for _, s := range in {
+		n := len(batch)
+		var err error
+		if batch, err = db.repairCandidates(nsName, s, batch); err != nil {
+			return RepairResult{}, err
+		}
+		if len(batch) > n {
+			res.Series++
+		}
+	}
+	if len(batch) == 0 {
+		return res, nil
+	}
+	err := db.LoadBatch(nsName, batch)
+	var rej *RejectedError
+	switch {
+	case errors.As(err, &rej):
+		res.Written, res.Skipped = len(batch)-rej.Total, rej.Total
+	case err != nil:
+		return RepairResult{}, err
+	default:
+		res.Written = len(batch)
+	}
+	return res, nil
+}
+
+// repairCandidates appends to batch the samples of peer series s that win
+// over (or are missing from) the local series.
+func (db *Database) repairCandidates(nsName string, s RepairInput, batch []Sample) ([]Sample, error) {
+	peer := s.Points
+	if len(peer) == 0 {
+		return batch, nil
+	}
+	it, err := db.Read(nsName, s.ID, peer[0].T, peer[len(peer)-1].T)
+	if err != nil {
+		return nil, fmt.Errorf("read local series: %w", err)
+	}
+	id, shard := s.ID, db.Shard(s.ID)
+	i := 0
+	for it.Next() {
+		t, v := it.At()
+		for ; i < len(peer) && peer[i].T < t; i++ {
+			batch = append(batch, Sample{ID: id, Shard: shard, T: peer[i].T, V: peer[i].V})
+		}
+		if i < len(peer) && peer[i].T == t {
+			if Wins(peer[i].V, v) {
+				batch = append(batch, Sample{ID: id, Shard: shard, T: t, V: peer[i].V})
+			}
+			i++
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read local series: %w", err)
+	}
+	for ; i < len(peer); i++ {
+		batch = append(batch, Sample{ID: id, Shard: shard, T: peer[i].T, V: peer[i].V})
+	}
+	return batch, nil
+}

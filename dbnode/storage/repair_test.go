@@ -1,0 +1,81 @@
+package storage
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDigestsSameFlushedOrInMemory: two replicas with the same samples
+// agree whether one flushed the block and the other did not, and a
+// cold write on top of a flushed block is part of the digest.
+func TestDigestsSameFlushedOrInMemory(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	a := openDB(t, testOpts(t.TempDir(), clk))
+	b := openDB(t, testOpts(t.TempDir(), clk))
+	id, id2 := sid("m", "k", "1"), sid("m", "k", "2")
+	for _, db := range []*Database{a, b} {
+		require.NoError(t, db.WriteBatch("default", samples(db, id, ms(t0), ms(t0)+1000, ms(t0)+2000)))
+		require.NoError(t, db.WriteBatch("default", samples(db, id2, ms(t0)+500)))
+	}
+	clk.Add(2*time.Hour + 11*time.Minute)
+	require.NoError(t, a.Tick()) // a flushes, b keeps the block in memory
+	fb, err := a.FlushedBlocks("default", a.Shard(id))
+	require.NoError(t, err)
+	require.Len(t, fb, 1)
+
+	all := func(db *Database, shard uint32) []BlockDigest {
+		d, err := db.BlockDigests("default", shard, 0, math.MaxInt64)
+		require.NoError(t, err)
+		return d
+	}
+	sh := a.Shard(id)
+	require.NotEmpty(t, all(a, sh))
+	require.Equal(t, all(b, sh), all(a, sh))
+	require.Equal(t, 3+boolSamples(a.Shard(id2) == sh), all(a, sh)[0].Samples)
+
+	// A range cut inside the block sees only the samples before the cut.
+	cut, err := a.BlockDigests("default", sh, 0, ms(t0)+1500)
+	require.NoError(t, err)
+	sums, err := a.SeriesChecksums("default", sh, ms(t0), 0, ms(t0)+1500)
+	require.NoError(t, err)
+	require.Equal(t, DigestOf(ms(t0), sums), cut[0])
+
+	// A cold write on the flushed block changes a's digest until b has it.
+	require.NoError(t, a.WriteBatch("default", []Sample{{ID: id, Shard: sh, T: ms(t0) + 3000, V: 9}}))
+	require.NotEqual(t, all(b, sh), all(a, sh))
+	res, err := b.RepairSeries("default", []RepairInput{{ID: id, Points: []RepairPoint{{T: ms(t0), V: 0}, {T: ms(t0) + 3000, V: 9}}}})
+	require.NoError(t, err)
+	require.Equal(t, RepairResult{Series: 1, Written: 1}, res, "the sample b already holds with a winning value is not rewritten")
+	require.Equal(t, all(a, sh), all(b, sh))
+}
+
+func boolSamples(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestRepairSeriesRule: the larger bit pattern wins at equal timestamps,
+// whichever side holds it; samples out of retention are skipped.
+func TestRepairSeriesRule(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	db := openDB(t, testOpts(t.TempDir(), clk))
+	id := sid("m", "k", "x")
+	sh := db.Shard(id)
+	require.NoError(t, db.WriteBatch("default", []Sample{{ID: id, Shard: sh, T: ms(t0), V: 1}, {ID: id, Shard: sh, T: ms(t0) + 1, V: -1}}))
+	same := sid("m", "k", "same")
+	require.NoError(t, db.WriteBatch("default", []Sample{{ID: same, Shard: db.Shard(same), T: ms(t0), V: 7}}))
+	res, err := db.RepairSeries("default", []RepairInput{{ID: id, Points: []RepairPoint{
+		{T: ms(t0) - 72*3600_000, V: 1}, // out of retention
+		{T: ms(t0), V: 2},               // wins over 1
+		{T: ms(t0) + 1, V: 2},           // loses to -1 (sign bit)
+		{T: ms(t0) + 2, V: 3},           // new
+	}}, {ID: same, Points: []RepairPoint{{T: ms(t0), V: 7}}}}) // already held
+	require.NoError(t, err)
+	require.Equal(t, RepairResult{Series: 1, Written: 2, Skipped: 1}, res)
+	require.Equal(t, []tv{{ms(t0), 2}, {ms(t0) + 1, -1}, {ms(t0) + 2, 3}}, readAll(t, db, id, ms(t0), ms(t0)+10))
+}
