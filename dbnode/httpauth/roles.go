@@ -91,7 +91,13 @@ func Required(r *http.Request) Role {
 	if strings.HasPrefix(p, "/api/v1/label/") || strings.HasPrefix(p, consoleAssets) {
 		return Read
 	}
-	if p == placementPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	get := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if p == placementPath && get {
+		return Read
+	}
+	// Background work's state (hint queues, repair progress): the console
+	// shows it to readers, and `tessera repair status` reads it.
+	if get && (p == "/api/v1/status/hints" || p == "/api/v1/status/repair") {
 		return Read
 	}
 	return Admin
