@@ -30,15 +30,14 @@ func TestClusterOTLP(t *testing.T) {
 	rm := md.ResourceMetrics().AppendEmpty()
 	rm.Resource().Attributes().PutStr("service.name", "it")
 	rm.Resource().Attributes().PutStr("service.instance.id", "i-1")
+	rm.Resource().Attributes().PutStr("host.name", "h1")
 	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
 	m := ms.AppendEmpty()
 	m.SetName("it.queue.depth")
+	gauge := m.SetEmptyGauge()
 	want := map[string]float64{}
 	for i := range 100 {
-		dp := m.Gauge().DataPoints().AppendEmpty()
-		if i == 0 {
-			dp = m.SetEmptyGauge().DataPoints().AppendEmpty()
-		}
+		dp := gauge.DataPoints().AppendEmpty()
 		dp.SetTimestamp(pcommon.NewTimestampFromTime(ts))
 		dp.SetDoubleValue(float64(i))
 		dp.Attributes().PutStr("queue", strconv.Itoa(i))
@@ -53,7 +52,7 @@ func TestClusterOTLP(t *testing.T) {
 	dp.SetTimestamp(pcommon.NewTimestampFromTime(ts))
 	dp.SetIntValue(7)
 	want[labels.FromStrings("__name__", "it_jobs_total", "instance", "i-1", "job", "it").String()] = 7
-	want[labels.FromStrings("__name__", "target_info", "instance", "i-1", "job", "it").String()] = 1
+	want[labels.FromStrings("__name__", "target_info", "host_name", "h1", "instance", "i-1", "job", "it").String()] = 1
 
 	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
 	require.NoError(t, err)
