@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	otlptranslator "github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
+	"github.com/prometheus/prometheus/util/annotations"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"google.golang.org/genproto/googleapis/rpc/status"
@@ -129,8 +130,10 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 	app := &st.app
 	app.numShards = a.opts.NumShards
 	app.check = a.opts.Limits.CheckID
+	app.cache = a.seriesV2
 	st.conv.Reset(app)
-	annots, err := st.conv.FromMetrics(r.Context(), md, otlpSettings)
+	var annots annotations.Annotations
+	a.seriesV2.view(func() { annots, err = st.conv.FromMetrics(r.Context(), md, otlpSettings) })
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return asJSON, err // 503: retry
@@ -144,18 +147,20 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 		rejected += int64(app.histograms)
 		why = append(why, fmt.Sprintf("%d native histogram samples of %s not written: this node does not store native histograms yet", app.histograms, app.firstHistogram))
 	}
-	if err := a.opts.Limits.CheckRequest(len(app.ids), len(app.samples)); err != nil {
+	if err := a.opts.Limits.CheckRequest(len(app.series), len(app.samples)); err != nil {
 		return asJSON, err
 	}
 	if len(app.samples) > 0 {
-		if err := backend.WriteBatch(r.Context(), a.namespace(r), app.samples); err != nil {
+		err := backend.WriteBatch(r.Context(), a.namespace(r), app.samples)
+		app.remember(a)
+		if err != nil {
 			return asJSON, err // RejectedError: 400, limits 429, other: 503 and retry
 		}
 	}
 	a.meta.Add(app.meta)
 	a.m.exemplarsIn.Inc(int64(a.ex.Add(app.exemplars)))
 	a.m.samplesIn.Inc(int64(len(app.samples)))
-	a.m.seriesIn.Inc(int64(len(app.ids)))
+	a.m.seriesIn.Inc(int64(len(app.series)))
 	if rejected > 0 && len(app.samples) == 0 {
 		// Nothing of the request was stored: a plain refusal.
 		return asJSON, &remote.InputError{Reason: remote.ReasonHistograms, Msg: strings.Join(why, "; ")}
@@ -343,16 +348,26 @@ func grpcCode(code int) int {
 
 // otlpAppender is the storage.AppenderV2 the translator appends to: it
 // collects float samples into one batch with canonical series IDs (each
-// new series' labels checked as remote write checks them), the metadata
-// of each metric family and the exemplars. It stores nothing itself: the
-// handler writes the batch through the Backend, as remote write does, and
-// Commit and Rollback do nothing.
+// series not in the cache checked as remote write checks its labels), the
+// metadata of each metric family and the exemplars. It stores nothing
+// itself: the handler writes the batch through the Backend, as remote
+// write does, and Commit and Rollback do nothing.
+//
+// Series are looked up by ID in the API's ID-keyed series cache (remote
+// write 2.0's: an ID means the same series whichever protocol brought it,
+// and was checked by the same rules), which saves a known series' label
+// check, shard hash, ID copy and, on this node's storage, series lookup.
+// Lookups run inside the cache's view, which the handler holds around the
+// translation.
 type otlpAppender struct {
 	numShards uint32
 	check     func(id []byte) error
+	cache     *seriesCache
 
 	idBuf     []byte
-	ids       map[string]otlpSeries
+	ids       map[string]int // index in series
+	series    []otlpSeries
+	promote   []newSeries
 	samples   []tstorage.Sample
 	meta      []remote.Metadata
 	metaSeen  map[string]struct{}
@@ -365,19 +380,48 @@ type otlpAppender struct {
 	err              error
 }
 
+// otlpSeries is one series of a request: its ID, shard, KeyHash, cache
+// entry (nil for a series the cache did not know) and its last sample.
 type otlpSeries struct {
 	id    []byte
 	shard uint32
+	hash  uint64
+	e     *cachedSeries
+	last  int
 }
 
 func (a *otlpAppender) reset() {
 	clear(a.ids)
 	clear(a.metaSeen)
+	clear(a.series)
+	clear(a.promote)
 	clear(a.samples)
 	clear(a.meta)
 	clear(a.exemplars)
-	*a = otlpAppender{idBuf: a.idBuf[:0], ids: a.ids, samples: a.samples[:0], meta: a.meta[:0],
-		metaSeen: a.metaSeen, exemplars: a.exemplars[:0]}
+	*a = otlpAppender{idBuf: a.idBuf[:0], ids: a.ids, series: a.series[:0], promote: a.promote[:0],
+		samples: a.samples[:0], meta: a.meta[:0], metaSeen: a.metaSeen, exemplars: a.exemplars[:0]}
+}
+
+// remember puts the request's new series into the cache with the storage
+// refs the write handed back, and refreshes the refs of known ones, as
+// remote write does.
+func (a *otlpAppender) remember(api *API) {
+	add, hits := a.promote, 0
+	for _, s := range a.series {
+		ref := a.samples[s.last].Ref
+		if s.e != nil {
+			hits++
+			if ref != nil && s.e.ref.Load() != ref {
+				s.e.ref.Store(ref)
+			}
+			continue
+		}
+		add = append(add, newSeries{s.hash, entry(s.id, s.id, s.shard, ref)})
+	}
+	a.promote = add
+	api.seriesV2.update(add)
+	api.m.cacheHits.Inc(int64(hits))
+	api.m.cacheMisses.Inc(int64(len(a.series) - hits))
 }
 
 var metricTypes = map[model.MetricType]int32{model.MetricTypeUnknown: 0, model.MetricTypeCounter: 1,
@@ -407,22 +451,41 @@ func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64,
 		a.idBuf = append(a.idBuf, l.Value...)
 	})
 	if a.ids == nil {
-		a.ids = make(map[string]otlpSeries)
+		a.ids = make(map[string]int)
 		a.metaSeen = make(map[string]struct{})
 	}
-	s, ok := a.ids[string(a.idBuf)]
+	i, ok := a.ids[string(a.idBuf)]
 	if !ok {
-		if a.check != nil {
-			if err := a.check(a.idBuf); err != nil {
-				a.err = &remote.InputError{Msg: fmt.Sprintf("translated series refused: %v; nothing was written", err), Err: err}
-				return 0, nil
+		s := otlpSeries{hash: remote.KeyHash(a.idBuf)}
+		if a.cache != nil {
+			var promote bool
+			if s.e, promote = a.cache.lookupOne(a.idBuf, s.hash); promote {
+				a.promote = append(a.promote, newSeries{s.hash, s.e})
 			}
 		}
-		s = otlpSeries{id: bytes.Clone(a.idBuf)}
-		s.shard = ident.Shard(s.id, a.numShards)
-		a.ids[string(s.id)] = s
+		if s.e != nil {
+			s.id, s.shard = s.e.id, s.e.shard
+		} else {
+			if a.check != nil {
+				if err := a.check(a.idBuf); err != nil {
+					a.err = &remote.InputError{Msg: fmt.Sprintf("translated series refused: %v; nothing was written", err), Err: err}
+					return 0, nil
+				}
+			}
+			s.id = bytes.Clone(a.idBuf)
+			s.shard = ident.Shard(s.id, a.numShards)
+		}
+		i = len(a.series)
+		a.series = append(a.series, s)
+		a.ids[string(s.id)] = i
 	}
-	a.samples = append(a.samples, tstorage.Sample{ID: s.id, Shard: s.shard, T: t, V: v})
+	s := &a.series[i]
+	var ref *tstorage.Series
+	if s.e != nil {
+		ref = s.e.ref.Load()
+	}
+	s.last = len(a.samples)
+	a.samples = append(a.samples, tstorage.Sample{ID: s.id, Shard: s.shard, Ref: ref, T: t, V: v})
 	if name := opts.MetricFamilyName; name != "" {
 		if _, ok := a.metaSeen[name]; !ok {
 			a.metaSeen[name] = struct{}{}

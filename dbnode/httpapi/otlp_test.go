@@ -447,3 +447,23 @@ func FuzzOTLPDecode(f *testing.F) {
 		}
 	})
 }
+
+// A series sent again comes from the ID-keyed series cache (shared with
+// remote write 2.0): no label check, hash or copy, and its samples land
+// in the same stored series.
+func TestOTLPSeriesCache(t *testing.T) {
+	f, scope := newScopedFixture(t)
+	ts := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	for i := range 3 {
+		resp := postOTLP(t, f.srv.URL, otlpProto, "", otlpBody(t, otlpMetrics(ts.Add(time.Duration(i)*time.Second)), false, false)).response(t)
+		require.Zero(t, resp.PartialSuccess().RejectedDataPoints())
+	}
+	require.Equal(t, len(otlpWant), f.api.seriesV2.len())
+	require.EqualValues(t, 2*len(otlpWant), counterValue(scope, "remote_write_series_cache_hits", nil))
+	require.EqualValues(t, len(otlpWant), counterValue(scope, "remote_write_series_cache_misses", nil))
+	got := stored(t, f.db, ts.UnixMilli()-1, ts.Add(3*time.Second).UnixMilli())
+	require.Len(t, got, len(otlpWant))
+	for k, vs := range got {
+		require.Equal(t, []float64{otlpWant[k][0], otlpWant[k][0], otlpWant[k][0]}, vs, k)
+	}
+}
