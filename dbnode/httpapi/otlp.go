@@ -126,7 +126,7 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 		return asJSON, err
 	}
 	md := req.Metrics()
-	rejected, why := refuseUnstoredOTLP(md)
+	rejected, reason, why := refuseUnstoredOTLP(md)
 	app := &st.app
 	app.numShards = a.opts.NumShards
 	app.check = a.opts.Limits.CheckID
@@ -145,6 +145,7 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 	}
 	if app.histograms > 0 { // none expected: exponential histograms were taken out
 		rejected += int64(app.histograms)
+		reason = remote.ReasonHistograms
 		why = append(why, fmt.Sprintf("%d native histogram samples of %s not written: this node does not store native histograms yet", app.histograms, app.firstHistogram))
 	}
 	if err := a.opts.Limits.CheckRequest(len(app.series), len(app.samples)); err != nil {
@@ -153,17 +154,26 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 	if len(app.samples) > 0 {
 		err := backend.WriteBatch(r.Context(), a.namespace(r), app.samples)
 		app.remember(a)
+		if rej := (*tstorage.RejectedError)(nil); err != nil && !errors.As(err, &rej) {
+			return asJSON, err // nothing acknowledged: 503, the sender retries
+		}
+		// Written, or written but for samples refused for good (400, as
+		// remote write answers it): either way the request is not
+		// retried, so keep its metadata and exemplars.
+		a.meta.Add(app.meta)
+		a.m.exemplarsIn.Inc(int64(a.ex.Add(app.exemplars)))
 		if err != nil {
-			return asJSON, err // RejectedError: 400, limits 429, other: 503 and retry
+			return asJSON, err
 		}
 	}
-	a.meta.Add(app.meta)
-	a.m.exemplarsIn.Inc(int64(a.ex.Add(app.exemplars)))
 	a.m.samplesIn.Inc(int64(len(app.samples)))
 	a.m.seriesIn.Inc(int64(len(app.series)))
 	if rejected > 0 && len(app.samples) == 0 {
 		// Nothing of the request was stored: a plain refusal.
-		return asJSON, &remote.InputError{Reason: remote.ReasonHistograms, Msg: strings.Join(why, "; ")}
+		return asJSON, &remote.InputError{Reason: reason, Msg: strings.Join(why, "; ")}
+	}
+	if rejected > 0 {
+		a.m.writeErrors(reason).Inc(1) // a partial success: counted as a refusal too
 	}
 	resp := pmetricotlp.NewExportResponse()
 	var warn []string
@@ -241,12 +251,12 @@ func decodeOTLP(body []byte, asJSON bool) (pmetricotlp.ExportRequest, error) {
 }
 
 // refuseUnstoredOTLP takes out of md the metrics this node does not store
-// and returns how many data points they had and why each kind was not
-// stored: exponential histograms (Prometheus makes native histograms of
+// and returns how many data points they had, the reason (for
+// remote_write_errors) and why each kind was not stored: exponential histograms (Prometheus makes native histograms of
 // them, not stored yet) and sums and histograms not of cumulative
 // temporality (Prometheus refuses them too unless told to store deltas
 // as they are). Empty metrics (no type) carry nothing and are dropped.
-func refuseUnstoredOTLP(md pmetric.Metrics) (rejected int64, why []string) {
+func refuseUnstoredOTLP(md pmetric.Metrics) (rejected int64, reason string, why []string) {
 	var nExp, nDelta int64
 	var firstExp, firstDelta string
 	rms := md.ResourceMetrics()
@@ -284,14 +294,22 @@ func refuseUnstoredOTLP(md pmetric.Metrics) (rejected int64, why []string) {
 			})
 		}
 	}
+	if nDelta > 0 {
+		reason = reasonDelta
+	}
 	if nExp > 0 {
+		reason = remote.ReasonHistograms
 		why = append(why, fmt.Sprintf("%d exponential histogram data points (first of metric %q) not written: Prometheus stores them as native histograms, which this node does not store yet; configure the SDK or collector to send explicit-bucket histograms", nExp, firstExp))
 	}
 	if nDelta > 0 {
 		why = append(why, fmt.Sprintf("%d data points of sums or histograms without cumulative temporality (first of metric %q) not written: only cumulative temporality is stored, as Prometheus does by default; use the collector's deltatocumulative processor", nDelta, firstDelta))
 	}
-	return nExp + nDelta, why
+	return nExp + nDelta, reason, why
 }
+
+// reasonDelta counts in remote_write_errors the refusals of data points
+// of delta (or unspecified) temporality.
+const reasonDelta = "delta_temporality"
 
 // writeOTLPResponse answers 200 with an ExportMetricsServiceResponse in
 // the request's encoding.

@@ -298,12 +298,13 @@ func TestOTLPExponentialHistogramsRefused(t *testing.T) {
 		require.Contains(t, s.Message, `3 exponential histogram data points (first of metric "rpc.latency") not written`)
 	}
 	require.Empty(t, stored(t, f.db, ts.Add(-2*time.Hour).UnixMilli(), ts.Add(-time.Hour+time.Minute).UnixMilli()))
-	require.EqualValues(t, 2, counterValue(scope, "remote_write_errors", map[string]string{"reason": "native_histograms"}))
+	// Two partial successes and two refusals.
+	require.EqualValues(t, 4, counterValue(scope, "remote_write_errors", map[string]string{"reason": "native_histograms"}))
 }
 
 // Delta sums are refused as Prometheus refuses them by default.
 func TestOTLPDeltaRefused(t *testing.T) {
-	f, _ := newScopedFixture(t)
+	f, scope := newScopedFixture(t)
 	ts := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	md := otlpMetrics(ts)
 	m := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().AppendEmpty()
@@ -316,6 +317,13 @@ func TestOTLPDeltaRefused(t *testing.T) {
 	require.EqualValues(t, 1, ps.RejectedDataPoints())
 	require.Contains(t, ps.ErrorMessage(), `without cumulative temporality (first of metric "jobs.done")`)
 	require.Equal(t, otlpWant, stored(t, f.db, ts.UnixMilli()-1, ts.UnixMilli()+1))
+
+	// Alone: refused.
+	md, ms := otlpResource()
+	m.CopyTo(ms.AppendEmpty())
+	st := postOTLP(t, f.srv.URL, otlpJSON, "", otlpBody(t, md, true, false)).status(t, http.StatusBadRequest)
+	require.Contains(t, st.Message, "only cumulative temporality is stored")
+	require.EqualValues(t, 2, counterValue(scope, "remote_write_errors", map[string]string{"reason": "delta_temporality"}))
 }
 
 func TestOTLPBadRequests(t *testing.T) {
