@@ -7,12 +7,16 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
+	promstorage "github.com/prometheus/prometheus/storage"
+	otlptranslator "github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -474,4 +478,85 @@ func TestOTLPSeriesCache(t *testing.T) {
 	for k, vs := range got {
 		require.Equal(t, []float64{otlpWant[k][0], otlpWant[k][0], otlpWant[k][0]}, vs, k)
 	}
+}
+
+// recordingAppender records what Prometheus' translator appends, as
+// Prometheus' own storage would receive it.
+type recordingAppender struct{ got map[string][]float64 }
+
+func (r *recordingAppender) Append(_ promstorage.SeriesRef, ls labels.Labels, _, _ int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, _ promstorage.AppendV2Options) (promstorage.SeriesRef, error) {
+	if h == nil && fh == nil {
+		r.got[ls.String()] = append(r.got[ls.String()], v)
+	}
+	return 1, nil
+}
+func (r *recordingAppender) Commit() error   { return nil }
+func (r *recordingAppender) Rollback() error { return nil }
+
+// What is stored is exactly what Prometheus' translator hands its own
+// storage with Prometheus 3's default OTLP settings, over a request of
+// several resources, scopes, every stored metric type (summaries too),
+// integer and float points, a stale marker (NoRecordedValue) and
+// attributes needing escaping.
+func TestOTLPStoresWhatPrometheusTranslates(t *testing.T) {
+	f := newFixture(t, 0)
+	ts := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	md := otlpMetrics(ts)
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "worker")
+	rm.Resource().Attributes().PutStr("k8s.pod.name", "worker-7")
+	for j := range 2 {
+		sm := rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName("scope" + strconv.Itoa(j))
+		m := sm.Metrics().AppendEmpty()
+		m.SetName("queue.size." + strconv.Itoa(j))
+		m.SetUnit("{item}")
+		g := m.SetEmptyGauge()
+		for i := range 3 {
+			dp := g.DataPoints().AppendEmpty()
+			dp.SetTimestamp(pcommon.NewTimestampFromTime(ts))
+			dp.SetDoubleValue(float64(i) + 0.5)
+			dp.Attributes().PutStr("queue.name", "q-"+strconv.Itoa(i))
+			dp.Attributes().PutInt("shard", int64(i))
+			if i == 2 {
+				dp.SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+			}
+		}
+		s := sm.Metrics().AppendEmpty()
+		s.SetName("request.size")
+		s.SetUnit("KiBy")
+		sp := s.SetEmptySummary().DataPoints().AppendEmpty()
+		sp.SetTimestamp(pcommon.NewTimestampFromTime(ts))
+		sp.SetCount(10)
+		sp.SetSum(55)
+		q := sp.QuantileValues().AppendEmpty()
+		q.SetQuantile(0.5)
+		q.SetValue(4)
+		q = sp.QuantileValues().AppendEmpty()
+		q.SetQuantile(0.99)
+		q.SetValue(9)
+		sp.Attributes().PutStr("scope", strconv.Itoa(j)) // two series, not one
+	}
+
+	want := &recordingAppender{got: map[string][]float64{}}
+	conv := otlptranslator.NewPrometheusConverter(want)
+	_, err := conv.FromMetrics(context.Background(), md, otlpSettings)
+	require.NoError(t, err)
+	require.Greater(t, len(want.got), 20)
+
+	resp := postOTLP(t, f.srv.URL, otlpProto, "gzip", otlpBody(t, md, false, true)).response(t)
+	require.Zero(t, resp.PartialSuccess().RejectedDataPoints())
+	got := stored(t, f.db, ts.UnixMilli()-1, ts.UnixMilli()+1)
+	require.Equal(t, len(want.got), len(got))
+	for k, vs := range want.got {
+		require.Len(t, got[k], len(vs), k)
+		for i, v := range vs {
+			require.Equal(t, math.Float64bits(v), math.Float64bits(got[k][i]), "%s: %v vs %v", k, v, got[k][i])
+		}
+	}
+	// Spot checks of Prometheus' rules, lest both sides be wrong together.
+	require.Contains(t, got, `{__name__="queue_size_0", job="worker", queue_name="q-0", shard="0"}`)
+	require.Contains(t, got, `{__name__="request_size_kibibytes_sum", job="worker", scope="1"}`)
+	require.Contains(t, got, `{__name__="request_size_kibibytes", job="worker", quantile="0.99", scope="0"}`)
+	require.Contains(t, got, `{__name__="target_info", job="worker", k8s_pod_name="worker-7"}`)
 }
