@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	otlptranslator "github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
-	"github.com/prometheus/prometheus/util/annotations"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"google.golang.org/genproto/googleapis/rpc/status"
@@ -129,19 +128,16 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 	rejected, reason, why := refuseUnstoredOTLP(md)
 	app := &st.app
 	app.numShards = a.opts.NumShards
-	app.check = a.opts.Limits.CheckID
-	app.cache = a.seriesV2
 	st.conv.Reset(app)
-	var annots annotations.Annotations
-	a.seriesV2.view(func() { annots, err = st.conv.FromMetrics(r.Context(), md, otlpSettings) })
+	annots, err := st.conv.FromMetrics(r.Context(), md, otlpSettings)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return asJSON, err // 503: retry
 		}
 		return asJSON, &remote.InputError{Msg: "translating OTLP metrics (nothing was written): " + err.Error()}
 	}
-	if app.err != nil {
-		return asJSON, app.err
+	if err := app.resolve(a.seriesV2, a.opts.Limits.CheckID); err != nil {
+		return asJSON, err
 	}
 	if app.histograms > 0 { // none expected: exponential histograms were taken out
 		rejected += int64(app.histograms)
@@ -365,28 +361,24 @@ func grpcCode(code int) int {
 }
 
 // otlpAppender is the storage.AppenderV2 the translator appends to: it
-// collects float samples into one batch with canonical series IDs (each
-// series not in the cache checked as remote write checks its labels), the
+// collects float samples into one batch with canonical series IDs, the
 // metadata of each metric family and the exemplars. It stores nothing
-// itself: the handler writes the batch through the Backend, as remote
-// write does, and Commit and Rollback do nothing.
-//
-// Series are looked up by ID in the API's ID-keyed series cache (remote
-// write 2.0's: an ID means the same series whichever protocol brought it,
-// and was checked by the same rules), which saves a known series' label
-// check, shard hash, ID copy and, on this node's storage, series lookup.
-// Lookups run inside the cache's view, which the handler holds around the
-// translation.
+// itself: resolve then checks the series, and the handler writes the
+// batch through the Backend, as remote write does; Commit and Rollback do
+// nothing.
 type otlpAppender struct {
 	numShards uint32
-	check     func(id []byte) error
-	cache     *seriesCache
 
-	idBuf     []byte
+	idBuf []byte
+	// arena holds the IDs of the request's series. A series' ID slices
+	// the arena as it was then: when the arena grows, earlier IDs keep
+	// slicing the old array, which nothing writes again.
+	arena     []byte
 	ids       map[string]int // index in series
 	series    []otlpSeries
 	promote   []newSeries
 	samples   []tstorage.Sample
+	ofSample  []int32 // index in series of each sample
 	meta      []remote.Metadata
 	metaSeen  map[string]struct{}
 	exemplars []exemplars.Item
@@ -395,17 +387,55 @@ type otlpAppender struct {
 	firstHistogram   string
 	badExemplars     int
 	firstBadExemplar string
-	err              error
 }
 
-// otlpSeries is one series of a request: its ID, shard, KeyHash, cache
-// entry (nil for a series the cache did not know) and its last sample.
+// otlpSeries is one series of a request: its ID, KeyHash and last
+// sample, then (resolve) its shard, cache entry (nil for a series the
+// cache did not know) and storage ref.
 type otlpSeries struct {
 	id    []byte
-	shard uint32
 	hash  uint64
-	e     *cachedSeries
 	last  int
+	shard uint32
+	e     *cachedSeries
+	ref   *tstorage.Series
+}
+
+// resolve looks the request's series up by ID in the API's ID-keyed
+// series cache (remote write 2.0's: an ID is the same series whichever
+// protocol brought it, checked by the same rules), in one view after the
+// translation (not around it: a long translation would hold the lock
+// that other requests' updates wait for). A known series skips the label
+// check, the shard hash and, on this node's storage, the series lookup;
+// the others are checked with check (limits.CheckID: Prometheus' label
+// rules and the label limits), the first failure refusing the request
+// whole, as remote write does. It then sets every sample's shard and ref.
+func (a *otlpAppender) resolve(cache *seriesCache, check func(id []byte) error) error {
+	cache.view(func() {
+		for i := range a.series {
+			s := &a.series[i]
+			var promote bool
+			if s.e, promote = cache.lookupOne(s.id, s.hash); promote {
+				a.promote = append(a.promote, newSeries{s.hash, s.e})
+			}
+		}
+	})
+	for i := range a.series {
+		s := &a.series[i]
+		if s.e != nil {
+			s.shard, s.ref = s.e.shard, s.e.ref.Load()
+			continue
+		}
+		if err := check(s.id); err != nil {
+			return &remote.InputError{Msg: fmt.Sprintf("translated series refused: %v; nothing was written", err), Err: err}
+		}
+		s.shard = ident.Shard(s.id, a.numShards)
+	}
+	for k := range a.samples {
+		s := &a.series[a.ofSample[k]]
+		a.samples[k].Shard, a.samples[k].Ref = s.shard, s.ref
+	}
+	return nil
 }
 
 func (a *otlpAppender) reset() {
@@ -416,8 +446,8 @@ func (a *otlpAppender) reset() {
 	clear(a.samples)
 	clear(a.meta)
 	clear(a.exemplars)
-	*a = otlpAppender{idBuf: a.idBuf[:0], ids: a.ids, series: a.series[:0], promote: a.promote[:0],
-		samples: a.samples[:0], meta: a.meta[:0], metaSeen: a.metaSeen, exemplars: a.exemplars[:0]}
+	*a = otlpAppender{idBuf: a.idBuf[:0], arena: a.arena[:0], ids: a.ids, series: a.series[:0], promote: a.promote[:0],
+		samples: a.samples[:0], ofSample: a.ofSample[:0], meta: a.meta[:0], metaSeen: a.metaSeen, exemplars: a.exemplars[:0]}
 }
 
 // remember puts the request's new series into the cache with the storage
@@ -446,12 +476,8 @@ var metricTypes = map[model.MetricType]int32{model.MetricTypeUnknown: 0, model.M
 	model.MetricTypeGauge: 2, model.MetricTypeHistogram: 3, model.MetricTypeGaugeHistogram: 4,
 	model.MetricTypeSummary: 5, model.MetricTypeInfo: 6, model.MetricTypeStateset: 7}
 
-// Append implements storage.AppenderV2. A series whose labels fail the
-// checks fails the request (400, nothing written), as in remote write.
+// Append implements storage.AppenderV2.
 func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AppendV2Options) (storage.SeriesRef, error) {
-	if a.err != nil {
-		return 0, nil
-	}
 	if h != nil || fh != nil {
 		if a.histograms == 0 {
 			a.firstHistogram = ls.String()
@@ -474,36 +500,16 @@ func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64,
 	}
 	i, ok := a.ids[string(a.idBuf)]
 	if !ok {
-		s := otlpSeries{hash: remote.KeyHash(a.idBuf)}
-		if a.cache != nil {
-			var promote bool
-			if s.e, promote = a.cache.lookupOne(a.idBuf, s.hash); promote {
-				a.promote = append(a.promote, newSeries{s.hash, s.e})
-			}
-		}
-		if s.e != nil {
-			s.id, s.shard = s.e.id, s.e.shard
-		} else {
-			if a.check != nil {
-				if err := a.check(a.idBuf); err != nil {
-					a.err = &remote.InputError{Msg: fmt.Sprintf("translated series refused: %v; nothing was written", err), Err: err}
-					return 0, nil
-				}
-			}
-			s.id = bytes.Clone(a.idBuf)
-			s.shard = ident.Shard(s.id, a.numShards)
-		}
+		from := len(a.arena)
+		a.arena = append(a.arena, a.idBuf...)
 		i = len(a.series)
-		a.series = append(a.series, s)
-		a.ids[string(s.id)] = i
+		a.series = append(a.series, otlpSeries{id: a.arena[from:len(a.arena):len(a.arena)], hash: remote.KeyHash(a.idBuf)})
+		a.ids[string(a.idBuf)] = i
 	}
 	s := &a.series[i]
-	var ref *tstorage.Series
-	if s.e != nil {
-		ref = s.e.ref.Load()
-	}
 	s.last = len(a.samples)
-	a.samples = append(a.samples, tstorage.Sample{ID: s.id, Shard: s.shard, Ref: ref, T: t, V: v})
+	a.samples = append(a.samples, tstorage.Sample{ID: s.id, T: t, V: v})
+	a.ofSample = append(a.ofSample, int32(i))
 	if name := opts.MetricFamilyName; name != "" {
 		if _, ok := a.metaSeen[name]; !ok {
 			a.metaSeen[name] = struct{}{}
@@ -521,7 +527,7 @@ func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64,
 		}
 		a.exemplars = append(a.exemplars, exemplars.Item{SeriesID: s.id, Labels: e.Labels, V: e.Value, T: e.Ts})
 	}
-	return storage.SeriesRef(uint64(s.shard) + 1), nil
+	return storage.SeriesRef(i + 1), nil
 }
 
 // exemplarOK applies OpenMetrics' exemplar label bound, as Prometheus'

@@ -448,13 +448,18 @@ func FuzzOTLPDecode(f *testing.F) {
 		defer otlpStates.Put(st)
 		defer st.app.reset()
 		st.app.numShards = 64
-		st.app.check = (*limits.Limits)(nil).CheckID
 		st.conv.Reset(&st.app)
 		_, _ = st.conv.FromMetrics(context.Background(), md, otlpSettings)
 		st.conv.Reset(nil)
+		if err := st.app.resolve(newSeriesCache(1024), (*limits.Limits)(nil).CheckID); err != nil {
+			return
+		}
 		for _, s := range st.app.samples {
 			if _, err := ident.Labels(s.ID); err != nil {
 				t.Fatalf("a sample's series ID does not decode: %v", err)
+			}
+			if s.Shard >= 64 {
+				t.Fatalf("shard %d of 64", s.Shard)
 			}
 		}
 	})
