@@ -99,6 +99,20 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, entries []*ca
 	return promote
 }
 
+// lookupOne is lookup of one key: its entry or nil, and whether the entry
+// is in the old generation (the caller passes it to update, to keep it).
+// Only inside view.
+func (c *seriesCache) lookupOne(key []byte, h uint64) (e *cachedSeries, promote bool) {
+	e = c.cur[h]
+	if e == nil {
+		e = c.old[h]
+	}
+	if e == nil || !bytes.Equal(key, e.key) {
+		return nil, false
+	}
+	return e, e.gen != c.gen
+}
+
 // newSeries is a series to remember: the hash of its label bytes, and its
 // entry.
 type newSeries struct {

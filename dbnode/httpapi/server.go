@@ -171,6 +171,7 @@ func New(opts Options) *API {
 	}
 	a.handle("POST /api/v1/prom/remote/write", "remote_write", a.remoteWrite)
 	a.handle("POST /api/v1/write", "remote_write", a.remoteWrite)
+	a.mux.HandleFunc("POST /api/v1/otlp/v1/metrics", a.otlpWrite) // otlp.go
 	a.handle("POST /api/v1/prom/remote/read", "remote_read", a.remoteRead)
 	a.handle("POST /api/v1/read", "remote_read", a.remoteRead)
 	a.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {

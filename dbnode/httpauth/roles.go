@@ -17,7 +17,7 @@ const (
 	// Read: remote read, the PromQL API (query, series, labels, metadata),
 	// reading the placement, /metrics.
 	Read
-	// Write: remote write (and OTLP ingest when it exists).
+	// Write: remote write and OTLP ingest.
 	Write
 	// Admin: everything, and alone what changes cluster state (placement
 	// changes) or exposes the process (/debug/pprof).
