@@ -63,6 +63,8 @@ cluster:
   readConsistency: one
   healthCheckInterval: 200ms
   requestTimeout: 2s
+hints:
+  enabled: false # repair alone must converge the replicas here
 repair:
   every: 2s
   settleMargin: 1s
@@ -221,8 +223,9 @@ func TestRepairBringsBackDeletedFileset(t *testing.T) {
 }
 
 // TestRepairFillsMissedInMemorySamples: writes acknowledged at majority
-// while one replica was down (no hints on this branch) reach it through
-// repair while still in memory.
+// while one replica was down reach it through repair while still in
+// memory (hinted handoff is off in repairCluster: hints would otherwise
+// deliver them first, leaving repair nothing to show).
 func TestRepairFillsMissedInMemorySamples(t *testing.T) {
 	nodes := repairCluster(t)
 	n3 := nodes[2]
