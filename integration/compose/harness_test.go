@@ -94,6 +94,9 @@ type project struct {
 	bin     string // the host tessera binary, for the placement CLI
 	http    string // node1's published HTTP base URL
 	etcd    string // node1's published etcd client host:port
+	// overrides are compose files applied over docker-compose.yml, in
+	// order (docker-compose.secure.yml for the secure cluster).
+	overrides []string
 }
 
 func newProject(t *testing.T, compose []string) *project {
@@ -178,6 +181,9 @@ func (p *project) exec(timeout time.Duration, argv ...string) (string, error) {
 // dc runs a compose subcommand of this project; profiles go before it.
 func (p *project) dc(timeout time.Duration, args ...string) (string, error) {
 	argv := append(append([]string{}, p.compose...), "-p", p.name, "-f", filepath.Join(p.root, "docker-compose.yml"))
+	for _, f := range p.overrides {
+		argv = append(argv, "-f", filepath.Join(p.root, f))
+	}
 	return p.exec(timeout, append(argv, args...)...)
 }
 
