@@ -27,13 +27,7 @@ import (
 // answer, etcd without a client certificate none either. Everything the
 // project created is removed at the end, pass or fail.
 func TestComposeSecureCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compose cluster test skipped in -short mode")
-	}
-	compose, why := findCompose()
-	if why != "" {
-		t.Skip("compose cluster test skipped: " + why)
-	}
+	compose := composeOrSkip(t)
 	p := newProject(t, compose)
 	p.overrides = []string{"docker-compose.secure.yml"}
 	// Node names are in their own certificates; 127.0.0.1 is added for the
@@ -56,19 +50,7 @@ func TestComposeSecureCluster(t *testing.T) {
 	t.Logf("node1 %s, etcd %s", base, p.etcd)
 	// Healthy means the container's own check, `tessera ready` over HTTPS
 	// with the CA, passed; the placement comes from etcd over TLS.
-	eventually(t, 3*time.Minute, "node1..node3 healthy and every shard AVAILABLE", func() error {
-		for _, s := range []string{"node1", "node2", "node3"} {
-			if err := p.healthy(s); err != nil {
-				return err
-			}
-		}
-		pl, err := p.placement()
-		if err != nil {
-			return err
-		}
-		return settled(pl, "node1", "node2", "node3")
-	})
-	t.Logf("wall time of `up -d` to all three nodes ready: %v", time.Since(start).Round(time.Millisecond))
+	p.waitSeedsReady(start)
 
 	// etcd refuses a client without a certificate from the cluster CA, and
 	// a client without TLS. (The empty flags override the variables.)
