@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tessera-tsdb/tessera/internal/tlsfiles"
 )
@@ -50,6 +51,17 @@ func (s Security) wrap(tr *http.Transport) (http.RoundTripper, error) {
 		return tr, nil
 	}
 	return authTransport{tr, set}, nil
+}
+
+// Client is an HTTP client with s's TLS files and credentials, built the
+// way bench builds its own, for other callers that talk to a secured
+// node (the compose cluster's tests).
+func (s Security) Client(timeout time.Duration) (*http.Client, error) {
+	rt, err := s.wrap(http.DefaultTransport.(*http.Transport).Clone())
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: rt, Timeout: timeout}, nil
 }
 
 // authTransport adds credentials to each request.

@@ -13,13 +13,7 @@ import (
 // node stopped and started, node 4 added and removed with the placement
 // CLI. Everything the project created is removed at the end, pass or fail.
 func TestComposeCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compose cluster test skipped in -short mode")
-	}
-	compose, why := findCompose()
-	if why != "" {
-		t.Skip("compose cluster test skipped: " + why)
-	}
+	compose := composeOrSkip(t)
 	p := newProject(t, compose)
 	t.Logf("compose %q, project %s, image %s", strings.Join(compose, " "), p.name, p.image)
 
@@ -33,19 +27,7 @@ func TestComposeCluster(t *testing.T) {
 	start = time.Now()
 	p.up()
 	t.Logf("node1 %s, etcd %s", p.http, p.etcd)
-	eventually(t, 3*time.Minute, "node1..node3 healthy and every shard AVAILABLE", func() error {
-		for _, s := range []string{"node1", "node2", "node3"} {
-			if err := p.healthy(s); err != nil {
-				return err
-			}
-		}
-		pl, err := p.placement()
-		if err != nil {
-			return err
-		}
-		return settled(pl, "node1", "node2", "node3")
-	})
-	t.Logf("wall time of `up -d` to all three nodes ready: %v", time.Since(start).Round(time.Millisecond))
+	p.waitSeedsReady(start)
 	pl, err := p.placement()
 	require.NoError(t, err)
 	require.Equal(t, 3, pl.ReplicaFactor)

@@ -2,6 +2,7 @@ package compose
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -32,4 +33,43 @@ func TestComposeConfigsLoad(t *testing.T) {
 		}
 	}
 	require.Equal(t, 3, seeds, "nodes 1-3 are the etcd seeds")
+}
+
+// TestComposeSecureConfigsLoad checks deploy/compose/secure/*.yml (mounted
+// by docker-compose.secure.yml) without docker: each loads, differs from
+// its plain counterpart only in security settings, and reads every
+// certificate, key, web config and token from /secure, where the
+// override mounts $TESSERA_SECURE_DIR.
+func TestComposeSecureConfigsLoad(t *testing.T) {
+	root := repoRoot(t)
+	files, err := filepath.Glob(filepath.Join(root, "deploy", "compose", "secure", "*.yml"))
+	require.NoError(t, err)
+	require.Len(t, files, 3, "node1..node3, the seeds")
+	for _, f := range files {
+		c, err := config.Load(f)
+		require.NoError(t, err, f)
+		plain, err := config.Load(filepath.Join(root, "deploy", "compose", filepath.Base(f)))
+		require.NoError(t, err, f)
+		require.Equal(t, plain.ID, c.ID, f)
+		require.Equal(t, plain.IsolationGroup, c.IsolationGroup, f)
+		require.Equal(t, plain.DataDir, c.DataDir, f)
+		require.Equal(t, plain.RPC.Advertise, c.RPC.Advertise, f)
+		require.Equal(t, plain.Cluster, c.Cluster, f)
+		require.Equal(t, plain.Etcd.Endpoints, c.Etcd.Endpoints, f)
+		e := c.Etcd.Embedded
+		require.True(t, e.Enabled, f)
+		require.Equal(t, "https://"+c.ID+":2379", e.ClientURL, f)
+		require.Equal(t, "https://"+c.ID+":2380", e.PeerURL, f)
+		require.Equal(t, strings.ReplaceAll(plain.Etcd.Embedded.InitialCluster, "http://", "https://"), e.InitialCluster, f)
+
+		require.Equal(t, "/secure/web-"+c.ID+".yml", c.HTTP.WebConfigFile, f)
+		own := config.TLSFiles{CertFile: "/secure/" + c.ID + ".crt", KeyFile: "/secure/" + c.ID + ".key", CAFile: "/secure/ca.crt"}
+		for what, tls := range map[string]config.TLSFiles{"rpc.tls": c.RPC.TLS, "etcd.tls": c.Etcd.TLS, "clientTLS": e.ClientTLS, "peerTLS": e.PeerTLS} {
+			require.Equal(t, own, tls, "%s: %s", f, what)
+		}
+		require.Equal(t, map[string]string{"grafana": "read"}, c.HTTP.Auth.Users, f)
+		for _, tok := range c.HTTP.Auth.Tokens {
+			require.Equal(t, "/secure/"+tok.Role+".token", tok.TokenFile, f)
+		}
+	}
 }

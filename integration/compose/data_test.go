@@ -29,6 +29,12 @@ func seriesLabels(i int) []prompb.Label {
 // write sends one Prometheus remote write (snappy protobuf) of n series,
 // one sample each at ts, and records them once acknowledged.
 func (w written) write(base string, n int, ts time.Time) error {
+	return w.writeVia(httpClient, base, n, ts)
+}
+
+// writeVia is write through c (TLS settings and credentials of the secure
+// cluster).
+func (w written) writeVia(c *http.Client, base string, n int, ts time.Time) error {
 	req := &prompb.WriteRequest{}
 	for i := 0; i < n; i++ {
 		v := float64(i)*1e3 + float64(ts.UnixMilli()%1e5)/7
@@ -46,7 +52,7 @@ func (w written) write(base string, n int, ts time.Time) error {
 	hr.Header.Set("Content-Encoding", "snappy")
 	hr.Header.Set("Content-Type", "application/x-protobuf")
 	hr.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
-	resp, err := httpClient.Do(hr)
+	resp, err := c.Do(hr)
 	if err != nil {
 		return fmt.Errorf("remote write: %w", err)
 	}
@@ -64,6 +70,11 @@ func (w written) write(base string, n int, ts time.Time) error {
 // check reads the metric back through remote read and compares every
 // acknowledged sample bit for bit.
 func (w written) check(base string, from, to time.Time) error {
+	return w.checkVia(httpClient, base, from, to)
+}
+
+// checkVia is check through c.
+func (w written) checkVia(c *http.Client, base string, from, to time.Time) error {
 	rr := &prompb.ReadRequest{Queries: []*prompb.Query{{
 		StartTimestampMs: from.UnixMilli(), EndTimestampMs: to.UnixMilli(),
 		Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: metric}},
@@ -79,7 +90,7 @@ func (w written) check(base string, from, to time.Time) error {
 	hr.Header.Set("Content-Encoding", "snappy")
 	hr.Header.Set("Content-Type", "application/x-protobuf")
 	hr.Header.Set("X-Prometheus-Remote-Read-Version", "0.1.0")
-	resp, err := httpClient.Do(hr)
+	resp, err := c.Do(hr)
 	if err != nil {
 		return fmt.Errorf("remote read: %w", err)
 	}
@@ -133,7 +144,12 @@ func (w written) check(base string, from, to time.Time) error {
 // instantQuery runs a PromQL instant query and returns its vector result
 // as a single number (the README's curl example, from Go).
 func instantQuery(base, query string) (float64, error) {
-	resp, err := httpClient.Get(base + "/api/v1/query?query=" + url.QueryEscape(query))
+	return instantQueryVia(httpClient, base, query)
+}
+
+// instantQueryVia is instantQuery through c.
+func instantQueryVia(c *http.Client, base, query string) (float64, error) {
+	resp, err := c.Get(base + "/api/v1/query?query=" + url.QueryEscape(query))
 	if err != nil {
 		return 0, fmt.Errorf("query %q: %w", query, err)
 	}

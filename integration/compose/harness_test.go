@@ -59,6 +59,20 @@ func findCompose() (argv []string, why string) {
 	return nil, "neither `docker compose` nor `docker-compose` works"
 }
 
+// composeOrSkip returns the compose command, or skips the test saying why
+// it cannot run here (-short, no docker or compose, TESSERA_COMPOSE_TEST=0).
+func composeOrSkip(t *testing.T) []string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("compose cluster test skipped in -short mode")
+	}
+	compose, why := findCompose()
+	if why != "" {
+		t.Skip("compose cluster test skipped: " + why)
+	}
+	return compose
+}
+
 func firstLine(b []byte) string {
 	s, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 	return s
@@ -94,6 +108,9 @@ type project struct {
 	bin     string // the host tessera binary, for the placement CLI
 	http    string // node1's published HTTP base URL
 	etcd    string // node1's published etcd client host:port
+	// overrides are compose files applied over docker-compose.yml, in
+	// order (docker-compose.secure.yml for the secure cluster).
+	overrides []string
 }
 
 func newProject(t *testing.T, compose []string) *project {
@@ -178,6 +195,9 @@ func (p *project) exec(timeout time.Duration, argv ...string) (string, error) {
 // dc runs a compose subcommand of this project; profiles go before it.
 func (p *project) dc(timeout time.Duration, args ...string) (string, error) {
 	argv := append(append([]string{}, p.compose...), "-p", p.name, "-f", filepath.Join(p.root, "docker-compose.yml"))
+	for _, f := range p.overrides {
+		argv = append(argv, "-f", filepath.Join(p.root, f))
+	}
 	return p.exec(timeout, append(argv, args...)...)
 }
 
@@ -214,6 +234,27 @@ func (p *project) teardownOnCleanup() {
 			p.t.Errorf("compose down: %v", err)
 		}
 	})
+}
+
+// waitSeedsReady waits until node1..node3 are healthy (their container's
+// health check, `tessera ready`, passes) and every shard of the placement
+// the init service wrote is AVAILABLE, and logs how long that took since
+// start.
+func (p *project) waitSeedsReady(start time.Time) {
+	p.t.Helper()
+	eventually(p.t, 3*time.Minute, "node1..node3 healthy and every shard AVAILABLE", func() error {
+		for _, s := range []string{"node1", "node2", "node3"} {
+			if err := p.healthy(s); err != nil {
+				return err
+			}
+		}
+		pl, err := p.placement()
+		if err != nil {
+			return err
+		}
+		return settled(pl, "node1", "node2", "node3")
+	})
+	p.t.Logf("wall time of `up -d` to all three nodes ready: %v", time.Since(start).Round(time.Millisecond))
 }
 
 // containerID is the ID of a service's container.

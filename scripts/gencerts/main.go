@@ -2,8 +2,10 @@
 // and tokens for the secure example (config/examples/secure) and the
 // secure docker compose variant. Not for production: use your own PKI.
 //
-//	go run ./scripts/gencerts -dir ./secure                                   # loopback example
-//	go run ./scripts/gencerts -dir ./secure -hosts 127.0.0.1,localhost,node1,node2,node3   # compose
+//	go run ./scripts/gencerts -dir ./secure   # the loopback example and docker-compose.secure.yml alike
+//
+// Each node's certificate carries its own name (node1..node3: the compose
+// service names) and -hosts.
 package main
 
 import (
