@@ -22,6 +22,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tessera-tsdb/tessera/client/hints"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/internal/waitfor"
 )
 
@@ -82,7 +84,11 @@ type testNode struct {
 	done chan struct{}
 }
 
-func startNode(t *testing.T) *testNode {
+func startNode(t *testing.T) *testNode { return startNodeWith(t, nil) }
+
+// startNodeWith is startNode with prepare (when not nil) called on the
+// data directory before the node starts.
+func startNodeWith(t *testing.T, prepare func(dataDir string)) *testNode {
 	dir := t.TempDir()
 	etcd := freeAddr(t)
 	n := &testNode{t: t, http: freeAddr(t), out: &bytes.Buffer{}, done: make(chan struct{})}
@@ -102,6 +108,9 @@ cluster:
 `, filepath.Join(dir, "data"), n.http, freeAddr(t), etcd, etcd, freeAddr(t))
 	path := filepath.Join(dir, "node.yml")
 	require.NoError(t, os.WriteFile(path, []byte(conf), 0o644))
+	if prepare != nil {
+		prepare(filepath.Join(dir, "data"))
+	}
 	n.cmd = exec.Command(binary, "node", "-f", path)
 	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out // one buffer: Wait copies both before returning
 	require.NoError(t, n.cmd.Start())
@@ -188,8 +197,9 @@ func TestNodeBuildInfoAndLogs(t *testing.T) {
 
 // TestGrafanaDashboardMetricsExist parses every PromQL expression of
 // deploy/grafana/tessera.json and checks that each metric it reads is
-// exported on a node's GET /metrics, after the node saw writes, queries
-// and a refused write (some series appear on first use).
+// exported on a node's GET /metrics, after the node saw writes, queries,
+// a refused write and hints left for an instance no longer in the
+// placement (some series appear on first use).
 func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	raw, err := os.ReadFile("../../deploy/grafana/tessera.json")
 	require.NoError(t, err)
@@ -209,7 +219,8 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	}
 	// The areas the dashboard covers, each by at least one metric.
 	for _, prefix := range []string{"tessera_http_remote_write_", "tessera_query_", "tessera_storage_commitlog_",
-		"tessera_storage_flush", "tessera_bootstrap_", "tessera_placement_shards"} {
+		"tessera_storage_flush", "tessera_bootstrap_", "tessera_placement_shards", "tessera_repair_",
+		"tessera_hints_", "tessera_limits_refused"} {
 		found := false
 		for name := range wanted {
 			found = found || strings.HasPrefix(name, prefix)
@@ -217,7 +228,18 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 		require.True(t, found, "no panel reads %s*", prefix)
 	}
 
-	n := startNode(t)
+	// Hints a previous run left for an instance that has since left the
+	// placement: the node opens that queue at start (its gauges and
+	// counters appear) and drops its records, counted as
+	// tessera_hints_dropped{reason="removed"}, which appears only then.
+	n := startNodeWith(t, func(dataDir string) {
+		st, err := hints.Open(filepath.Join(dataDir, "hints"), hints.Options{MaxBytes: 1 << 20, MaxAge: time.Hour})
+		require.NoError(t, err)
+		q, err := st.Queue("removed-node")
+		require.NoError(t, err)
+		require.NoError(t, q.Append("default", []storage.Sample{{ID: []byte("up"), T: time.Now().UnixMilli(), V: 1}}))
+		require.NoError(t, st.Close())
+	})
 	base := "http://" + n.http
 	bench := exec.Command(binary, "bench", "--url", base, "--series", "40", "--samples", "20", "--interval", "10s", "--verify")
 	out, err := bench.CombinedOutput()
