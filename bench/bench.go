@@ -263,7 +263,7 @@ func newClient(o Options) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = o.Concurrency
 	tr.MaxIdleConns = max(tr.MaxIdleConns, o.Concurrency)
-	rt, err := o.Security.wrap(tr)
+	rt, err := o.Security.Wrap(tr)
 	if err != nil {
 		return nil, err
 	}

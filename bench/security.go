@@ -1,65 +1,7 @@
 package bench
 
-import (
-	"errors"
-	"fmt"
-	"net/http"
-	"strings"
+import "github.com/tessera-tsdb/tessera/internal/clientsec"
 
-	"github.com/tessera-tsdb/tessera/internal/tlsfiles"
-)
-
-// Security are the credentials and TLS files for a node with HTTPS and
-// auth on. An https:// URL verifies the node against CAFile (the system
-// roots when empty).
-type Security struct {
-	// BearerToken is sent as "Authorization: Bearer <token>".
-	BearerToken string
-	// BasicAuth is "user:password".
-	BasicAuth string
-	// CAFile verifies the node's certificate; CertFile and KeyFile are a
-	// client certificate, for a node that requires one.
-	CAFile, CertFile, KeyFile string
-}
-
-// wrap puts TLS settings on tr and returns a transport that adds the
-// credentials to every request.
-func (s Security) wrap(tr *http.Transport) (http.RoundTripper, error) {
-	if s.BearerToken != "" && s.BasicAuth != "" {
-		return nil, errors.New("bench: use --bearer-token or --basic-auth, not both")
-	}
-	files := tlsfiles.Files{CAFile: s.CAFile, CertFile: s.CertFile, KeyFile: s.KeyFile}
-	if files.Enabled() {
-		tc, err := tlsfiles.Client(files)
-		if err != nil {
-			return nil, fmt.Errorf("bench: TLS (--ca-file, --cert-file, --key-file): %w", err)
-		}
-		tr.TLSClientConfig = tc
-	}
-	var set func(*http.Request)
-	switch {
-	case s.BearerToken != "":
-		set = func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+s.BearerToken) }
-	case s.BasicAuth != "":
-		user, pw, ok := strings.Cut(s.BasicAuth, ":")
-		if !ok {
-			return nil, errors.New("bench: --basic-auth wants user:password")
-		}
-		set = func(r *http.Request) { r.SetBasicAuth(user, pw) }
-	default:
-		return tr, nil
-	}
-	return authTransport{tr, set}, nil
-}
-
-// authTransport adds credentials to each request.
-type authTransport struct {
-	*http.Transport
-	set func(*http.Request)
-}
-
-func (a authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	a.set(r)
-	return a.Transport.RoundTrip(r)
-}
+// Security are the credentials and TLS files for a secured node; the CLI's
+// other commands share them (internal/clientsec).
+type Security = clientsec.Security
