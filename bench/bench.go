@@ -263,7 +263,7 @@ func newClient(o Options) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = o.Concurrency
 	tr.MaxIdleConns = max(tr.MaxIdleConns, o.Concurrency)
-	rt, err := o.Security.wrap(tr)
+	rt, err := o.Security.Wrap(tr)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +395,10 @@ func Verify(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	defer client.CloseIdleConnections()
-	end := o.Start + int64(o.Samples)*o.Interval.Milliseconds()
+	// The last sample's timestamp: remote read's end is inclusive, so one
+	// interval more would take the first sample of a later run on the same
+	// series and fail a run that is intact.
+	end := o.Start + int64(o.Samples-1)*o.Interval.Milliseconds()
 	groups := (o.Series + 99) / 100
 	var checked, bad atomic.Int64
 	var firstErr atomic.Pointer[string]

@@ -226,3 +226,21 @@ func TestDescribeMatchesLabels(t *testing.T) {
 	require.Contains(t, d, `host-49:9100`)
 	require.Contains(t, Describe(Options{Series: 3, Metric: "m"}), `host-2:9100`)
 }
+
+// A run followed by another on the same series (the next --start right
+// after its last sample) still verifies: verify reads only its own range.
+func TestVerifyRunFollowedByAnother(t *testing.T) {
+	o := Options{URL: newNode(t), Series: 20, Samples: 10, Interval: time.Second, Batch: 100,
+		Concurrency: 2, Start: time.Now().Add(-time.Hour).UnixMilli(), Metric: "bench_test"}
+	next := o
+	next.Start = o.Start + int64(o.Samples)*o.Interval.Milliseconds()
+	for _, run := range []Options{o, next} {
+		_, err := Write(context.Background(), run, io.Discard)
+		require.NoError(t, err)
+	}
+	for _, run := range []Options{o, next} {
+		var out bytes.Buffer
+		require.NoError(t, Verify(context.Background(), run, &out), "start %d", run.Start)
+		require.Contains(t, out.String(), "200 samples compared")
+	}
+}

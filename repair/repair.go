@@ -201,6 +201,11 @@ type target struct {
 	peers []placement.Owner
 }
 
+// maxShardErrorsLogged bounds the per-shard warnings of one pass: a peer
+// down fails every shard it shares (4096 lines a pass on the example
+// cluster), which buries the log; the pass line counts them all.
+const maxShardErrorsLogged = 3
+
 // RunPass runs one pass (or finishes the interrupted one) over every shard
 // the newest placement gives this node AVAILABLE, and returns its summary.
 // Errors of single shards are counted in their results, not returned; the
@@ -229,7 +234,7 @@ func (r *Repairer) RunPass(ctx context.Context) (Pass, error) {
 		r.mu.Unlock()
 	}()
 
-	done := 0
+	done, logged := 0, 0
 	for _, t := range targets {
 		if err := ctx.Err(); err != nil {
 			return r.stopped(err)
@@ -257,7 +262,14 @@ func (r *Repairer) RunPass(ctx context.Context) (Pass, error) {
 		r.total.add(res.Tally)
 		r.mu.Unlock()
 		if res.Error != "" {
-			r.opts.Logger.Warn("repair shard", "namespace", t.ns.Name, "shard", t.shard, "err", res.Error)
+			logged++
+			switch {
+			case logged <= maxShardErrorsLogged:
+				r.opts.Logger.Warn("repair shard", "namespace", t.ns.Name, "shard", t.shard, "err", res.Error)
+			case logged == maxShardErrorsLogged+1:
+				r.opts.Logger.Warn("repair: more shards failed this pass; not logging each (the pass's errors count them, `tessera repair status` lists them)",
+					"namespace", t.ns.Name, "shard", t.shard, "err", res.Error)
+			}
 		}
 		r.saveSoon()
 	}

@@ -1,11 +1,16 @@
 package repair
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -326,4 +331,47 @@ func TestTwoPeersEachGiveWhatTheyHave(t *testing.T) {
 	require.Equal(t, 1, fromPeer1)
 	require.Equal(t, 1, fromPeer2, "only the series node 1 could not give")
 	require.Equal(t, c.digests(2), c.digests(0))
+}
+
+// lockedBuffer is a log sink safe to read while the repairer may write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestPeerDownLogsBoundedPerPass: a peer that is down fails every shard;
+// the pass counts each, but the log gets a few lines, not one per shard
+// (4096 per pass on the example cluster).
+func TestPeerDownLogsBoundedPerPass(t *testing.T) {
+	c := newCluster(t, 2)
+	seed(c, 0, 1)
+	c.peers[1].failAll = true
+	var logs lockedBuffer
+	r := c.repairer(0, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	p, err := r.RunPass(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(testShards), p.Errors, "every shard failed and is counted")
+	require.Greater(t, testShards, maxShardErrorsLogged, "the test needs more failing shards than are logged")
+	out := logs.String()
+	require.Equal(t, maxShardErrorsLogged, strings.Count(out, `msg="repair shard"`), out)
+	require.Equal(t, 1, strings.Count(out, "more shards failed this pass"), out)
+	require.Contains(t, out, "errors="+strconv.Itoa(testShards), out)
+
+	// The next pass logs its own first failures again.
+	p, err = r.RunPass(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(testShards), p.Errors)
+	require.Equal(t, 2*maxShardErrorsLogged, strings.Count(logs.String(), `msg="repair shard"`))
 }

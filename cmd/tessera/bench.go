@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,10 +27,7 @@ The run prints how many series each name got.`,
 				return err
 			}
 			// Secrets from the environment, so they stay out of `ps`.
-			if o.BearerToken == "" && o.BasicAuth == "" {
-				o.BearerToken = os.Getenv("TESSERA_BEARER_TOKEN")
-				o.BasicAuth = os.Getenv("TESSERA_BASIC_AUTH")
-			}
+			o.Security.CredentialsFromEnv()
 			if o.Start == 0 {
 				// End the data a little before now so nothing lands past
 				// bufferFuture; older samples are inside retention.
@@ -62,11 +58,7 @@ The run prints how many series each name got.`,
 	f.BoolVar(&verify, "verify", false, "after writing, read every series back through remote read and compare bit for bit")
 	f.BoolVar(&verifyOnly, "verify-only", false, "only verify data written by an earlier run with the same --start")
 	f.Int64Var(&o.Start, "start", 0, "timestamp (ms) of the first sample; default now - samples*interval")
-	f.StringVar(&o.BearerToken, "bearer-token", "", "send Authorization: Bearer <token>; prefer $TESSERA_BEARER_TOKEN, the default")
-	f.StringVar(&o.BasicAuth, "basic-auth", "", "user:password for basic auth; prefer $TESSERA_BASIC_AUTH, the default")
-	f.StringVar(&o.CAFile, "ca-file", os.Getenv("TESSERA_CA_FILE"), "CA certificate (PEM) that verifies an https:// node [$TESSERA_CA_FILE]")
-	f.StringVar(&o.CertFile, "cert-file", os.Getenv("TESSERA_CERT_FILE"), "client certificate (PEM), for a node that requires one [$TESSERA_CERT_FILE]")
-	f.StringVar(&o.KeyFile, "key-file", os.Getenv("TESSERA_KEY_FILE"), "key of --cert-file [$TESSERA_KEY_FILE]")
+	securityFlags(f, &o.Security)
 	f.StringVar(&o.Metric, "metric", "tessera_bench", "metric name prefix: the series are spread over PREFIX_0 (counters), PREFIX_1 (gauges), PREFIX_2 (noisy floats) and PREFIX_3 (large integers)")
 	f.IntVar(&o.Protocol, "protocol", 1, "remote write version: 1 (prometheus.WriteRequest) or 2 (io.prometheus.write.v2.Request, with metadata on every series)")
 	f.Int64Var(&o.PregenBytes, "pregen-bytes", bench.DefaultPregenBytes, "build every request before the run when they fit in this many bytes (negative: build them during the run)")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/tessera-tsdb/tessera/internal/clientsec"
 	"github.com/tessera-tsdb/tessera/repair"
 )
 
@@ -19,6 +20,7 @@ func repairCommand() *cobra.Command {
 		output  string
 		verbose bool
 		timeout time.Duration
+		sec     clientsec.Security
 	)
 	status := &cobra.Command{
 		Use:   "status",
@@ -28,7 +30,13 @@ func repairCommand() *cobra.Command {
 			if output != "table" && output != "json" {
 				return fmt.Errorf("-o %q: want table or json", output)
 			}
-			st, err := repair.FetchStatus(cmd.Context(), &http.Client{Timeout: timeout}, url)
+			// Secrets from the environment, so they stay out of `ps`.
+			sec.CredentialsFromEnv()
+			rt, err := sec.Wrap(http.DefaultTransport.(*http.Transport).Clone())
+			if err != nil {
+				return err
+			}
+			st, err := repair.FetchStatus(cmd.Context(), &http.Client{Timeout: timeout, Transport: rt}, url)
 			if err != nil {
 				return err
 			}
@@ -44,6 +52,7 @@ func repairCommand() *cobra.Command {
 	status.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	status.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every shard, not only those that differed or failed")
 	status.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "request timeout")
+	securityFlags(status.Flags(), &sec)
 	root.AddCommand(status)
 	return root
 }
