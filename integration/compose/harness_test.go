@@ -297,13 +297,17 @@ func (p *project) healthy(service string) error {
 // as it is.
 func (p *project) cli(args ...string) (string, error) {
 	argv := append([]string{p.bin, "placement", "--endpoints", p.etcd}, args...)
+	// Polled on a ticker with a deadline, as internal/waitfor polls (which
+	// fails the test; here the caller gets the last error instead).
 	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		out, err := p.exec(30*time.Second, argv...)
 		if err == nil || !etcdNotAnswering(err) || time.Now().After(deadline) {
 			return out, err
 		}
-		time.Sleep(time.Second) // a back-off between CLI runs, not synchronisation
+		<-tick.C
 	}
 }
 
