@@ -157,3 +157,19 @@ func (s *Store) Len() int {
 	}
 	return n
 }
+
+// Snapshot returns the exemplars held, oldest first, so that Add of the
+// result into an empty store of the same size rebuilds the ring.
+func (s *Store) Snapshot() []Item {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Item
+	for k := range s.ring {
+		sl := &s.ring[(s.next+k)%len(s.ring)]
+		if sl.s == nil {
+			continue
+		}
+		out = append(out, Item{SeriesID: []byte(sl.s.id), Labels: sl.ex.Labels, V: sl.ex.Value, T: sl.ex.Ts})
+	}
+	return out
+}

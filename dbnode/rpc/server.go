@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/exemplars"
+	metricmeta "github.com/tessera-tsdb/tessera/dbnode/metadata"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -71,6 +73,11 @@ type ServerOptions struct {
 	// RequireAndVerifyClientCert (tlsfiles.ServerMutual) a peer without a
 	// certificate from the cluster CA fails the handshake. Nil: plaintext.
 	TLS *tls.Config
+	// Exemplars and Metadata are the node's stores of auxiliary data,
+	// written and queried by the Exemplars* and Metadata* methods (aux.go).
+	// Nil: those methods answer Unimplemented, as a node older than them.
+	Exemplars *exemplars.Store
+	Metadata  *metricmeta.Store
 }
 
 // Server serves node RPC over a database. It holds no per-request state

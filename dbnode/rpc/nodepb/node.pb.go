@@ -1613,6 +1613,665 @@ func (x *SeriesChecksumsResponse) GetMore() bool {
 	return false
 }
 
+type ExemplarLabel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExemplarLabel) Reset() {
+	*x = ExemplarLabel{}
+	mi := &file_node_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExemplarLabel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExemplarLabel) ProtoMessage() {}
+
+func (x *ExemplarLabel) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExemplarLabel.ProtoReflect.Descriptor instead.
+func (*ExemplarLabel) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ExemplarLabel) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExemplarLabel) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type ExemplarSample struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The exemplar's own labels (trace_id, ...), sorted by name.
+	Labels        []*ExemplarLabel `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty"`
+	Value         float64          `protobuf:"fixed64,2,opt,name=value,proto3" json:"value,omitempty"`
+	Timestamp     int64            `protobuf:"varint,3,opt,name=timestamp,proto3" json:"timestamp,omitempty"` // unix ms
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExemplarSample) Reset() {
+	*x = ExemplarSample{}
+	mi := &file_node_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExemplarSample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExemplarSample) ProtoMessage() {}
+
+func (x *ExemplarSample) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExemplarSample.ProtoReflect.Descriptor instead.
+func (*ExemplarSample) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ExemplarSample) GetLabels() []*ExemplarLabel {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *ExemplarSample) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *ExemplarSample) GetTimestamp() int64 {
+	if x != nil {
+		return x.Timestamp
+	}
+	return 0
+}
+
+type ExemplarSeries struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The series' canonical ID (ident): its labels, lossless.
+	Id            []byte            `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Exemplars     []*ExemplarSample `protobuf:"bytes,2,rep,name=exemplars,proto3" json:"exemplars,omitempty"` // oldest first
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExemplarSeries) Reset() {
+	*x = ExemplarSeries{}
+	mi := &file_node_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExemplarSeries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExemplarSeries) ProtoMessage() {}
+
+func (x *ExemplarSeries) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExemplarSeries.ProtoReflect.Descriptor instead.
+func (*ExemplarSeries) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ExemplarSeries) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *ExemplarSeries) GetExemplars() []*ExemplarSample {
+	if x != nil {
+		return x.Exemplars
+	}
+	return nil
+}
+
+type ExemplarsWriteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Series        []*ExemplarSeries      `protobuf:"bytes,1,rep,name=series,proto3" json:"series,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExemplarsWriteRequest) Reset() {
+	*x = ExemplarsWriteRequest{}
+	mi := &file_node_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExemplarsWriteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExemplarsWriteRequest) ProtoMessage() {}
+
+func (x *ExemplarsWriteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExemplarsWriteRequest.ProtoReflect.Descriptor instead.
+func (*ExemplarsWriteRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ExemplarsWriteRequest) GetSeries() []*ExemplarSeries {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
+type ExemplarsWriteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exemplars stored (a repeat of a series' newest counts as stored).
+	Stored        uint32 `protobuf:"varint,1,opt,name=stored,proto3" json:"stored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExemplarsWriteResponse) Reset() {
+	*x = ExemplarsWriteResponse{}
+	mi := &file_node_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExemplarsWriteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExemplarsWriteResponse) ProtoMessage() {}
+
+func (x *ExemplarsWriteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExemplarsWriteResponse.ProtoReflect.Descriptor instead.
+func (*ExemplarsWriteResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ExemplarsWriteResponse) GetStored() uint32 {
+	if x != nil {
+		return x.Stored
+	}
+	return 0
+}
+
+type ExemplarMatcherSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Matchers      []*Matcher             `protobuf:"bytes,1,rep,name=matchers,proto3" json:"matchers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExemplarMatcherSet) Reset() {
+	*x = ExemplarMatcherSet{}
+	mi := &file_node_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExemplarMatcherSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExemplarMatcherSet) ProtoMessage() {}
+
+func (x *ExemplarMatcherSet) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExemplarMatcherSet.ProtoReflect.Descriptor instead.
+func (*ExemplarMatcherSet) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ExemplarMatcherSet) GetMatchers() []*Matcher {
+	if x != nil {
+		return x.Matchers
+	}
+	return nil
+}
+
+type ExemplarsQueryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Start int64                  `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"` // unix ms, inclusive
+	End   int64                  `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`     // unix ms, inclusive
+	// A series is returned when it matches every matcher of any set.
+	MatcherSets   []*ExemplarMatcherSet `protobuf:"bytes,3,rep,name=matcher_sets,json=matcherSets,proto3" json:"matcher_sets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExemplarsQueryRequest) Reset() {
+	*x = ExemplarsQueryRequest{}
+	mi := &file_node_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExemplarsQueryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExemplarsQueryRequest) ProtoMessage() {}
+
+func (x *ExemplarsQueryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExemplarsQueryRequest.ProtoReflect.Descriptor instead.
+func (*ExemplarsQueryRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ExemplarsQueryRequest) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *ExemplarsQueryRequest) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *ExemplarsQueryRequest) GetMatcherSets() []*ExemplarMatcherSet {
+	if x != nil {
+		return x.MatcherSets
+	}
+	return nil
+}
+
+type ExemplarsQueryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Series        []*ExemplarSeries      `protobuf:"bytes,1,rep,name=series,proto3" json:"series,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExemplarsQueryResponse) Reset() {
+	*x = ExemplarsQueryResponse{}
+	mi := &file_node_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExemplarsQueryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExemplarsQueryResponse) ProtoMessage() {}
+
+func (x *ExemplarsQueryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExemplarsQueryResponse.ProtoReflect.Descriptor instead.
+func (*ExemplarsQueryResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ExemplarsQueryResponse) GetSeries() []*ExemplarSeries {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
+type MetadataEntry struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Metric string                 `protobuf:"bytes,1,opt,name=metric,proto3" json:"metric,omitempty"`
+	// Prometheus' type name ("counter", "gauge", ...): a name a node does
+	// not know is kept as given.
+	Type          string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Help          string `protobuf:"bytes,3,opt,name=help,proto3" json:"help,omitempty"`
+	Unit          string `protobuf:"bytes,4,opt,name=unit,proto3" json:"unit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataEntry) Reset() {
+	*x = MetadataEntry{}
+	mi := &file_node_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataEntry) ProtoMessage() {}
+
+func (x *MetadataEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataEntry.ProtoReflect.Descriptor instead.
+func (*MetadataEntry) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *MetadataEntry) GetMetric() string {
+	if x != nil {
+		return x.Metric
+	}
+	return ""
+}
+
+func (x *MetadataEntry) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *MetadataEntry) GetHelp() string {
+	if x != nil {
+		return x.Help
+	}
+	return ""
+}
+
+func (x *MetadataEntry) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+type MetadataWriteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*MetadataEntry       `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataWriteRequest) Reset() {
+	*x = MetadataWriteRequest{}
+	mi := &file_node_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataWriteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataWriteRequest) ProtoMessage() {}
+
+func (x *MetadataWriteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataWriteRequest.ProtoReflect.Descriptor instead.
+func (*MetadataWriteRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *MetadataWriteRequest) GetEntries() []*MetadataEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type MetadataWriteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataWriteResponse) Reset() {
+	*x = MetadataWriteResponse{}
+	mi := &file_node_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataWriteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataWriteResponse) ProtoMessage() {}
+
+func (x *MetadataWriteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataWriteResponse.ProtoReflect.Descriptor instead.
+func (*MetadataWriteResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{34}
+}
+
+type MetadataQueryRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Metric         string                 `protobuf:"bytes,1,opt,name=metric,proto3" json:"metric,omitempty"`                                          // empty: every metric
+	Limit          int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`                                           // < 0: no limit; 0: none (as Prometheus' API)
+	LimitPerMetric int32                  `protobuf:"varint,3,opt,name=limit_per_metric,json=limitPerMetric,proto3" json:"limit_per_metric,omitempty"` // <= 0: no limit
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MetadataQueryRequest) Reset() {
+	*x = MetadataQueryRequest{}
+	mi := &file_node_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataQueryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataQueryRequest) ProtoMessage() {}
+
+func (x *MetadataQueryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataQueryRequest.ProtoReflect.Descriptor instead.
+func (*MetadataQueryRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *MetadataQueryRequest) GetMetric() string {
+	if x != nil {
+		return x.Metric
+	}
+	return ""
+}
+
+func (x *MetadataQueryRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *MetadataQueryRequest) GetLimitPerMetric() int32 {
+	if x != nil {
+		return x.LimitPerMetric
+	}
+	return 0
+}
+
+type MetadataQueryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries of one metric are consecutive, newest first.
+	Entries       []*MetadataEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataQueryResponse) Reset() {
+	*x = MetadataQueryResponse{}
+	mi := &file_node_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataQueryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataQueryResponse) ProtoMessage() {}
+
+func (x *MetadataQueryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataQueryResponse.ProtoReflect.Descriptor instead.
+func (*MetadataQueryResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *MetadataQueryResponse) GetEntries() []*MetadataEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 var File_node_proto protoreflect.FileDescriptor
 
 const file_node_proto_rawDesc = "" +
@@ -1722,14 +2381,50 @@ const file_node_proto_rawDesc = "" +
 	"\asamples\x18\x03 \x01(\rR\asamples\"e\n" +
 	"\x17SeriesChecksumsResponse\x126\n" +
 	"\x06series\x18\x01 \x03(\v2\x1e.tessera.rpc.v1.SeriesChecksumR\x06series\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more*-\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"9\n" +
+	"\rExemplarLabel\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"{\n" +
+	"\x0eExemplarSample\x125\n" +
+	"\x06labels\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.ExemplarLabelR\x06labels\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value\x12\x1c\n" +
+	"\ttimestamp\x18\x03 \x01(\x03R\ttimestamp\"^\n" +
+	"\x0eExemplarSeries\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12<\n" +
+	"\texemplars\x18\x02 \x03(\v2\x1e.tessera.rpc.v1.ExemplarSampleR\texemplars\"O\n" +
+	"\x15ExemplarsWriteRequest\x126\n" +
+	"\x06series\x18\x01 \x03(\v2\x1e.tessera.rpc.v1.ExemplarSeriesR\x06series\"0\n" +
+	"\x16ExemplarsWriteResponse\x12\x16\n" +
+	"\x06stored\x18\x01 \x01(\rR\x06stored\"I\n" +
+	"\x12ExemplarMatcherSet\x123\n" +
+	"\bmatchers\x18\x01 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\"\x86\x01\n" +
+	"\x15ExemplarsQueryRequest\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\x03R\x03end\x12E\n" +
+	"\fmatcher_sets\x18\x03 \x03(\v2\".tessera.rpc.v1.ExemplarMatcherSetR\vmatcherSets\"P\n" +
+	"\x16ExemplarsQueryResponse\x126\n" +
+	"\x06series\x18\x01 \x03(\v2\x1e.tessera.rpc.v1.ExemplarSeriesR\x06series\"c\n" +
+	"\rMetadataEntry\x12\x16\n" +
+	"\x06metric\x18\x01 \x01(\tR\x06metric\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
+	"\x04help\x18\x03 \x01(\tR\x04help\x12\x12\n" +
+	"\x04unit\x18\x04 \x01(\tR\x04unit\"O\n" +
+	"\x14MetadataWriteRequest\x127\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\x17\n" +
+	"\x15MetadataWriteResponse\"n\n" +
+	"\x14MetadataQueryRequest\x12\x16\n" +
+	"\x06metric\x18\x01 \x01(\tR\x06metric\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
+	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
+	"\x15MetadataQueryResponse\x127\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries*-\n" +
 	"\rPayloadFormat\x12\x1c\n" +
 	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00*Y\n" +
 	"\tMatchType\x12\x0f\n" +
 	"\vMATCH_EQUAL\x10\x00\x12\x13\n" +
 	"\x0fMATCH_NOT_EQUAL\x10\x01\x12\x10\n" +
 	"\fMATCH_REGEXP\x10\x02\x12\x14\n" +
-	"\x10MATCH_NOT_REGEXP\x10\x032\x8f\x06\n" +
+	"\x10MATCH_NOT_REGEXP\x10\x032\x8d\t\n" +
 	"\x04Node\x12S\n" +
 	"\n" +
 	"WriteBatch\x12!.tessera.rpc.v1.WriteBatchRequest\x1a\".tessera.rpc.v1.WriteBatchResponse\x12P\n" +
@@ -1741,7 +2436,11 @@ const file_node_proto_rawDesc = "" +
 	"FetchBlock\x12!.tessera.rpc.v1.FetchBlockRequest\x1a\".tessera.rpc.v1.FetchBlockResponse\x12_\n" +
 	"\x0eFetchUnflushed\x12%.tessera.rpc.v1.FetchUnflushedRequest\x1a&.tessera.rpc.v1.FetchUnflushedResponse\x12Y\n" +
 	"\fBlockDigests\x12#.tessera.rpc.v1.BlockDigestsRequest\x1a$.tessera.rpc.v1.BlockDigestsResponse\x12b\n" +
-	"\x0fSeriesChecksums\x12&.tessera.rpc.v1.SeriesChecksumsRequest\x1a'.tessera.rpc.v1.SeriesChecksumsResponseB3Z1github.com/tessera-tsdb/tessera/dbnode/rpc/nodepbb\x06proto3"
+	"\x0fSeriesChecksums\x12&.tessera.rpc.v1.SeriesChecksumsRequest\x1a'.tessera.rpc.v1.SeriesChecksumsResponse\x12_\n" +
+	"\x0eExemplarsWrite\x12%.tessera.rpc.v1.ExemplarsWriteRequest\x1a&.tessera.rpc.v1.ExemplarsWriteResponse\x12_\n" +
+	"\x0eExemplarsQuery\x12%.tessera.rpc.v1.ExemplarsQueryRequest\x1a&.tessera.rpc.v1.ExemplarsQueryResponse\x12\\\n" +
+	"\rMetadataWrite\x12$.tessera.rpc.v1.MetadataWriteRequest\x1a%.tessera.rpc.v1.MetadataWriteResponse\x12\\\n" +
+	"\rMetadataQuery\x12$.tessera.rpc.v1.MetadataQueryRequest\x1a%.tessera.rpc.v1.MetadataQueryResponseB3Z1github.com/tessera-tsdb/tessera/dbnode/rpc/nodepbb\x06proto3"
 
 var (
 	file_node_proto_rawDescOnce sync.Once
@@ -1756,7 +2455,7 @@ func file_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_node_proto_goTypes = []any{
 	(PayloadFormat)(0),              // 0: tessera.rpc.v1.PayloadFormat
 	(MatchType)(0),                  // 1: tessera.rpc.v1.MatchType
@@ -1784,6 +2483,19 @@ var file_node_proto_goTypes = []any{
 	(*SeriesChecksumsRequest)(nil),  // 23: tessera.rpc.v1.SeriesChecksumsRequest
 	(*SeriesChecksum)(nil),          // 24: tessera.rpc.v1.SeriesChecksum
 	(*SeriesChecksumsResponse)(nil), // 25: tessera.rpc.v1.SeriesChecksumsResponse
+	(*ExemplarLabel)(nil),           // 26: tessera.rpc.v1.ExemplarLabel
+	(*ExemplarSample)(nil),          // 27: tessera.rpc.v1.ExemplarSample
+	(*ExemplarSeries)(nil),          // 28: tessera.rpc.v1.ExemplarSeries
+	(*ExemplarsWriteRequest)(nil),   // 29: tessera.rpc.v1.ExemplarsWriteRequest
+	(*ExemplarsWriteResponse)(nil),  // 30: tessera.rpc.v1.ExemplarsWriteResponse
+	(*ExemplarMatcherSet)(nil),      // 31: tessera.rpc.v1.ExemplarMatcherSet
+	(*ExemplarsQueryRequest)(nil),   // 32: tessera.rpc.v1.ExemplarsQueryRequest
+	(*ExemplarsQueryResponse)(nil),  // 33: tessera.rpc.v1.ExemplarsQueryResponse
+	(*MetadataEntry)(nil),           // 34: tessera.rpc.v1.MetadataEntry
+	(*MetadataWriteRequest)(nil),    // 35: tessera.rpc.v1.MetadataWriteRequest
+	(*MetadataWriteResponse)(nil),   // 36: tessera.rpc.v1.MetadataWriteResponse
+	(*MetadataQueryRequest)(nil),    // 37: tessera.rpc.v1.MetadataQueryRequest
+	(*MetadataQueryResponse)(nil),   // 38: tessera.rpc.v1.MetadataQueryResponse
 }
 var file_node_proto_depIdxs = []int32{
 	0,  // 0: tessera.rpc.v1.WriteBatchRequest.format:type_name -> tessera.rpc.v1.PayloadFormat
@@ -1796,29 +2508,45 @@ var file_node_proto_depIdxs = []int32{
 	7,  // 7: tessera.rpc.v1.FetchUnflushedResponse.series:type_name -> tessera.rpc.v1.FetchedSeries
 	21, // 8: tessera.rpc.v1.BlockDigestsResponse.blocks:type_name -> tessera.rpc.v1.BlockDigest
 	24, // 9: tessera.rpc.v1.SeriesChecksumsResponse.series:type_name -> tessera.rpc.v1.SeriesChecksum
-	2,  // 10: tessera.rpc.v1.Node.WriteBatch:input_type -> tessera.rpc.v1.WriteBatchRequest
-	5,  // 11: tessera.rpc.v1.Node.FetchTagged:input_type -> tessera.rpc.v1.FetchTaggedRequest
-	6,  // 12: tessera.rpc.v1.Node.Fetch:input_type -> tessera.rpc.v1.FetchRequest
-	9,  // 13: tessera.rpc.v1.Node.Health:input_type -> tessera.rpc.v1.HealthRequest
-	11, // 14: tessera.rpc.v1.Node.BlockMetadata:input_type -> tessera.rpc.v1.BlockMetadataRequest
-	15, // 15: tessera.rpc.v1.Node.FetchBlock:input_type -> tessera.rpc.v1.FetchBlockRequest
-	18, // 16: tessera.rpc.v1.Node.FetchUnflushed:input_type -> tessera.rpc.v1.FetchUnflushedRequest
-	20, // 17: tessera.rpc.v1.Node.BlockDigests:input_type -> tessera.rpc.v1.BlockDigestsRequest
-	23, // 18: tessera.rpc.v1.Node.SeriesChecksums:input_type -> tessera.rpc.v1.SeriesChecksumsRequest
-	3,  // 19: tessera.rpc.v1.Node.WriteBatch:output_type -> tessera.rpc.v1.WriteBatchResponse
-	8,  // 20: tessera.rpc.v1.Node.FetchTagged:output_type -> tessera.rpc.v1.FetchResponse
-	8,  // 21: tessera.rpc.v1.Node.Fetch:output_type -> tessera.rpc.v1.FetchResponse
-	10, // 22: tessera.rpc.v1.Node.Health:output_type -> tessera.rpc.v1.HealthResponse
-	14, // 23: tessera.rpc.v1.Node.BlockMetadata:output_type -> tessera.rpc.v1.BlockMetadataResponse
-	17, // 24: tessera.rpc.v1.Node.FetchBlock:output_type -> tessera.rpc.v1.FetchBlockResponse
-	19, // 25: tessera.rpc.v1.Node.FetchUnflushed:output_type -> tessera.rpc.v1.FetchUnflushedResponse
-	22, // 26: tessera.rpc.v1.Node.BlockDigests:output_type -> tessera.rpc.v1.BlockDigestsResponse
-	25, // 27: tessera.rpc.v1.Node.SeriesChecksums:output_type -> tessera.rpc.v1.SeriesChecksumsResponse
-	19, // [19:28] is the sub-list for method output_type
-	10, // [10:19] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	26, // 10: tessera.rpc.v1.ExemplarSample.labels:type_name -> tessera.rpc.v1.ExemplarLabel
+	27, // 11: tessera.rpc.v1.ExemplarSeries.exemplars:type_name -> tessera.rpc.v1.ExemplarSample
+	28, // 12: tessera.rpc.v1.ExemplarsWriteRequest.series:type_name -> tessera.rpc.v1.ExemplarSeries
+	4,  // 13: tessera.rpc.v1.ExemplarMatcherSet.matchers:type_name -> tessera.rpc.v1.Matcher
+	31, // 14: tessera.rpc.v1.ExemplarsQueryRequest.matcher_sets:type_name -> tessera.rpc.v1.ExemplarMatcherSet
+	28, // 15: tessera.rpc.v1.ExemplarsQueryResponse.series:type_name -> tessera.rpc.v1.ExemplarSeries
+	34, // 16: tessera.rpc.v1.MetadataWriteRequest.entries:type_name -> tessera.rpc.v1.MetadataEntry
+	34, // 17: tessera.rpc.v1.MetadataQueryResponse.entries:type_name -> tessera.rpc.v1.MetadataEntry
+	2,  // 18: tessera.rpc.v1.Node.WriteBatch:input_type -> tessera.rpc.v1.WriteBatchRequest
+	5,  // 19: tessera.rpc.v1.Node.FetchTagged:input_type -> tessera.rpc.v1.FetchTaggedRequest
+	6,  // 20: tessera.rpc.v1.Node.Fetch:input_type -> tessera.rpc.v1.FetchRequest
+	9,  // 21: tessera.rpc.v1.Node.Health:input_type -> tessera.rpc.v1.HealthRequest
+	11, // 22: tessera.rpc.v1.Node.BlockMetadata:input_type -> tessera.rpc.v1.BlockMetadataRequest
+	15, // 23: tessera.rpc.v1.Node.FetchBlock:input_type -> tessera.rpc.v1.FetchBlockRequest
+	18, // 24: tessera.rpc.v1.Node.FetchUnflushed:input_type -> tessera.rpc.v1.FetchUnflushedRequest
+	20, // 25: tessera.rpc.v1.Node.BlockDigests:input_type -> tessera.rpc.v1.BlockDigestsRequest
+	23, // 26: tessera.rpc.v1.Node.SeriesChecksums:input_type -> tessera.rpc.v1.SeriesChecksumsRequest
+	29, // 27: tessera.rpc.v1.Node.ExemplarsWrite:input_type -> tessera.rpc.v1.ExemplarsWriteRequest
+	32, // 28: tessera.rpc.v1.Node.ExemplarsQuery:input_type -> tessera.rpc.v1.ExemplarsQueryRequest
+	35, // 29: tessera.rpc.v1.Node.MetadataWrite:input_type -> tessera.rpc.v1.MetadataWriteRequest
+	37, // 30: tessera.rpc.v1.Node.MetadataQuery:input_type -> tessera.rpc.v1.MetadataQueryRequest
+	3,  // 31: tessera.rpc.v1.Node.WriteBatch:output_type -> tessera.rpc.v1.WriteBatchResponse
+	8,  // 32: tessera.rpc.v1.Node.FetchTagged:output_type -> tessera.rpc.v1.FetchResponse
+	8,  // 33: tessera.rpc.v1.Node.Fetch:output_type -> tessera.rpc.v1.FetchResponse
+	10, // 34: tessera.rpc.v1.Node.Health:output_type -> tessera.rpc.v1.HealthResponse
+	14, // 35: tessera.rpc.v1.Node.BlockMetadata:output_type -> tessera.rpc.v1.BlockMetadataResponse
+	17, // 36: tessera.rpc.v1.Node.FetchBlock:output_type -> tessera.rpc.v1.FetchBlockResponse
+	19, // 37: tessera.rpc.v1.Node.FetchUnflushed:output_type -> tessera.rpc.v1.FetchUnflushedResponse
+	22, // 38: tessera.rpc.v1.Node.BlockDigests:output_type -> tessera.rpc.v1.BlockDigestsResponse
+	25, // 39: tessera.rpc.v1.Node.SeriesChecksums:output_type -> tessera.rpc.v1.SeriesChecksumsResponse
+	30, // 40: tessera.rpc.v1.Node.ExemplarsWrite:output_type -> tessera.rpc.v1.ExemplarsWriteResponse
+	33, // 41: tessera.rpc.v1.Node.ExemplarsQuery:output_type -> tessera.rpc.v1.ExemplarsQueryResponse
+	36, // 42: tessera.rpc.v1.Node.MetadataWrite:output_type -> tessera.rpc.v1.MetadataWriteResponse
+	38, // 43: tessera.rpc.v1.Node.MetadataQuery:output_type -> tessera.rpc.v1.MetadataQueryResponse
+	31, // [31:44] is the sub-list for method output_type
+	18, // [18:31] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_node_proto_init() }
@@ -1832,7 +2560,7 @@ func file_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_proto_rawDesc), len(file_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,6 +44,10 @@ const (
 	Node_FetchUnflushed_FullMethodName  = "/tessera.rpc.v1.Node/FetchUnflushed"
 	Node_BlockDigests_FullMethodName    = "/tessera.rpc.v1.Node/BlockDigests"
 	Node_SeriesChecksums_FullMethodName = "/tessera.rpc.v1.Node/SeriesChecksums"
+	Node_ExemplarsWrite_FullMethodName  = "/tessera.rpc.v1.Node/ExemplarsWrite"
+	Node_ExemplarsQuery_FullMethodName  = "/tessera.rpc.v1.Node/ExemplarsQuery"
+	Node_MetadataWrite_FullMethodName   = "/tessera.rpc.v1.Node/MetadataWrite"
+	Node_MetadataQuery_FullMethodName   = "/tessera.rpc.v1.Node/MetadataQuery"
 )
 
 // NodeClient is the client API for Node service.
@@ -72,6 +76,18 @@ type NodeClient interface {
 	// SeriesChecksums returns one page of the per-series checksums of one
 	// block over [start, end) (anti-entropy repair).
 	SeriesChecksums(ctx context.Context, in *SeriesChecksumsRequest, opts ...grpc.CallOption) (*SeriesChecksumsResponse, error)
+	// ExemplarsWrite stores exemplars in the node's exemplar ring (best
+	// effort, auxiliary data: not in the commit log). The coordinator sends
+	// each series' exemplars to the owners of its shard.
+	ExemplarsWrite(ctx context.Context, in *ExemplarsWriteRequest, opts ...grpc.CallOption) (*ExemplarsWriteResponse, error)
+	// ExemplarsQuery returns the node's exemplars of the series matching any
+	// matcher set in [start, end].
+	ExemplarsQuery(ctx context.Context, in *ExemplarsQueryRequest, opts ...grpc.CallOption) (*ExemplarsQueryResponse, error)
+	// MetadataWrite stores metric metadata (type, help, unit) in the node's
+	// metadata store; sent to the owners of the shard of the metric name.
+	MetadataWrite(ctx context.Context, in *MetadataWriteRequest, opts ...grpc.CallOption) (*MetadataWriteResponse, error)
+	// MetadataQuery returns the node's metadata, as /api/v1/metadata asks.
+	MetadataQuery(ctx context.Context, in *MetadataQueryRequest, opts ...grpc.CallOption) (*MetadataQueryResponse, error)
 }
 
 type nodeClient struct {
@@ -172,6 +188,46 @@ func (c *nodeClient) SeriesChecksums(ctx context.Context, in *SeriesChecksumsReq
 	return out, nil
 }
 
+func (c *nodeClient) ExemplarsWrite(ctx context.Context, in *ExemplarsWriteRequest, opts ...grpc.CallOption) (*ExemplarsWriteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExemplarsWriteResponse)
+	err := c.cc.Invoke(ctx, Node_ExemplarsWrite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeClient) ExemplarsQuery(ctx context.Context, in *ExemplarsQueryRequest, opts ...grpc.CallOption) (*ExemplarsQueryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExemplarsQueryResponse)
+	err := c.cc.Invoke(ctx, Node_ExemplarsQuery_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeClient) MetadataWrite(ctx context.Context, in *MetadataWriteRequest, opts ...grpc.CallOption) (*MetadataWriteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetadataWriteResponse)
+	err := c.cc.Invoke(ctx, Node_MetadataWrite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeClient) MetadataQuery(ctx context.Context, in *MetadataQueryRequest, opts ...grpc.CallOption) (*MetadataQueryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetadataQueryResponse)
+	err := c.cc.Invoke(ctx, Node_MetadataQuery_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -198,6 +254,18 @@ type NodeServer interface {
 	// SeriesChecksums returns one page of the per-series checksums of one
 	// block over [start, end) (anti-entropy repair).
 	SeriesChecksums(context.Context, *SeriesChecksumsRequest) (*SeriesChecksumsResponse, error)
+	// ExemplarsWrite stores exemplars in the node's exemplar ring (best
+	// effort, auxiliary data: not in the commit log). The coordinator sends
+	// each series' exemplars to the owners of its shard.
+	ExemplarsWrite(context.Context, *ExemplarsWriteRequest) (*ExemplarsWriteResponse, error)
+	// ExemplarsQuery returns the node's exemplars of the series matching any
+	// matcher set in [start, end].
+	ExemplarsQuery(context.Context, *ExemplarsQueryRequest) (*ExemplarsQueryResponse, error)
+	// MetadataWrite stores metric metadata (type, help, unit) in the node's
+	// metadata store; sent to the owners of the shard of the metric name.
+	MetadataWrite(context.Context, *MetadataWriteRequest) (*MetadataWriteResponse, error)
+	// MetadataQuery returns the node's metadata, as /api/v1/metadata asks.
+	MetadataQuery(context.Context, *MetadataQueryRequest) (*MetadataQueryResponse, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -234,6 +302,18 @@ func (UnimplementedNodeServer) BlockDigests(context.Context, *BlockDigestsReques
 }
 func (UnimplementedNodeServer) SeriesChecksums(context.Context, *SeriesChecksumsRequest) (*SeriesChecksumsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SeriesChecksums not implemented")
+}
+func (UnimplementedNodeServer) ExemplarsWrite(context.Context, *ExemplarsWriteRequest) (*ExemplarsWriteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExemplarsWrite not implemented")
+}
+func (UnimplementedNodeServer) ExemplarsQuery(context.Context, *ExemplarsQueryRequest) (*ExemplarsQueryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExemplarsQuery not implemented")
+}
+func (UnimplementedNodeServer) MetadataWrite(context.Context, *MetadataWriteRequest) (*MetadataWriteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MetadataWrite not implemented")
+}
+func (UnimplementedNodeServer) MetadataQuery(context.Context, *MetadataQueryRequest) (*MetadataQueryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MetadataQuery not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -418,6 +498,78 @@ func _Node_SeriesChecksums_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_ExemplarsWrite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExemplarsWriteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).ExemplarsWrite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_ExemplarsWrite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).ExemplarsWrite(ctx, req.(*ExemplarsWriteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Node_ExemplarsQuery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExemplarsQueryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).ExemplarsQuery(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_ExemplarsQuery_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).ExemplarsQuery(ctx, req.(*ExemplarsQueryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Node_MetadataWrite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetadataWriteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).MetadataWrite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_MetadataWrite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).MetadataWrite(ctx, req.(*MetadataWriteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Node_MetadataQuery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetadataQueryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).MetadataQuery(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_MetadataQuery_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).MetadataQuery(ctx, req.(*MetadataQueryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -460,6 +612,22 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SeriesChecksums",
 			Handler:    _Node_SeriesChecksums_Handler,
+		},
+		{
+			MethodName: "ExemplarsWrite",
+			Handler:    _Node_ExemplarsWrite_Handler,
+		},
+		{
+			MethodName: "ExemplarsQuery",
+			Handler:    _Node_ExemplarsQuery_Handler,
+		},
+		{
+			MethodName: "MetadataWrite",
+			Handler:    _Node_MetadataWrite_Handler,
+		},
+		{
+			MethodName: "MetadataQuery",
+			Handler:    _Node_MetadataQuery_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
