@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/exemplars"
+	"github.com/tessera-tsdb/tessera/dbnode/metadata"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/uber-go/tally/v4"
@@ -57,6 +59,12 @@ type Options struct {
 	Hints HintOptions
 	// Dial connects to a host; nil means the node RPC (DialRPC).
 	Dial DialFunc
+	// Exemplars and Metadata are this node's stores of auxiliary data
+	// (client/aux.go): the local owner's deliveries go there, and queries
+	// read them. Nil (tools, tests): this node takes none, like a node
+	// older than the feature.
+	Exemplars *exemplars.Store
+	Metadata  *metadata.Store
 	// Logger and Metrics: nil discards.
 	Logger  *slog.Logger
 	Metrics tally.Scope
@@ -82,6 +90,7 @@ type Session struct {
 
 	m     sessionMetrics
 	hints *hinter // nil: hinted handoff off
+	aux   *aux    // exemplars and metadata delivery (aux.go)
 }
 
 // host is one remote node: its connection, write queue and health.
@@ -138,6 +147,7 @@ func NewSession(opts Options) (*Session, error) {
 		hintFail:  opts.Metrics.Counter("hint_errors"),
 	}}
 	s.hints = newHinter(s, opts.Hints)
+	s.startAux()
 	return s, nil
 }
 
@@ -172,6 +182,7 @@ func (s *Session) Close() error {
 	<-drained
 	s.probes.Wait()
 	s.hints.wait()
+	s.aux.workers.Wait()
 	var errs []error
 	for _, h := range hosts {
 		if err := h.peer.Close(); err != nil {

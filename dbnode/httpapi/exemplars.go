@@ -1,37 +1,97 @@
 package httpapi
 
 import (
+	"context"
+	"time"
+
+	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/exemplars"
+	"github.com/tessera-tsdb/tessera/dbnode/metadata"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/ident"
 )
 
+// AuxBackend is a Backend that also carries exemplars and metadata
+// through the cluster (client.Session). Writes are handed over without
+// waiting, best effort: they never fail or slow a sample write. Queries
+// answer what the nodes that answered hold, with a warning per node that
+// did not. A Backend without it (Local, tests) keeps them in this node's
+// stores.
+type AuxBackend interface {
+	WriteExemplars(items []exemplars.Item)
+	WriteMetadata(rs []metadata.Record)
+	QueryExemplars(ctx context.Context, start, end int64, sets [][]*labels.Matcher) ([]exemplar.QueryResult, []string, error)
+	QueryMetadata(ctx context.Context, metric string, limit, limitPerMetric int) (map[string][]metadata.Entry, []string, error)
+}
+
+// metadataResendEvery is how often a coordinator forwards metadata it
+// has already forwarded unchanged (metadata.Resend): Prometheus 1.0
+// senders resend it every minute, so an owner that missed it (down)
+// has it again within one such period.
+const metadataResendEvery = time.Minute
+
 // Exemplars is the node's exemplar store, for /api/v1/query_exemplars.
 func (a *API) Exemplars() *exemplars.Store { return a.ex }
 
-// addExemplars stores the exemplars a decoder found and returns how many
-// were stored. Each one's series is series[e.Series]: the decoders decode
-// a series carrying exemplars in full, so its ID is set.
-func (a *API) addExemplars(series []remote.Series, exs []remote.Exemplar, pairs []ident.Pair) int {
+// Metadata is the node's metadata store.
+func (a *API) Metadata() *metadata.Store { return a.meta }
+
+// QueryExemplars answers /api/v1/query_exemplars (promapi.Exemplars):
+// from the cluster when the backend carries exemplars, else from this
+// node's store.
+func (a *API) QueryExemplars(ctx context.Context, start, end int64, sets [][]*labels.Matcher) ([]exemplar.QueryResult, []string, error) {
+	if b, err := a.getBackend(); err == nil {
+		if ab, ok := b.(AuxBackend); ok {
+			return ab.QueryExemplars(ctx, start, end, sets)
+		}
+	}
+	return a.ex.Select(start, end, sets...), nil, nil
+}
+
+// keepAux hands a written request's metadata and exemplars to the cluster
+// (AuxBackend) or to this node's stores, and returns how many exemplars
+// were kept. Each exemplar's series is series[e.Series]: the decoders
+// decode a series carrying exemplars in full, so its ID is set.
+func (a *API) keepAux(b Backend, ms []remote.Metadata, series []remote.Series, exs []remote.Exemplar, pairs []ident.Pair) int {
+	ab, cluster := b.(AuxBackend)
+	if len(ms) > 0 {
+		if cluster {
+			if rs := a.resend.Due(ms, time.Now(), nil); len(rs) > 0 {
+				ab.WriteMetadata(rs)
+			}
+		} else {
+			a.meta.Add(ms)
+		}
+	}
 	if len(exs) == 0 {
 		return 0
 	}
 	items := make([]exemplars.Item, 0, len(exs))
-	var b labels.ScratchBuilder
+	var lb labels.ScratchBuilder
 	for _, e := range exs {
 		id := series[e.Series].ID
 		if id == nil {
 			continue
 		}
-		b.Reset()
+		lb.Reset()
 		for _, p := range pairs[e.From:e.To] {
-			b.Add(string(p.Name), string(p.Value))
+			lb.Add(string(p.Name), string(p.Value))
 		}
-		b.Sort()
-		items = append(items, exemplars.Item{SeriesID: id, Labels: b.Labels(), V: e.V, T: e.T})
+		lb.Sort()
+		items = append(items, exemplars.Item{SeriesID: id, Labels: lb.Labels(), V: e.V, T: e.T})
 	}
-	n := a.ex.Add(items)
+	return a.keepExemplars(b, items)
+}
+
+// keepExemplars is keepAux's exemplar half, for items already built.
+func (a *API) keepExemplars(b Backend, items []exemplars.Item) int {
+	n := len(items)
+	if ab, ok := b.(AuxBackend); ok {
+		ab.WriteExemplars(items) // handed over: best effort from here
+	} else {
+		n = a.ex.Add(items)
+	}
 	a.m.exemplarsIn.Inc(int64(n))
 	return n
 }

@@ -22,7 +22,19 @@ func (a *API) metricMetadata(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "bad_data", err)
 		return
 	}
-	apiSuccess(w, a.meta.Query(r.FormValue("metric"), limit, limitPerMetric))
+	metric := r.FormValue("metric")
+	if b, err := a.getBackend(); err == nil {
+		if ab, ok := b.(AuxBackend); ok {
+			m, warns, err := ab.QueryMetadata(r.Context(), metric, limit, limitPerMetric)
+			if err != nil {
+				apiError(w, http.StatusServiceUnavailable, "unavailable", err)
+				return
+			}
+			apiSuccessWarn(w, m, warns)
+			return
+		}
+	}
+	apiSuccess(w, a.meta.Query(metric, limit, limitPerMetric))
 }
 
 func intParam(r *http.Request, name string, def int) (int, error) {
@@ -38,11 +50,14 @@ func intParam(r *http.Request, name string, def int) (int, error) {
 }
 
 // apiSuccess and apiError write Prometheus' API envelope.
-func apiSuccess(w http.ResponseWriter, data any) {
+func apiSuccess(w http.ResponseWriter, data any) { apiSuccessWarn(w, data, nil) }
+
+func apiSuccessWarn(w http.ResponseWriter, data any, warnings []string) {
 	b, err := json.Marshal(struct {
-		Status string `json:"status"`
-		Data   any    `json:"data"`
-	}{"success", data})
+		Status   string   `json:"status"`
+		Data     any      `json:"data"`
+		Warnings []string `json:"warnings,omitempty"`
+	}{"success", data, warnings})
 	if err != nil {
 		apiError(w, http.StatusInternalServerError, "internal", err)
 		return

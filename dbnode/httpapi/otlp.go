@@ -156,8 +156,8 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 		// Written, or written but for samples refused for good (400, as
 		// remote write answers it): either way the request is not
 		// retried, so keep its metadata and exemplars.
-		a.meta.Add(app.meta)
-		a.m.exemplarsIn.Inc(int64(a.ex.Add(app.exemplars)))
+		a.keepAux(backend, app.meta, nil, nil, nil)
+		a.keepExemplars(backend, app.exemplars)
 		if err != nil {
 			return asJSON, err
 		}

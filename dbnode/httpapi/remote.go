@@ -57,8 +57,7 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	if rej := (*storage.RejectedError)(nil); err == nil || errors.As(err, &rej) {
 		// Written, or written but for samples refused for good (400):
 		// either way the request is not retried, so keep the rest.
-		a.meta.Add(st.dec.Meta)
-		a.addExemplars(st.dec.Series, st.dec.Exemplars, st.dec.ExemplarPairs)
+		a.keepAux(backend, st.dec.Meta, st.dec.Series, st.dec.Exemplars, st.dec.ExemplarPairs)
 	}
 	if err != nil {
 		return err

@@ -109,8 +109,7 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 	case err != nil:
 		return err // nothing acknowledged: the sender retries the request whole
 	}
-	a.meta.Add(d.Meta)
-	written(n, a.addExemplars(d.Series, d.Exemplars, d.ExemplarPairs))
+	written(n, a.keepAux(backend, d.Meta, d.Series, d.Exemplars, d.ExemplarPairs))
 	a.m.samplesIn.Inc(int64(n))
 	a.m.seriesIn.Inc(int64(len(d.Series)))
 	if err = errors.Join(err, refuseUnstoredV2(d)); err != nil {

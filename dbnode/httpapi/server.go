@@ -66,6 +66,9 @@ type API struct {
 	seriesV2 *seriesCache
 	meta     *metadata.Store
 	ex       *exemplars.Store
+	// resend keeps a cluster coordinator from forwarding the same
+	// metadata with every request (remote write 2.0 carries it per series).
+	resend metadata.Resend
 
 	m apiMetrics
 }
@@ -133,7 +136,7 @@ func New(opts Options) *API {
 	}
 	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize),
 		seriesV2: newSeriesCache(opts.SeriesCacheSize), meta: metadata.New(opts.MetadataMaxMetrics),
-		ex: exemplars.New(opts.MaxExemplars)}
+		ex: exemplars.New(opts.MaxExemplars), resend: metadata.Resend{Every: metadataResendEvery, Max: opts.MetadataMaxMetrics}}
 	notReady := "recovering: storage is not open yet"
 	a.readyMsg.Store(&notReady)
 	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,

@@ -100,7 +100,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Limits:        n.limits,
 		BuildInfo:     buildInfo(),
 		Logger:        log,
-		Exemplars:     n.api.Exemplars(),
+		Exemplars:     n.api,
 	}).Register(n.api.Mux())
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
@@ -204,6 +204,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		MaxStreamBytesPerSecond: n.cfg.Bootstrap.MaxBytesPerSecond,
 		Limits:                  n.limits,
 		TLS:                     n.sec.rpcServer,
+		Exemplars:               n.api.Exemplars(),
+		Metadata:                n.api.Metadata(),
 		Ready: func() (bool, string) {
 			m := n.topo.Get()
 			if m == nil {
@@ -239,7 +241,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 			Timeout:  n.cfg.Cluster.HealthCheckTimeout,
 			Failures: n.cfg.Cluster.HealthCheckFailures,
 		},
-		Hints:  hintOpts,
+		Hints:     hintOpts,
+		Exemplars: n.api.Exemplars(), Metadata: n.api.Metadata(),
 		Logger: n.log, Metrics: n.scope.SubScope("session"),
 		Dial: client.DialRPCTLS(n.cfg.Cluster.RequestTimeout, n.sec.rpcClient),
 	})

@@ -1,6 +1,7 @@
 package promapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -8,13 +9,15 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/timestamp"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/annotations"
 )
 
 // Exemplars is where /api/v1/query_exemplars reads: the exemplars in
 // [start, end] (ms) of the series matching any matcher set, grouped by
-// series (dbnode/exemplars.Store).
+// series, with warnings when part of the cluster did not answer
+// (httpapi.API: this node's store, or the cluster through the session).
 type Exemplars interface {
-	Select(start, end int64, matcherSets ...[]*labels.Matcher) []exemplar.QueryResult
+	QueryExemplars(ctx context.Context, start, end int64, matcherSets [][]*labels.Matcher) ([]exemplar.QueryResult, []string, error)
 }
 
 // queryExemplars answers /api/v1/query_exemplars as Prometheus does: the
@@ -36,8 +39,18 @@ func (a *API) queryExemplars(r *http.Request) result {
 	if len(sels) == 0 || a.opts.Exemplars == nil {
 		return result{data: func(dst []byte) ([]byte, error) { return append(dst, "null"...), nil }}
 	}
-	res := a.opts.Exemplars.Select(timestamp.FromTime(start), timestamp.FromTime(end), sels...)
-	return result{data: func(dst []byte) ([]byte, error) { return appendExemplarResults(dst, res), nil }}
+	res, warns, err := a.opts.Exemplars.QueryExemplars(r.Context(), timestamp.FromTime(start), timestamp.FromTime(end), sels)
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return result{err: queryError(err)}
+		}
+		return result{err: &apiError{errorUnavailable, err}} // no node answered
+	}
+	var annots annotations.Annotations
+	for _, w := range warns {
+		annots.Add(errors.New(w))
+	}
+	return result{warnings: annots, data: func(dst []byte) ([]byte, error) { return appendExemplarResults(dst, res), nil }}
 }
 
 // appendExemplarResults writes results in Prometheus' shape:

@@ -25,7 +25,7 @@ func TestQueryExemplarsFromRemoteWrite(t *testing.T) {
 	h := httpapi.New(httpapi.Options{Namespace: "default", NumShards: 64})
 	h.SetBackend(httpapi.Local{DB: db})
 	h.SetReady("")
-	New(httpapi.Deferred{API: h}, Options{Exemplars: h.Exemplars()}).Register(h.Mux())
+	New(httpapi.Deferred{API: h}, Options{Exemplars: h}).Register(h.Mux())
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
 	now := time.Now().Truncate(time.Second).UnixMilli()
