@@ -249,8 +249,8 @@ func (s *Session) auxCall(ctx context.Context, m *Map, inst string, call func(co
 }
 
 // QueryExemplars answers /api/v1/query_exemplars from the cluster: the
-// readable owners of every shard are asked as a read at the session's
-// level is (hedged, down hosts last), and their answers merged. An owner
+// readable owners of every shard are asked as a read is (auxReadLevel,
+// hedged, down hosts last), and their answers merged. An owner
 // that failed or did not answer is named in a warning, and the answer is
 // what the others had: exemplars are best effort. It fails only when no
 // owner answered at all.
@@ -290,9 +290,18 @@ func (s *Session) QueryMetadata(ctx context.Context, metric string, limit, limit
 	return metadata.Limit(out, limit, limitPerMetric), warns, nil
 }
 
+// auxReadLevel is the level of exemplar and metadata queries, whatever
+// the session's: a majority of each shard's owners when they answer, one
+// when no more can (an owner down, failing or older than the methods).
+// A stricter level would turn one old or failed owner into an empty
+// answer at once (the level impossible, the calls in flight cancelled),
+// when best-effort data is better served by what the others hold.
+const auxReadLevel = ReadUnstrictMajority
+
 // auxQuery fans a query out to the readable owners of every shard group
-// and returns the answers, with a warning per owner that failed or did
-// not answer when some group is short of its read level.
+// (at auxReadLevel, hedged, down hosts last) and returns the answers,
+// with a warning per owner that failed or did not answer when some group
+// is short of a majority.
 func auxQuery[T any](s *Session, ctx context.Context, kind string, call func(context.Context, AuxPeer) (T, error), local func() T) ([]T, []string, error) {
 	m := s.opts.Topology.Get()
 	if m == nil {
@@ -301,7 +310,7 @@ func auxQuery[T any](s *Session, ctx context.Context, kind string, call func(con
 	r := s.routing(m)
 	groups := make([]FanoutGroup, len(r.groups))
 	for i, g := range r.groups {
-		groups[i] = FanoutGroup{Owners: g.readable, Quorum: NewReadQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.ReadLevel)}
+		groups[i] = FanoutGroup{Owners: g.readable, Quorum: NewReadQuorum(g.owners, m.Placement.ReplicaFactor, auxReadLevel)}
 	}
 	answers, rep := Fanout(ctx, groups, FanoutOptions{Read: true, HedgeAfter: s.opts.HedgeAfter,
 		Timeout: s.opts.RequestTimeout, Down: s.down(m)},
@@ -341,7 +350,7 @@ func auxQuery[T any](s *Session, ctx context.Context, kind string, call func(con
 	}
 	warns := make([]string, 0, len(why))
 	for _, w := range why {
-		warns = append(warns, fmt.Sprintf("%s may be incomplete: read consistency %s not met: %s", kind, s.opts.ReadLevel, w))
+		warns = append(warns, fmt.Sprintf("%s may be incomplete: read consistency %s not met: %s", kind, auxReadLevel, w))
 	}
 	sort.Strings(warns)
 	if len(answers) == 0 {

@@ -51,6 +51,11 @@ type Ingest struct {
 	// MaxExemplars is how many exemplars are kept (the newest), as
 	// Prometheus' --storage.exemplars.exemplars-limit. Default 100000.
 	MaxExemplars int `yaml:"maxExemplars"`
+	// SnapshotInterval is how often the exemplars and metadata are written
+	// to their snapshot files under <dataDir>/aux (and once more at a
+	// graceful stop), so a restart does not empty them; a crash loses at
+	// most this much of them. Default 1m.
+	SnapshotInterval time.Duration `yaml:"snapshotInterval"`
 }
 
 // HTTP is the Prometheus-facing HTTP server.
@@ -406,6 +411,7 @@ func (c *Config) Defaults() {
 	if c.Ingest.MaxExemplars == 0 {
 		c.Ingest.MaxExemplars = 100000
 	}
+	defDur(&c.Ingest.SnapshotInterval, time.Minute)
 }
 
 func (h *Hints) defaults() {

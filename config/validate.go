@@ -160,6 +160,9 @@ func (c *Config) Validate() error {
 	if c.Ingest.MaxExemplars < 0 {
 		bad("ingest.maxExemplars", "must be positive, got %d", c.Ingest.MaxExemplars)
 	}
+	if c.Ingest.SnapshotInterval < 0 {
+		bad("ingest.snapshotInterval", "must be positive, got %v", c.Ingest.SnapshotInterval)
+	}
 	errs = append(errs, c.Repair.validate()...)
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -20,7 +21,7 @@ import (
 // A remote write 2.0 request sent to one node of an RF 3 cluster is
 // acknowledged with the written-count headers and reaches every replica,
 // like a 1.0 one (the samples take the same session fan-out); its
-// metadata is served by the node that received it.
+// metadata is served through the cluster.
 func TestClusterRemoteWriteV2(t *testing.T) {
 	_, nodes, _ := cluster3(t)
 	now := time.Now().UnixMilli()
@@ -62,9 +63,18 @@ func TestClusterRemoteWriteV2(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, res, 200, "series on %s's own storage", n.cfg.ID)
 	}
-	mresp, err := http.Get(nodes[0].url() + "/api/v1/metadata?metric=it_metric")
-	require.NoError(t, err)
-	mb, _ := io.ReadAll(mresp.Body)
-	mresp.Body.Close()
-	require.JSONEq(t, `{"status":"success","data":{"it_metric":[{"type":"gauge","help":"An integration gauge.","unit":""}]}}`, string(mb))
+	// Metadata reaches the owners of its name's shard after the samples,
+	// best effort and asynchronously: poll.
+	eventually(t, 30*time.Second, "metadata of it_metric", func() error {
+		mresp, err := http.Get(nodes[0].url() + "/api/v1/metadata?metric=it_metric")
+		if err != nil {
+			return err
+		}
+		mb, _ := io.ReadAll(mresp.Body)
+		mresp.Body.Close()
+		if want := `{"status":"success","data":{"it_metric":[{"type":"gauge","help":"An integration gauge.","unit":""}]}}`; string(mb) != want {
+			return fmt.Errorf("got %s, want %s", mb, want)
+		}
+		return nil
+	})
 }

@@ -196,6 +196,12 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		}
 		return nil
 	})
+	// Exemplars and metadata from their snapshots; saved once more when
+	// the node stops, after the session delivered what it still held.
+	if damage := n.loadAux(); len(damage) > 0 {
+		n.api.SetDamage(append(db.Recovery().Warnings(), damage...))
+	}
+	stack.push("exemplar/metadata snapshot", n.saveAux)
 
 	// 4. Node RPC.
 	rs := rpc.NewServer(db, newOwnership(n.topo, n.cfg.ID), rpc.ServerOptions{
@@ -272,6 +278,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	var bg sync.WaitGroup
 	bg.Go(func() { n.watchPlacement(ctx, store) })
 	bg.Go(func() { n.reconcile(ctx, b) })
+	bg.Go(func() { n.snapshotAux(ctx, n.cfg.Ingest.SnapshotInterval) })
 	if err := n.startRepair(ctx, db, dials, &bg); err != nil {
 		cancel()
 		bg.Wait()
