@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -199,7 +200,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	// Exemplars and metadata from their snapshots; saved once more when
 	// the node stops, after the session delivered what it still held.
 	if damage := n.loadAux(); len(damage) > 0 {
-		n.api.SetDamage(append(db.Recovery().Warnings(), damage...))
+		n.api.SetDamage(append(slices.Clone(db.Recovery().Warnings()), damage...))
 	}
 	stack.push("exemplar/metadata snapshot", n.saveAux)
 
