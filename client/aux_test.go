@@ -59,7 +59,7 @@ func (p *auxPeer) MetadataQuery(ctx context.Context, metric string, limit, limit
 
 // auxCluster is newFakeCluster's three nodes as auxPeers, but for the
 // endpoints in plain, which stay plain fakePeers (older nodes).
-func auxCluster(t *testing.T, plain ...string) (*fakeCluster, map[string]*auxPeer, func(string) (Peer, error)) {
+func auxCluster(t testing.TB, plain ...string) (*fakeCluster, map[string]*auxPeer, func(string) (Peer, error)) {
 	c := newFakeCluster(t)
 	aux := map[string]*auxPeer{}
 	for ep, p := range c.peers {

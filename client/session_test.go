@@ -110,7 +110,7 @@ type fakeCluster struct {
 	m     *Map
 }
 
-func newFakeCluster(t *testing.T) *fakeCluster {
+func newFakeCluster(t testing.TB) *fakeCluster {
 	var ins []placement.Instance
 	c := &fakeCluster{peers: map[string]*fakePeer{}}
 	for i := 1; i <= 3; i++ {
