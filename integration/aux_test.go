@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/placement"
 )
 
 // postWrite sends a snappy-compressed remote write body with the content
@@ -217,6 +219,32 @@ func TestClusterExemplarsAndMetadata(t *testing.T) {
 	require.NoError(t, allFound(nodes[2].url())(), "with node2 stopped")
 	require.NoError(t, metaFound(nodes[2].url())(), "with node2 stopped")
 	require.NoError(t, allFound(nodes[0].url())(), "with node2 stopped")
+	// What node2 misses now is counted, not retried: best effort.
+	late := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels:    []prompb.Label{{Name: "__name__", Value: "aux_late_total"}},
+		Samples:   []prompb.Sample{{Timestamp: now - 500, Value: 1}},
+		Exemplars: []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "late"}}, Value: 1, Timestamp: now - 500}},
+	}}}
+	raw, err = late.Marshal()
+	require.NoError(t, err)
+	postWrite(t, nodes[0].url(), raw, false)
+	want = append(want, "/late@1")
+	sort.Strings(want)
+	eventually(t, 30*time.Second, "node1 counts the exemplar node2 missed", func() error {
+		resp, err := http.Get(nodes[0].url() + "/metrics")
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{`tessera_session_aux_writes{kind="exemplars",result="failed"} 1`,
+			`tessera_session_aux_writes{kind="exemplars",result="sent"} `} {
+			if !strings.Contains(string(b), want) {
+				return fmt.Errorf("no %s in node1's metrics", want)
+			}
+		}
+		return nil
+	})
 
 	// node3 restarted: its own store (asked over its RPC, not through the
 	// cluster) holds them again, from its snapshot.
@@ -228,11 +256,84 @@ func TestClusterExemplarsAndMetadata(t *testing.T) {
 	res, err := c.ExemplarsQuery(context.Background(), now-60_000, now+1000,
 		[][]*labels.Matcher{{labels.MustNewMatcher(labels.MatchRegexp, "__name__", "aux_.+")}})
 	require.NoError(t, err)
-	require.Len(t, res, 10, "node3's exemplars after its restart")
+	require.Len(t, res, 11, "node3's exemplars after its restart")
 	m, err := c.MetadataQuery(context.Background(), "", -1, -1)
 	require.NoError(t, err)
 	require.Len(t, m, 2, "node3's metadata after its restart: %v", m)
 	require.NoError(t, allFound(nodes[2].url())(), "after node3's restart")
+}
+
+// TestFrozenReplicaExemplars: with one of three replicas frozen (SIGSTOP
+// on a real tessera process), exemplar and metadata queries through the
+// other nodes answer everything, far within the request timeout: the
+// hedge asks the third owner.
+func TestFrozenReplicaExemplars(t *testing.T) {
+	e := startEtcd(t)
+	n1 := startNode(t, nodeConfig(t, "node1", "rack1", e.client))
+	n2 := startNode(t, nodeConfig(t, "node2", "rack2", e.client))
+	n3, cmd := startBinaryReplica(t, "node3", "rack3", e.client)
+	c := etcdClient(t, e.client)
+	p, err := placement.Init([]placement.Instance{n1.instance(), n2.instance(), n3.instance()}, 4096, 3)
+	require.NoError(t, err)
+	putPlacement(t, c, p)
+	for _, n := range []*tnode{n1, n2, n3} {
+		eventually(t, 60*time.Second, n.cfg.ID+" ready", n.ready)
+	}
+	now := time.Now().UnixMilli()
+	req := &prompb.WriteRequest{Metadata: []prompb.MetricMetadata{{MetricFamilyName: "aux_f", Type: prompb.MetricMetadata_GAUGE, Help: "F."}}}
+	var want []string
+	for i := range 20 {
+		req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
+			Labels:    []prompb.Label{{Name: "__name__", Value: "aux_f"}, {Name: "job", Value: strconv.Itoa(i)}},
+			Samples:   []prompb.Sample{{Timestamp: now - 1000, Value: 1}},
+			Exemplars: []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "f"}}, Value: 1, Timestamp: now - 1000}},
+		})
+		want = append(want, strconv.Itoa(i)+"/f@1")
+	}
+	sort.Strings(want)
+	raw, err := req.Marshal()
+	require.NoError(t, err)
+	postWrite(t, n1.url(), raw, false)
+	rc, err := rpc.Dial(n3.cfg.RPC.Advertise, rpc.ClientOptions{Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer rc.Close()
+	eventually(t, 30*time.Second, "node3 holds the exemplars and metadata", func() error {
+		res, err := rc.ExemplarsQuery(context.Background(), now-60_000, now+1000,
+			[][]*labels.Matcher{{labels.MustNewMatcher(labels.MatchEqual, "__name__", "aux_f")}})
+		if err != nil {
+			return err
+		}
+		m, err := rc.MetadataQuery(context.Background(), "aux_f", -1, -1)
+		if err != nil {
+			return err
+		}
+		if len(res) != 20 || len(m) != 1 {
+			return fmt.Errorf("node3 holds exemplars of %d series, metadata of %d metrics", len(res), len(m))
+		}
+		return nil
+	})
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
+	fast := n1.cfg.Cluster.RequestTimeout / 2
+	for _, n := range []*tnode{n1, n2} {
+		for range 3 {
+			start := time.Now()
+			got, _, err := queryExemplars(n.url(), "aux_f", now-60_000, now+1000)
+			took := time.Since(start)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "exemplars through %s with node3 frozen", n.cfg.ID)
+			t.Logf("query_exemplars through %s with a frozen replica: %v", n.cfg.ID, took)
+			require.Less(t, took, fast)
+
+			start = time.Now()
+			m, err := getMetadata(n.url(), "metric=aux_f")
+			took = time.Since(start)
+			require.NoError(t, err)
+			require.Equal(t, map[string][]map[string]string{"aux_f": {{"type": "gauge", "help": "F.", "unit": ""}}}, m)
+			t.Logf("metadata through %s with a frozen replica: %v", n.cfg.ID, took)
+			require.Less(t, took, fast)
+		}
+	}
 }
 
 // TestDamagedAuxSnapshot: a node whose exemplar snapshot is damaged
