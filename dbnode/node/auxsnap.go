@@ -79,6 +79,9 @@ func (n *Node) saveAux() error {
 // snapshotAux saves the snapshots every interval until ctx ends; a
 // failed save is logged and counted, and the next one tries again.
 func (n *Node) snapshotAux(ctx context.Context, every time.Duration) {
+	if every <= 0 { // a config that skipped Defaults: only the stop saves
+		return
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
