@@ -197,8 +197,9 @@ func mergeSealed(prev *fileset.Reader, in []fileset.Series) ([]fileset.Series, e
 			return nil
 		}
 		used[i] = true
-		merged := encoding.MergeIterators(encoding.NewSealedIterator(in[i].Data), encoding.NewSealedIterator(local))
-		s, err := sealSeries(id, merged)
+		rfl, rh := encoding.PayloadIterators(in[i].Data)
+		lfl, lh := encoding.PayloadIterators(local)
+		s, err := sealSeries(id, mergeTwo(rfl, lfl), mergeTwoHist(rh, lh))
 		if err != nil {
 			return err
 		}

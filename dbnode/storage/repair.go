@@ -146,7 +146,10 @@ func (db *Database) blockChecksums(ns *namespace, sh *shard, bs, start, end int6
 	}
 	if r := sh.reader(bs); r != nil {
 		err := r.RangeData(func(id, data []byte) error {
-			its := []encoding.Iterator{encoding.NewSealedIterator(data)}
+			var its []encoding.Iterator
+			if fl, _ := encoding.PayloadIterators(data); fl != nil {
+				its = append(its, fl)
+			}
 			if s := mem[string(id)]; s != nil {
 				delete(mem, string(id))
 				its = append(its, s.iterators(bs, bs)...)
