@@ -39,7 +39,7 @@ type encoder struct {
 	// definitions have to precede the samples in the payload, but are only
 	// known once every sample has been looked at.
 	nsDefs, seriesDefs, samples, hsamples []byte
-	hist                                 encoding.HistogramEncoder // one histogram at a time
+	hist                                  encoding.HistogramEncoder // one histogram at a time
 }
 
 func newEncoder() *encoder {

@@ -3,8 +3,8 @@ package commitlog
 import (
 	"errors"
 
-	"github.com/prometheus/prometheus/model/histogram"
 	"fmt"
+	"github.com/prometheus/prometheus/model/histogram"
 	"log/slog"
 	"path/filepath"
 	"slices"

@@ -13,8 +13,8 @@ type group struct {
 type queue struct {
 	batches [][]Entry
 	hists   [][]HistEntry // the histograms of batches[i], nil for none
-	bytes   int64  // estimated, see batchBytes
-	group   *group // sync mode: the writers waiting on this queue
+	bytes   int64         // estimated, see batchBytes
+	group   *group        // sync mode: the writers waiting on this queue
 
 	// Async mode copies batches (the caller may reuse its slice as soon as
 	// Write returns) into these arenas, which are reused after each flush.

@@ -207,14 +207,14 @@ func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
 	}
 	cl, stats, err := commitlog.Open(commitlog.Options{
 		ReplayHistogram: replayHist,
-		Dir:         filepath.Join(db.opts.Dir, "commitlog"),
-		FS:          db.opts.FS,
-		Mode:        db.opts.CommitLogMode,
-		FlushEvery:  db.opts.CommitLogFlushEvery,
-		MaxFileSize: db.opts.CommitLogMaxFile,
-		MaxPending:  db.opts.CommitLogMaxPending,
-		Logger:      db.opts.Logger,
-		Metrics:     db.opts.Metrics.SubScope("commitlog"),
+		Dir:             filepath.Join(db.opts.Dir, "commitlog"),
+		FS:              db.opts.FS,
+		Mode:            db.opts.CommitLogMode,
+		FlushEvery:      db.opts.CommitLogFlushEvery,
+		MaxFileSize:     db.opts.CommitLogMaxFile,
+		MaxPending:      db.opts.CommitLogMaxPending,
+		Logger:          db.opts.Logger,
+		Metrics:         db.opts.Metrics.SubScope("commitlog"),
 	}, replay)
 	if err != nil {
 		return stats, fmt.Errorf("storage: open commit log: %w", err)
