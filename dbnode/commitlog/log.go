@@ -2,14 +2,14 @@ package commitlog
 
 import (
 	"errors"
-
 	"fmt"
-	"github.com/prometheus/prometheus/model/histogram"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/prometheus/prometheus/model/histogram"
 )
 
 var (
