@@ -262,6 +262,37 @@ func (s *Session) WriteBatch(ctx context.Context, ns string, samples []storage.S
 	}
 }
 
+// localHistograms is what a Local that stores native histograms has
+// (storage.Database does).
+type localHistograms interface {
+	WriteHistograms(ns string, samples []storage.HistogramSample) error
+}
+
+// StoresHistograms reports whether native histograms written now are
+// stored end to end: only while this node owns every shard alone (one-node
+// placement, writing locally). With replicas it is false: the node RPC
+// does not carry histograms yet, and the HTTP layer then refuses them as
+// before instead of acknowledging what a replica would never get.
+func (s *Session) StoresHistograms() bool {
+	m := s.opts.Topology.Get()
+	_, ok := s.opts.Local.(localHistograms)
+	return ok && m != nil && m.Sole != "" && m.Sole == s.opts.LocalID
+}
+
+// ErrHistogramsNotStored is WriteHistograms' refusal when StoresHistograms
+// is false (the placement changed since the caller asked): retryable, the
+// retry is then refused as a whole.
+var ErrHistogramsNotStored = errors.New("client: native histograms are only stored on a one-node placement for now (the node RPC does not carry them to replicas); retry")
+
+// WriteHistograms writes native histogram samples on a one-node
+// placement (see StoresHistograms), with WriteBatch's error contract.
+func (s *Session) WriteHistograms(_ context.Context, ns string, samples []storage.HistogramSample) error {
+	if !s.StoresHistograms() {
+		return ErrHistogramsNotStored
+	}
+	return s.opts.Local.(localHistograms).WriteHistograms(ns, samples)
+}
+
 // waitNewer returns a map newer than version, polling until d elapses;
 // nil if none arrived.
 func (s *Session) waitNewer(ctx context.Context, version int64, d time.Duration) *Map {

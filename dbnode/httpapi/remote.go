@@ -36,19 +36,28 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	if v2 {
 		return a.remoteWriteV2(w, r, backend, st) // remotev2.go
 	}
+	hw, hok := storesHistograms(backend)
+	st.dec.AcceptHistograms = hok
 	a.series.view(func() { err = st.dec.Decode(st.raw) })
 	if err != nil {
 		st.add = st.add[:0]
 		return err
 	}
-	if err := a.opts.Limits.CheckRequest(len(st.dec.Series), st.dec.NumSamples); err != nil {
+	if err := a.opts.Limits.CheckRequest(len(st.dec.Series), st.dec.NumSamples+len(st.dec.Histograms)); err != nil {
 		clear(st.known)
 		st.add = st.add[:0]
 		return err
 	}
 	samples := a.batch(st.samples[:0], st.dec.Series, st.known)
 	st.samples = samples
-	err = backend.WriteBatch(r.Context(), a.namespace(r), samples)
+	if len(samples) > 0 || len(st.dec.Histograms) == 0 {
+		err = backend.WriteBatch(r.Context(), a.namespace(r), samples)
+	}
+	nh := 0
+	if len(st.dec.Histograms) > 0 {
+		hs := a.histogramBatch(nil, st.dec.Histograms, st.dec.Series, st.known)
+		nh, err = writeHistograms(r.Context(), hw, a.namespace(r), hs, err)
+	}
 	a.remember(st, a.series, st.dec.Series, st.dec.Keys)
 	clear(st.samples) // drop refs and IDs until the next request
 	clear(st.known)
@@ -63,7 +72,7 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a.m.samplesIn.Inc(int64(len(samples)))
+	a.m.samplesIn.Inc(int64(len(samples) + nh))
 	a.m.seriesIn.Inc(int64(len(st.dec.Series)))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
