@@ -394,20 +394,20 @@ type otlpAppender struct {
 	// arena holds the IDs of the request's series. A series' ID slices
 	// the arena as it was then: when the arena grows, earlier IDs keep
 	// slicing the old array, which nothing writes again.
-	arena     []byte
-	ids       map[string]int // index in series
-	series    []otlpSeries
-	promote   []newSeries
-	samples   []tstorage.Sample
-	ofSample  []int32 // index in series of each sample
+	arena    []byte
+	ids      map[string]int // index in series
+	series   []otlpSeries
+	promote  []newSeries
+	samples  []tstorage.Sample
+	ofSample []int32 // index in series of each sample
 	// acceptHist: the backend stores native histograms; they are
 	// collected in hists (ofHist: their series) instead of counted.
 	acceptHist bool
 	hists      []tstorage.HistogramSample
 	ofHist     []int32
-	meta      []remote.Metadata
-	metaSeen  map[string]struct{}
-	exemplars []exemplars.Item
+	meta       []remote.Metadata
+	metaSeen   map[string]struct{}
+	exemplars  []exemplars.Item
 
 	histograms       int
 	firstHistogram   string

@@ -233,7 +233,7 @@ func KeyHash(raw []byte) uint64 { return maphash.Bytes(keySeed, raw) }
 // (Keys[i] is then no cache key).
 type span struct {
 	idFrom, sFrom, hFrom int
-	known, split  bool
+	known, split         bool
 	// whether the series carries what is not stored (refused after its
 	// labels are decoded, so the refusal can name the series)
 	histograms bool
