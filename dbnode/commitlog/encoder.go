@@ -101,8 +101,20 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry, hist []HistEntry) []by
 		if ns == nil || en.Namespace != ns.name {
 			ns = e.namespace(en.Namespace)
 		}
-		ref := e.seriesRef(ns, en.ID, en.Ref, &nNs, &nSeries)
-		ns.stage(en.T)
+		// The float path, per sample: the lookup and the range update
+		// stay inline (seriesRef and stage only for what is rare).
+		ref, ok := e.lookup(ns, en.ID, en.Ref)
+		if !ok {
+			ref = e.seriesRef(ns, en.ID, en.Ref, &nNs, &nSeries)
+		}
+		switch {
+		case !ns.hasStaged:
+			ns.staged, ns.hasStaged = TimeRange{Min: en.T, Max: en.T}, true
+		case en.T < ns.staged.Min:
+			ns.staged.Min = en.T
+		case en.T > ns.staged.Max:
+			ns.staged.Max = en.T
+		}
 		e.samples = binary.AppendUvarint(e.samples, uint64(ref))
 		e.samples = binary.AppendVarint(e.samples, en.T-prevT)
 		e.samples = binary.LittleEndian.AppendUint64(e.samples, math.Float64bits(en.V))

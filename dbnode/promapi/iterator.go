@@ -9,7 +9,8 @@ import (
 // floatIterator adapts an encoding.Iterator (Next/At only) to
 // chunkenc.Iterator, which the promql engine walks with Next and Seek.
 //
-// It yields ValFloat only: Tessera stores float samples. Values are passed
+// It yields ValFloat only: it serves series without native histograms
+// (mixedIterator serves the others). Values are passed
 // through untouched, so the staleness NaN keeps its exact bits and the
 // engine recognises it with value.IsStaleNaN.
 //
