@@ -1,17 +1,21 @@
 package httpapi
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/ident"
 )
@@ -119,4 +123,106 @@ func TestRemoteWriteV2StoresHistograms(t *testing.T) {
 	require.Contains(t, resp.body, "out of retention")
 	require.Equal(t, "1", resp.histograms)
 	require.Equal(t, "0", resp.samples)
+}
+
+// Remote read returns native histograms: SAMPLES in TimeSeries.histograms
+// beside the floats, STREAMED_XOR_CHUNKS in Prometheus' histogram and
+// float histogram chunks, in time order with the series' float chunks (a
+// series that changed type), cut at 120 samples and at a counter reset.
+func TestRemoteReadHistograms(t *testing.T) {
+	f, _ := newScopedFixture(t)
+	now := time.Now().UnixMilli()
+	lat := []prompb.Label{{Name: "__name__", Value: "latency"}}
+	id := ident.FromLabels(labels.FromStrings("__name__", "latency"))
+	var want []string // every sample in time order, printed
+	var ts prompb.TimeSeries
+	ts.Labels = lat
+	t0 := now - 400_000
+	for i := 0; i < 10; i++ { // floats first
+		ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t0 + int64(i)*1000, Value: float64(i)})
+		want = append(want, fmt.Sprintf("%d f %v", t0+int64(i)*1000, float64(i)))
+	}
+	for i := 0; i < 300; i++ { // then integer histograms, reset at 200, then float ones
+		tt := t0 + 10_000 + int64(i)*1000
+		h := intHist(i % 200)
+		if i < 250 {
+			ts.Histograms = append(ts.Histograms, prompb.FromIntHistogram(tt, h))
+			want = append(want, fmt.Sprintf("%d h %s", tt, h.String()))
+		} else {
+			ts.Histograms = append(ts.Histograms, prompb.FromFloatHistogram(tt, h.ToFloat(nil)))
+			want = append(want, fmt.Sprintf("%d fh %s", tt, h.ToFloat(nil).String()))
+		}
+	}
+	code, msg := post(t, f.srv.URL+"/api/v1/prom/remote/write", writeBody(t, ts))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	hs, _ := readHistStrings(t, f, id, 0, now)
+	require.Len(t, hs, 300)
+
+	q := &prompb.Query{StartTimestampMs: t0, EndTimestampMs: now,
+		Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "latency"}}}
+	// SAMPLES.
+	got := remoteRead(t, f.srv.URL+"/api/v1/read", q)
+	require.Len(t, got, 1)
+	var gotS []string
+	for _, s := range got[0].Samples {
+		gotS = append(gotS, fmt.Sprintf("%d f %v", s.Timestamp, s.Value))
+	}
+	for _, h := range got[0].Histograms {
+		if h.IsFloatHistogram() {
+			gotS = append(gotS, fmt.Sprintf("%d fh %s", h.Timestamp, h.ToFloatHistogram().String()))
+		} else {
+			gotS = append(gotS, fmt.Sprintf("%d h %s", h.Timestamp, h.ToIntHistogram().String()))
+		}
+	}
+	require.Equal(t, want, gotS)
+
+	// STREAMED_XOR_CHUNKS.
+	rr, err := (&prompb.ReadRequest{Queries: []*prompb.Query{q},
+		AcceptedResponseTypes: []prompb.ReadRequest_ResponseType{prompb.ReadRequest_STREAMED_XOR_CHUNKS}}).Marshal()
+	require.NoError(t, err)
+	resp, err := http.Post(f.srv.URL+"/api/v1/read", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, rr)))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	frames := readFrames(t, body)
+	require.Len(t, frames, 1)
+	var gotC []string
+	var types []prompb.Chunk_Encoding
+	var starts []int64
+	for _, c := range frames[0].ChunkedSeries[0].Chunks {
+		types = append(types, c.Type)
+		starts = append(starts, c.MinTimeMs)
+		enc := map[prompb.Chunk_Encoding]chunkenc.Encoding{prompb.Chunk_XOR: chunkenc.EncXOR,
+			prompb.Chunk_HISTOGRAM: chunkenc.EncHistogram, prompb.Chunk_FLOAT_HISTOGRAM: chunkenc.EncFloatHistogram}[c.Type]
+		ch, err := chunkenc.FromData(enc, c.Data)
+		require.NoError(t, err)
+		it := ch.Iterator(nil)
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			tt := it.AtT()
+			require.GreaterOrEqual(t, tt, c.MinTimeMs)
+			require.LessOrEqual(t, tt, c.MaxTimeMs)
+			switch vt {
+			case chunkenc.ValFloat:
+				_, v := it.At()
+				gotC = append(gotC, fmt.Sprintf("%d f %v", tt, v))
+			case chunkenc.ValHistogram:
+				_, h := it.AtHistogram(nil)
+				h.CounterResetHint = histogram.UnknownCounterReset // chunks set hints of their own
+				gotC = append(gotC, fmt.Sprintf("%d h %s", tt, h.String()))
+			case chunkenc.ValFloatHistogram:
+				_, h := it.AtFloatHistogram(nil)
+				h.CounterResetHint = histogram.UnknownCounterReset
+				gotC = append(gotC, fmt.Sprintf("%d fh %s", tt, h.String()))
+			}
+		}
+		require.NoError(t, it.Err())
+	}
+	require.Equal(t, want, gotC)
+	// XOR; integer histograms cut at 120 samples and at the reset (the
+	// 200th); float histograms.
+	require.Equal(t, []prompb.Chunk_Encoding{prompb.Chunk_XOR, prompb.Chunk_HISTOGRAM, prompb.Chunk_HISTOGRAM,
+		prompb.Chunk_HISTOGRAM, prompb.Chunk_FLOAT_HISTOGRAM}, types)
+	h0 := t0 + 10_000
+	require.Equal(t, []int64{t0, h0, h0 + 120_000, h0 + 200_000, h0 + 250_000}, starts)
 }

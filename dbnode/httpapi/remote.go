@@ -197,7 +197,23 @@ func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
 			if err := s.Values.Err(); err != nil {
 				return err
 			}
-			if len(ts.Samples) > 0 {
+			if h := s.Histograms; h != nil {
+				// Prometheus' reader merges a series' samples and
+				// histograms by timestamp.
+				for h.Next() {
+					if h.IsFloat() {
+						t, fh := h.AtFloatHistogram(nil)
+						ts.Histograms = append(ts.Histograms, prompb.FromFloatHistogram(t, fh))
+					} else {
+						t, ih := h.AtHistogram(nil)
+						ts.Histograms = append(ts.Histograms, prompb.FromIntHistogram(t, ih))
+					}
+				}
+				if err := h.Err(); err != nil {
+					return err
+				}
+			}
+			if len(ts.Samples)+len(ts.Histograms) > 0 {
 				res.Timeseries = append(res.Timeseries, ts)
 			}
 		}

@@ -117,7 +117,7 @@ func (s *seriesSet) Next() bool {
 		if e.it.Histograms != nil {
 			// A series with native histograms (and maybe floats too).
 			m := newMixedIterator(src, e.it.Histograms)
-			if m.peek() == chunkenc.ValNone {
+			if m.Peek() == chunkenc.ValNone {
 				if s.err = m.Err(); s.err != nil {
 					s.err = fmt.Errorf("read series %q: %w", e.it.ID, s.err)
 					return false
