@@ -530,6 +530,7 @@ type seriesAcc struct {
 	id    []byte
 	shard uint32
 	its   []encoding.Iterator
+	hits  []encoding.HistogramIterator // replicas' native histograms
 }
 
 // Query reads the series matching matchers from the owners of every shard
@@ -568,6 +569,9 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 				acc[string(ser.ID)] = sa
 			}
 			sa.its = append(sa.its, ser.Values)
+			if ser.Histograms != nil {
+				sa.hits = append(sa.hits, ser.Histograms)
+			}
 		}
 	}
 	out := make([]storage.SeriesIterator, 0, len(acc))
@@ -576,7 +580,11 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 		if len(a.its) > 1 {
 			it = encoding.MergeIterators(a.its...)
 		}
-		out = append(out, storage.SeriesIterator{ID: a.id, Shard: a.shard, Values: it})
+		var hit encoding.HistogramIterator
+		if len(a.hits) > 0 {
+			hit = encoding.MergeHistogramIterators(a.hits...)
+		}
+		out = append(out, storage.SeriesIterator{ID: a.id, Shard: a.shard, Values: it, Histograms: hit})
 	}
 	sort.Slice(out, func(i, j int) bool { return string(out[i].ID) < string(out[j].ID) })
 	s.m.readOK.Inc(1)
@@ -602,7 +610,7 @@ func (s *Session) readHost(ctx context.Context, m *Map, r *routing, ns, inst str
 		return nil, err
 	}
 	defer cancel()
-	req := &rpc.FetchTaggedRequest{Namespace: ns, Start: start, End: end}
+	req := &rpc.FetchTaggedRequest{Namespace: ns, Start: start, End: end, AcceptHistograms: true}
 	for _, gi := range gs {
 		req.Shards = append(req.Shards, r.groups[gi].shards...)
 	}
@@ -615,7 +623,7 @@ func (s *Session) readHost(ctx context.Context, m *Map, r *routing, ns, inst str
 	}
 	out := make([]storage.SeriesIterator, len(resp.Series))
 	for i, ser := range resp.Series {
-		out[i] = storage.SeriesIterator{ID: ser.ID, Shard: ser.Shard, Values: encoding.NewIterator(ser.Stream)}
+		out[i] = storage.SeriesIterator{ID: ser.ID, Shard: ser.Shard, Values: encoding.NewIterator(ser.Stream), Histograms: ser.HistogramIterator()}
 	}
 	return out, nil
 }

@@ -45,6 +45,10 @@ func AppendPayload(dst, sealed []byte, hist [][]byte) []byte {
 // emptySealed is the sealed form of no samples.
 var emptySealed = []byte{sealedFormat, 0}
 
+// IsPayloadContainer reports whether a block payload is the container
+// (it holds native histograms) rather than the sealed float form alone.
+func IsPayloadContainer(p []byte) bool { return len(p) > 0 && p[0] == payloadContainer }
+
 // SplitPayload returns the parts of a block payload without decoding
 // them: the sealed float form (nil when the payload holds no floats) and
 // the histogram streams (aliasing p). A malformed container wraps
