@@ -43,15 +43,20 @@ type PayloadFormat int32
 const (
 	// Zero, so a sender that does not set the field means this format.
 	PayloadFormat_PAYLOAD_FORMAT_SERIES_V1 PayloadFormat = 0
+	// Native histogram samples (docs/format/rpc.md). A node older than it
+	// refuses it (InvalidArgument, unknown format) and writes nothing.
+	PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1 PayloadFormat = 30
 )
 
 // Enum value maps for PayloadFormat.
 var (
 	PayloadFormat_name = map[int32]string{
-		0: "PAYLOAD_FORMAT_SERIES_V1",
+		0:  "PAYLOAD_FORMAT_SERIES_V1",
+		30: "PAYLOAD_FORMAT_HISTOGRAMS_V1",
 	}
 	PayloadFormat_value = map[string]int32{
-		"PAYLOAD_FORMAT_SERIES_V1": 0,
+		"PAYLOAD_FORMAT_SERIES_V1":     0,
+		"PAYLOAD_FORMAT_HISTOGRAMS_V1": 30,
 	}
 )
 
@@ -1781,9 +1786,10 @@ const file_node_proto_rawDesc = "" +
 	"\asamples\x18\x03 \x01(\rR\asamples\"e\n" +
 	"\x17SeriesChecksumsResponse\x126\n" +
 	"\x06series\x18\x01 \x03(\v2\x1e.tessera.rpc.v1.SeriesChecksumR\x06series\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more*-\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more*O\n" +
 	"\rPayloadFormat\x12\x1c\n" +
-	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00*Y\n" +
+	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00\x12 \n" +
+	"\x1cPAYLOAD_FORMAT_HISTOGRAMS_V1\x10\x1e*Y\n" +
 	"\tMatchType\x12\x0f\n" +
 	"\vMATCH_EQUAL\x10\x00\x12\x13\n" +
 	"\x0fMATCH_NOT_EQUAL\x10\x01\x12\x10\n" +
