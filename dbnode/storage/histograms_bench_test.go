@@ -186,7 +186,7 @@ func BenchmarkWriteHistograms(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/sample")
 	// Process CPU (the commit log's flusher included): on a shared,
 	// loaded machine wall time mostly measures the neighbours.
-	b.ReportMetric(float64((benchCPU() - cpu0).Nanoseconds())/float64(n), "cpu-ns/sample")
+	b.ReportMetric(float64((benchCPU()-cpu0).Nanoseconds())/float64(n), "cpu-ns/sample")
 }
 
 func benchCPU() time.Duration {
