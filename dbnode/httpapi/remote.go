@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
@@ -190,26 +191,33 @@ func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
 			}); err != nil {
 				return err
 			}
-			for s.Values.Next() {
-				t, v := s.Values.At()
-				ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
-			}
-			if err := s.Values.Err(); err != nil {
-				return err
-			}
-			if h := s.Histograms; h != nil {
-				// Prometheus' reader merges a series' samples and
-				// histograms by timestamp.
-				for h.Next() {
-					if h.IsFloat() {
-						t, fh := h.AtFloatHistogram(nil)
+			if s.Histograms == nil {
+				for s.Values.Next() {
+					t, v := s.Values.At()
+					ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
+				}
+				if err := s.Values.Err(); err != nil {
+					return err
+				}
+			} else {
+				// Floats and histograms in one walk, as PromQL and the
+				// streamed answer see them (one sample per timestamp;
+				// Prometheus' reader merges the two lists by time).
+				it := storage.NewMixedIterator(s.Values, s.Histograms)
+				for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+					switch vt {
+					case chunkenc.ValFloat:
+						t, v := it.At()
+						ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
+					case chunkenc.ValFloatHistogram:
+						t, fh := it.AtFloatHistogram(nil)
 						ts.Histograms = append(ts.Histograms, prompb.FromFloatHistogram(t, fh))
-					} else {
-						t, ih := h.AtHistogram(nil)
+					default:
+						t, ih := it.AtHistogram(nil)
 						ts.Histograms = append(ts.Histograms, prompb.FromIntHistogram(t, ih))
 					}
 				}
-				if err := h.Err(); err != nil {
+				if err := it.Err(); err != nil {
 					return err
 				}
 			}
