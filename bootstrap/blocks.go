@@ -108,7 +108,8 @@ func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []Peer, ow
 		var err error
 		for {
 			var resp *rpc.FetchBlockResponse
-			resp, err = clients[i].FetchBlock(ctx, &rpc.FetchBlockRequest{Namespace: ns, Shard: shard, BlockStart: start, After: after, MaxBytes: pageBytes})
+			resp, err = clients[i].FetchBlock(ctx, &rpc.FetchBlockRequest{Namespace: ns, Shard: shard, BlockStart: start, After: after, MaxBytes: pageBytes,
+				AcceptHistograms: true}) // payloads are stored as they are
 			if err != nil {
 				break
 			}
@@ -149,11 +150,13 @@ func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []Peer, ow
 func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c Peer, ns string, shard uint32) error {
 	var after []byte
 	for {
-		resp, err := c.FetchUnflushed(ctx, &rpc.FetchUnflushedRequest{Namespace: ns, Shard: shard, After: after, MaxBytes: pageBytes})
+		resp, err := c.FetchUnflushed(ctx, &rpc.FetchUnflushedRequest{Namespace: ns, Shard: shard, After: after, MaxBytes: pageBytes,
+			AcceptHistograms: true})
 		if err != nil {
 			return err
 		}
 		var batch []storage.Sample
+		var hist []storage.HistogramSample
 		var bytes int64
 		for _, s := range resp.Series {
 			bytes += int64(len(s.ID) + len(s.Stream))
@@ -165,8 +168,25 @@ func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c Peer, ns str
 			if err := it.Err(); err != nil {
 				return fmt.Errorf("decode unflushed series from peer: %w", err)
 			}
+			for _, h := range s.Histograms {
+				bytes += int64(len(h))
+			}
+			if hit := s.HistogramIterator(); hit != nil {
+				for hit.Next() {
+					hs := storage.HistogramSample{ID: s.ID, Shard: shard}
+					if hit.IsFloat() {
+						hs.T, hs.FH = hit.AtFloatHistogram(nil)
+					} else {
+						hs.T, hs.H = hit.AtHistogram(nil)
+					}
+					hist = append(hist, hs)
+				}
+				if err := hit.Err(); err != nil {
+					return fmt.Errorf("decode unflushed histograms from peer: %w", err)
+				}
+			}
 		}
-		if err := b.load(ns, batch); err != nil {
+		if err := b.load(ns, batch, hist); err != nil {
 			return err
 		}
 		b.bytesIn.Add(bytes)

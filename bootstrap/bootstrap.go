@@ -103,6 +103,8 @@ type Store interface {
 type DB interface {
 	LoadBlock(ns string, shard uint32, blockStart int64, series []fileset.Series) error
 	LoadBatch(ns string, batch []storage.Sample) error
+	// LoadHistograms is LoadBatch for native histogram samples.
+	LoadHistograms(ns string, batch []storage.HistogramSample) error
 	Namespaces() []storage.NamespaceOptions
 }
 
@@ -578,19 +580,27 @@ func orderPeers(peers []placement.Owner) []placement.Owner {
 	return out
 }
 
-func (b *Bootstrapper) load(ns string, batch []storage.Sample) error {
-	if len(batch) == 0 {
+func (b *Bootstrapper) load(ns string, batch []storage.Sample, hist []storage.HistogramSample) error {
+	if len(batch)+len(hist) == 0 {
 		return nil
 	}
-	err := b.opts.DB.LoadBatch(ns, batch)
+	var err error
+	if len(batch) > 0 {
+		err = b.opts.DB.LoadBatch(ns, batch)
+	}
 	var rej *storage.RejectedError
+	if len(hist) > 0 && (err == nil || errors.As(err, &rej)) {
+		if herr := b.opts.DB.LoadHistograms(ns, hist); herr != nil {
+			err = herr
+		}
+	}
 	if errors.As(err, &rej) {
 		err = nil // out of retention by now: nothing to keep
 	}
 	if err != nil {
 		return fmt.Errorf("load streamed samples: %w", err)
 	}
-	b.samples.Add(int64(len(batch)))
-	b.mSamples.Inc(int64(len(batch)))
+	b.samples.Add(int64(len(batch) + len(hist)))
+	b.mSamples.Inc(int64(len(batch) + len(hist)))
 	return nil
 }

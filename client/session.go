@@ -273,6 +273,37 @@ func (s *Session) WriteBatch(ctx context.Context, ns string, samples []storage.S
 	}
 }
 
+// localHistograms is what a Local that stores native histograms has
+// (storage.Database does).
+type localHistograms interface {
+	WriteHistograms(ns string, samples []storage.HistogramSample) error
+}
+
+// StoresHistograms reports whether native histograms written now are
+// stored end to end: only while this node owns every shard alone (one-node
+// placement, writing locally). With replicas it is false: the node RPC
+// does not carry histograms yet, and the HTTP layer then refuses them as
+// before instead of acknowledging what a replica would never get.
+func (s *Session) StoresHistograms() bool {
+	m := s.opts.Topology.Get()
+	_, ok := s.opts.Local.(localHistograms)
+	return ok && m != nil && m.Sole != "" && m.Sole == s.opts.LocalID
+}
+
+// ErrHistogramsNotStored is WriteHistograms' refusal when StoresHistograms
+// is false (the placement changed since the caller asked): retryable, the
+// retry is then refused as a whole.
+var ErrHistogramsNotStored = errors.New("client: native histograms are only stored on a one-node placement for now (the node RPC does not carry them to replicas); retry")
+
+// WriteHistograms writes native histogram samples on a one-node
+// placement (see StoresHistograms), with WriteBatch's error contract.
+func (s *Session) WriteHistograms(_ context.Context, ns string, samples []storage.HistogramSample) error {
+	if !s.StoresHistograms() {
+		return ErrHistogramsNotStored
+	}
+	return s.opts.Local.(localHistograms).WriteHistograms(ns, samples)
+}
+
 // waitNewer returns a map newer than version, polling until d elapses;
 // nil if none arrived.
 func (s *Session) waitNewer(ctx context.Context, version int64, d time.Duration) *Map {
@@ -510,6 +541,7 @@ type seriesAcc struct {
 	id    []byte
 	shard uint32
 	its   []encoding.Iterator
+	hits  []encoding.HistogramIterator // replicas' native histograms
 }
 
 // Query reads the series matching matchers from the owners of every shard
@@ -548,6 +580,9 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 				acc[string(ser.ID)] = sa
 			}
 			sa.its = append(sa.its, ser.Values)
+			if ser.Histograms != nil {
+				sa.hits = append(sa.hits, ser.Histograms)
+			}
 		}
 	}
 	out := make([]storage.SeriesIterator, 0, len(acc))
@@ -556,7 +591,11 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 		if len(a.its) > 1 {
 			it = encoding.MergeIterators(a.its...)
 		}
-		out = append(out, storage.SeriesIterator{ID: a.id, Shard: a.shard, Values: it})
+		var hit encoding.HistogramIterator
+		if len(a.hits) > 0 {
+			hit = encoding.MergeHistogramIterators(a.hits...)
+		}
+		out = append(out, storage.SeriesIterator{ID: a.id, Shard: a.shard, Values: it, Histograms: hit})
 	}
 	sort.Slice(out, func(i, j int) bool { return string(out[i].ID) < string(out[j].ID) })
 	s.m.readOK.Inc(1)
@@ -582,7 +621,7 @@ func (s *Session) readHost(ctx context.Context, m *Map, r *routing, ns, inst str
 		return nil, err
 	}
 	defer cancel()
-	req := &rpc.FetchTaggedRequest{Namespace: ns, Start: start, End: end}
+	req := &rpc.FetchTaggedRequest{Namespace: ns, Start: start, End: end, AcceptHistograms: true}
 	for _, gi := range gs {
 		req.Shards = append(req.Shards, r.groups[gi].shards...)
 	}
@@ -595,7 +634,7 @@ func (s *Session) readHost(ctx context.Context, m *Map, r *routing, ns, inst str
 	}
 	out := make([]storage.SeriesIterator, len(resp.Series))
 	for i, ser := range resp.Series {
-		out[i] = storage.SeriesIterator{ID: ser.ID, Shard: ser.Shard, Values: encoding.NewIterator(ser.Stream)}
+		out[i] = storage.SeriesIterator{ID: ser.ID, Shard: ser.Shard, Values: encoding.NewIterator(ser.Stream), Histograms: ser.HistogramIterator()}
 	}
 	return out, nil
 }

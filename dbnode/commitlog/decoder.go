@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 )
 
 var errMalformed = errors.New("malformed record")
@@ -28,6 +30,13 @@ type decoder struct {
 	ids        arena[byte] // backing store for series IDs handed to replay
 	out        []Entry     // the entries of the last decoded record
 	outNs      []uint32    // namespace ref of each entry in out
+	hout       []HistEntry // the histogram entries of the last decoded record
+	houtNs     []uint32    // namespace ref of each entry in hout
+
+	// version is the file's: records of version 3 end with a histogram
+	// section. guess (a file whose header is damaged) tries 3, then 2.
+	version uint32
+	guess   bool
 
 	// gap is set once a record of the file was skipped: the definitions
 	// it held are unknown, so refs may jump ahead (the skipped refs are
@@ -49,9 +58,22 @@ func (d *decoder) skipped() { d.gap = true }
 // A record that fails leaves the tables as they were, so the decoder can
 // go on with the next record.
 func (d *decoder) decode(p []byte) error {
+	if !d.guess {
+		return d.decodeVersion(p, d.version)
+	}
+	// A version 3 record never decodes as version 2 (its histogram count
+	// would be trailing bytes) nor a version 2 one as 3 (it lacks the
+	// count), so trying both cannot mistake one for the other.
+	if err := d.decodeVersion(p, 3); err == nil {
+		return nil
+	}
+	return d.decodeVersion(p, 2)
+}
+
+func (d *decoder) decodeVersion(p []byte, version uint32) error {
 	nNsBefore, nSeriesBefore := len(d.namespaces), len(d.series)
 	d.filled = d.filled[:0]
-	err := d.decodeRecord(p)
+	err := d.decodeRecord(p, version)
 	if err != nil {
 		for _, ref := range d.filled {
 			if ref < nNsBefore {
@@ -60,12 +82,16 @@ func (d *decoder) decode(p []byte) error {
 		}
 		d.namespaces, d.series = d.namespaces[:nNsBefore], d.series[:nSeriesBefore]
 		d.out, d.outNs, d.unresolved = d.out[:0], d.outNs[:0], 0
+		clear(d.hout)
+		d.hout, d.houtNs = d.hout[:0], d.houtNs[:0]
 	}
 	return err
 }
 
-func (d *decoder) decodeRecord(p []byte) error {
+func (d *decoder) decodeRecord(p []byte, version uint32) error {
 	d.out, d.outNs, d.unresolved = d.out[:0], d.outNs[:0], 0
+	clear(d.hout)
+	d.hout, d.houtNs = d.hout[:0], d.houtNs[:0]
 	r := reader{b: p}
 
 	nNs := r.count()
@@ -152,10 +178,64 @@ func (d *decoder) decodeRecord(p []byte) error {
 	if r.err != nil {
 		return r.err
 	}
+	if version >= 3 {
+		if err := d.decodeHistograms(&r); err != nil {
+			return err
+		}
+	}
 	if len(r.b) != 0 {
 		return fmt.Errorf("%w: %d trailing bytes", errMalformed, len(r.b))
 	}
 	return nil
+}
+
+// decodeHistograms reads a version 3 record's histogram section: per
+// sample its series ref, its timestamp (delta from the previous histogram
+// sample of the record) and a one-sample histogram stream
+// (docs/format/histogram.md) holding the same timestamp.
+func (d *decoder) decodeHistograms(r *reader) error {
+	n := r.count()
+	t := int64(0)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		ref := r.uvarint()
+		t += r.varint()
+		stream := r.bytes()
+		if r.err != nil {
+			break
+		}
+		it := encoding.NewHistogramIterator(stream)
+		if !it.Next() {
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("%w: histogram %d: %v", errMalformed, i, err)
+			}
+			// An empty stream: the writer could not encode the sample
+			// (never acknowledged as stored). Counted, not replayed.
+			d.unresolved++
+			continue
+		}
+		var e HistEntry
+		var st int64
+		if it.IsFloat() {
+			st, e.FH = it.AtFloatHistogram(nil)
+		} else {
+			st, e.H = it.AtHistogram(nil)
+		}
+		if it.Next() || it.Err() != nil || st != t {
+			return fmt.Errorf("%w: histogram %d: not one sample at %d", errMalformed, i, t)
+		}
+		if ref >= uint64(len(d.series)) || d.series[ref].lost {
+			if !d.gap {
+				return fmt.Errorf("%w: undefined series ref %d", errMalformed, ref)
+			}
+			d.unresolved++
+			continue
+		}
+		s := d.series[ref]
+		e.Namespace, e.ID, e.T = d.namespaces[s.ns].name, s.id, t
+		d.hout = append(d.hout, e)
+		d.houtNs = append(d.houtNs, s.ns)
+	}
+	return r.err
 }
 
 // reader consumes a payload; the first failure sticks in err and every
@@ -231,15 +311,20 @@ func (r *reader) uint64() uint64 {
 // addRanges widens rng/seen (indexed by namespace ref, as long as
 // d.namespaces) by the entries of the last decoded record.
 func (d *decoder) addRanges(rng []TimeRange, seen []bool) {
-	for i, e := range d.out {
-		ns := d.outNs[i]
+	add := func(ns uint32, t int64) {
 		switch {
 		case !seen[ns]:
-			rng[ns], seen[ns] = TimeRange{Min: e.T, Max: e.T}, true
-		case e.T < rng[ns].Min:
-			rng[ns].Min = e.T
-		case e.T > rng[ns].Max:
-			rng[ns].Max = e.T
+			rng[ns], seen[ns] = TimeRange{Min: t, Max: t}, true
+		case t < rng[ns].Min:
+			rng[ns].Min = t
+		case t > rng[ns].Max:
+			rng[ns].Max = t
 		}
+	}
+	for i, e := range d.out {
+		add(d.outNs[i], e.T)
+	}
+	for i, e := range d.hout {
+		add(d.houtNs[i], e.T)
 	}
 }

@@ -12,17 +12,19 @@ func FuzzDecode(f *testing.F) {
 		makeBatch("other", "s", 3, 3, -100),
 		{{Namespace: "", ID: nil, T: 0, V: 0}},
 	} {
-		rec := newEncoder().appendRecord(nil, b) // the first record of a file
+		rec := newEncoder().appendRecord(nil, b, nil) // the first record of a file
 		f.Add(rec[frameHeaderSize:])
 	}
+	rec := newEncoder().appendRecord(nil, makeBatch("default", "s", 2, 2, 0), makeHists("default", "s", 4, 3, 10))
+	f.Add(rec[frameHeaderSize:])
 	f.Add([]byte{})
 	f.Add([]byte{0, 0, 0})
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		var d decoder
+		d := decoder{version: fileVersion}
 		if err := d.decode(payload); err != nil {
 			return
 		}
-		if len(d.out) > len(payload) {
+		if len(d.out)+len(d.hout) > len(payload) {
 			t.Fatalf("%d entries from %d bytes", len(d.out), len(payload))
 		}
 		for _, e := range d.out {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"sync/atomic"
+
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 )
 
 // generations numbers encoder resets across every log in the process, so a
@@ -36,7 +38,8 @@ type encoder struct {
 	// Scratch sections of the record being encoded; the series
 	// definitions have to precede the samples in the payload, but are only
 	// known once every sample has been looked at.
-	nsDefs, seriesDefs, samples []byte
+	nsDefs, seriesDefs, samples, hsamples []byte
+	hist                                  encoding.HistogramEncoder // one histogram at a time
 }
 
 func newEncoder() *encoder {
@@ -81,11 +84,14 @@ func (e *encoder) defineNamespace(ns *nsState, nDefs *int) {
 	*nDefs++
 }
 
-// appendRecord appends one framed record holding batch to dst. Refs it
-// defines stay defined for the rest of the file, so a caller whose record
-// never reaches the file must reset the encoder (the flusher rotates).
-func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
-	e.nsDefs, e.seriesDefs, e.samples = e.nsDefs[:0], e.seriesDefs[:0], e.samples[:0]
+// appendRecord appends one framed record holding batch and hist to dst.
+// Refs it defines stay defined for the rest of the file, so a caller whose
+// record never reaches the file must reset the encoder (the flusher
+// rotates). A histogram the stream encoding refuses (callers check with
+// encoding.CheckHistogram first) is written as an empty stream, which
+// replay counts and skips rather than failing the record.
+func (e *encoder) appendRecord(dst []byte, batch []Entry, hist []HistEntry) []byte {
+	e.nsDefs, e.seriesDefs, e.samples, e.hsamples = e.nsDefs[:0], e.seriesDefs[:0], e.samples[:0], e.hsamples[:0]
 	e.record++
 	var nNs, nSeries int
 	var ns *nsState
@@ -95,21 +101,11 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 		if ns == nil || en.Namespace != ns.name {
 			ns = e.namespace(en.Namespace)
 		}
-		ref, ok := e.lookup(ns, en)
+		// The float path, per sample: the lookup and the range update
+		// stay inline (seriesRef and stage only for what is rare).
+		ref, ok := e.lookup(ns, en.ID, en.Ref)
 		if !ok {
-			e.defineNamespace(ns, &nNs)
-			ref = e.nextSeries
-			e.nextSeries++
-			if en.Ref != nil {
-				*en.Ref = SeriesRef{gen: e.gen, ref: ref}
-			} else {
-				ns.series[string(en.ID)] = ref
-			}
-			e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(ref))
-			e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(ns.ref))
-			e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(len(en.ID)))
-			e.seriesDefs = append(e.seriesDefs, en.ID...)
-			nSeries++
+			ref = e.seriesRef(ns, en.ID, en.Ref, &nNs, &nSeries)
 		}
 		switch {
 		case !ns.hasStaged:
@@ -124,6 +120,20 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 		e.samples = binary.LittleEndian.AppendUint64(e.samples, math.Float64bits(en.V))
 		prevT = en.T
 	}
+	prevT = 0
+	for i := range hist {
+		en := &hist[i]
+		if ns == nil || en.Namespace != ns.name {
+			ns = e.namespace(en.Namespace)
+		}
+		ref := e.seriesRef(ns, en.ID, en.Ref, &nNs, &nSeries)
+		ns.stage(en.T)
+		e.hsamples = binary.AppendUvarint(e.hsamples, uint64(ref))
+		e.hsamples = binary.AppendVarint(e.hsamples, en.T-prevT)
+		e.hsamples = binary.AppendUvarint(e.hsamples, uint64(e.encodeHist(en)))
+		e.hsamples = append(e.hsamples, e.hist.Bytes()...)
+		prevT = en.T
+	}
 
 	start := len(dst)
 	dst = OpenFrame(dst)
@@ -133,17 +143,70 @@ func (e *encoder) appendRecord(dst []byte, batch []Entry) []byte {
 	dst = append(dst, e.seriesDefs...)
 	dst = binary.AppendUvarint(dst, uint64(len(batch)))
 	dst = append(dst, e.samples...)
+	dst = binary.AppendUvarint(dst, uint64(len(hist)))
+	dst = append(dst, e.hsamples...)
 	SealFrame(dst, start, e.seq)
 	return dst
 }
 
-// lookup returns the ref of en's series in this file, if it has one: from
-// the caller's SeriesRef when given, else from the namespace's table.
-func (e *encoder) lookup(ns *nsState, en *Entry) (uint32, bool) {
-	if en.Ref != nil {
-		return en.Ref.ref, en.Ref.gen == e.gen
+// encodeHist encodes en's histogram alone into e.hist and returns the
+// length of e.hist.Bytes().
+func (e *encoder) encodeHist(en *HistEntry) int {
+	e.hist.Reset()
+	var err error
+	if en.H != nil {
+		err = e.hist.AppendHistogram(en.T, en.H)
+	} else {
+		err = e.hist.AppendFloatHistogram(en.T, en.FH)
 	}
-	ref, ok := ns.series[string(en.ID)]
+	if err != nil {
+		e.hist.Reset()
+	}
+	return len(e.hist.Bytes())
+}
+
+// seriesRef returns the ref of the series (namespace ns, id) in this file,
+// defining it (and its namespace) in the record being encoded if needed.
+func (e *encoder) seriesRef(ns *nsState, id []byte, refp *SeriesRef, nNs, nSeries *int) uint32 {
+	ref, ok := e.lookup(ns, id, refp)
+	if ok {
+		return ref
+	}
+	e.defineNamespace(ns, nNs)
+	ref = e.nextSeries
+	e.nextSeries++
+	if refp != nil {
+		*refp = SeriesRef{gen: e.gen, ref: ref}
+	} else {
+		ns.series[string(id)] = ref
+	}
+	e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(ref))
+	e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(ns.ref))
+	e.seriesDefs = binary.AppendUvarint(e.seriesDefs, uint64(len(id)))
+	e.seriesDefs = append(e.seriesDefs, id...)
+	*nSeries++
+	return ref
+}
+
+// stage widens the namespace's range of records not yet written by t.
+func (ns *nsState) stage(t int64) {
+	switch {
+	case !ns.hasStaged:
+		ns.staged, ns.hasStaged = TimeRange{Min: t, Max: t}, true
+	case t < ns.staged.Min:
+		ns.staged.Min = t
+	case t > ns.staged.Max:
+		ns.staged.Max = t
+	}
+}
+
+// lookup returns the ref of the series in this file, if it has one: from
+// the caller's SeriesRef when given, else from the namespace's table.
+func (e *encoder) lookup(ns *nsState, id []byte, refp *SeriesRef) (uint32, bool) {
+	if refp != nil {
+		return refp.ref, refp.gen == e.gen
+	}
+	ref, ok := ns.series[string(id)]
 	return ref, ok
 }
 

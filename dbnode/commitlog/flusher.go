@@ -56,12 +56,12 @@ func (l *Log) flush(fsync bool) error {
 
 	var err error
 	if len(q.batches) > 0 || (fsync && l.w.dirty) {
-		err = l.w.writeGroup(q.batches, fsync)
+		err = l.w.writeGroup(q.batches, q.hists, fsync)
 	}
 	if err != nil && q.group == nil && len(q.batches) > 0 {
 		n := 0
-		for _, b := range q.batches {
-			n += len(b)
+		for i, b := range q.batches {
+			n += len(b) + len(q.hists[i])
 		}
 		l.log.Error("commit log: async write failed, entries lost", "entries", n, "err", err)
 	}
@@ -102,9 +102,9 @@ func newFileWriter(l *Log, nextSeq uint64) *fileWriter {
 // when the file is full, and writes (and fsyncs) them. Any failure fails
 // the whole group: some of its records may have reached an earlier file,
 // but none is reported durable.
-func (w *fileWriter) writeGroup(batches [][]Entry, fsync bool) error {
+func (w *fileWriter) writeGroup(batches [][]Entry, hists [][]HistEntry, fsync bool) error {
 	entries := 0
-	for _, b := range batches {
+	for i, b := range batches {
 		if w.file == nil {
 			if err := w.openNext(); err != nil {
 				return err
@@ -115,8 +115,8 @@ func (w *fileWriter) writeGroup(batches [][]Entry, fsync bool) error {
 				return err
 			}
 		}
-		w.buf = w.enc.appendRecord(w.buf, b)
-		entries += len(b)
+		w.buf = w.enc.appendRecord(w.buf, b, hists[i])
+		entries += len(b) + len(hists[i])
 	}
 	if err := w.commit(fsync); err != nil {
 		return err

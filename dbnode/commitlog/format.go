@@ -20,8 +20,11 @@ const (
 	// length:u32 crc32c(payload):u32; version 2 frames start with a
 	// marker and checksum the length and the file's seq too, so that a
 	// reader that lost its place (corruption) finds the next record by
-	// searching for the marker and can trust what it finds.
-	fileVersion       = 2
+	// searching for the marker and can trust what it finds. Version 3
+	// frames are version 2's; its records end with a histogram section
+	// (native histogram samples). A build that reads only up to 2 refuses
+	// a version 3 file at Open instead of skipping its histograms.
+	fileVersion       = 3
 	frameHeaderSizeV1 = 8  // length:u32 crc32c(payload):u32
 	frameHeaderSize   = 12 // marker[4] length:u32 crc32c(seq:u64 length:u32 payload):u32
 )

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/prometheus/prometheus/model/histogram"
 )
 
 var (
@@ -31,6 +33,18 @@ type Entry struct {
 	// storage engine) spares the log a lookup of ID in its per-file table.
 	// See SeriesRef for the contract.
 	Ref *SeriesRef
+}
+
+// HistEntry is one native histogram sample of one series: H (integer
+// counts) or FH (float counts), exactly one of them set. Its other fields
+// mean what Entry's do; the log treats the histogram as read-only.
+type HistEntry struct {
+	Namespace string
+	ID        []byte
+	T         int64
+	H         *histogram.Histogram
+	FH        *histogram.FloatHistogram
+	Ref       *SeriesRef
 }
 
 // SeriesRef is the log's per-file handle on one series, kept by the
@@ -206,12 +220,21 @@ func (l *Log) replayAll(replay func(Entry) error, stats *ReplayStats) (uint64, e
 	for _, seq := range seqs {
 		lastSeq = seq
 		path := filepath.Join(dir, fileName(seq))
-		s, err := scanFile(fs, path, seq, func(es []Entry) error {
+		s, err := scanFile(fs, path, seq, func(es []Entry, hs []HistEntry) error {
 			if replay == nil {
 				return nil
 			}
 			for _, e := range es {
 				if err := replay(e); err != nil {
+					return err
+				}
+			}
+			if len(hs) > 0 && l.opts.ReplayHistogram == nil {
+				// Never replay a record in part without saying so.
+				return fmt.Errorf("%d histogram samples and no ReplayHistogram to take them", len(hs))
+			}
+			for _, h := range hs {
+				if err := l.opts.ReplayHistogram(h); err != nil {
 					return err
 				}
 			}
@@ -319,7 +342,18 @@ type Ticket struct {
 // requests taking turns on few cores, this is what turns one fsync per
 // request into one per several.
 func (l *Log) Enqueue(batch []Entry) (Ticket, error) {
+	return l.EnqueueWith(batch, nil)
+}
+
+// EnqueueWith is Enqueue for a batch that carries native histogram
+// samples (hist) as well as floats (batch, may be empty): both go into one
+// record, so a batch is replayed entirely or not at all whatever it holds.
+// In ModeSync hist, and the histograms it points to, must stay unmodified
+// until Wait returns; in ModeAsync the log copies them.
+func (l *Log) EnqueueWith(batch []Entry, hist []HistEntry) (Ticket, error) {
 	est, idBytes := batchBytes(batch)
+	hest, hidBytes := histBytes(hist)
+	est += hest
 	sync := l.opts.Mode == ModeSync
 
 	l.mu.Lock()
@@ -327,7 +361,7 @@ func (l *Log) Enqueue(batch []Entry) (Ticket, error) {
 		l.mu.Unlock()
 		return Ticket{}, ErrClosed
 	}
-	if len(batch) == 0 {
+	if len(batch) == 0 && len(hist) == 0 {
 		l.mu.Unlock()
 		return Ticket{}, nil
 	}
@@ -341,6 +375,7 @@ func (l *Log) Enqueue(batch []Entry) (Ticket, error) {
 	q.bytes += est
 	if sync {
 		q.batches = append(q.batches, batch)
+		q.hists = append(q.hists, hist)
 		if q.group == nil {
 			q.group = &group{done: make(chan struct{})}
 		}
@@ -349,6 +384,7 @@ func (l *Log) Enqueue(batch []Entry) (Ticket, error) {
 		return Ticket{l: l, g: g}, nil
 	}
 	q.appendCopy(batch, idBytes)
+	q.appendHistCopy(hist, hidBytes)
 	kick := q.bytes >= l.asyncHi
 	l.mu.Unlock()
 	if kick {

@@ -26,6 +26,17 @@ type rec struct {
 	NS, ID string
 	T      int64
 	V      uint64 // float bits, so NaN compares exactly
+	H      string // a histogram sample: every field, printed
+}
+
+func toHistRec(e HistEntry) rec {
+	r := rec{NS: e.Namespace, ID: string(e.ID), T: e.T}
+	if e.H != nil {
+		r.H = fmt.Sprintf("%+v", *e.H)
+	} else {
+		r.H = fmt.Sprintf("float %+v", *e.FH)
+	}
+	return r
 }
 
 func toRec(e Entry) rec {
@@ -62,6 +73,12 @@ func makeBatch(ns, tag string, n, series int, t0 int64) []Entry {
 func reopen(t testing.TB, opts Options) ([]rec, ReplayStats) {
 	t.Helper()
 	var got []rec
+	if opts.ReplayHistogram == nil {
+		opts.ReplayHistogram = func(e HistEntry) error {
+			got = append(got, toHistRec(e))
+			return nil
+		}
+	}
 	l, stats, err := Open(opts, func(e Entry) error {
 		got = append(got, toRec(e))
 		return nil

@@ -57,6 +57,10 @@ type Options struct {
 	// would exceed it returns ErrQueueFull (default 64 MiB). A batch larger
 	// than MaxPending is still accepted when nothing else is pending.
 	MaxPending int64
+	// ReplayHistogram is Open's replay callback for native histogram
+	// samples, as its replay argument is for floats. With it nil, Open
+	// fails on a file holding histograms (when it replays at all).
+	ReplayHistogram func(HistEntry) error
 
 	Logger  *slog.Logger // nil = discard
 	Metrics tally.Scope  // nil = tally.NoopScope

@@ -12,8 +12,9 @@ type group struct {
 // writes the other.
 type queue struct {
 	batches [][]Entry
-	bytes   int64  // estimated, see batchBytes
-	group   *group // sync mode: the writers waiting on this queue
+	hists   [][]HistEntry // the histograms of batches[i], nil for none
+	bytes   int64         // estimated, see batchBytes
+	group   *group        // sync mode: the writers waiting on this queue
 
 	// Async mode copies batches (the caller may reuse its slice as soon as
 	// Write returns) into these arenas, which are reused after each flush.
@@ -47,9 +48,52 @@ func (q *queue) appendCopy(batch []Entry, idBytes int) {
 	q.batches = append(q.batches, ents)
 }
 
+// histBytes is batchBytes for histogram samples: their bucket counts
+// bound their encoding.
+func histBytes(hist []HistEntry) (est int64, idBytes int) {
+	for i := range hist {
+		h := &hist[i]
+		idBytes += len(h.ID)
+		n := 0
+		if h.H != nil {
+			n = len(h.H.PositiveBuckets) + len(h.H.NegativeBuckets) + len(h.H.PositiveSpans) + len(h.H.NegativeSpans) + len(h.H.CustomValues)
+		} else if h.FH != nil {
+			n = len(h.FH.PositiveBuckets) + len(h.FH.NegativeBuckets) + len(h.FH.PositiveSpans) + len(h.FH.NegativeSpans) + len(h.FH.CustomValues)
+		}
+		est += int64(len(h.ID)) + entryOverhead + 64 + 10*int64(n)
+	}
+	return est, idBytes
+}
+
+// appendHistCopy pairs the batch just queued by appendCopy with a private
+// copy of its histograms (async mode): nil when it has none.
+func (q *queue) appendHistCopy(hist []HistEntry, idBytes int) {
+	if len(hist) == 0 {
+		q.hists = append(q.hists, nil)
+		return
+	}
+	hs := make([]HistEntry, len(hist))
+	copy(hs, hist)
+	ids := make([]byte, idBytes)
+	for i := range hs {
+		n := copy(ids, hs[i].ID)
+		hs[i].ID = ids[:n:n]
+		ids = ids[n:]
+		if hs[i].H != nil {
+			hs[i].H = hs[i].H.Copy()
+		}
+		if hs[i].FH != nil {
+			hs[i].FH = hs[i].FH.Copy()
+		}
+	}
+	q.hists = append(q.hists, hs)
+}
+
 func (q *queue) reset() {
 	clear(q.batches) // drop references to callers' batches
 	q.batches = q.batches[:0]
+	clear(q.hists)
+	q.hists = q.hists[:0]
 	q.bytes = 0
 	q.group = nil
 	q.entries.reset()

@@ -214,7 +214,7 @@ func (fr *FrameReader) Resync(from int64) (at int64, markers int, err error) {
 //
 // nameSeq is the seq in the file's name: with a damaged header it is the
 // seq version 2 frames are checked against.
-func scanFile(fs vfs.FS, path string, nameSeq uint64, onRecord func([]Entry) error) (fileScan, error) {
+func scanFile(fs vfs.FS, path string, nameSeq uint64, onRecord func([]Entry, []HistEntry) error) (fileScan, error) {
 	f, err := fs.Open(path)
 	if err != nil {
 		return fileScan{}, fmt.Errorf("open commit log %s: %w", path, err)
@@ -232,7 +232,7 @@ func scanFile(fs vfs.FS, path string, nameSeq uint64, onRecord func([]Entry) err
 }
 
 // scan is scanFile over any reader of size bytes.
-func scan(r io.ReaderAt, size int64, nameSeq uint64, onRecord func([]Entry) error) (fileScan, error) {
+func scan(r io.ReaderAt, size int64, nameSeq uint64, onRecord func([]Entry, []HistEntry) error) (fileScan, error) {
 	s := fileScan{size: size}
 	hdr := make([]byte, min(headerSize, size))
 	if n, err := r.ReadAt(hdr, 0); n < len(hdr) {
@@ -257,7 +257,7 @@ func scan(r io.ReaderAt, size int64, nameSeq uint64, onRecord func([]Entry) erro
 		s.good = headerSize
 	}
 	fr := NewFrameReader(r, size, s.version, s.seq)
-	d := decoder{limit: uint64(s.size)}
+	d := decoder{limit: uint64(s.size), version: s.version, guess: reason != ""}
 
 	var (
 		nsRange []TimeRange // by namespace ref
@@ -282,14 +282,14 @@ func scan(r io.ReaderAt, size int64, nameSeq uint64, onRecord func([]Entry) erro
 					nsRange = append(nsRange, TimeRange{})
 					nsSeen = append(nsSeen, false)
 				}
-				if onRecord != nil && len(d.out) > 0 {
-					if err := onRecord(d.out); err != nil {
+				if onRecord != nil && len(d.out)+len(d.hout) > 0 {
+					if err := onRecord(d.out, d.hout); err != nil {
 						return s, fmt.Errorf("replay: %w", err)
 					}
 				}
 				d.addRanges(nsRange, nsSeen)
 				s.records++
-				s.entries += len(d.out)
+				s.entries += len(d.out) + len(d.hout)
 				s.unresolved += d.unresolved
 				off = next
 				s.good = off

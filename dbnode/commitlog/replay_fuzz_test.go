@@ -31,10 +31,13 @@ func FuzzReplayFile(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const seq = 1 // the seq a file name would give
-		collect := func(out *[]rec) func([]Entry) error {
-			return func(es []Entry) error {
+		collect := func(out *[]rec) func([]Entry, []HistEntry) error {
+			return func(es []Entry, hs []HistEntry) error {
 				for _, e := range es {
 					*out = append(*out, toRec(e))
+				}
+				for _, e := range hs {
+					*out = append(*out, toHistRec(e))
 				}
 				return nil
 			}

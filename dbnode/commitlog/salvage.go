@@ -102,8 +102,8 @@ func rewriteFrom(in io.ReaderAt, size int64, seq uint64, out io.Writer) error {
 	enc := newEncoder()
 	enc.reset(seq)
 	buf := appendHeader(nil, seq)
-	_, err := scan(in, size, seq, func(es []Entry) error {
-		buf = enc.appendRecord(buf, es)
+	_, err := scan(in, size, seq, func(es []Entry, hs []HistEntry) error {
+		buf = enc.appendRecord(buf, es, hs)
 		if len(buf) >= windowSize {
 			if _, err := out.Write(buf); err != nil {
 				return err

@@ -1,14 +1,13 @@
 package encoding
 
 import (
-	"math"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding/encodingtest"
 )
 
 // histSeries is one series of the histogram benchmark data.
@@ -17,91 +16,20 @@ type histSeries struct {
 	h []*histogram.Histogram
 }
 
-const (
-	histBenchSeries  = 50
-	histBenchSamples = 120 // one 30-minute block at 15 s
-)
-
 var (
 	histDataOnce sync.Once
 	histData     []histSeries
 )
 
-// latencyData is a realistic native histogram data set: request latency
-// histograms at schema 3, as client_golang exposes them, scraped every 15 s
-// (a few milliseconds of jitter now and then), 120 samples per series. Each
-// interval a series observes a Poisson-like number of log-normally
-// distributed latencies, so bucket counts grow like real counters: about
-// 20 populated buckets, a new one appearing now and then in the tails (a
-// layout change), sums that are arbitrary floats.
+// latencyData is encodingtest's latency histograms (DefaultLatency: 50
+// series of 120 samples at schema 3), converted once.
 func latencyData() []histSeries {
 	histDataOnce.Do(func() {
-		rng := rand.New(rand.NewPCG(1, 2))
-		for s := 0; s < histBenchSeries; s++ {
-			rate := 20 + rng.Float64()*380           // requests per interval
-			mu := math.Log(0.02 + rng.Float64()*0.1) // median latency 20-120 ms
-			sigma := 0.15 + rng.Float64()*0.1
-			counts := map[int]uint64{}
-			var count uint64
-			var sum float64
-			observe := func() {
-				n := int(rate * (0.8 + 0.4*rng.Float64()))
-				for range n {
-					v := math.Exp(mu + sigma*rng.NormFloat64())
-					counts[int(math.Ceil(math.Log2(v)*8))]++
-					count++
-					sum += v
-				}
-			}
-			for range 40 { // the process ran a while before the block
-				observe()
-			}
-			var ser histSeries
-			t := int64(1_700_000_000_000 + s*997)
-			for i := 0; i < histBenchSamples; i++ {
-				observe()
-				jit := int64(0)
-				if rng.IntN(8) == 0 {
-					jit = int64(rng.IntN(7)) - 3
-				}
-				ser.t = append(ser.t, t+int64(i)*15_000+jit)
-				ser.h = append(ser.h, buildSchema3(counts, count, sum))
-			}
-			histData = append(histData, ser)
+		for _, s := range encodingtest.LatencyHistograms(encodingtest.DefaultLatency) {
+			histData = append(histData, histSeries{t: s.T, h: s.H})
 		}
 	})
 	return histData
-}
-
-// buildSchema3 lays out bucket counts as client_golang does: spans join
-// buckets separated by at most two empty ones.
-func buildSchema3(counts map[int]uint64, count uint64, sum float64) *histogram.Histogram {
-	idx := make([]int, 0, len(counts))
-	for k := range counts {
-		idx = append(idx, k)
-	}
-	slices.Sort(idx)
-	h := &histogram.Histogram{Schema: 3, ZeroThreshold: 2.938735877055719e-39, Count: count, Sum: sum}
-	var prevAbs int64
-	for i, k := range idx {
-		switch {
-		case i == 0:
-			h.PositiveSpans = append(h.PositiveSpans, histogram.Span{Offset: int32(k), Length: 1})
-		case k-idx[i-1] <= 3:
-			for range k - idx[i-1] - 1 { // fill the gap with empty buckets
-				h.PositiveBuckets = append(h.PositiveBuckets, -prevAbs)
-				prevAbs = 0
-				h.PositiveSpans[len(h.PositiveSpans)-1].Length++
-			}
-			h.PositiveSpans[len(h.PositiveSpans)-1].Length++
-		default:
-			h.PositiveSpans = append(h.PositiveSpans, histogram.Span{Offset: int32(k - idx[i-1] - 1), Length: 1})
-		}
-		abs := int64(counts[k])
-		h.PositiveBuckets = append(h.PositiveBuckets, abs-prevAbs)
-		prevAbs = abs
-	}
-	return h
 }
 
 func histSampleCount(data []histSeries) int {

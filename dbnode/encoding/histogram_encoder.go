@@ -223,3 +223,25 @@ func (e *HistogramEncoder) Reset() {
 		next: histLayout{pos: e.next.pos[:0], neg: e.next.neg[:0]},
 	}
 }
+
+// CheckHistogram returns the error AppendHistogram would give h in an
+// empty stream (nil or ErrInvalidHistogram), without encoding it: a
+// writer refuses what no stream can store before it is logged.
+func CheckHistogram(h *histogram.Histogram) error {
+	if h == nil {
+		return fmt.Errorf("%w: nil", ErrInvalidHistogram)
+	}
+	var e HistogramEncoder
+	return e.check(0, histKindInt, h.CounterResetHint, h.PositiveSpans, h.NegativeSpans,
+		len(h.PositiveBuckets), len(h.NegativeBuckets))
+}
+
+// CheckFloatHistogram is CheckHistogram for float histograms.
+func CheckFloatHistogram(h *histogram.FloatHistogram) error {
+	if h == nil {
+		return fmt.Errorf("%w: nil", ErrInvalidHistogram)
+	}
+	var e HistogramEncoder
+	return e.check(0, histKindFloat, h.CounterResetHint, h.PositiveSpans, h.NegativeSpans,
+		len(h.PositiveBuckets), len(h.NegativeBuckets))
+}

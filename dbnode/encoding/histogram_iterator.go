@@ -25,6 +25,9 @@ type HistogramIterator interface {
 	Next() bool
 	// IsFloat reports whether the stream holds float histograms.
 	IsFloat() bool
+	// AtT is the current sample's timestamp, without decoding its
+	// histogram (merges compare timestamps only).
+	AtT() int64
 	AtHistogram(h *histogram.Histogram) (int64, *histogram.Histogram)
 	AtFloatHistogram(h *histogram.FloatHistogram) (int64, *histogram.FloatHistogram)
 	Err() error
@@ -178,6 +181,7 @@ func (it *histIterator) fail(err error) bool {
 
 func (it *histIterator) Err() error    { return it.err }
 func (it *histIterator) IsFloat() bool { return it.kind == histKindFloat }
+func (it *histIterator) AtT() int64    { return it.tc.t }
 
 func (it *histIterator) AtHistogram(h *histogram.Histogram) (int64, *histogram.Histogram) {
 	if it.kind != histKindInt {

@@ -6,9 +6,12 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
 )
 
 // Backend is where the HTTP layer writes and reads.
@@ -83,3 +86,107 @@ func (d Deferred) LabelValues(ctx context.Context, ns, name string, ms []*labels
 
 // ErrNotReady is returned by a Deferred backend before storage is open.
 var ErrNotReady = errNotReady
+
+// HistogramWriter is implemented by a Backend that can store native
+// histograms. StoresHistograms reports whether it does now: a cluster
+// session does not until histograms reach replicas end to end, and a
+// request carrying them is then refused as before, never acknowledged and
+// lost. WriteHistograms has WriteBatch's error contract; it fails
+// (retryably) if histograms stopped being stored since StoresHistograms
+// said yes.
+type HistogramWriter interface {
+	StoresHistograms() bool
+	WriteHistograms(ctx context.Context, namespace string, samples []storage.HistogramSample) error
+}
+
+// storesHistograms reports whether b stores native histograms now, and
+// returns its writer.
+func storesHistograms(b Backend) (HistogramWriter, bool) {
+	hw, ok := b.(HistogramWriter)
+	return hw, ok && hw.StoresHistograms()
+}
+
+func (l Local) StoresHistograms() bool { return true }
+
+func (l Local) WriteHistograms(_ context.Context, ns string, samples []storage.HistogramSample) error {
+	return l.DB.WriteHistograms(ns, samples)
+}
+
+func (d Deferred) StoresHistograms() bool {
+	b, err := d.get()
+	if err != nil {
+		return false
+	}
+	_, ok := storesHistograms(b)
+	return ok
+}
+
+func (d Deferred) WriteHistograms(ctx context.Context, ns string, samples []storage.HistogramSample) error {
+	b, err := d.get()
+	if err != nil {
+		return err
+	}
+	hw, ok := storesHistograms(b)
+	if !ok {
+		return errHistogramsNotStored
+	}
+	return hw.WriteHistograms(ctx, ns, samples)
+}
+
+// errHistogramsNotStored: the backend stopped storing histograms between
+// the decision to accept a request's and their write (a placement change).
+// Retryable: the retry is refused whole with 400 if it still does not.
+var errHistogramsNotStored = errors.New("native histograms are not stored by this backend any more (placement changed); retry")
+
+// histogramBatch turns a request's decoded histograms into storage
+// samples with their series' IDs and shards (known series take them from
+// the cache entry).
+func (a *API) histogramBatch(out []storage.HistogramSample, hs []remote.Histogram, series []remote.Series, known []*cachedSeries) []storage.HistogramSample {
+	for _, h := range hs {
+		s := series[h.Series]
+		id := s.ID
+		var shard uint32
+		if s.Known {
+			id, shard = known[h.Series].id, known[h.Series].shard
+		} else {
+			shard = ident.Shard(id, a.opts.NumShards)
+		}
+		out = append(out, storage.HistogramSample{ID: id, Shard: shard, T: h.T, H: h.H, FH: h.FH})
+	}
+	return out
+}
+
+// writeHistograms writes a request's histograms after its floats (whose
+// write returned ferr) and returns the request's outcome and how many
+// histograms were written: a transient error of either write wins (the
+// sender retries the request whole, rewriting is idempotent); samples
+// refused for good by both are reported as one *storage.RejectedError.
+func writeHistograms(ctx context.Context, hw HistogramWriter, ns string, hs []storage.HistogramSample, ferr error) (int, error) {
+	var frej *storage.RejectedError
+	if ferr != nil && !errors.As(ferr, &frej) {
+		return 0, ferr
+	}
+	if len(hs) == 0 {
+		return 0, ferr
+	}
+	herr := hw.WriteHistograms(ctx, ns, hs)
+	var hrej *storage.RejectedError
+	switch {
+	case herr == nil:
+		return len(hs), ferr
+	case !errors.As(herr, &hrej):
+		return 0, herr
+	}
+	n := len(hs) - hrej.Total
+	if frej == nil {
+		return n, hrej
+	}
+	merged := &storage.RejectedError{Total: frej.Total + hrej.Total, ByReason: map[storage.Reason]int{}}
+	for _, r := range []*storage.RejectedError{frej, hrej} {
+		for k, v := range r.ByReason {
+			merged.ByReason[k] += v
+		}
+		merged.Examples = append(merged.Examples, r.Examples...)
+	}
+	return n, merged
+}

@@ -125,9 +125,11 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 		return asJSON, err
 	}
 	md := req.Metrics()
-	rejected, reason, why := refuseUnstoredOTLP(md)
+	hw, hok := storesHistograms(backend)
+	rejected, reason, why := refuseUnstoredOTLP(md, hok)
 	app := &st.app
 	app.numShards = a.opts.NumShards
+	app.acceptHist = hok
 	st.conv.Reset(app)
 	annots, err := st.conv.FromMetrics(r.Context(), md, otlpSettings)
 	if err != nil {
@@ -144,11 +146,17 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 		reason = remote.ReasonHistograms
 		why = append(why, fmt.Sprintf("%d native histogram samples of %s not written: this node does not store native histograms yet", app.histograms, app.firstHistogram))
 	}
-	if err := a.opts.Limits.CheckRequest(len(app.series), len(app.samples)); err != nil {
+	if err := a.opts.Limits.CheckRequest(len(app.series), len(app.samples)+len(app.hists)); err != nil {
 		return asJSON, err
 	}
-	if len(app.samples) > 0 {
-		err := backend.WriteBatch(r.Context(), a.namespace(r), app.samples)
+	if len(app.samples) > 0 || len(app.hists) > 0 {
+		var err error
+		if len(app.samples) > 0 {
+			err = backend.WriteBatch(r.Context(), a.namespace(r), app.samples)
+		}
+		if len(app.hists) > 0 {
+			_, err = writeHistograms(r.Context(), hw, a.namespace(r), app.hists, err)
+		}
 		app.remember(a)
 		if rej := (*tstorage.RejectedError)(nil); err != nil && !errors.As(err, &rej) {
 			return asJSON, err // nothing acknowledged: 503, the sender retries
@@ -162,9 +170,9 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 			return asJSON, err
 		}
 	}
-	a.m.samplesIn.Inc(int64(len(app.samples)))
+	a.m.samplesIn.Inc(int64(len(app.samples) + len(app.hists)))
 	a.m.seriesIn.Inc(int64(len(app.series)))
-	if rejected > 0 && len(app.samples) == 0 {
+	if rejected > 0 && len(app.samples)+len(app.hists) == 0 {
 		// Nothing of the request was stored: a plain refusal.
 		return asJSON, &remote.InputError{Reason: reason, Msg: strings.Join(why, "; ")}
 	}
@@ -252,7 +260,10 @@ func decodeOTLP(body []byte, asJSON bool) (pmetricotlp.ExportRequest, error) {
 // them, not stored yet) and sums and histograms not of cumulative
 // temporality (Prometheus refuses them too unless told to store deltas
 // as they are). Empty metrics (no type) carry nothing and are dropped.
-func refuseUnstoredOTLP(md pmetric.Metrics) (rejected int64, reason string, why []string) {
+//
+// With keepHistograms (a backend that stores native histograms) exponential
+// histograms stay in and are stored.
+func refuseUnstoredOTLP(md pmetric.Metrics, keepHistograms bool) (rejected int64, reason string, why []string) {
 	var nExp, nDelta int64
 	var firstExp, firstDelta string
 	rms := md.ResourceMetrics()
@@ -264,6 +275,16 @@ func refuseUnstoredOTLP(md pmetric.Metrics) (rejected int64, reason string, why 
 				case pmetric.MetricTypeEmpty:
 					return true
 				case pmetric.MetricTypeExponentialHistogram:
+					if keepHistograms {
+						if m.ExponentialHistogram().AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
+							if nDelta == 0 {
+								firstDelta = m.Name()
+							}
+							nDelta += int64(m.ExponentialHistogram().DataPoints().Len())
+							return true
+						}
+						return false
+					}
 					if nExp == 0 {
 						firstExp = m.Name()
 					}
@@ -373,15 +394,20 @@ type otlpAppender struct {
 	// arena holds the IDs of the request's series. A series' ID slices
 	// the arena as it was then: when the arena grows, earlier IDs keep
 	// slicing the old array, which nothing writes again.
-	arena     []byte
-	ids       map[string]int // index in series
-	series    []otlpSeries
-	promote   []newSeries
-	samples   []tstorage.Sample
-	ofSample  []int32 // index in series of each sample
-	meta      []remote.Metadata
-	metaSeen  map[string]struct{}
-	exemplars []exemplars.Item
+	arena    []byte
+	ids      map[string]int // index in series
+	series   []otlpSeries
+	promote  []newSeries
+	samples  []tstorage.Sample
+	ofSample []int32 // index in series of each sample
+	// acceptHist: the backend stores native histograms; they are
+	// collected in hists (ofHist: their series) instead of counted.
+	acceptHist bool
+	hists      []tstorage.HistogramSample
+	ofHist     []int32
+	meta       []remote.Metadata
+	metaSeen   map[string]struct{}
+	exemplars  []exemplars.Item
 
 	histograms       int
 	firstHistogram   string
@@ -435,6 +461,9 @@ func (a *otlpAppender) resolve(cache *seriesCache, check func(id []byte) error) 
 		s := &a.series[a.ofSample[k]]
 		a.samples[k].Shard, a.samples[k].Ref = s.shard, s.ref
 	}
+	for k := range a.hists {
+		a.hists[k].Shard = a.series[a.ofHist[k]].shard
+	}
 	return nil
 }
 
@@ -446,8 +475,10 @@ func (a *otlpAppender) reset() {
 	clear(a.samples)
 	clear(a.meta)
 	clear(a.exemplars)
+	clear(a.hists)
 	*a = otlpAppender{idBuf: a.idBuf[:0], arena: a.arena[:0], ids: a.ids, series: a.series[:0], promote: a.promote[:0],
-		samples: a.samples[:0], ofSample: a.ofSample[:0], meta: a.meta[:0], metaSeen: a.metaSeen, exemplars: a.exemplars[:0]}
+		samples: a.samples[:0], ofSample: a.ofSample[:0], meta: a.meta[:0], metaSeen: a.metaSeen, exemplars: a.exemplars[:0],
+		hists: a.hists[:0], ofHist: a.ofHist[:0]}
 }
 
 // remember puts the request's new series into the cache with the storage
@@ -456,7 +487,10 @@ func (a *otlpAppender) reset() {
 func (a *otlpAppender) remember(api *API) {
 	add, hits := a.promote, 0
 	for _, s := range a.series {
-		ref := a.samples[s.last].Ref
+		var ref *tstorage.Series
+		if s.last >= 0 { // a series with histograms only has none
+			ref = a.samples[s.last].Ref
+		}
 		if s.e != nil {
 			hits++
 			if ref != nil && s.e.ref.Load() != ref {
@@ -478,7 +512,7 @@ var metricTypes = map[model.MetricType]int32{model.MetricTypeUnknown: 0, model.M
 
 // Append implements storage.AppenderV2.
 func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AppendV2Options) (storage.SeriesRef, error) {
-	if h != nil || fh != nil {
+	if (h != nil || fh != nil) && !a.acceptHist {
 		if a.histograms == 0 {
 			a.firstHistogram = ls.String()
 		}
@@ -503,13 +537,25 @@ func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64,
 		from := len(a.arena)
 		a.arena = append(a.arena, a.idBuf...)
 		i = len(a.series)
-		a.series = append(a.series, otlpSeries{id: a.arena[from:len(a.arena):len(a.arena)], hash: remote.KeyHash(a.idBuf)})
+		a.series = append(a.series, otlpSeries{id: a.arena[from:len(a.arena):len(a.arena)], hash: remote.KeyHash(a.idBuf), last: -1})
 		a.ids[string(a.idBuf)] = i
 	}
 	s := &a.series[i]
-	s.last = len(a.samples)
-	a.samples = append(a.samples, tstorage.Sample{ID: s.id, T: t, V: v})
-	a.ofSample = append(a.ofSample, int32(i))
+	if h != nil || fh != nil {
+		// Copied: the write happens after the translation, and the
+		// appender contract does not promise the histogram stays as is.
+		if h != nil {
+			h = h.Copy()
+		} else {
+			fh = fh.Copy()
+		}
+		a.hists = append(a.hists, tstorage.HistogramSample{ID: s.id, T: t, H: h, FH: fh})
+		a.ofHist = append(a.ofHist, int32(i))
+	} else {
+		s.last = len(a.samples)
+		a.samples = append(a.samples, tstorage.Sample{ID: s.id, T: t, V: v})
+		a.ofSample = append(a.ofSample, int32(i))
+	}
 	if name := opts.MetricFamilyName; name != "" {
 		if _, ok := a.metaSeen[name]; !ok {
 			a.metaSeen[name] = struct{}{}

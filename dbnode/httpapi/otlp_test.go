@@ -266,12 +266,13 @@ func TestOTLPWriteThenRead(t *testing.T) {
 	}
 }
 
-// Exponential histograms become native histograms in Prometheus, which
-// this node does not store: alongside other data they are reported as
-// rejected data points in an OTLP partial success (200, the rest
-// written); alone, the request is refused with 400.
+// Exponential histograms become native histograms in Prometheus, which a
+// backend that does not store them (a cluster session with replicas, for
+// now) reports as rejected data points in an OTLP partial success (200,
+// the rest written); alone, the request is refused with 400.
 func TestOTLPExponentialHistogramsRefused(t *testing.T) {
 	f, scope := newScopedFixture(t)
+	f.api.SetBackend(floatsOnly{Local{DB: f.db}})
 	ts := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	md := otlpMetrics(ts)
 	addExponential(md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics(), ts, 2)
@@ -304,6 +305,36 @@ func TestOTLPExponentialHistogramsRefused(t *testing.T) {
 	require.Empty(t, stored(t, f.db, ts.Add(-2*time.Hour).UnixMilli(), ts.Add(-time.Hour+time.Minute).UnixMilli()))
 	// Two partial successes and two refusals.
 	require.EqualValues(t, 4, counterValue(scope, "remote_write_errors", map[string]string{"reason": "native_histograms"}))
+}
+
+// A backend that stores native histograms stores exponential histograms
+// as Prometheus' translator makes them, beside the other data points.
+func TestOTLPExponentialHistogramsStored(t *testing.T) {
+	f, scope := newScopedFixture(t)
+	ts := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	md := otlpMetrics(ts)
+	addExponential(md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics(), ts, 2)
+	ans := postOTLP(t, f.srv.URL, otlpProto, "", otlpBody(t, md, false, false))
+	ps := ans.response(t).PartialSuccess()
+	require.Zero(t, ps.RejectedDataPoints(), ps.ErrorMessage())
+	require.Equal(t, otlpWant, stored(t, f.db, ts.UnixMilli()-1, ts.UnixMilli()+1))
+	res, err := f.db.Query(context.Background(), "default", []*labels.Matcher{
+		labels.MustNewMatcher(labels.MatchEqual, "__name__", "rpc_latency_milliseconds")}, ts.UnixMilli()-1, ts.UnixMilli()+2000, storage.QueryOptions{})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.NotNil(t, res[0].Histograms)
+	n := 0
+	for res[0].Histograms.Next() {
+		tm, h := res[0].Histograms.AtHistogram(nil)
+		require.Equal(t, ts.UnixMilli()+int64(n)*1000, tm)
+		require.Equal(t, uint64(3), h.Count)
+		require.Equal(t, 7.0, h.Sum)
+		require.Equal(t, int32(2), h.Schema)
+		n++
+	}
+	require.NoError(t, res[0].Histograms.Err())
+	require.Equal(t, 2, n)
+	require.Zero(t, counterValue(scope, "remote_write_errors", map[string]string{"reason": "native_histograms"}))
 }
 
 // Delta sums are refused as Prometheus refuses them by default.
@@ -443,7 +474,7 @@ func FuzzOTLPDecode(f *testing.F) {
 			return
 		}
 		md := req.Metrics()
-		refuseUnstoredOTLP(md)
+		refuseUnstoredOTLP(md, true)
 		st := otlpStates.Get().(*otlpState)
 		defer otlpStates.Put(st)
 		defer st.app.reset()
@@ -453,6 +484,11 @@ func FuzzOTLPDecode(f *testing.F) {
 		st.conv.Reset(nil)
 		if err := st.app.resolve(newSeriesCache(1024), (*limits.Limits)(nil).CheckID); err != nil {
 			return
+		}
+		for _, h := range st.app.hists {
+			if (h.H == nil) == (h.FH == nil) {
+				t.Fatalf("a histogram sample with %v and %v", h.H, h.FH)
+			}
 		}
 		for _, s := range st.app.samples {
 			if _, err := ident.Labels(s.ID); err != nil {

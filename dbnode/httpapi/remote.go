@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
@@ -36,19 +37,28 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	if v2 {
 		return a.remoteWriteV2(w, r, backend, st) // remotev2.go
 	}
+	hw, hok := storesHistograms(backend)
+	st.dec.AcceptHistograms = hok
 	a.series.view(func() { err = st.dec.Decode(st.raw) })
 	if err != nil {
 		st.add = st.add[:0]
 		return err
 	}
-	if err := a.opts.Limits.CheckRequest(len(st.dec.Series), st.dec.NumSamples); err != nil {
+	if err := a.opts.Limits.CheckRequest(len(st.dec.Series), st.dec.NumSamples+len(st.dec.Histograms)); err != nil {
 		clear(st.known)
 		st.add = st.add[:0]
 		return err
 	}
 	samples := a.batch(st.samples[:0], st.dec.Series, st.known)
 	st.samples = samples
-	err = backend.WriteBatch(r.Context(), a.namespace(r), samples)
+	if len(samples) > 0 || len(st.dec.Histograms) == 0 {
+		err = backend.WriteBatch(r.Context(), a.namespace(r), samples)
+	}
+	nh := 0
+	if len(st.dec.Histograms) > 0 {
+		hs := a.histogramBatch(nil, st.dec.Histograms, st.dec.Series, st.known)
+		nh, err = writeHistograms(r.Context(), hw, a.namespace(r), hs, err)
+	}
 	a.remember(st, a.series, st.dec.Series, st.dec.Keys)
 	clear(st.samples) // drop refs and IDs until the next request
 	clear(st.known)
@@ -62,7 +72,7 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a.m.samplesIn.Inc(int64(len(samples)))
+	a.m.samplesIn.Inc(int64(len(samples) + nh))
 	a.m.seriesIn.Inc(int64(len(st.dec.Series)))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -180,14 +190,37 @@ func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
 			}); err != nil {
 				return err
 			}
-			for s.Values.Next() {
-				t, v := s.Values.At()
-				ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
+			if s.Histograms == nil {
+				for s.Values.Next() {
+					t, v := s.Values.At()
+					ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
+				}
+				if err := s.Values.Err(); err != nil {
+					return err
+				}
+			} else {
+				// Floats and histograms in one walk, as PromQL and the
+				// streamed answer see them (one sample per timestamp;
+				// Prometheus' reader merges the two lists by time).
+				it := storage.NewMixedIterator(s.Values, s.Histograms)
+				for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+					switch vt {
+					case chunkenc.ValFloat:
+						t, v := it.At()
+						ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
+					case chunkenc.ValFloatHistogram:
+						t, fh := it.AtFloatHistogram(nil)
+						ts.Histograms = append(ts.Histograms, prompb.FromFloatHistogram(t, fh))
+					default:
+						t, ih := it.AtHistogram(nil)
+						ts.Histograms = append(ts.Histograms, prompb.FromIntHistogram(t, ih))
+					}
+				}
+				if err := it.Err(); err != nil {
+					return err
+				}
 			}
-			if err := s.Values.Err(); err != nil {
-				return err
-			}
-			if len(ts.Samples) > 0 {
+			if len(ts.Samples)+len(ts.Histograms) > 0 {
 				res.Timeseries = append(res.Timeseries, ts)
 			}
 		}

@@ -60,26 +60,28 @@ func negotiate(r *http.Request) (v2 bool, err error) {
 
 // remoteWriteV2 writes a decompressed remote write 2.0 request. Its float
 // samples are written like 1.0's (through a series cache keyed by ID: a
-// 2.0 request's label references mean nothing outside it), metadata and
-// exemplars kept in the node's stores. Native histograms are not stored: a
-// request carrying them has the rest written and is answered 400 naming
-// them, with the
-// written-count headers saying exactly what was written, as the 2.0 spec
-// asks of a partial write (the sender does not retry a 4xx, and knows from
-// the headers what was lost).
+// 2.0 request's label references mean nothing outside it), its native
+// histograms after them when the backend stores them, metadata and
+// exemplars kept in the node's stores. With a backend that does not store
+// histograms, a request carrying them has the rest written and is
+// answered 400 naming them, with the written-count headers saying exactly
+// what was written, as the 2.0 spec asks of a partial write (the sender
+// does not retry a 4xx, and knows from the headers what was lost).
 func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Backend, st *writeState) error {
 	d := &st.dec2
-	written := func(samples, exemplars int) {
+	written := func(samples, histograms, exemplars int) {
 		h := w.Header()
 		h.Set(headerSamplesWritten, strconv.Itoa(samples))
-		h.Set(headerHistogramsWritten, "0")
+		h.Set(headerHistogramsWritten, strconv.Itoa(histograms))
 		h.Set(headerExemplarsWritten, strconv.Itoa(exemplars))
 	}
-	written(0, 0)
+	written(0, 0, 0)
+	hw, hok := storesHistograms(backend)
+	d.AcceptHistograms = hok
 	if err := d.Decode(st.raw); err != nil {
 		return err
 	}
-	if err := a.opts.Limits.CheckRequest(len(d.Series), d.NumSamples); err != nil {
+	if err := a.opts.Limits.CheckRequest(len(d.Series), d.NumSamples+d.NumHistograms); err != nil {
 		return err
 	}
 	st.known2 = slices.Grow(st.known2[:0], len(d.Keys))[:len(d.Keys)]
@@ -96,6 +98,13 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 	if len(samples) > 0 {
 		err = backend.WriteBatch(r.Context(), a.namespace(r), samples)
 	}
+	var frej *storage.RejectedError
+	errors.As(err, &frej)
+	nh := 0
+	if hok && len(d.Histograms) > 0 {
+		hs := a.histogramBatch(nil, d.Histograms, d.Series, st.known)
+		nh, err = writeHistograms(r.Context(), hw, a.namespace(r), hs, err)
+	}
 	a.remember(st, a.seriesV2, d.Series, d.Keys)
 	clear(st.samples)
 	clear(st.known)
@@ -105,14 +114,19 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 	var rej *storage.RejectedError
 	switch {
 	case errors.As(err, &rej):
-		n = max(0, n-rej.Total)
+		if frej != nil {
+			n = max(0, n-frej.Total)
+		}
 	case err != nil:
 		return err // nothing acknowledged: the sender retries the request whole
 	}
-	written(n, a.keepAux(backend, d.Meta, d.Series, d.Exemplars, d.ExemplarPairs))
-	a.m.samplesIn.Inc(int64(n))
+	written(n, nh, a.keepAux(backend, d.Meta, d.Series, d.Exemplars, d.ExemplarPairs))
+	a.m.samplesIn.Inc(int64(n + nh))
 	a.m.seriesIn.Inc(int64(len(d.Series)))
-	if err = errors.Join(err, refuseUnstoredV2(d)); err != nil {
+	if !hok {
+		err = errors.Join(err, refuseUnstoredV2(d))
+	}
+	if err != nil {
 		return err // 400: the headers say what was written
 	}
 	w.WriteHeader(http.StatusNoContent)

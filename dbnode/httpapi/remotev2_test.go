@@ -102,11 +102,13 @@ func TestRemoteWriteNegotiation(t *testing.T) {
 	require.Equal(t, "0", resp.samples)
 }
 
-// Native histograms in a 2.0 request are refused with 400 naming them;
-// the floats and exemplars beside them are written, and the headers say
-// exactly what was (the spec's partial write).
+// Native histograms in a 2.0 request to a backend that does not store
+// them are refused with 400 naming them; the floats and exemplars beside
+// them are written, and the headers say exactly what was (the spec's
+// partial write).
 func TestRemoteWriteV2PartialWrite(t *testing.T) {
 	f, scope := newScopedFixture(t)
+	f.api.SetBackend(floatsOnly{Local{DB: f.db}})
 	url := f.srv.URL + "/api/v1/prom/remote/write"
 	now := time.Now().UnixMilli()
 	st := writev2.NewSymbolTable()

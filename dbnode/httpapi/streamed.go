@@ -51,8 +51,12 @@ func writeFrame(w io.Writer, resp *prompb.ChunkedReadResponse, buf []byte) ([]by
 	return buf, err
 }
 
-// streamSeries writes one query's series as XOR chunks, one frame per
-// series, flushing as it goes so the client decodes while we read.
+// streamSeries writes one query's series as chunks, one frame per
+// series, flushing as it goes so the client decodes while we read. Float
+// samples go into XOR chunks, native histograms into Prometheus' histogram
+// and float histogram chunks (tsdb/chunkenc), in time order: a new chunk
+// starts where the type changes, after 120 samples, and where the
+// histogram appender asks for one (a counter reset, a schema change).
 func streamSeries(w http.ResponseWriter, queryIndex int, series []storage.SeriesIterator, buf []byte) ([]byte, error) {
 	flusher, _ := w.(http.Flusher)
 	for _, s := range series {
@@ -62,39 +66,13 @@ func streamSeries(w http.ResponseWriter, queryIndex int, series []storage.Series
 		}); err != nil {
 			return buf, err
 		}
-		var chunk *chunkenc.XORChunk
-		var app chunkenc.Appender
-		var minT, maxT int64
-		flushChunk := func() {
-			if chunk != nil && chunk.NumSamples() > 0 {
-				cs.Chunks = append(cs.Chunks, prompb.Chunk{MinTimeMs: minT, MaxTimeMs: maxT, Type: prompb.Chunk_XOR, Data: chunk.Bytes()})
-			}
-			chunk = nil
-		}
-		for s.Values.Next() {
-			t, v := s.Values.At()
-			if chunk == nil {
-				chunk = chunkenc.NewXORChunk()
-				var err error
-				if app, err = chunk.Appender(); err != nil {
-					return buf, err
-				}
-				minT = t
-			}
-			app.Append(0, t, v)
-			maxT = t
-			if chunk.NumSamples() >= samplesPerChunk {
-				flushChunk()
-			}
-		}
-		if err := s.Values.Err(); err != nil {
+		var err error
+		if cs.Chunks, err = seriesChunks(s); err != nil {
 			return buf, err
 		}
-		flushChunk()
 		if len(cs.Chunks) == 0 {
 			continue
 		}
-		var err error
 		if buf, err = writeFrame(w, &prompb.ChunkedReadResponse{ChunkedSeries: []*prompb.ChunkedSeries{cs}, QueryIndex: int64(queryIndex)}, buf); err != nil {
 			return buf, err
 		}
@@ -103,4 +81,89 @@ func streamSeries(w http.ResponseWriter, queryIndex int, series []storage.Series
 		}
 	}
 	return buf, nil
+}
+
+// seriesChunks encodes one series' samples of every type as chunks.
+func seriesChunks(s storage.SeriesIterator) ([]prompb.Chunk, error) {
+	var (
+		out        []prompb.Chunk
+		chunk      chunkenc.Chunk
+		app        chunkenc.Appender
+		typ        chunkenc.ValueType
+		minT, maxT int64
+	)
+	flush := func() {
+		if chunk != nil && chunk.NumSamples() > 0 {
+			out = append(out, prompb.Chunk{MinTimeMs: minT, MaxTimeMs: maxT, Type: chunkEncoding(typ), Data: chunk.Bytes()})
+		}
+		chunk = nil
+	}
+	it := storage.NewMixedIterator(s.Values, s.Histograms)
+	for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+		t := it.AtT()
+		var prev chunkenc.Appender
+		if chunk != nil && (vt != typ || chunk.NumSamples() >= samplesPerChunk) {
+			if vt == typ {
+				prev = app // the next chunk's reset header is computed against it
+			}
+			flush()
+		}
+		if chunk == nil {
+			switch vt {
+			case chunkenc.ValFloat:
+				chunk = chunkenc.NewXORChunk()
+			case chunkenc.ValHistogram:
+				chunk = chunkenc.NewHistogramChunk()
+			default:
+				chunk = chunkenc.NewFloatHistogramChunk()
+			}
+			var err error
+			if app, err = chunk.Appender(); err != nil {
+				return nil, err
+			}
+			typ, minT = vt, t
+		}
+		var (
+			next    chunkenc.Chunk
+			recoded bool
+			err     error
+		)
+		switch vt {
+		case chunkenc.ValFloat:
+			_, v := it.At()
+			app.Append(0, t, v)
+		case chunkenc.ValHistogram:
+			_, h := it.AtHistogram(nil) // a fresh histogram: the appender may adjust its spans
+			next, recoded, app, err = app.AppendHistogram(prev, 0, t, h, false)
+		default:
+			_, h := it.AtFloatHistogram(nil)
+			next, recoded, app, err = app.AppendFloatHistogram(prev, 0, t, h, false)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("encode histogram chunk: %w", err)
+		}
+		switch {
+		case next != nil && recoded:
+			chunk = next // the same samples, re-encoded with new buckets
+		case next != nil:
+			flush()
+			chunk, minT = next, t
+		}
+		maxT = t
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	flush()
+	return out, nil
+}
+
+func chunkEncoding(vt chunkenc.ValueType) prompb.Chunk_Encoding {
+	switch vt {
+	case chunkenc.ValHistogram:
+		return prompb.Chunk_HISTOGRAM
+	case chunkenc.ValFloatHistogram:
+		return prompb.Chunk_FLOAT_HISTOGRAM
+	}
+	return prompb.Chunk_XOR
 }

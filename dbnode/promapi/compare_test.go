@@ -127,6 +127,31 @@ type normResult struct {
 type normSeries struct {
 	Metric string
 	Points []normPoint
+	// Hist are native histogram points, each V the histogram as
+	// Prometheus' JSON renders it (compacted).
+	Hist []normPoint
+}
+
+// histJSON renders a histogram point the way the HTTP API does (HPoint's
+// JSON, [t, {...}]) and returns the histogram object, compacted.
+func histJSON(p promql.HPoint) string {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(err)
+	}
+	var pair [2]json.RawMessage
+	if err := json.Unmarshal(b, &pair); err != nil {
+		panic(err)
+	}
+	return compactJSON(pair[1])
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		panic(err)
+	}
+	return buf.String()
 }
 
 type normPoint struct {
@@ -154,11 +179,18 @@ func normFromEngine(v promql.Result) normResult {
 			for _, p := range s.Floats {
 				ns.Points = append(ns.Points, normPoint{p.T, canon(p.F)})
 			}
+			for _, p := range s.Histograms {
+				ns.Hist = append(ns.Hist, normPoint{p.T, histJSON(p)})
+			}
 			out.Series = append(out.Series, ns)
 		}
 	case promql.Vector:
 		out.Type = "vector"
 		for _, s := range v {
+			if s.H != nil {
+				out.Series = append(out.Series, normSeries{Metric: s.Metric.String(), Hist: []normPoint{{s.T, histJSON(promql.HPoint{T: s.T, H: s.H})}}})
+				continue
+			}
 			out.Series = append(out.Series, normSeries{Metric: s.Metric.String(), Points: []normPoint{{s.T, canon(s.F)}}})
 		}
 	case promql.Scalar:
@@ -202,8 +234,9 @@ func normFromJSON(t testing.TB, data json.RawMessage) normResult {
 	switch qd.ResultType {
 	case "matrix":
 		var m []struct {
-			Metric map[string]string `json:"metric"`
-			Values [][2]any          `json:"values"`
+			Metric     map[string]string    `json:"metric"`
+			Values     [][2]any             `json:"values"`
+			Histograms [][2]json.RawMessage `json:"histograms"`
 		}
 		dec(&m)
 		for _, s := range m {
@@ -211,15 +244,24 @@ func normFromJSON(t testing.TB, data json.RawMessage) normResult {
 			for _, p := range s.Values {
 				ns.Points = append(ns.Points, normPoint{parseTS(t, p[0].(json.Number)), parseVal(t, p[1].(string))})
 			}
+			for _, p := range s.Histograms {
+				ns.Hist = append(ns.Hist, normPoint{parseTS(t, json.Number(p[0])), compactJSON(p[1])})
+			}
 			out.Series = append(out.Series, ns)
 		}
 	case "vector":
 		var v []struct {
-			Metric map[string]string `json:"metric"`
-			Value  [2]any            `json:"value"`
+			Metric    map[string]string  `json:"metric"`
+			Value     [2]any             `json:"value"`
+			Histogram [2]json.RawMessage `json:"histogram"`
 		}
 		dec(&v)
 		for _, s := range v {
+			if s.Histogram[0] != nil {
+				out.Series = append(out.Series, normSeries{Metric: labelString(s.Metric),
+					Hist: []normPoint{{parseTS(t, json.Number(s.Histogram[0])), compactJSON(s.Histogram[1])}}})
+				continue
+			}
 			out.Series = append(out.Series, normSeries{Metric: labelString(s.Metric),
 				Points: []normPoint{{parseTS(t, s.Value[0].(json.Number)), parseVal(t, s.Value[1].(string))}}})
 		}

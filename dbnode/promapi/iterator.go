@@ -4,12 +4,14 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 )
 
 // floatIterator adapts an encoding.Iterator (Next/At only) to
 // chunkenc.Iterator, which the promql engine walks with Next and Seek.
 //
-// It yields ValFloat only: Tessera stores float samples. Values are passed
+// It yields ValFloat only: it serves series without native histograms
+// (mixedIterator serves the others). Values are passed
 // through untouched, so the staleness NaN keeps its exact bits and the
 // engine recognises it with value.IsStaleNaN.
 //
@@ -110,3 +112,21 @@ type errIterator struct{ err error }
 func (e errIterator) Next() bool           { return false }
 func (e errIterator) At() (int64, float64) { return 0, 0 }
 func (e errIterator) Err() error           { return e.err }
+
+// mixedIterator is storage.MixedIterator with chunkenc's Seek: the
+// iterator of a series with native histograms.
+type mixedIterator struct{ *tstorage.MixedIterator }
+
+func newMixedIterator(fl encoding.Iterator, h encoding.HistogramIterator) mixedIterator {
+	return mixedIterator{tstorage.NewMixedIterator(fl, h)}
+}
+
+// Seek follows the chunkenc contract, as floatIterator's does.
+func (it mixedIterator) Seek(t int64) chunkenc.ValueType {
+	vt := it.Current()
+	if vt == chunkenc.ValNone || it.AtT() < t {
+		for vt = it.Next(); vt != chunkenc.ValNone && it.AtT() < t; vt = it.Next() {
+		}
+	}
+	return vt
+}

@@ -132,8 +132,9 @@ func appendPoint(dst []byte, t int64, f float64) []byte {
 }
 
 // appendValue writes a query result. Scalars and strings go through their
-// own MarshalJSON, as in Prometheus; histograms (which Tessera does not
-// store, so only reachable through a future engine change) too.
+// own MarshalJSON, as in Prometheus; so do series and samples holding
+// native histograms (rare next to floats: the hand-written path is for
+// floats).
 func appendValue(dst []byte, v parser.Value) ([]byte, error) {
 	switch v := v.(type) {
 	case promql.Matrix:

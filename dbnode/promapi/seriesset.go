@@ -113,7 +113,19 @@ func (s *seriesSet) Next() bool {
 		}
 		e := &s.entries[s.i]
 		src := e.it.Values
-		if !src.Next() {
+		var first chunkenc.Iterator
+		if e.it.Histograms != nil {
+			// A series with native histograms (and maybe floats too).
+			m := newMixedIterator(src, e.it.Histograms)
+			if m.Peek() == chunkenc.ValNone {
+				if s.err = m.Err(); s.err != nil {
+					s.err = fmt.Errorf("read series %q: %w", e.it.ID, s.err)
+					return false
+				}
+				continue
+			}
+			first = m
+		} else if !src.Next() {
 			if s.err = src.Err(); s.err != nil {
 				s.err = fmt.Errorf("read series %q: %w", e.it.ID, s.err)
 				return false
@@ -129,8 +141,11 @@ func (s *seriesSet) Next() bool {
 				continue
 			}
 		}
-		t, v := src.At()
-		s.cur = &series{set: s, lset: lset, first: newPeekedIterator(src, t, v)}
+		if first == nil {
+			t, v := src.At()
+			first = newPeekedIterator(src, t, v)
+		}
+		s.cur = &series{set: s, lset: lset, first: first}
 		*e = candidate{} // the set forgets it; the series owns it now
 		s.i++
 		s.n++
@@ -161,7 +176,7 @@ func (s *seriesSet) skip(id []byte, err error) {
 type series struct {
 	set   *seriesSet
 	lset  labels.Labels
-	first *floatIterator // nil once handed out
+	first chunkenc.Iterator // nil once handed out
 }
 
 func (s *series) Labels() labels.Labels { return s.lset }
@@ -171,12 +186,16 @@ func (s *series) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 		s.first = nil
 		return it
 	}
-	return newFloatIterator(reuse, s.reread())
+	fl, h := s.reread()
+	if h != nil {
+		return newMixedIterator(fl, h)
+	}
+	return newFloatIterator(reuse, fl)
 }
 
 // reread fetches this series' samples again, selecting it by all of its
 // labels and keeping the one series whose ID is exactly ours.
-func (s *series) reread() encoding.Iterator {
+func (s *series) reread() (encoding.Iterator, encoding.HistogramIterator) {
 	set := s.set
 	id := ident.FromLabels(s.lset)
 	ms := make([]*labels.Matcher, 0, s.lset.Len())
@@ -185,12 +204,12 @@ func (s *series) reread() encoding.Iterator {
 	})
 	its, err := set.b.Query(set.ctx, set.ns, ms, set.start, set.end)
 	if err != nil {
-		return errIterator{fmt.Errorf("re-read series %s: %w", s.lset, err)}
+		return errIterator{fmt.Errorf("re-read series %s: %w", s.lset, err)}, nil
 	}
 	for _, it := range its {
 		if bytes.Equal(it.ID, id) {
-			return it.Values
+			return it.Values, it.Histograms
 		}
 	}
-	return errIterator{} // gone since (expired): no samples
+	return errIterator{}, nil // gone since (expired): no samples
 }

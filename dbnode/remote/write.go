@@ -178,6 +178,12 @@ type WriteDecoder struct {
 	pairs   []ident.Pair
 	// NumSamples is the total of the last Decode.
 	NumSamples int
+	// AcceptHistograms makes Decode decode native histograms into
+	// Histograms; without it a request carrying any is refused whole
+	// (for a backend that cannot store them end to end).
+	AcceptHistograms bool
+	// Histograms of the last Decode, by series in order.
+	Histograms []Histogram
 	// Meta is the metadata of the last Decode (WriteRequest.metadata),
 	// aliasing the request.
 	Meta []Metadata
@@ -226,8 +232,8 @@ func KeyHash(raw []byte) uint64 { return maphash.Bytes(keySeed, raw) }
 // recognised it); split when its label fields are not all in front
 // (Keys[i] is then no cache key).
 type span struct {
-	idFrom, sFrom int
-	known, split  bool
+	idFrom, sFrom, hFrom int
+	known, split         bool
 	// whether the series carries what is not stored (refused after its
 	// labels are decoded, so the refusal can name the series)
 	histograms bool
@@ -266,6 +272,8 @@ func (d *WriteDecoder) Decode(b []byte) error {
 	d.arena = d.arena[:0]
 	d.samples = d.samples[:0]
 	d.NumSamples = 0
+	clear(d.Histograms)
+	d.Histograms = d.Histograms[:0]
 	d.Meta = d.Meta[:0]
 	d.Exemplars, d.ExemplarPairs = d.Exemplars[:0], d.ExemplarPairs[:0]
 	// First the series' messages and label keys, then what Known knows
@@ -305,7 +313,7 @@ func (d *WriteDecoder) Decode(b []byte) error {
 	// nothing writes again, so they stay right without a fix-up pass.
 	series := slices.Grow(d.Series[:0], len(msgs))
 	for i, msg := range msgs {
-		sp := span{idFrom: len(d.arena), sFrom: len(d.samples)}
+		sp := span{idFrom: len(d.arena), sFrom: len(d.samples), hFrom: len(d.Histograms)}
 		if err := d.decodeSeries(msg, i, len(keys[i].Raw), i < len(known) && known[i], &sp); err != nil {
 			d.Series = series[:0]
 			return err
@@ -335,6 +343,7 @@ func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, known bool, sp 
 			sp.known = true
 			return nil
 		}
+		d.Histograms = d.Histograms[:sp.hFrom]
 		// A label field after the samples: raw was not all of them.
 		d.samples = d.samples[:sp.sFrom]
 	}
@@ -374,7 +383,15 @@ func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, known bool, sp 
 			e.Series, e.From, e.To = index, from, len(d.ExemplarPairs)
 			d.Exemplars = append(d.Exemplars, e)
 		case field == 4 && wt == wireBytes: // Histogram
-			sp.histograms = true
+			if !d.AcceptHistograms {
+				sp.histograms = true
+				continue
+			}
+			h, err := decodeHistogramV1(msg, index)
+			if err != nil {
+				return inputErr("bad protobuf: timeseries %d: histogram: %v", index, err)
+			}
+			d.Histograms = append(d.Histograms, h)
 		}
 	}
 	if err := d.validateLabels(d.pairs, index); err != nil {
@@ -401,7 +418,8 @@ func (d *WriteDecoder) decodeSamples(b []byte, index int) (bool, error) {
 		switch {
 		case field == 1 && wt == wireBytes, field == 3, field == 4:
 			// A label after the samples, or an exemplar or histogram:
-			// the full decode finds them (and refuses histograms).
+			// the full decode finds them (and refuses histograms unless
+			// AcceptHistograms).
 			return false, nil
 		case field == 2 && wt == wireBytes:
 			s, err := decodeSample(msg)

@@ -166,7 +166,29 @@ func FuzzWriteDecoder(f *testing.F) {
 		Samples: []prompb.Sample{{Timestamp: 1, Value: 1}},
 	}}}))
 	f.Add([]byte{0x0a, 0x02, 0x0a, 0x00})
+	f.Add(marshal(f, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels: []prompb.Label{{Name: "__name__", Value: "lat"}},
+		Histograms: []prompb.Histogram{prompb.FromIntHistogram(1, &histogram.Histogram{Count: 1,
+			PositiveSpans: []histogram.Span{{Length: 1}}, PositiveBuckets: []int64{1}})},
+	}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// Accepting histograms: whatever decodes agrees with prompb on
+		// the histogram count, and each has exactly one of H and FH.
+		hd := WriteDecoder{AcceptHistograms: true}
+		if hd.Decode(b) == nil {
+			var req prompb.WriteRequest
+			if req.Unmarshal(b) == nil {
+				n := 0
+				for _, ts := range req.Timeseries {
+					n += len(ts.Histograms)
+				}
+				require.Len(t, hd.Histograms, n)
+			}
+			for _, h := range hd.Histograms {
+				require.True(t, (h.H == nil) != (h.FH == nil))
+				require.Less(t, h.Series, len(hd.Series))
+			}
+		}
 		var d WriteDecoder
 		if err := d.Decode(b); err != nil {
 			return

@@ -44,6 +44,11 @@ type WriteDecoderV2 struct {
 	// FirstHistogram is the index of the first series carrying native
 	// histograms (-1 when none), to name it in a refusal.
 	FirstHistogram int
+	// AcceptHistograms makes Decode decode native histograms into
+	// Histograms; without it they are only counted.
+	AcceptHistograms bool
+	// Histograms of the last Decode (AcceptHistograms), by series in order.
+	Histograms []Histogram
 
 	symbols [][]byte
 	msgs    [][]byte
@@ -65,6 +70,8 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 	d.arena, d.samples = d.arena[:0], d.samples[:0]
 	d.NumSamples, d.NumHistograms = 0, 0
 	d.FirstHistogram = -1
+	clear(d.Histograms)
+	d.Histograms = d.Histograms[:0]
 	d.Exemplars, d.ExemplarPairs = d.Exemplars[:0], d.ExemplarPairs[:0]
 	syms, msgs := d.symbols[:0], d.msgs[:0]
 	defer func() {
@@ -168,6 +175,13 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 			d.NumHistograms++
 			if d.FirstHistogram < 0 {
 				d.FirstHistogram = index
+			}
+			if d.AcceptHistograms {
+				h, err := decodeHistogramV2(msg, index)
+				if err != nil {
+					return inputErr("bad protobuf: timeseries %d: histogram: %v", index, err)
+				}
+				d.Histograms = append(d.Histograms, h)
 			}
 		case field == 4 && wt == wireBytes: // Exemplar
 			from := len(d.ExemplarPairs)

@@ -121,7 +121,19 @@ func FuzzWriteDecoderV2(f *testing.F) {
 	s.Exemplars = []writev2.Exemplar{{Value: 1, Timestamp: 1}}
 	f.Add(marshalV2(f, &st, s))
 	f.Add([]byte{0x22, 0x00, 0x2a, 0x02, 0x08, 0x00})
+	h := v2Series(&st, labels.FromStrings("__name__", "lat"))
+	h.Histograms = []writev2.Histogram{writev2.FromFloatHistogram(0, 1, &histogram.FloatHistogram{Count: 1,
+		PositiveSpans: []histogram.Span{{Length: 1}}, PositiveBuckets: []float64{1}})}
+	f.Add(marshalV2(f, &st, h))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		hd := WriteDecoderV2{AcceptHistograms: true}
+		if hd.Decode(b) == nil {
+			require.Len(t, hd.Histograms, hd.NumHistograms)
+			for _, h := range hd.Histograms {
+				require.True(t, (h.H == nil) != (h.FH == nil))
+				require.Less(t, h.Series, len(hd.Series))
+			}
+		}
 		var d WriteDecoderV2
 		if err := d.Decode(b); err != nil {
 			var ie *InputError

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
@@ -115,6 +116,22 @@ func (c *Client) writeBatch(ctx context.Context, ns string, samples []storage.Sa
 	defer req.free()
 	resp := new(nodepb.WriteBatchResponse)
 	if err := c.invoke(ctx, nodepb.Node_WriteBatch_FullMethodName, req, resp, grpc.ForceCodecV2(writeCodec{})); err != nil {
+		return WriteResult{}, err
+	}
+	return writeResultFromPB(resp), nil
+}
+
+// WriteHistograms writes native histogram samples (payload format
+// HISTOGRAMS_V1). A node older than the format refuses the whole batch
+// with InvalidArgument and writes nothing.
+func (c *Client) WriteHistograms(ctx context.Context, ns string, samples []storage.HistogramSample) (WriteResult, error) {
+	payload, err := appendHistogramPayload(nil, samples)
+	if err != nil {
+		return WriteResult{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	req := &nodepb.WriteBatchRequest{Namespace: ns, Format: nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1, Payload: payload}
+	resp := new(nodepb.WriteBatchResponse)
+	if err := c.invoke(ctx, nodepb.Node_WriteBatch_FullMethodName, req, resp); err != nil {
 		return WriteResult{}, err
 	}
 	return writeResultFromPB(resp), nil

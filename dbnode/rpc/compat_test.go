@@ -134,7 +134,7 @@ func TestBadWriteRequests(t *testing.T) {
 		msg  string
 	}{
 		{"unknown payload format", marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Format: 7, Payload: good}),
-			codes.InvalidArgument, "write payload format 7 (7) unknown to this node: it reads PAYLOAD_FORMAT_SERIES_V1 only"},
+			codes.InvalidArgument, "write payload format 7 (7) unknown to this node: it reads PAYLOAD_FORMAT_SERIES_V1 and PAYLOAD_FORMAT_HISTOGRAMS_V1 only"},
 		{"truncated payload", marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Payload: good[:len(good)-3]}),
 			codes.InvalidArgument, "malformed write payload (format PAYLOAD_FORMAT_SERIES_V1) at byte"},
 		{"trailing payload bytes", marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Payload: append(append([]byte{}, good...), 0)}),

@@ -44,20 +44,20 @@ func matchersFromPB(ms []*nodepb.Matcher) []Matcher {
 
 func (m *FetchTaggedRequest) toPB() *nodepb.FetchTaggedRequest {
 	return &nodepb.FetchTaggedRequest{Namespace: m.Namespace, Matchers: matchersToPB(m.Matchers),
-		Start: m.Start, End: m.End, Shards: m.Shards}
+		Start: m.Start, End: m.End, Shards: m.Shards, AcceptHistograms: m.AcceptHistograms}
 }
 
 func fetchTaggedFromPB(p *nodepb.FetchTaggedRequest) *FetchTaggedRequest {
 	return &FetchTaggedRequest{Namespace: p.GetNamespace(), Matchers: matchersFromPB(p.GetMatchers()),
-		Start: p.GetStart(), End: p.GetEnd(), Shards: p.GetShards()}
+		Start: p.GetStart(), End: p.GetEnd(), Shards: p.GetShards(), AcceptHistograms: p.GetAcceptHistograms()}
 }
 
 func (m *FetchRequest) toPB() *nodepb.FetchRequest {
-	return &nodepb.FetchRequest{Namespace: m.Namespace, Ids: m.IDs, Start: m.Start, End: m.End}
+	return &nodepb.FetchRequest{Namespace: m.Namespace, Ids: m.IDs, Start: m.Start, End: m.End, AcceptHistograms: m.AcceptHistograms}
 }
 
 func fetchFromPB(p *nodepb.FetchRequest) *FetchRequest {
-	return &FetchRequest{Namespace: p.GetNamespace(), IDs: p.GetIds(), Start: p.GetStart(), End: p.GetEnd()}
+	return &FetchRequest{Namespace: p.GetNamespace(), IDs: p.GetIds(), Start: p.GetStart(), End: p.GetEnd(), AcceptHistograms: p.GetAcceptHistograms()}
 }
 
 func fetchedSeriesToPB(ss []FetchedSeries) []*nodepb.FetchedSeries {
@@ -67,7 +67,7 @@ func fetchedSeriesToPB(ss []FetchedSeries) []*nodepb.FetchedSeries {
 	out := make([]*nodepb.FetchedSeries, len(ss))
 	pbs := make([]nodepb.FetchedSeries, len(ss))
 	for i, s := range ss {
-		pbs[i] = nodepb.FetchedSeries{Id: s.ID, Shard: s.Shard, Stream: s.Stream}
+		pbs[i] = nodepb.FetchedSeries{Id: s.ID, Shard: s.Shard, Stream: s.Stream, Histograms: s.Histograms}
 		out[i] = &pbs[i]
 	}
 	return out
@@ -79,7 +79,7 @@ func fetchedSeriesFromPB(ss []*nodepb.FetchedSeries) []FetchedSeries {
 	}
 	out := make([]FetchedSeries, len(ss))
 	for i, s := range ss {
-		out[i] = FetchedSeries{ID: s.GetId(), Shard: s.GetShard(), Stream: s.GetStream()}
+		out[i] = FetchedSeries{ID: s.GetId(), Shard: s.GetShard(), Stream: s.GetStream(), Histograms: s.GetHistograms()}
 	}
 	return out
 }
@@ -151,12 +151,12 @@ func blockMetadataResponseFromPB(p *nodepb.BlockMetadataResponse) *BlockMetadata
 
 func (m *FetchBlockRequest) toPB() *nodepb.FetchBlockRequest {
 	return &nodepb.FetchBlockRequest{Namespace: m.Namespace, Shard: m.Shard, BlockStart: m.BlockStart,
-		After: m.After, MaxBytes: m.MaxBytes}
+		After: m.After, MaxBytes: m.MaxBytes, AcceptHistograms: m.AcceptHistograms}
 }
 
 func fetchBlockRequestFromPB(p *nodepb.FetchBlockRequest) *FetchBlockRequest {
 	return &FetchBlockRequest{Namespace: p.GetNamespace(), Shard: p.GetShard(), BlockStart: p.GetBlockStart(),
-		After: p.GetAfter(), MaxBytes: p.GetMaxBytes()}
+		After: p.GetAfter(), MaxBytes: p.GetMaxBytes(), AcceptHistograms: p.GetAcceptHistograms()}
 }
 
 func (m *FetchBlockResponse) toPB() *nodepb.FetchBlockResponse {
@@ -184,11 +184,13 @@ func fetchBlockResponseFromPB(p *nodepb.FetchBlockResponse) *FetchBlockResponse 
 }
 
 func (m *FetchUnflushedRequest) toPB() *nodepb.FetchUnflushedRequest {
-	return &nodepb.FetchUnflushedRequest{Namespace: m.Namespace, Shard: m.Shard, After: m.After, MaxBytes: m.MaxBytes}
+	return &nodepb.FetchUnflushedRequest{Namespace: m.Namespace, Shard: m.Shard, After: m.After, MaxBytes: m.MaxBytes,
+		AcceptHistograms: m.AcceptHistograms}
 }
 
 func fetchUnflushedRequestFromPB(p *nodepb.FetchUnflushedRequest) *FetchUnflushedRequest {
-	return &FetchUnflushedRequest{Namespace: p.GetNamespace(), Shard: p.GetShard(), After: p.GetAfter(), MaxBytes: p.GetMaxBytes()}
+	return &FetchUnflushedRequest{Namespace: p.GetNamespace(), Shard: p.GetShard(), After: p.GetAfter(), MaxBytes: p.GetMaxBytes(),
+		AcceptHistograms: p.GetAcceptHistograms()}
 }
 
 func (m *FetchUnflushedResponse) toPB() *nodepb.FetchUnflushedResponse {

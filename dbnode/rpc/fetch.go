@@ -1,5 +1,7 @@
 package rpc
 
+import "github.com/tessera-tsdb/tessera/dbnode/encoding"
+
 // Matcher is a label matcher on the wire; Type is a labels.MatchType
 // (0 =, 1 !=, 2 =~, 3 !~).
 type Matcher struct {
@@ -18,6 +20,11 @@ type FetchTaggedRequest struct {
 	// Shards restricts the answer to these shards, each of which the node
 	// must be allowed to read. Empty means every shard the node may read.
 	Shards []uint32
+	// AcceptHistograms: the requester reads FetchedSeries.Histograms.
+	// Without it a node refuses (FailedPrecondition) to answer a series
+	// holding native histograms rather than drop them: an older requester
+	// would not see the field.
+	AcceptHistograms bool
 }
 
 // FetchRequest asks for the samples of the given series IDs in [Start,
@@ -27,6 +34,8 @@ type FetchRequest struct {
 	IDs       [][]byte
 	Start     int64
 	End       int64
+	// AcceptHistograms as in FetchTaggedRequest.
+	AcceptHistograms bool
 }
 
 // FetchedSeries is one series of a fetch: its samples in the range as an
@@ -35,6 +44,22 @@ type FetchedSeries struct {
 	ID     []byte
 	Shard  uint32
 	Stream []byte
+	// Histograms are the native histogram samples in the range: histogram
+	// streams in time order (encoding.NewHistogramIterator reads each).
+	Histograms [][]byte
+}
+
+// HistogramIterator returns an iterator over s.Histograms, nil when the
+// series has none.
+func (s *FetchedSeries) HistogramIterator() encoding.HistogramIterator {
+	if len(s.Histograms) == 0 {
+		return nil
+	}
+	its := make([]encoding.HistogramIterator, len(s.Histograms))
+	for i, h := range s.Histograms {
+		its[i] = encoding.NewHistogramIterator(h)
+	}
+	return encoding.MergeHistogramIterators(its...)
 }
 
 // FetchResponse answers both fetches. For FetchRequest it holds one series

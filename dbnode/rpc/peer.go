@@ -47,6 +47,10 @@ type FetchBlockRequest struct {
 	BlockStart int64
 	After      []byte
 	MaxBytes   uint32
+	// AcceptHistograms: the requester reads block payload containers
+	// (floats and native histograms); without it a page holding one is
+	// refused (FailedPrecondition).
+	AcceptHistograms bool
 }
 
 // BlockSeries is one series of a block as stored in its fileset: Data is
@@ -71,6 +75,8 @@ type FetchUnflushedRequest struct {
 	Shard     uint32
 	After     []byte
 	MaxBytes  uint32
+	// AcceptHistograms as in FetchTaggedRequest.
+	AcceptHistograms bool
 }
 
 // FetchUnflushedResponse is one page of unflushed series, in ID order,

@@ -30,10 +30,15 @@ const DefaultMaxMsgSize = 256 << 20
 // *storage.Database satisfies it.
 type Database interface {
 	WriteBatch(ns string, batch []storage.Sample) error
+	// WriteHistograms writes native histogram samples
+	// (storage.Database.WriteHistograms).
+	WriteHistograms(ns string, batch []storage.HistogramSample) error
 	// ResolveRefs sets the Ref of the samples whose series the node holds
 	// under exactly their ID in their shard (storage.Database.ResolveRefs).
 	ResolveRefs(ns string, batch []storage.Sample)
 	Read(ns string, id []byte, start, end int64) (encoding.Iterator, error)
+	// ReadHistograms is Read for the series' native histograms.
+	ReadHistograms(ns string, id []byte, start, end int64) (encoding.HistogramIterator, error)
 	Query(ctx context.Context, ns string, matchers []*labels.Matcher, start, end int64, qo storage.QueryOptions) ([]storage.SeriesIterator, error)
 	Shard(id []byte) uint32
 	NumShards() uint32
@@ -317,6 +322,9 @@ func fetchedSeriesSize(s *FetchedSeries) int {
 	}
 	if len(s.Stream) > 0 {
 		n += 1 + protowire.SizeBytes(len(s.Stream))
+	}
+	for _, h := range s.Histograms {
+		n += 2 + protowire.SizeBytes(len(h)) // field 30: a two-byte tag
 	}
 	return 1 + protowire.SizeBytes(n)
 }

@@ -45,6 +45,10 @@ func (s *Server) fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, 
 		if err != nil {
 			return nil, s.fail("Fetch", "read series", err)
 		}
+		hit, err := s.db.ReadHistograms(req.Namespace, id, req.Start, req.End)
+		if err != nil {
+			return nil, s.fail("Fetch", "read series histograms", err)
+		}
 		stream, n, err := encoding.Encode(it)
 		if err != nil {
 			return nil, s.fail("Fetch", "read series", err)
@@ -52,7 +56,11 @@ func (s *Server) fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, 
 		if n == 0 {
 			stream = nil // no samples: an empty stream, not a header
 		}
-		resp.Series[i] = FetchedSeries{ID: id, Shard: shards[i], Stream: stream}
+		hist, err := s.fetchHistograms("Fetch", id, hit, req.AcceptHistograms)
+		if err != nil {
+			return nil, err
+		}
+		resp.Series[i] = FetchedSeries{ID: id, Shard: shards[i], Stream: stream, Histograms: hist}
 		if err := limit.add(&resp.Series[i]); err != nil {
 			return nil, err
 		}
@@ -118,15 +126,49 @@ func (s *Server) fetchTagged(ctx context.Context, req *FetchTaggedRequest) (*Fet
 		if err != nil {
 			return nil, s.fail("FetchTagged", "read series", err)
 		}
-		if n == 0 {
+		hist, err := s.fetchHistograms("FetchTagged", f.ID, f.Histograms, req.AcceptHistograms)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 && len(hist) == 0 {
 			continue // indexed in the range, but no sample in it
 		}
-		resp.Series = append(resp.Series, FetchedSeries{ID: f.ID, Shard: f.Shard, Stream: stream})
+		if n == 0 {
+			stream = nil
+		}
+		resp.Series = append(resp.Series, FetchedSeries{ID: f.ID, Shard: f.Shard, Stream: stream, Histograms: hist})
 		if err := limit.add(&resp.Series[len(resp.Series)-1]); err != nil {
 			return nil, err
 		}
 	}
 	return resp, nil
+}
+
+// fetchHistograms encodes a fetched series' native histograms (hit nil:
+// none) as histogram streams. For a requester that did not say it reads
+// them (an older node, which would drop the field unseen) a series holding
+// any is refused with FailedPrecondition instead: never its floats alone
+// passed off as the whole series.
+func (s *Server) fetchHistograms(method string, id []byte, hit encoding.HistogramIterator, accept bool) ([][]byte, error) {
+	if hit == nil {
+		return nil, nil
+	}
+	hist, n, err := encoding.EncodeHistograms(hit)
+	if err != nil {
+		return nil, s.fail(method, "read series histograms", err)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	if !accept {
+		return nil, errHistogramsNotAccepted(id)
+	}
+	return hist, nil
+}
+
+func errHistogramsNotAccepted(id []byte) error {
+	return status.Errorf(codes.FailedPrecondition,
+		"series %q holds native histograms, which the requesting node does not read (it predates them and would drop them): upgrade it", id)
 }
 
 func (s *Server) fail(method, what string, err error) error {

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"google.golang.org/protobuf/proto"
 
@@ -75,6 +76,10 @@ func (s *Server) fetchBlock(ctx context.Context, req *FetchBlockRequest) (*nodep
 	}
 	resp := &FetchBlockResponse{Series: make([]BlockSeries, len(series)), More: more}
 	for i, f := range series {
+		if !req.AcceptHistograms && encoding.IsPayloadContainer(f.Data) {
+			// An older node would store a payload it cannot read.
+			return nil, errHistogramsNotAccepted(f.ID)
+		}
 		resp.Series[i] = BlockSeries{ID: f.ID, Data: f.Data, Samples: uint32(f.Samples)}
 	}
 	out := resp.toPB()
@@ -95,7 +100,10 @@ func (s *Server) fetchUnflushed(ctx context.Context, req *FetchUnflushedRequest)
 	}
 	resp := &FetchUnflushedResponse{Series: make([]FetchedSeries, len(series)), More: more}
 	for i, f := range series {
-		resp.Series[i] = FetchedSeries{ID: f.ID, Shard: req.Shard, Stream: f.Stream}
+		if len(f.Histograms) > 0 && !req.AcceptHistograms {
+			return nil, errHistogramsNotAccepted(f.ID)
+		}
+		resp.Series[i] = FetchedSeries{ID: f.ID, Shard: req.Shard, Stream: f.Stream, Histograms: f.Histograms}
 	}
 	out := resp.toPB()
 	if err := s.send(ctx, out); err != nil {

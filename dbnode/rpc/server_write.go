@@ -22,11 +22,15 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	if _, err := s.namespace(req.GetNamespace()); err != nil {
 		return WriteResult{}, err
 	}
-	if f := req.GetFormat(); f != nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1 {
+	switch f := req.GetFormat(); f {
+	case nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1:
+	case nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1:
+		return s.writeHistograms(ctx, req)
+	default:
 		// A newer sender switched formats before this node learnt it.
 		return WriteResult{}, status.Errorf(codes.InvalidArgument,
-			"write payload format %d (%s) unknown to this node: it reads %s only",
-			int32(f), f, nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1)
+			"write payload format %d (%s) unknown to this node: it reads %s and %s only",
+			int32(f), f, nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1, nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1)
 	}
 	if len(req.GetPayload()) == 0 {
 		return WriteResult{}, nil
@@ -121,6 +125,55 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 			RejectedSeriesLimit: rejected.ByReason[storage.ReasonSeriesLimit]}, nil
 	default:
 		st := storageStatus("write batch", err)
+		s.logTransient("WriteBatch", st)
+		return WriteResult{}, st
+	}
+}
+
+// writeHistograms writes a HISTOGRAMS_V1 payload: validated whole before
+// any of it is written, as writeBatch validates floats (every entry's ID
+// by limits.CheckID, its shard against its ID and this node's ownership).
+// fill_only (hint replays) does not apply to histograms: refused.
+func (s *Server) writeHistograms(ctx context.Context, req *nodepb.WriteBatchRequest) (WriteResult, error) {
+	if req.GetFillOnly() {
+		return WriteResult{}, status.Error(codes.InvalidArgument, "fill_only is not supported for native histogram payloads")
+	}
+	batch, err := decodeHistogramPayload(req.GetPayload(), nil)
+	if err != nil {
+		return WriteResult{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	check := newShardCheck(s.own, OpWrite, s.db.NumShards())
+	var prev []byte
+	for i := range batch {
+		smp := &batch[i]
+		if sameSlice(prev, smp.ID) {
+			continue // samples of one entry share their ID
+		}
+		prev = smp.ID
+		if err := s.opts.Limits.CheckID(smp.ID); err != nil {
+			return WriteResult{}, status.Errorf(codes.InvalidArgument, "histogram series %q: %v", smp.ID, err)
+		}
+		if got := s.db.Shard(smp.ID); got != smp.Shard {
+			return WriteResult{}, status.Errorf(codes.InvalidArgument, "histogram series %q: sent as shard %d but its ID hashes to shard %d", smp.ID, smp.Shard, got)
+		}
+		check.allowed(smp.Shard)
+	}
+	if err := check.err(ctx); err != nil {
+		return WriteResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return WriteResult{}, ctxStatus(err)
+	}
+	err = s.db.WriteHistograms(req.GetNamespace(), batch)
+	var rejected *storage.RejectedError
+	switch {
+	case err == nil:
+		return WriteResult{Written: len(batch)}, nil
+	case errors.As(err, &rejected):
+		return WriteResult{Written: len(batch) - rejected.Total, Rejected: rejected.Total, RejectMsg: rejected.Error(),
+			RejectedSeriesLimit: rejected.ByReason[storage.ReasonSeriesLimit]}, nil
+	default:
+		st := storageStatus("write histograms", err)
 		s.logTransient("WriteBatch", st)
 		return WriteResult{}, st
 	}

@@ -100,10 +100,13 @@ func (db *Database) ReadBlock(nsName string, shard uint32, blockStart int64, aft
 	return out, more, nil
 }
 
-// SeriesStream is a series' unflushed samples as one encoding stream.
+// SeriesStream is a series' unflushed samples: its floats as one encoding
+// stream, its native histograms as histogram streams in time order (nil
+// when none).
 type SeriesStream struct {
-	ID     []byte
-	Stream []byte
+	ID         []byte
+	Stream     []byte
+	Histograms [][]byte
 }
 
 // ReadUnflushed pages through a shard's in-memory samples the same way.
@@ -125,25 +128,41 @@ func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, max
 			continue
 		}
 		its := s.iterators(-1<<62, 1<<62)
-		if len(its) == 0 {
+		hits := s.histIterators(-1<<62, 1<<62)
+		if len(its)+len(hits) == 0 {
 			continue
 		}
-		it := its[0]
-		if len(its) > 1 {
-			it = encoding.MergeIterators(its...)
+		var stream []byte
+		n := 0
+		if len(its) > 0 {
+			var err error
+			if stream, n, err = encoding.Encode(mergeAll(its)); err != nil {
+				return nil, false, fmt.Errorf("encode unflushed series of shard %d: %w", shard, err)
+			}
 		}
-		stream, n, err := encoding.Encode(it)
-		if err != nil {
-			return nil, false, fmt.Errorf("encode unflushed series of shard %d: %w", shard, err)
+		var hist [][]byte
+		hn := 0
+		if len(hits) > 0 {
+			var err error
+			if hist, hn, err = encoding.EncodeHistograms(encoding.MergeHistogramIterators(hits...)); err != nil {
+				return nil, false, fmt.Errorf("encode unflushed histograms of shard %d: %w", shard, err)
+			}
+		}
+		if n+hn == 0 {
+			continue
 		}
 		if n == 0 {
-			continue
+			stream = nil
 		}
-		if len(out) > 0 && size+len(stream) > maxBytes {
+		sz := len(stream)
+		for _, h := range hist {
+			sz += len(h)
+		}
+		if len(out) > 0 && size+sz > maxBytes {
 			return out, i < len(all), nil
 		}
-		out = append(out, SeriesStream{ID: s.id, Stream: stream})
-		size += len(stream)
+		out = append(out, SeriesStream{ID: s.id, Stream: stream, Histograms: hist})
+		size += sz
 	}
 	return out, false, nil
 }
@@ -197,8 +216,9 @@ func mergeSealed(prev *fileset.Reader, in []fileset.Series) ([]fileset.Series, e
 			return nil
 		}
 		used[i] = true
-		merged := encoding.MergeIterators(encoding.NewSealedIterator(in[i].Data), encoding.NewSealedIterator(local))
-		s, err := sealSeries(id, merged)
+		rfl, rh := encoding.PayloadIterators(in[i].Data)
+		lfl, lh := encoding.PayloadIterators(local)
+		s, err := sealSeries(id, mergeTwo(rfl, lfl), mergeTwoHist(rh, lh))
 		if err != nil {
 			return err
 		}

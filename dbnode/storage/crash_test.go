@@ -29,6 +29,28 @@ func crashBatch(db *Database, b int) []Sample {
 	return out
 }
 
+// crashHists is batch b's histogram samples: one per series for the first
+// 20 of crashBatch's series (which have floats too) and 5 series of their
+// own, integer and float in turn.
+func crashHists(db *Database, b int) []HistogramSample {
+	out := make([]HistogramSample, 0, 25)
+	for s := 0; s < 25; s++ {
+		id := sid("crash", "s", strconv.Itoa(s))
+		if s >= 20 {
+			id = sid("crash_hist", "s", strconv.Itoa(s))
+		}
+		hs := HistogramSample{ID: id, Shard: db.Shard(id), T: ms(t0) + int64(b)}
+		h := testHist(b + s)
+		if (b+s)%2 == 0 {
+			hs.FH = h.ToFloat(nil)
+		} else {
+			hs.H = h
+		}
+		out = append(out, hs)
+	}
+	return out
+}
+
 func TestCrashChild(t *testing.T) {
 	dir := os.Getenv(crashChildEnv)
 	if dir == "" {
@@ -44,6 +66,10 @@ func TestCrashChild(t *testing.T) {
 	for b := 0; ; b++ {
 		if err := db.WriteBatch("default", crashBatch(db, b)); err != nil {
 			fmt.Println("write:", err)
+			os.Exit(2)
+		}
+		if err := db.WriteHistograms("default", crashHists(db, b)); err != nil {
+			fmt.Println("write histograms:", err)
 			os.Exit(2)
 		}
 		fmt.Fprintf(w, "ack %d\n", b)
@@ -92,6 +118,17 @@ func TestSIGKILLLosesNoAcknowledgedWrite(t *testing.T) {
 			require.Equal(t, ms(t0)+int64(b), got[b].T)
 			require.Equal(t, float64(b*1000)+s.V, got[b].V)
 		}
+	}
+	var want [25][]hv
+	for b := 0; b <= lastAck; b++ {
+		for s, h := range crashHists(db, b) {
+			want[s] = append(want[s], histOf(h))
+		}
+	}
+	for s, h := range crashHists(db, 0) {
+		got := readHists(t, db, h.ID, ms(t0), ms(t0)+int64(lastAck)+1000)
+		require.GreaterOrEqual(t, len(got), lastAck+1, "series %s", h.ID)
+		require.Equal(t, want[s], got[:lastAck+1], "series %s", h.ID)
 	}
 }
 

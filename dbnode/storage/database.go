@@ -68,6 +68,7 @@ type closer interface{ Close() error }
 
 type metrics struct {
 	written      tally.Counter
+	histWritten  tally.Counter
 	rejected     map[Reason]tally.Counter
 	flushes      tally.Counter
 	flushErrors  tally.Counter
@@ -86,6 +87,7 @@ type metrics struct {
 func newMetrics(s tally.Scope) metrics {
 	m := metrics{
 		written:      s.Counter("samples_written"),
+		histWritten:  s.Counter("histogram_samples_written"),
 		rejected:     map[Reason]tally.Counter{},
 		flushes:      s.Counter("flushes"),
 		flushErrors:  s.Counter("flush_errors"),
@@ -100,7 +102,7 @@ func newMetrics(s tally.Scope) metrics {
 		seriesUnreadable:   s.Counter("query_series_unreadable"),
 		filesetsUnreadable: s.Counter("filesets_unreadable"),
 	}
-	for _, r := range []Reason{ReasonTooOld, ReasonTooFarFuture, ReasonColdDisabled, ReasonBadID, ReasonSeriesLimit} {
+	for _, r := range []Reason{ReasonTooOld, ReasonTooFarFuture, ReasonColdDisabled, ReasonBadID, ReasonSeriesLimit, ReasonBadHistogram} {
 		m.rejected[r] = s.Tagged(map[string]string{"reason": r.String()}).Counter("samples_rejected")
 	}
 	return m
@@ -191,15 +193,28 @@ func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
 		shard := ident.Shard(e.ID, db.opts.NumShards)
 		return db.apply(ns, e.ID, shard, e.T, e.V)
 	}
+	replayHist := func(e commitlog.HistEntry) error {
+		ns := db.namespaces[e.Namespace]
+		if ns == nil {
+			return nil
+		}
+		if r, _ := ns.check(e.T, now); r == ReasonTooOld {
+			return nil
+		}
+		shard := ident.Shard(e.ID, db.opts.NumShards)
+		_, err := db.applyHistTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(e.ID), e.ID), e.T, e.H, e.FH)
+		return err
+	}
 	cl, stats, err := commitlog.Open(commitlog.Options{
-		Dir:         filepath.Join(db.opts.Dir, "commitlog"),
-		FS:          db.opts.FS,
-		Mode:        db.opts.CommitLogMode,
-		FlushEvery:  db.opts.CommitLogFlushEvery,
-		MaxFileSize: db.opts.CommitLogMaxFile,
-		MaxPending:  db.opts.CommitLogMaxPending,
-		Logger:      db.opts.Logger,
-		Metrics:     db.opts.Metrics.SubScope("commitlog"),
+		ReplayHistogram: replayHist,
+		Dir:             filepath.Join(db.opts.Dir, "commitlog"),
+		FS:              db.opts.FS,
+		Mode:            db.opts.CommitLogMode,
+		FlushEvery:      db.opts.CommitLogFlushEvery,
+		MaxFileSize:     db.opts.CommitLogMaxFile,
+		MaxPending:      db.opts.CommitLogMaxPending,
+		Logger:          db.opts.Logger,
+		Metrics:         db.opts.Metrics.SubScope("commitlog"),
 	}, replay)
 	if err != nil {
 		return stats, fmt.Errorf("storage: open commit log: %w", err)
@@ -435,24 +450,35 @@ func (db *Database) Read(nsName string, id []byte, start, end int64) (encoding.I
 }
 
 func (db *Database) read(ns *namespace, id []byte, shard uint32, start, end int64) (encoding.Iterator, error) {
+	it, _, err := db.readBoth(ns, id, shard, start, end)
+	return it, err
+}
+
+// readBoth returns the float samples (never nil) and the histogram samples
+// (nil when there are none) of one series in [start, end].
+func (db *Database) readBoth(ns *namespace, id []byte, shard uint32, start, end int64) (encoding.Iterator, encoding.HistogramIterator, error) {
 	sh := ns.existingShard(shard)
 	if sh == nil {
-		return emptyIterator{}, nil
+		return emptyIterator{}, nil, nil
 	}
-	its, err := sh.read(id, ns.blockStart(start), ns.blockStart(end))
+	its, hits, err := sh.read(id, ns.blockStart(start), ns.blockStart(end))
 	if err != nil {
-		return nil, fmt.Errorf("read shard %d: %w", shard, err)
+		return nil, nil, fmt.Errorf("read shard %d: %w", shard, err)
+	}
+	var hit encoding.HistogramIterator
+	if len(hits) > 0 {
+		hit = &rangeHistIterator{HistogramIterator: encoding.MergeHistogramIterators(hits...), start: start, end: end}
 	}
 	var it encoding.Iterator
 	switch len(its) {
 	case 0:
-		return emptyIterator{}, nil
+		return emptyIterator{}, hit, nil
 	case 1:
 		it = its[0]
 	default:
 		it = encoding.MergeIterators(its...)
 	}
-	return &rangeIterator{it: it, start: start, end: end}, nil
+	return &rangeIterator{it: it, start: start, end: end}, hit, nil
 }
 
 // SeriesIterator is one series matched by a query.
@@ -460,6 +486,11 @@ type SeriesIterator struct {
 	ID     []byte // aliases index memory: do not modify
 	Shard  uint32
 	Values encoding.Iterator
+	// Histograms are the series' native histogram samples in the range;
+	// nil when it has none. A series may have both (Prometheus lets a
+	// series change type); a reader that cannot return histograms must
+	// fail rather than answer with Values alone.
+	Histograms encoding.HistogramIterator
 }
 
 // QueryOptions narrow a query.
@@ -497,7 +528,7 @@ func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels
 		if qo.Shards != nil && !qo.Shards(shard) {
 			continue
 		}
-		it, err := db.read(ns, id, shard, start, end)
+		it, hit, err := db.readBoth(ns, id, shard, start, end)
 		if errors.Is(err, fileset.ErrCorrupt) {
 			// The damage costs this series only; the others are returned.
 			db.reportDamage(err)
@@ -507,7 +538,7 @@ func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, SeriesIterator{ID: id, Shard: shard, Values: it})
+		out = append(out, SeriesIterator{ID: id, Shard: shard, Values: it, Histograms: hit})
 		if qo.Limit > 0 && len(out) >= qo.Limit {
 			break
 		}

@@ -21,6 +21,10 @@ const (
 	// Options.MaxActiveSeries already. Unlike the others it may succeed
 	// later (series go idle and leave memory, or the limit is raised).
 	ReasonSeriesLimit
+	// ReasonBadHistogram: a native histogram that Prometheus' validation
+	// or the stream encoding refuses (spans and buckets disagree,
+	// negative or inconsistent counts, an unknown reset hint).
+	ReasonBadHistogram
 )
 
 func (r Reason) String() string {
@@ -35,6 +39,8 @@ func (r Reason) String() string {
 		return "bad_series_id"
 	case ReasonSeriesLimit:
 		return "series_limit"
+	case ReasonBadHistogram:
+		return "invalid_histogram"
 	}
 	return "unknown"
 }

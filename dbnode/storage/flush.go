@@ -134,6 +134,13 @@ func (db *Database) tickShard(ns *namespace, sh *shard, expireBefore, sealedBefo
 				toFlush[b.start] = append(toFlush[b.start], s)
 			}
 		}
+		if s.hist != nil {
+			for _, b := range s.hist.buckets {
+				if b.start <= sealedBefore && b.start >= expireBefore {
+					toFlush[b.start] = append(toFlush[b.start], s)
+				}
+			}
+		}
 		s.mu.Unlock()
 		if s.dropBefore(expireBefore) {
 			emptied = append(emptied, s)
@@ -156,7 +163,7 @@ func (db *Database) tickShard(ns *namespace, sh *shard, expireBefore, sealedBefo
 		n++
 		for _, s := range ss {
 			s.mu.Lock()
-			if len(s.buckets) == 0 {
+			if s.emptyLocked() {
 				emptied = append(emptied, s)
 			}
 			s.mu.Unlock()
@@ -183,10 +190,10 @@ func dedupe(ss []*Series) []*Series {
 // flushBlock writes the memory of block bs of the given series, merged with
 // the block's existing fileset if there is one, as the next volume.
 func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*Series) error {
-	mem := make(map[string]encoding.Iterator, len(ss))
+	mem := make(map[string]memFlush, len(ss))
 	for _, s := range ss {
-		if it := s.startFlush(bs); it != nil {
-			mem[string(s.id)] = it
+		if fl, h := s.startFlush(bs); fl != nil || h != nil {
+			mem[string(s.id)] = memFlush{fl, h}
 		}
 	}
 	if len(mem) == 0 {
@@ -198,14 +205,14 @@ func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*Series)
 		// Cold flush: carry every series of the old volume over, merging
 		// those that have new samples (memory wins on equal timestamps).
 		err := rangeSeries(prev, func(id, data []byte, samples int) error {
-			it, ok := mem[string(id)]
+			m, ok := mem[string(id)]
 			if !ok {
 				out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...), Samples: samples})
 				return nil
 			}
 			delete(mem, string(id))
-			merged := encoding.MergeIterators(encoding.NewSealedIterator(append([]byte(nil), data...)), it)
-			fs, err := sealSeries(id, merged)
+			ofl, oh := encoding.PayloadIterators(append([]byte(nil), data...))
+			fs, err := sealSeries(id, mergeTwo(ofl, m.fl), mergeTwoHist(oh, m.h))
 			if err != nil {
 				return err
 			}
@@ -216,8 +223,8 @@ func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*Series)
 			return fmt.Errorf("merge with volume %d: %w", prev.ID().Volume, err)
 		}
 	}
-	for id, it := range mem {
-		fs, err := sealSeries([]byte(id), it)
+	for id, m := range mem {
+		fs, err := sealSeries([]byte(id), m.fl, m.h)
 		if err != nil {
 			return err
 		}
@@ -274,16 +281,66 @@ func (db *Database) installVolume(ns *namespace, sh *shard, bs int64, prev *file
 	return r, nil
 }
 
-func sealSeries(id []byte, it encoding.Iterator) (fileset.Series, error) {
-	stream, n, err := encoding.Encode(it)
-	if err != nil {
-		return fileset.Series{}, fmt.Errorf("encode series: %w", err)
+// memFlush is a series' memory of one block being flushed: its float and
+// histogram samples, either nil when it has none.
+type memFlush struct {
+	fl encoding.Iterator
+	h  encoding.HistogramIterator
+}
+
+// sealSeries builds a series' block payload (encoding.AppendPayload) from
+// its float samples and its histogram samples, either nil for none. A
+// series with floats only gets the sealed float form, as before histograms.
+func sealSeries(id []byte, it encoding.Iterator, hit encoding.HistogramIterator) (fileset.Series, error) {
+	var (
+		sealed []byte
+		n      int
+	)
+	if it != nil {
+		stream, nf, err := encoding.Encode(it)
+		if err != nil {
+			return fileset.Series{}, fmt.Errorf("encode series: %w", err)
+		}
+		if nf > 0 || hit == nil {
+			if sealed, err = encoding.Seal(stream); err != nil {
+				return fileset.Series{}, fmt.Errorf("seal series: %w", err)
+			}
+		}
+		n += nf
 	}
-	sealed, err := encoding.Seal(stream)
-	if err != nil {
-		return fileset.Series{}, fmt.Errorf("seal series: %w", err)
+	var hist [][]byte
+	if hit != nil {
+		var nh int
+		var err error
+		if hist, nh, err = encoding.EncodeHistograms(hit); err != nil {
+			return fileset.Series{}, fmt.Errorf("encode histograms of series: %w", err)
+		}
+		n += nh
 	}
-	return fileset.Series{ID: append([]byte(nil), id...), Data: sealed, Samples: n}, nil
+	return fileset.Series{ID: append([]byte(nil), id...), Data: encoding.AppendPayload(nil, sealed, hist), Samples: n}, nil
+}
+
+// mergeTwo merges older and newer float samples (newer wins ties); either
+// may be nil.
+func mergeTwo(older, newer encoding.Iterator) encoding.Iterator {
+	switch {
+	case older == nil:
+		return newer
+	case newer == nil:
+		return older
+	}
+	return encoding.MergeIterators(older, newer)
+}
+
+// mergeTwoHist is mergeTwo for histograms.
+func mergeTwoHist(older, newer encoding.HistogramIterator) encoding.HistogramIterator {
+	switch {
+	case older == nil:
+		return newer
+	case newer == nil:
+		return older
+	}
+	return encoding.MergeHistogramIterators(older, newer)
 }
 
 // rangeSeries walks a fileset's series in ID order with their payloads

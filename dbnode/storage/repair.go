@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 )
 
@@ -134,8 +135,12 @@ func (db *Database) blockChecksums(ns *namespace, sh *shard, bs, start, end int6
 		out []SeriesChecksum
 		h   sampleHasher
 	)
-	add := func(id []byte, it encoding.Iterator) error {
-		sum, n, err := h.sum(it, lo, hi)
+	add := func(id []byte, it encoding.Iterator, hits []encoding.HistogramIterator) error {
+		var hit encoding.HistogramIterator
+		if len(hits) > 0 {
+			hit = encoding.MergeHistogramIterators(hits...)
+		}
+		sum, n, err := h.sum(it, hit, lo, hi)
 		if err != nil {
 			return fmt.Errorf("checksum series of block %d of shard %d: %w", bs, sh.id, err)
 		}
@@ -146,19 +151,28 @@ func (db *Database) blockChecksums(ns *namespace, sh *shard, bs, start, end int6
 	}
 	if r := sh.reader(bs); r != nil {
 		err := r.RangeData(func(id, data []byte) error {
-			its := []encoding.Iterator{encoding.NewSealedIterator(data)}
+			var its []encoding.Iterator
+			var hits []encoding.HistogramIterator
+			fl, hl := encoding.PayloadIterators(data)
+			if fl != nil {
+				its = append(its, fl)
+			}
+			if hl != nil {
+				hits = append(hits, hl)
+			}
 			if s := mem[string(id)]; s != nil {
 				delete(mem, string(id))
 				its = append(its, s.iterators(bs, bs)...)
+				hits = append(hits, s.histIterators(bs, bs)...)
 			}
-			return add(id, mergeAll(its))
+			return add(id, mergeAll(its), hits)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("read block %d of shard %d: %w", bs, sh.id, err)
 		}
 	}
 	for _, s := range mem {
-		if err := add(s.id, mergeAll(s.iterators(bs, bs))); err != nil {
+		if err := add(s.id, mergeAll(s.iterators(bs, bs)), s.histIterators(bs, bs)); err != nil {
 			return nil, err
 		}
 	}
@@ -202,7 +216,12 @@ type sampleHasher struct {
 	d   *xxhash.Digest
 }
 
-func (h *sampleHasher) sum(it encoding.Iterator, lo, hi int64) (uint64, int, error) {
+// sum hashes the float samples of it in [lo, hi), then the native
+// histograms of hit (nil: none) there. A series without histograms hashes
+// exactly as before histograms existed, so nodes of either version agree
+// on it; one with histograms differs from what an older node computes
+// (which cannot read them: repair then names the series it fails on).
+func (h *sampleHasher) sum(it encoding.Iterator, hit encoding.HistogramIterator, lo, hi int64) (uint64, int, error) {
 	if h.d == nil {
 		h.d = xxhash.New()
 	}
@@ -228,8 +247,85 @@ func (h *sampleHasher) sum(it encoding.Iterator, lo, hi int64) (uint64, int, err
 	if err := it.Err(); err != nil {
 		return 0, 0, err
 	}
+	if hit != nil {
+		var fh *histogram.FloatHistogram
+		var ih *histogram.Histogram
+		for hit.Next() {
+			t := hit.AtT()
+			if t < lo {
+				continue
+			}
+			if t >= hi {
+				break
+			}
+			h.buf = binary.LittleEndian.AppendUint64(h.buf, uint64(t))
+			if hit.IsFloat() {
+				_, fh = hit.AtFloatHistogram(fh)
+				h.buf = appendFloatHistogram(append(h.buf, 'F'), fh)
+			} else {
+				_, ih = hit.AtHistogram(ih)
+				h.buf = appendHistogram(append(h.buf, 'H'), ih)
+			}
+			n++
+			if len(h.buf) >= 64*16 {
+				_, _ = h.d.Write(h.buf)
+				h.buf = h.buf[:0]
+			}
+		}
+		if err := hit.Err(); err != nil {
+			return 0, 0, err
+		}
+	}
 	_, _ = h.d.Write(h.buf)
 	return h.d.Sum64(), n, nil
+}
+
+// appendHistogram appends every field of h, bit for bit, for hashing.
+func appendHistogram(b []byte, h *histogram.Histogram) []byte {
+	b = appendLayout(b, h.CounterResetHint, h.Schema, h.ZeroThreshold, h.PositiveSpans, h.NegativeSpans, h.CustomValues)
+	b = binary.AppendUvarint(b, h.ZeroCount)
+	b = binary.AppendUvarint(b, h.Count)
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(h.Sum))
+	for _, d := range [2][]int64{h.PositiveBuckets, h.NegativeBuckets} {
+		b = binary.AppendUvarint(b, uint64(len(d)))
+		for _, x := range d {
+			b = binary.AppendVarint(b, x)
+		}
+	}
+	return b
+}
+
+// appendFloatHistogram is appendHistogram for float histograms.
+func appendFloatHistogram(b []byte, h *histogram.FloatHistogram) []byte {
+	b = appendLayout(b, h.CounterResetHint, h.Schema, h.ZeroThreshold, h.PositiveSpans, h.NegativeSpans, h.CustomValues)
+	for _, v := range []float64{h.ZeroCount, h.Count, h.Sum} {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	for _, d := range [2][]float64{h.PositiveBuckets, h.NegativeBuckets} {
+		b = binary.AppendUvarint(b, uint64(len(d)))
+		for _, x := range d {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+		}
+	}
+	return b
+}
+
+func appendLayout(b []byte, hint histogram.CounterResetHint, schema int32, zt float64, pos, neg []histogram.Span, custom []float64) []byte {
+	b = append(b, byte(hint))
+	b = binary.AppendVarint(b, int64(schema))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(zt))
+	for _, sp := range [2][]histogram.Span{pos, neg} {
+		b = binary.AppendUvarint(b, uint64(len(sp)))
+		for _, s := range sp {
+			b = binary.AppendVarint(b, int64(s.Offset))
+			b = binary.AppendUvarint(b, uint64(s.Length))
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(custom)))
+	for _, c := range custom {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c))
+	}
+	return b
 }
 
 // hasBlock reports whether the series has a memory bucket of block bs.
@@ -239,6 +335,13 @@ func (s *Series) hasBlock(bs int64) bool {
 	for _, b := range s.buckets {
 		if b.start == bs {
 			return true
+		}
+	}
+	if s.hist != nil {
+		for _, b := range s.hist.buckets {
+			if b.start == bs {
+				return true
+			}
 		}
 	}
 	return false

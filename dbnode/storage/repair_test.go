@@ -1,11 +1,14 @@
 package storage
 
 import (
+	"encoding/binary"
 	"math"
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 )
 
 // TestDigestsSameFlushedOrInMemory: two replicas with the same samples
@@ -78,4 +81,59 @@ func TestRepairSeriesRule(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, RepairResult{Series: 1, Written: 2, Skipped: 1}, res)
 	require.Equal(t, []tv{{ms(t0), 2}, {ms(t0) + 1, -1}, {ms(t0) + 2, 3}}, readAll(t, db, id, ms(t0), ms(t0)+10))
+}
+
+// Repair checksums cover native histograms: replicas agree when they hold
+// the same ones, flushed or in memory, and differ when one misses one; a
+// float-only series hashes as it did before histograms existed.
+func TestDigestsCoverHistograms(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	a := openDB(t, testOpts(t.TempDir(), clk))
+	b := openDB(t, testOpts(t.TempDir(), clk))
+	id := sid("lat", "k", "1")
+	sh := a.Shard(id)
+	hs := mixedSamples(a, id, ms(t0), 6)
+	for _, db := range []*Database{a, b} {
+		require.NoError(t, db.WriteHistograms("default", hs))
+		require.NoError(t, db.WriteBatch("default", samples(db, id, ms(t0)+500)))
+	}
+	sums := func(db *Database) []SeriesChecksum {
+		s, err := db.SeriesChecksums("default", sh, ms(t0), 0, math.MaxInt64)
+		require.NoError(t, err)
+		return s
+	}
+	require.Equal(t, sums(a), sums(b))
+	require.Equal(t, 7, sums(a)[0].Samples)
+	clk.Add(2*time.Hour + 11*time.Minute)
+	require.NoError(t, a.Tick()) // a flushes, b keeps the block in memory
+	require.Equal(t, sums(a), sums(b))
+
+	// One more histogram on a: the checksums differ.
+	require.NoError(t, a.WriteHistograms("default", []HistogramSample{{ID: id, Shard: sh, T: ms(t0) + 60_000, H: testHist(1)}}))
+	require.NotEqual(t, sums(a), sums(b))
+
+	// Floats alone hash as (t, value bits) pairs, as before.
+	var h sampleHasher
+	fl := samples(a, id, ms(t0)+500)
+	it := readIter(t, b, id)
+	got, n, err := h.sum(it, nil, 0, math.MaxInt64)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	want := xxhashOf(uint64(fl[0].T), math.Float64bits(fl[0].V))
+	require.Equal(t, want, got)
+}
+
+func readIter(t *testing.T, db *Database, id []byte) encoding.Iterator {
+	t.Helper()
+	it, err := db.Read("default", id, 0, math.MaxInt64)
+	require.NoError(t, err)
+	return it
+}
+
+func xxhashOf(words ...uint64) uint64 {
+	var b []byte
+	for _, w := range words {
+		b = binary.LittleEndian.AppendUint64(b, w)
+	}
+	return xxhash.Sum64(b)
 }

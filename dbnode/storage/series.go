@@ -47,6 +47,9 @@ type Series struct {
 	// start in bucketsInline; one of them may be inline.
 	buckets       []*bucket
 	bucketsInline [2]*bucket
+	// hist holds the native histogram samples (histograms.go); nil for a
+	// series without any unflushed, so floats never touch it.
+	hist *histSeries
 }
 
 var errSeriesRemoved = errors.New("series removed from shard")
@@ -114,11 +117,16 @@ func (s *Series) iterators(from, to int64) []encoding.Iterator {
 	return its
 }
 
-// startFlush marks the writable buckets of blockStart as flushing and
-// returns their merged iterator (nil when the series has none).
-func (s *Series) startFlush(blockStart int64) encoding.Iterator {
+// startFlush marks the writable buckets of blockStart, float and
+// histogram, as flushing and returns their merged iterators (each nil when
+// the series has none of that type).
+func (s *Series) startFlush(blockStart int64) (encoding.Iterator, encoding.HistogramIterator) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.startFloatFlushLocked(blockStart), s.startHistFlushLocked(blockStart)
+}
+
+func (s *Series) startFloatFlushLocked(blockStart int64) encoding.Iterator {
 	var its []encoding.Iterator
 	for _, b := range s.buckets {
 		if b.start == blockStart {
@@ -153,7 +161,8 @@ func (s *Series) finishFlush(blockStart int64) (empty bool) {
 		s.buckets[i] = nil
 	}
 	s.buckets, s.hot = kept, nil
-	return len(s.buckets) == 0
+	s.keepHistBucketsLocked(func(b *histBucket) bool { return !(b.start == blockStart && b.flushing) })
+	return s.emptyLocked()
 }
 
 // dropBefore forgets buckets of blocks starting before t (retention).
@@ -170,7 +179,8 @@ func (s *Series) dropBefore(t int64) (empty bool) {
 		s.buckets[i] = nil
 	}
 	s.buckets, s.hot = kept, nil
-	return len(s.buckets) == 0
+	s.keepHistBucketsLocked(func(b *histBucket) bool { return b.start >= t })
+	return s.emptyLocked()
 }
 
 // blockStarts lists the block starts with unflushed data.
@@ -179,5 +189,10 @@ func (s *Series) stats(fn func(blockStart int64, samples, bytes int)) {
 	defer s.mu.Unlock()
 	for _, b := range s.buckets {
 		fn(b.start, b.samples(), b.memBytes())
+	}
+	if s.hist != nil {
+		for _, b := range s.hist.buckets {
+			fn(b.start, b.samples(), b.memBytes())
+		}
 	}
 }

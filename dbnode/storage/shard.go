@@ -59,9 +59,10 @@ func (sh *shard) getOrCreateUpTo(ns *namespace, h uint64, id []byte, max int64) 
 	return s, true
 }
 
-// read returns the iterators over id's data in blocks [from, to]: filesets
-// first (oldest), memory last (newest wins on equal timestamps).
-func (sh *shard) read(id []byte, from, to int64) ([]encoding.Iterator, error) {
+// read returns the iterators over id's float and histogram data in blocks
+// [from, to]: filesets first (oldest), memory last (newest wins on equal
+// timestamps).
+func (sh *shard) read(id []byte, from, to int64) ([]encoding.Iterator, []encoding.HistogramIterator, error) {
 	sh.mu.RLock()
 	var readers []*fileset.Reader
 	for start, r := range sh.blocks {
@@ -73,20 +74,30 @@ func (sh *shard) read(id []byte, from, to int64) ([]encoding.Iterator, error) {
 	sh.mu.RUnlock()
 	sort.Slice(readers, func(i, j int) bool { return readers[i].ID().BlockStart < readers[j].ID().BlockStart })
 
-	var its []encoding.Iterator
+	var (
+		its  []encoding.Iterator
+		hits []encoding.HistogramIterator
+	)
 	for _, r := range readers {
 		data, ok, err := r.Read(id)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if ok {
-			its = append(its, encoding.NewSealedIterator(data))
+			fl, h := encoding.PayloadIterators(data)
+			if fl != nil {
+				its = append(its, fl)
+			}
+			if h != nil {
+				hits = append(hits, h)
+			}
 		}
 	}
 	if s != nil {
 		its = append(its, s.iterators(from, to)...)
+		hits = append(hits, s.histIterators(from, to)...)
 	}
-	return its, nil
+	return its, hits, nil
 }
 
 // snapshotSeries returns the series currently in memory.
@@ -106,7 +117,7 @@ func (sh *shard) removeIfEmpty(ss []*Series) {
 	defer sh.mu.Unlock()
 	for _, s := range ss {
 		s.mu.Lock()
-		if len(s.buckets) == 0 && !s.removed {
+		if s.emptyLocked() && !s.removed {
 			if sh.series.remove(s) {
 				sh.active.Add(-1)
 			}

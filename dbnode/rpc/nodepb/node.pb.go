@@ -43,15 +43,20 @@ type PayloadFormat int32
 const (
 	// Zero, so a sender that does not set the field means this format.
 	PayloadFormat_PAYLOAD_FORMAT_SERIES_V1 PayloadFormat = 0
+	// Native histogram samples (docs/format/rpc.md). A node older than it
+	// refuses it (InvalidArgument, unknown format) and writes nothing.
+	PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1 PayloadFormat = 30
 )
 
 // Enum value maps for PayloadFormat.
 var (
 	PayloadFormat_name = map[int32]string{
-		0: "PAYLOAD_FORMAT_SERIES_V1",
+		0:  "PAYLOAD_FORMAT_SERIES_V1",
+		30: "PAYLOAD_FORMAT_HISTOGRAMS_V1",
 	}
 	PayloadFormat_value = map[string]int32{
-		"PAYLOAD_FORMAT_SERIES_V1": 0,
+		"PAYLOAD_FORMAT_SERIES_V1":     0,
+		"PAYLOAD_FORMAT_HISTOGRAMS_V1": 30,
 	}
 )
 
@@ -352,9 +357,14 @@ type FetchTaggedRequest struct {
 	End       int64                  `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`     // unix ms, inclusive
 	// Restricts the answer to these shards; empty: every shard the node may
 	// read.
-	Shards        []uint32 `protobuf:"varint,5,rep,packed,name=shards,proto3" json:"shards,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Shards []uint32 `protobuf:"varint,5,rep,packed,name=shards,proto3" json:"shards,omitempty"`
+	// accept_histograms: the requester reads FetchedSeries.histograms. A
+	// node answering a request without it (an older requester, which
+	// would drop the field unseen) refuses with FailedPrecondition rather
+	// than answer a series holding native histograms with its floats only.
+	AcceptHistograms bool `protobuf:"varint,30,opt,name=accept_histograms,json=acceptHistograms,proto3" json:"accept_histograms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchTaggedRequest) Reset() {
@@ -422,14 +432,22 @@ func (x *FetchTaggedRequest) GetShards() []uint32 {
 	return nil
 }
 
+func (x *FetchTaggedRequest) GetAcceptHistograms() bool {
+	if x != nil {
+		return x.AcceptHistograms
+	}
+	return false
+}
+
 type FetchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Ids           [][]byte               `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
-	Start         int64                  `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
-	End           int64                  `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Namespace        string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Ids              [][]byte               `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	Start            int64                  `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
+	End              int64                  `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
+	AcceptHistograms bool                   `protobuf:"varint,30,opt,name=accept_histograms,json=acceptHistograms,proto3" json:"accept_histograms,omitempty"` // as in FetchTaggedRequest
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -490,12 +508,23 @@ func (x *FetchRequest) GetEnd() int64 {
 	return 0
 }
 
+func (x *FetchRequest) GetAcceptHistograms() bool {
+	if x != nil {
+		return x.AcceptHistograms
+	}
+	return false
+}
+
 type FetchedSeries struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Shard uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
 	// dbnode/encoding stream form (docs/format/encoding.md); empty: no samples.
-	Stream        []byte `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	Stream []byte `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	// Native histogram samples in the range: histogram streams
+	// (docs/format/histogram.md) in time order, not overlapping (a new one
+	// where the kind changes). Only sent to a requester that accepts them.
+	Histograms    [][]byte `protobuf:"bytes,30,rep,name=histograms,proto3" json:"histograms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -547,6 +576,13 @@ func (x *FetchedSeries) GetShard() uint32 {
 func (x *FetchedSeries) GetStream() []byte {
 	if x != nil {
 		return x.Stream
+	}
+	return nil
+}
+
+func (x *FetchedSeries) GetHistograms() [][]byte {
+	if x != nil {
+		return x.Histograms
 	}
 	return nil
 }
@@ -917,14 +953,20 @@ func (x *BlockMetadataResponse) GetShards() []*ShardBlocks {
 }
 
 type FetchBlockRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Shard         uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
-	BlockStart    int64                  `protobuf:"varint,3,opt,name=block_start,json=blockStart,proto3" json:"block_start,omitempty"`
-	After         []byte                 `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`                        // page starts after this ID; empty: from the first
-	MaxBytes      uint32                 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"` // 0: server default
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Namespace  string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Shard      uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	BlockStart int64                  `protobuf:"varint,3,opt,name=block_start,json=blockStart,proto3" json:"block_start,omitempty"`
+	After      []byte                 `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`                        // page starts after this ID; empty: from the first
+	MaxBytes   uint32                 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"` // 0: server default
+	// accept_histograms: the requester reads block payload containers
+	// (docs/format/encoding.md, first byte 0x83: floats and native
+	// histograms). Without it a page holding one is refused
+	// (FailedPrecondition): an older node would store a payload it cannot
+	// read.
+	AcceptHistograms bool `protobuf:"varint,30,opt,name=accept_histograms,json=acceptHistograms,proto3" json:"accept_histograms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchBlockRequest) Reset() {
@@ -990,6 +1032,13 @@ func (x *FetchBlockRequest) GetMaxBytes() uint32 {
 		return x.MaxBytes
 	}
 	return 0
+}
+
+func (x *FetchBlockRequest) GetAcceptHistograms() bool {
+	if x != nil {
+		return x.AcceptHistograms
+	}
+	return false
 }
 
 type BlockSeries struct {
@@ -1105,13 +1154,14 @@ func (x *FetchBlockResponse) GetMore() bool {
 }
 
 type FetchUnflushedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Shard         uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
-	After         []byte                 `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
-	MaxBytes      uint32                 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Namespace        string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Shard            uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	After            []byte                 `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	MaxBytes         uint32                 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	AcceptHistograms bool                   `protobuf:"varint,30,opt,name=accept_histograms,json=acceptHistograms,proto3" json:"accept_histograms,omitempty"` // as in FetchTaggedRequest
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchUnflushedRequest) Reset() {
@@ -1170,6 +1220,13 @@ func (x *FetchUnflushedRequest) GetMaxBytes() uint32 {
 		return x.MaxBytes
 	}
 	return 0
+}
+
+func (x *FetchUnflushedRequest) GetAcceptHistograms() bool {
+	if x != nil {
+		return x.AcceptHistograms
+	}
+	return false
 }
 
 type FetchUnflushedResponse struct {
@@ -2292,22 +2349,27 @@ const file_node_proto_rawDesc = "" +
 	"\aMatcher\x12-\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x19.tessera.rpc.v1.MatchTypeR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\tR\x05value\"\xa7\x01\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"\xd4\x01\n" +
 	"\x12FetchTaggedRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x03R\x03end\x12\x16\n" +
-	"\x06shards\x18\x05 \x03(\rR\x06shards\"f\n" +
+	"\x06shards\x18\x05 \x03(\rR\x06shards\x12+\n" +
+	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\"\x93\x01\n" +
 	"\fFetchRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03ids\x18\x02 \x03(\fR\x03ids\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
-	"\x03end\x18\x04 \x01(\x03R\x03end\"M\n" +
+	"\x03end\x18\x04 \x01(\x03R\x03end\x12+\n" +
+	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\"m\n" +
 	"\rFetchedSeries\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x16\n" +
-	"\x06stream\x18\x03 \x01(\fR\x06stream\"F\n" +
+	"\x06stream\x18\x03 \x01(\fR\x06stream\x12\x1e\n" +
+	"\n" +
+	"histograms\x18\x1e \x03(\fR\n" +
+	"histograms\"F\n" +
 	"\rFetchResponse\x125\n" +
 	"\x06series\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.FetchedSeriesR\x06series\"\x0f\n" +
 	"\rHealthRequest\"Y\n" +
@@ -2329,26 +2391,28 @@ const file_node_proto_rawDesc = "" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x121\n" +
 	"\x06blocks\x18\x02 \x03(\v2\x19.tessera.rpc.v1.BlockMetaR\x06blocks\"L\n" +
 	"\x15BlockMetadataResponse\x123\n" +
-	"\x06shards\x18\x01 \x03(\v2\x1b.tessera.rpc.v1.ShardBlocksR\x06shards\"\x9b\x01\n" +
+	"\x06shards\x18\x01 \x03(\v2\x1b.tessera.rpc.v1.ShardBlocksR\x06shards\"\xc8\x01\n" +
 	"\x11FetchBlockRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x1f\n" +
 	"\vblock_start\x18\x03 \x01(\x03R\n" +
 	"blockStart\x12\x14\n" +
 	"\x05after\x18\x04 \x01(\fR\x05after\x12\x1b\n" +
-	"\tmax_bytes\x18\x05 \x01(\rR\bmaxBytes\"K\n" +
+	"\tmax_bytes\x18\x05 \x01(\rR\bmaxBytes\x12+\n" +
+	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\"K\n" +
 	"\vBlockSeries\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x18\n" +
 	"\asamples\x18\x03 \x01(\rR\asamples\"]\n" +
 	"\x12FetchBlockResponse\x123\n" +
 	"\x06series\x18\x01 \x03(\v2\x1b.tessera.rpc.v1.BlockSeriesR\x06series\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"~\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\xab\x01\n" +
 	"\x15FetchUnflushedRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x14\n" +
 	"\x05after\x18\x03 \x01(\fR\x05after\x12\x1b\n" +
-	"\tmax_bytes\x18\x04 \x01(\rR\bmaxBytes\"c\n" +
+	"\tmax_bytes\x18\x04 \x01(\rR\bmaxBytes\x12+\n" +
+	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\"c\n" +
 	"\x16FetchUnflushedResponse\x125\n" +
 	"\x06series\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.FetchedSeriesR\x06series\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\"q\n" +
@@ -2417,9 +2481,10 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries*-\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries*O\n" +
 	"\rPayloadFormat\x12\x1c\n" +
-	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00*Y\n" +
+	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00\x12 \n" +
+	"\x1cPAYLOAD_FORMAT_HISTOGRAMS_V1\x10\x1e*Y\n" +
 	"\tMatchType\x12\x0f\n" +
 	"\vMATCH_EQUAL\x10\x00\x12\x13\n" +
 	"\x0fMATCH_NOT_EQUAL\x10\x01\x12\x10\n" +

@@ -1,0 +1,410 @@
+package storage
+
+import (
+	"fmt"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/limits"
+)
+
+// HistogramSample is one native histogram sample of one series: H
+// (integer counts) or FH (float counts), exactly one set. The rest is as in
+// Sample. It is a type of its own so that Sample, and the float write path
+// that moves millions of them, does not grow by two pointers.
+type HistogramSample struct {
+	ID    []byte
+	Shard uint32
+	T     int64 // unix ms
+	H     *histogram.Histogram
+	FH    *histogram.FloatHistogram
+	Ref   *Series
+}
+
+// histSeries is a series' unflushed histogram samples: one histBucket per
+// block, as bucket is for floats. It hangs off Series by a pointer past the
+// float write path's cache lines, nil for a series that never had one, so
+// floats pay nothing for it.
+type histSeries struct {
+	buckets []*histBucket
+}
+
+// histBucket holds one series' unflushed histogram samples of one block.
+// Streams follow bucket's rule (a sample goes to the first stream that can
+// take it in order, else a new one at the end; later streams win on equal
+// timestamps), with one more condition: a stream holds one kind, integer
+// or float, so a sample goes to the first stream of its kind (or empty).
+type histBucket struct {
+	start    int64
+	flushing bool
+	streams  []*encoding.HistogramEncoder
+}
+
+func (b *histBucket) write(t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+	pick := func() *encoding.HistogramEncoder {
+		for _, s := range b.streams {
+			if s.Len() == 0 || (t > s.LastTimestamp() && s.IsFloat() == (fh != nil)) {
+				return s
+			}
+		}
+		return nil
+	}
+	s := pick()
+	if s == nil && len(b.streams) >= maxStreams {
+		if err := b.compact(); err != nil {
+			return err
+		}
+		s = pick()
+	}
+	if s == nil {
+		s = encoding.NewHistogramEncoder()
+		b.streams = append(b.streams, s)
+	}
+	if fh != nil {
+		return s.AppendFloatHistogram(t, fh)
+	}
+	return s.AppendHistogram(t, h)
+}
+
+// compact merges the streams into as few as their kinds allow (one per
+// run of a kind, in time order).
+func (b *histBucket) compact() error {
+	it := b.iterator(false)
+	var (
+		out []*encoding.HistogramEncoder
+		cur *encoding.HistogramEncoder
+		h   *histogram.Histogram
+		fh  *histogram.FloatHistogram
+	)
+	for it.Next() {
+		fl := it.IsFloat()
+		if cur == nil || cur.IsFloat() != fl {
+			cur = encoding.NewHistogramEncoder()
+			out = append(out, cur)
+		}
+		var err error
+		if fl {
+			var t int64
+			t, fh = it.AtFloatHistogram(fh)
+			err = cur.AppendFloatHistogram(t, fh)
+		} else {
+			var t int64
+			t, h = it.AtHistogram(h)
+			err = cur.AppendHistogram(t, h)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	b.streams = out
+	return nil
+}
+
+// iterator merges the bucket's streams; with copyBytes they are copied
+// first, so it stays valid after the series lock is released.
+func (b *histBucket) iterator(copyBytes bool) encoding.HistogramIterator {
+	its := make([]encoding.HistogramIterator, 0, len(b.streams))
+	for _, s := range b.streams {
+		bs := s.Bytes()
+		if copyBytes {
+			bs = append([]byte(nil), bs...)
+		}
+		its = append(its, encoding.NewHistogramIterator(bs))
+	}
+	return encoding.MergeHistogramIterators(its...)
+}
+
+func (b *histBucket) samples() int {
+	n := 0
+	for _, s := range b.streams {
+		n += s.Len()
+	}
+	return n
+}
+
+func (b *histBucket) memBytes() int {
+	n := 0
+	for _, s := range b.streams {
+		n += len(s.Bytes())
+	}
+	return n
+}
+
+// writeHist appends a histogram sample to the writable histogram bucket of
+// its block, as write does a float.
+func (s *Series) writeHist(blockStart, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (newBucket bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.removed {
+		return false, errSeriesRemoved
+	}
+	if s.hist == nil {
+		s.hist = &histSeries{}
+	}
+	var b *histBucket
+	for _, c := range s.hist.buckets {
+		if c.start == blockStart && !c.flushing {
+			b = c
+			break
+		}
+	}
+	if b == nil {
+		b = &histBucket{start: blockStart}
+		s.hist.buckets = append(s.hist.buckets, b)
+		newBucket = true
+	}
+	return newBucket, b.write(t, h, fh)
+}
+
+// histIterators is iterators for histograms.
+func (s *Series) histIterators(from, to int64) []encoding.HistogramIterator {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hist == nil {
+		return nil
+	}
+	var its []encoding.HistogramIterator
+	for pass := 0; pass < 2; pass++ {
+		for _, b := range s.hist.buckets {
+			if b.start < from || b.start > to || b.flushing != (pass == 0) {
+				continue
+			}
+			its = append(its, b.iterator(true))
+		}
+	}
+	return its
+}
+
+// startHistFlush is startFlush for histograms (called with s.mu held).
+func (s *Series) startHistFlushLocked(blockStart int64) encoding.HistogramIterator {
+	if s.hist == nil {
+		return nil
+	}
+	var its []encoding.HistogramIterator
+	for _, b := range s.hist.buckets {
+		if b.start == blockStart {
+			b.flushing = true
+			its = append(its, b.iterator(true))
+		}
+	}
+	if len(its) == 0 {
+		return nil
+	}
+	return encoding.MergeHistogramIterators(its...)
+}
+
+// keepHistBuckets keeps the histogram buckets keep accepts (s.mu held),
+// and drops the histogram state once none is left.
+func (s *Series) keepHistBucketsLocked(keep func(*histBucket) bool) {
+	if s.hist == nil {
+		return
+	}
+	kept := s.hist.buckets[:0]
+	for _, b := range s.hist.buckets {
+		if keep(b) {
+			kept = append(kept, b)
+		}
+	}
+	for i := len(kept); i < len(s.hist.buckets); i++ {
+		s.hist.buckets[i] = nil
+	}
+	s.hist.buckets = kept
+	if len(kept) == 0 {
+		s.hist = nil
+	}
+}
+
+// emptyLocked reports whether the series holds no unflushed sample of
+// either type (s.mu held).
+func (s *Series) emptyLocked() bool {
+	return len(s.buckets) == 0 && s.hist == nil
+}
+
+// WriteHistograms writes native histogram samples to namespace ns, with
+// WriteBatch's rules and errors: samples the time rules refuse, and
+// histograms that are invalid (Prometheus' validation: spans and buckets
+// that disagree, negative or inconsistent counts), are skipped and
+// reported in a *RejectedError (Index: position in batch); the rest is
+// durable in the commit log (sync mode) when it returns nil.
+func (db *Database) WriteHistograms(nsName string, batch []HistogramSample) error {
+	return db.writeHistograms(nsName, batch, false)
+}
+
+// LoadHistograms is LoadBatch for histogram samples.
+func (db *Database) LoadHistograms(nsName string, batch []HistogramSample) error {
+	return db.writeHistograms(nsName, batch, true)
+}
+
+func (db *Database) writeHistograms(nsName string, batch []HistogramSample, bootstrap bool) error {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return err
+	}
+	now := db.opts.Now()
+	var rejected *RejectedError
+	reject := func(i int, reason Reason, msg string) {
+		if rejected == nil {
+			rejected = &RejectedError{}
+		}
+		rejected.add(SampleError{Index: i, Reason: reason, Msg: msg})
+		db.metrics.rejected[reason].Inc(1)
+	}
+	maxSeries := int64(db.opts.Limits.Config().MaxActiveSeries)
+	if bootstrap || maxSeries < 0 {
+		maxSeries = 0
+	}
+	series := make([]*Series, 0, len(batch))
+	index := make([]int32, 0, len(batch))
+	entries := make([]commitlog.HistEntry, 0, len(batch))
+	for i := range batch {
+		s := &batch[i]
+		reason, msg := ns.check(s.T, now)
+		if bootstrap && reason == ReasonColdDisabled {
+			reason = 0
+		}
+		if reason == 0 && s.Shard >= db.opts.NumShards {
+			reason, msg = ReasonBadID, fmt.Sprintf("shard %d out of range", s.Shard)
+		}
+		if reason == 0 {
+			if err := checkHistogram(s.H, s.FH); err != nil {
+				reason, msg = ReasonBadHistogram, fmt.Sprintf("histogram at %s: %v", fmtMs(s.T), err)
+			}
+		}
+		if reason != 0 {
+			reject(i, reason, msg)
+			continue
+		}
+		se := s.Ref
+		if se == nil || se.ns != ns {
+			var ok bool
+			if se, ok = ns.shard(s.Shard).getOrCreateUpTo(ns, hashID(s.ID), s.ID, maxSeries); !ok {
+				reject(i, ReasonSeriesLimit, db.seriesLimitMsg(s.ID))
+				db.opts.Limits.Count(limits.ActiveSeries)
+				continue
+			}
+		}
+		series = append(series, se)
+		index = append(index, int32(i))
+		entries = append(entries, commitlog.HistEntry{Namespace: nsName, ID: se.id, Ref: &se.clRef, T: s.T, H: s.H, FH: s.FH})
+	}
+	if len(entries) > 0 {
+		if err := db.logAndApplyHist(ns, batch, series, index, entries); err != nil {
+			return fmt.Errorf("write histograms to namespace %s: %w", nsName, err)
+		}
+		db.metrics.written.Inc(int64(len(entries)))
+		db.metrics.histWritten.Inc(int64(len(entries)))
+	}
+	if rejected != nil {
+		return rejected
+	}
+	return nil
+}
+
+// checkHistogram refuses what Prometheus' TSDB refuses (Validate) and
+// what the stream encoding cannot hold, before anything is logged.
+func checkHistogram(h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+	switch {
+	case (h == nil) == (fh == nil):
+		return fmt.Errorf("exactly one of an integer and a float histogram must be given")
+	case h != nil:
+		if err := h.Validate(); err != nil {
+			return err
+		}
+		return encoding.CheckHistogram(h)
+	default:
+		if err := fh.Validate(); err != nil {
+			return err
+		}
+		return encoding.CheckFloatHistogram(fh)
+	}
+}
+
+// logAndApplyHist is logAndApply for histogram samples.
+func (db *Database) logAndApplyHist(ns *namespace, batch []HistogramSample, series []*Series, index []int32, entries []commitlog.HistEntry) (err error) {
+	db.writeMu.RLock()
+	defer db.writeMu.RUnlock()
+	ticket, err := db.cl.EnqueueWith(nil, entries)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if werr := ticket.Wait(); err == nil {
+			err = werr
+		}
+	}()
+	for k, se := range series {
+		s := &batch[index[k]]
+		if s.Ref, err = db.applyHistTo(ns, s.Shard, se, s.T, s.H, s.FH); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyHistTo is applyTo for a histogram sample.
+func (db *Database) applyHistTo(ns *namespace, shard uint32, s *Series, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (*Series, error) {
+	bs := ns.blockStart(t)
+	for {
+		newBucket, err := s.writeHist(bs, t, h, fh)
+		if err == errSeriesRemoved {
+			s = ns.shard(shard).getOrCreate(ns, s.hash, s.id)
+			continue
+		}
+		if err != nil {
+			return s, fmt.Errorf("shard %d: %w", shard, err)
+		}
+		if newBucket && ns.index != nil {
+			if err := ns.index.Insert(s.id, bs); err != nil {
+				return s, fmt.Errorf("index series: %w", err)
+			}
+		}
+		return s, nil
+	}
+}
+
+// ReadHistograms returns the histogram samples of one series in [start,
+// end] (ms, inclusive), merged across filesets and memory.
+func (db *Database) ReadHistograms(nsName string, id []byte, start, end int64) (encoding.HistogramIterator, error) {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return nil, err
+	}
+	_, h, err := db.readBoth(ns, id, db.Shard(id), start, end)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return encoding.NewHistogramIterator(nil), nil
+	}
+	return h, nil
+}
+
+// rangeHistIterator keeps the samples of it inside [start, end].
+type rangeHistIterator struct {
+	encoding.HistogramIterator
+	start, end int64
+	done       bool
+}
+
+func (r *rangeHistIterator) Next() bool {
+	if r.done {
+		return false
+	}
+	for r.HistogramIterator.Next() {
+		t := r.AtT()
+		if t < r.start {
+			continue
+		}
+		if t > r.end {
+			r.done = true
+			return false
+		}
+		return true
+	}
+	r.done = true
+	return false
+}

@@ -1,0 +1,177 @@
+package storage
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/stretchr/testify/require"
+)
+
+// hv is one read sample of either type, printed completely so samples
+// compare with == (bit patterns included: %v of a NaN sum prints NaN for
+// every payload, so the stale marker is checked apart).
+type hv struct {
+	T     int64
+	Float bool // a float histogram
+	S     string
+	Stale bool
+}
+
+func testHist(i int) *histogram.Histogram {
+	h := &histogram.Histogram{
+		Schema: 0, ZeroThreshold: 0.001, ZeroCount: uint64(i), Count: uint64(4*i + 3), Sum: float64(i) * 1.25,
+		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}}, PositiveBuckets: []int64{int64(i + 1), int64(i + 1)},
+		CounterResetHint: histogram.NotCounterReset,
+	}
+	if i%5 == 4 { // a custom-bucket (NHCB) sample now and then
+		h.Schema, h.ZeroThreshold, h.ZeroCount = histogram.CustomBucketsSchema, 0, 0
+		h.Count = uint64(3 * (i + 1))
+		h.CustomValues = []float64{0.5, 1}
+	}
+	return h
+}
+
+func histOf(s HistogramSample) hv {
+	if s.FH != nil {
+		return hv{T: s.T, Float: true, S: fmt.Sprintf("%+v", *s.FH), Stale: value.IsStaleNaN(s.FH.Sum)}
+	}
+	return hv{T: s.T, S: fmt.Sprintf("%+v", *s.H), Stale: value.IsStaleNaN(s.H.Sum)}
+}
+
+func readHists(t *testing.T, db *Database, id []byte, start, end int64) []hv {
+	t.Helper()
+	it, err := db.ReadHistograms("default", id, start, end)
+	require.NoError(t, err)
+	var out []hv
+	for it.Next() {
+		var s HistogramSample
+		if it.IsFloat() {
+			s.T, s.FH = it.AtFloatHistogram(nil)
+		} else {
+			s.T, s.H = it.AtHistogram(nil)
+		}
+		out = append(out, histOf(s))
+	}
+	require.NoError(t, it.Err())
+	return out
+}
+
+// mixedSamples: integer histograms at base+1s.., float ones, and a stale
+// marker last; returns them and what a read gives back.
+func mixedSamples(db *Database, id []byte, base int64, n int) []HistogramSample {
+	out := make([]HistogramSample, n)
+	for i := range out {
+		s := HistogramSample{ID: id, Shard: db.Shard(id), T: base + int64(i+1)*1000}
+		h := testHist(i)
+		if i == n-1 {
+			h.Sum = math.Float64frombits(value.StaleNaN)
+		}
+		if i%3 == 2 {
+			s.FH = h.ToFloat(nil)
+		} else {
+			s.H = h
+		}
+		out[i] = s
+	}
+	return out
+}
+
+func wantHists(ss ...HistogramSample) []hv {
+	out := make([]hv, len(ss))
+	for i, s := range ss {
+		out[i] = histOf(s)
+	}
+	return out
+}
+
+// A series takes histograms of both kinds and floats, out of order too;
+// both types read back whole through memory, commit log replay, flush,
+// a cold write merged into the flushed block, reopening from filesets,
+// and retention.
+func TestHistogramsEndToEnd(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	dir := t.TempDir()
+	db := openDB(t, testOpts(dir, clk))
+	id, only := sid("hist", "k", "v"), sid("hist_only")
+	base := ms(t0)
+	hs := mixedSamples(db, id, base, 10)
+	// Written in two requests, the second out of order (before the first).
+	require.NoError(t, db.WriteHistograms("default", hs[5:]))
+	require.NoError(t, db.WriteHistograms("default", hs[:5]))
+	require.NoError(t, db.WriteBatch("default", samples(db, id, base+500, base+1500)))
+	ho := mixedSamples(db, only, base, 4)
+	require.NoError(t, db.WriteHistograms("default", ho))
+	want := wantHists(hs...)
+	check := func(what string) {
+		t.Helper()
+		require.Equal(t, want, readHists(t, db, id, base, base+100_000), what)
+		require.Equal(t, wantHists(ho...), readHists(t, db, only, base, base+100_000), what)
+		require.Len(t, readAll(t, db, id, base, base+100_000), 2, what)
+		require.Empty(t, readAll(t, db, only, base, base+100_000), what)
+		require.True(t, want[len(want)-1].Stale, what)
+	}
+	check("memory")
+	// A range read keeps only what is inside.
+	require.Equal(t, want[2:4], readHists(t, db, id, base+3000, base+4000))
+
+	// Last write wins on an equal timestamp, whatever its kind.
+	over := HistogramSample{ID: id, Shard: db.Shard(id), T: hs[1].T, FH: testHist(7).ToFloat(nil)}
+	require.NoError(t, db.WriteHistograms("default", []HistogramSample{over}))
+	want[1] = histOf(over)
+	check("overwrite")
+
+	require.NoError(t, db.Close())
+	db = openDB(t, testOpts(dir, clk))
+	check("replayed")
+
+	clk.Add(2 * time.Hour)
+	require.NoError(t, db.Tick())
+	require.Equal(t, 0, countSeries(db))
+	check("flushed")
+
+	// A cold histogram write merges into the next volume.
+	cold := HistogramSample{ID: id, Shard: db.Shard(id), T: base + 1200, H: testHist(3)}
+	require.NoError(t, db.WriteHistograms("default", []HistogramSample{cold}))
+	want = append(want[:1], append([]hv{histOf(cold)}, want[1:]...)...)
+	check("cold in memory")
+	require.NoError(t, db.Tick())
+	require.NoError(t, db.Tick())
+	require.Equal(t, 0, countSeries(db))
+	check("cold flushed")
+
+	require.NoError(t, db.Close())
+	db = openDB(t, testOpts(dir, clk))
+	check("reopened")
+
+	clk.Add(48 * time.Hour)
+	require.NoError(t, db.Tick())
+	require.Empty(t, readHists(t, db, id, base, base+100_000))
+}
+
+// Histograms Prometheus would refuse are refused with a reason naming
+// them, and the valid ones of the batch are written.
+func TestInvalidHistogramsRejected(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	db := openDB(t, testOpts(t.TempDir(), clk))
+	id := sid("bad_hist")
+	base := ms(t0)
+	bad := testHist(1)
+	bad.PositiveBuckets = bad.PositiveBuckets[:1] // spans say 2
+	neg := testHist(1).ToFloat(nil)
+	neg.PositiveBuckets[0] = -1
+	good := HistogramSample{ID: id, Shard: db.Shard(id), T: base + 3000, H: testHist(2)}
+	err := db.WriteHistograms("default", []HistogramSample{
+		{ID: id, Shard: db.Shard(id), T: base + 1000, H: bad},
+		{ID: id, Shard: db.Shard(id), T: base + 2000, FH: neg},
+		good,
+		{ID: id, Shard: db.Shard(id), T: base + 4000},
+	})
+	var rej *RejectedError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, 3, rej.ByReason[ReasonBadHistogram])
+	require.Equal(t, wantHists(good), readHists(t, db, id, base, base+10_000))
+}
