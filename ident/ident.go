@@ -81,8 +81,21 @@ func AppendSortedPairs(dst []byte, pairs []Pair) []byte {
 }
 
 // Labels decodes an ID back into its labels.
+//
+// A query decodes the labels of every series it selects, so this costs a
+// fixed few allocations per series rather than two per label: names and
+// values are substrings of one string copy of id (safe whatever the labels
+// implementation keeps of them), cut at the offsets Range's slices have in
+// id.
 func Labels(id []byte) (labels.Labels, error) {
 	b := labels.NewScratchBuilder(8)
+	s := string(id)
+	// sub is the substring of s at p's place in id: p aliases id, and
+	// cap(id) - cap(p) is its offset.
+	sub := func(p []byte) string {
+		k := cap(id) - cap(p)
+		return s[k : k+len(p)]
+	}
 	var tooLong error
 	err := Range(id, func(name, value []byte) {
 		if len(name) > MaxLabelLength || len(value) > MaxLabelLength {
@@ -91,7 +104,7 @@ func Labels(id []byte) (labels.Labels, error) {
 			}
 			return
 		}
-		b.Add(string(name), string(value))
+		b.Add(sub(name), sub(value))
 	})
 	if err == nil {
 		err = tooLong
