@@ -44,8 +44,37 @@ func FuzzLabels(f *testing.F) {
 	f.Add(FromLabels(labels.FromStrings("__name__", "up", "job", "x")))
 	f.Add([]byte{0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = Labels(b)
+		ls, err := Labels(b)
+		if err != nil {
+			return
+		}
+		// The labels are the pairs Range sees, copied, also when the ID
+		// is a slice of a larger buffer (Labels cuts by offsets in it).
+		want := labels.NewScratchBuilder(0)
+		require.NoError(t, Range(b, func(name, value []byte) { want.Add(string(name), string(value)) }))
+		if !labels.Equal(ls, want.Labels()) {
+			t.Fatalf("%q: got %v, want %v", b, ls, want.Labels())
+		}
+		buf := append(append([]byte("prefix"), b...), "suffix"...)
+		ls2, err := Labels(buf[6 : 6+len(b)])
+		if err != nil || !labels.Equal(ls, ls2) {
+			t.Fatalf("in a larger buffer: %v, %v; want %v", ls2, err, ls)
+		}
 	})
+}
+
+// BenchmarkLabels decodes a node_exporter-like ID, as a query does for
+// every series it selects.
+//
+//	go test -run '^$' -bench Labels -benchmem ./ident
+func BenchmarkLabels(b *testing.B) {
+	id := FromLabels(labels.FromStrings("__name__", "node_cpu_seconds_total", "cpu", "3",
+		"instance", "10.0.1.17:9100", "job", "node", "mode", "iowait"))
+	for b.Loop() {
+		if _, err := Labels(id); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func TestSame(t *testing.T) {

@@ -45,10 +45,11 @@ func newFloatIterator(reuse chunkenc.Iterator, src encoding.Iterator) *floatIter
 	return it
 }
 
-// newPeekedIterator returns an iterator whose first sample (t, v) was
-// already read from src (to learn whether the series has any data).
-func newPeekedIterator(src encoding.Iterator, t int64, v float64) *floatIterator {
-	return &floatIterator{src: src, t: t, v: v, state: iterPending}
+// peekedIterator is an iterator whose first sample (t, v) was already
+// read from src (to learn whether the series has any data). A value, so
+// that its owner can hold it without an allocation of its own.
+func peekedIterator(src encoding.Iterator, t int64, v float64) floatIterator {
+	return floatIterator{src: src, t: t, v: v, state: iterPending}
 }
 
 func (it *floatIterator) Next() chunkenc.ValueType {

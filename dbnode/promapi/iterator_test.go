@@ -37,7 +37,8 @@ func TestIteratorMatchesPrometheus(t *testing.T) {
 			// The form Select hands out: the first sample already read.
 			src := &sliceIter{s: ss, i: -1}
 			src.Next()
-			got = newPeekedIterator(src, ss[0].t, ss[0].v)
+			it := peekedIterator(src, ss[0].t, ss[0].v)
+			got = &it
 		}
 		ops := rapid.IntRange(1, 40).Draw(t, "ops")
 		for range ops {

@@ -42,6 +42,9 @@ type seriesSet struct {
 	n       int // series returned so far
 	cur     *series
 	err     error
+	// lb decodes the labels of every series the set returns: one builder
+	// for all of them (the label sets are copied out of it).
+	lb labels.ScratchBuilder
 	// warnings name the series left out: their stored data is damaged, or
 	// their ID cannot become a Prometheus label set (stored before the
 	// label limits refused such series): the query answers the others.
@@ -80,7 +83,7 @@ func (s *seriesSet) load() error {
 	for _, it := range its {
 		c := candidate{it: it}
 		if s.sorted {
-			if c.lset, err = ident.Labels(it.ID); err != nil {
+			if c.lset, err = ident.LabelsWith(&s.lb, it.ID); err != nil {
 				s.skip(it.ID, err)
 				continue
 			}
@@ -135,17 +138,20 @@ func (s *seriesSet) Next() bool {
 		lset := e.lset
 		if !s.sorted {
 			var err error
-			if lset, err = ident.Labels(e.it.ID); err != nil {
+			if lset, err = ident.LabelsWith(&s.lb, e.it.ID); err != nil {
 				s.skip(e.it.ID, err)
 				*e = candidate{}
 				continue
 			}
 		}
+		cur := &series{set: s, lset: lset, first: first}
 		if first == nil {
+			// The float iterator lives in the series: one allocation.
 			t, v := src.At()
-			first = newPeekedIterator(src, t, v)
+			cur.peeked = peekedIterator(src, t, v)
+			cur.first = &cur.peeked
 		}
-		s.cur = &series{set: s, lset: lset, first: first}
+		s.cur = cur
 		*e = candidate{} // the set forgets it; the series owns it now
 		s.i++
 		s.n++
@@ -177,6 +183,9 @@ type series struct {
 	set   *seriesSet
 	lset  labels.Labels
 	first chunkenc.Iterator // nil once handed out
+	// peeked backs first for a float-only series, whose first sample
+	// Next already read.
+	peeked floatIterator
 }
 
 func (s *series) Labels() labels.Labels { return s.lset }

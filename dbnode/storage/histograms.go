@@ -160,14 +160,12 @@ func (s *Series) writeHist(blockStart, t int64, h *histogram.Histogram, fh *hist
 	return newBucket, b.write(t, h, fh)
 }
 
-// histIterators is iterators for histograms.
-func (s *Series) histIterators(from, to int64) []encoding.HistogramIterator {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// appendHistIteratorsLocked is appendIteratorsLocked for histograms
+// (called with s.mu held).
+func (s *Series) appendHistIteratorsLocked(its []encoding.HistogramIterator, from, to int64) []encoding.HistogramIterator {
 	if s.hist == nil {
-		return nil
+		return its
 	}
-	var its []encoding.HistogramIterator
 	for pass := 0; pass < 2; pass++ {
 		for _, b := range s.hist.buckets {
 			if b.start < from || b.start > to || b.flushing != (pass == 0) {

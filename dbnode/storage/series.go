@@ -105,7 +105,19 @@ func (s *Series) newBucket(blockStart int64) *bucket {
 func (s *Series) iterators(from, to int64) []encoding.Iterator {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var its []encoding.Iterator
+	return s.appendIteratorsLocked(nil, from, to)
+}
+
+// readIterators appends to its and hits what iterators and histIterators
+// return, under one lock and without slices of their own: a query reads
+// every series it selects.
+func (s *Series) readIterators(its []encoding.Iterator, hits []encoding.HistogramIterator, from, to int64) ([]encoding.Iterator, []encoding.HistogramIterator) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appendIteratorsLocked(its, from, to), s.appendHistIteratorsLocked(hits, from, to)
+}
+
+func (s *Series) appendIteratorsLocked(its []encoding.Iterator, from, to int64) []encoding.Iterator {
 	for pass := 0; pass < 2; pass++ {
 		for _, b := range s.buckets {
 			if b.start < from || b.start > to || b.flushing != (pass == 0) {

@@ -94,8 +94,7 @@ func (sh *shard) read(id []byte, from, to int64) ([]encoding.Iterator, []encodin
 		}
 	}
 	if s != nil {
-		its = append(its, s.iterators(from, to)...)
-		hits = append(hits, s.histIterators(from, to)...)
+		its, hits = s.readIterators(its, hits, from, to)
 	}
 	return its, hits, nil
 }

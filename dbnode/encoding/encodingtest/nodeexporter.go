@@ -51,13 +51,21 @@ var DefaultNodeExporter = NodeExporterConfig{
 // changes. All series of a host share its scrape timestamps: 10 s apart,
 // with one scrape in ten off its schedule by 1-5 ms.
 func NodeExporter(cfg NodeExporterConfig) []Series {
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7e55e7a))
 	var out []Series
-	for h := 0; h < cfg.Hosts; h++ {
-		out = append(out, newHost(rng, cfg, h).run()...)
-	}
+	NodeExporterHosts(cfg, func(_ int, series []Series) { out = append(out, series...) })
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID, out[j].ID) < 0 })
 	return out
+}
+
+// NodeExporterHosts generates the same data as NodeExporter one host at a
+// time, handing fn each host's series (in generation order, not sorted)
+// before generating the next, so that a data set too large to hold at
+// once (100,000 series and more) can be streamed into storage.
+func NodeExporterHosts(cfg NodeExporterConfig, fn func(host int, series []Series)) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7e55e7a))
+	for h := 0; h < cfg.Hosts; h++ {
+		fn(h, newHost(rng, cfg, h).run())
+	}
 }
 
 // host simulates one machine; every series reads its shared state.
