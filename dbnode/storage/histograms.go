@@ -160,6 +160,14 @@ func (s *Series) writeHist(blockStart, t int64, h *histogram.Histogram, fh *hist
 	return newBucket, b.write(t, h, fh)
 }
 
+// histIterators is appendHistIteratorsLocked under the series' lock, for
+// callers that read histograms alone (unflushed streaming, repair).
+func (s *Series) histIterators(from, to int64) []encoding.HistogramIterator {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appendHistIteratorsLocked(nil, from, to)
+}
+
 // appendHistIteratorsLocked is appendIteratorsLocked for histograms
 // (called with s.mu held).
 func (s *Series) appendHistIteratorsLocked(its []encoding.HistogramIterator, from, to int64) []encoding.HistogramIterator {
