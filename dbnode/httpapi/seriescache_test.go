@@ -157,3 +157,34 @@ func TestSeriesCacheIgnoresRefusedRequests(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Zero(t, f.api.series.len())
 }
+
+// A cached series written to this node's storage keeps the storage
+// series' ID instead of a copy of its own (one ID copy less per series),
+// and still hits with the same ID.
+func TestSeriesCacheSharesStorageID(t *testing.T) {
+	f := newFixture(t, 32<<20)
+	now := time.Now().UnixMilli()
+	url := f.srv.URL + "/api/v1/prom/remote/write"
+	body := writeBody(t, ts("up", now-2000, 1, prompb.Label{Name: "job", Value: "a"}))
+	code, msg := post(t, url, body)
+	require.Equal(t, http.StatusNoContent, code, msg)
+
+	f.api.series.mu.RLock()
+	var entries []*cachedSeries
+	for _, e := range f.api.series.cur {
+		entries = append(entries, e)
+	}
+	f.api.series.mu.RUnlock()
+	require.Len(t, entries, 1)
+	e := entries[0]
+	ref := e.ref.Load()
+	require.NotNil(t, ref, "written locally: the entry holds the storage series")
+	require.Equal(t, ref.ID(), e.id)
+	require.Same(t, &ref.ID()[0], &e.id[0], "the entry shares the series' ID bytes")
+	require.NotEqual(t, e.key, e.id)
+
+	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 2, prompb.Label{Name: "job", Value: "a"})))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	a := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("a")}})
+	require.Equal(t, []int64{now - 2000, now - 1000}, readIDs(t, f, a, now-5000, now))
+}

@@ -117,11 +117,11 @@ func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, max
 		return nil, false, nil
 	}
 	all := sh.snapshotSeries()
-	sort.Slice(all, func(i, j int) bool { return bytes.Compare(all[i].id, all[j].id) < 0 })
+	sort.Slice(all, func(i, j int) bool { return all[i].id < all[j].id })
 	var out []SeriesStream
 	size := 0
 	for i, s := range all {
-		if after != nil && bytes.Compare(s.id, after) <= 0 {
+		if after != nil && s.id <= string(after) {
 			continue
 		}
 		its := s.iterators(-1<<62, 1<<62)
@@ -142,7 +142,7 @@ func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, max
 		if len(out) > 0 && size+len(stream) > maxBytes {
 			return out, i < len(all), nil
 		}
-		out = append(out, SeriesStream{ID: s.id, Stream: stream})
+		out = append(out, SeriesStream{ID: s.ID(), Stream: stream})
 		size += len(stream)
 	}
 	return out, false, nil
