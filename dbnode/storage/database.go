@@ -431,7 +431,7 @@ func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v f
 			return s, fmt.Errorf("shard %d: %w", shard, err)
 		}
 		if newBucket && ns.index != nil {
-			if err := ns.index.Insert(s.ID(), bs); err != nil {
+			if err := ns.index.InsertString(s.id, bs); err != nil {
 				return s, fmt.Errorf("index series: %w", err)
 			}
 		}
