@@ -161,6 +161,7 @@ func (c *Config) Validate() error {
 		bad("ingest.maxExemplars", "must be positive, got %d", c.Ingest.MaxExemplars)
 	}
 	errs = append(errs, c.Repair.validate()...)
+	errs = append(errs, c.GC.validate()...)
 	return errors.Join(errs...)
 }
 
