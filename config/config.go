@@ -38,6 +38,7 @@ type Config struct {
 	Hints      Hints       `yaml:"hints"`
 	Ingest     Ingest      `yaml:"ingest"`
 	Repair     Repair      `yaml:"repair"`
+	GC         GC          `yaml:"gc"`
 }
 
 // Ingest bounds what remote write brings besides samples, kept in memory
@@ -405,6 +406,7 @@ func (c *Config) Defaults() {
 	c.Limits.defaults()
 	c.Hints.defaults()
 	c.Repair.defaults()
+	c.GC.defaults()
 	if c.Ingest.MetadataMaxMetrics == 0 {
 		c.Ingest.MetadataMaxMetrics = 10000
 	}

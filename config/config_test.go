@@ -85,6 +85,9 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"hints:\n  maxAge: -1s", "hints.maxAge"},
 		{"hints:\n  replayBytesPerSecond: -1", "hints.replayBytesPerSecond"},
 		{"hints:\n  enabled: maybe", "enabled"},
+		{"gc:\n  percent: -5", "gc.percent"},
+		{"gc:\n  minPercent: 200", "gc.minPercent"},
+		{"gc:\n  headroom: -1", "gc.headroom"},
 	} {
 		_, err := Parse(strings.NewReader(tc.yaml))
 		require.Error(t, err, tc.yaml)

@@ -164,6 +164,7 @@ func (c *Config) Validate() error {
 		bad("ingest.snapshotInterval", "must be positive, got %v", c.Ingest.SnapshotInterval)
 	}
 	errs = append(errs, c.Repair.validate()...)
+	errs = append(errs, c.GC.validate()...)
 	return errors.Join(errs...)
 }
 

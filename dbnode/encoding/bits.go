@@ -21,8 +21,8 @@ type bitWriter struct {
 // front.
 func (w *bitWriter) reset(headerBytes int) {
 	buf := w.buf[:0]
-	if cap(buf) < max(64, headerBytes+8) {
-		buf = make([]byte, 0, max(64, headerBytes+8))
+	if cap(buf) < max(32, headerBytes+8) {
+		buf = make([]byte, 0, max(32, headerBytes+8))
 	}
 	for range headerBytes {
 		buf = append(buf, 0)
@@ -34,17 +34,27 @@ func (w *bitWriter) reset(headerBytes int) {
 // pending bits into buf's spare capacity, so like a write it needs
 // exclusive access; the result is valid until the next write or reset. Its
 // capacity is clipped so that a caller's append cannot overwrite anything.
+// With fewer than 8 spare bytes it stores only the bytes the pending bits
+// need, so that a short stream (a series' first samples) reading its bytes
+// does not double its buffer.
 func (w *bitWriter) bytes() []byte {
 	n := len(w.buf)
 	if w.nacc == 0 {
 		return w.buf[:n:n]
 	}
-	if cap(w.buf)-n < 8 {
-		w.buf = slices.Grow(w.buf, 8)
-	}
-	b := w.buf[:n+8]
-	binary.BigEndian.PutUint64(b[n:], w.acc)
 	k := n + int(w.nacc+7)/8
+	if cap(w.buf)-n >= 8 {
+		b := w.buf[:n+8]
+		binary.BigEndian.PutUint64(b[n:], w.acc)
+		return b[:k:k]
+	}
+	if cap(w.buf) < k {
+		w.buf = slices.Grow(w.buf, k-n)
+	}
+	b := w.buf[:k]
+	for i := n; i < k; i++ {
+		b[i] = byte(w.acc >> (56 - 8*uint(i-n)))
+	}
 	return b[:k:k]
 }
 

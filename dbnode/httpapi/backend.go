@@ -147,7 +147,8 @@ func (a *API) histogramBatch(out []storage.HistogramSample, hs []remote.Histogra
 		id := s.ID
 		var shard uint32
 		if s.Known {
-			id, shard = known[h.Series].id, known[h.Series].shard
+			e := known[h.Series]
+			id, shard = e.idOf(e.ref.Load()), e.shard
 		} else {
 			shard = ident.Shard(id, a.opts.NumShards)
 		}

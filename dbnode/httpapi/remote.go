@@ -88,7 +88,8 @@ func (a *API) batch(samples []storage.Sample, series []remote.Series, known []*c
 		var ref *storage.Series
 		if s.Known {
 			e := known[i]
-			id, shard, ref = e.id, e.shard, e.ref.Load()
+			ref = e.ref.Load()
+			id, shard = e.idOf(ref), e.shard
 		} else {
 			shard = ident.Shard(id, a.opts.NumShards)
 		}

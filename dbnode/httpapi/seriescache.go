@@ -38,19 +38,36 @@ type seriesCache struct {
 	perGen   int
 	mu       sync.RWMutex
 	cur, old map[uint64]*cachedSeries
-	gen      uint64 // generation of cur
+	gen      uint32 // generation of cur (wrapping: it only decides promotions)
 }
 
-// cachedSeries is one remembered series. key (the label bytes), id and
-// shard are immutable; ref is the storage handle the last local write
-// returned (storage.Sample.Ref), nil when this node has not written the
-// series.
+// cachedSeries is one remembered series: its label bytes (the key), its
+// ID and shard, which are immutable, and ref, the storage handle the last
+// local write returned (storage.Sample.Ref), nil when this node has not
+// written the series. A node holds one per active series, so it is laid
+// out to fit 48 bytes: one slice holds the key and, after it, the ID,
+// unless the ID is the storage series' own (ref is then never nil: it is
+// only ever replaced by another series of the same ID); when the key is
+// the ID (remote write 2.0, OTLP) both are the same bytes.
 type cachedSeries struct {
-	key   []byte
-	id    []byte
-	shard uint32
-	gen   uint64 // the generation it is in; guarded by the cache's mu
-	ref   atomic.Pointer[storage.Series]
+	buf    []byte // the key, then the ID if not shared (see idOff)
+	keyLen uint32 // key = buf[:keyLen]
+	idOff  uint32 // id = buf[idOff:]; idOff == len(buf): the ID is ref's
+	shard  uint32
+	gen    uint32 // the generation it is in; guarded by the cache's mu
+	ref    atomic.Pointer[storage.Series]
+}
+
+// key returns the label bytes the entry was decoded from.
+func (e *cachedSeries) key() []byte { return e.buf[:e.keyLen] }
+
+// idOf returns the series' ID, given ref = e.ref.Load() (the caller loads
+// it once for both).
+func (e *cachedSeries) idOf(ref *storage.Series) []byte {
+	if int(e.idOff) == len(e.buf) && ref != nil {
+		return ref.ID()
+	}
+	return e.buf[e.idOff:]
 }
 
 func newSeriesCache(maxSeries int) *seriesCache {
@@ -87,7 +104,7 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, entries []*ca
 		if e == nil {
 			continue
 		}
-		if !bytes.Equal(keys[i].Raw, e.key) {
+		if !bytes.Equal(keys[i].Raw, e.key()) {
 			entries[i] = nil
 			continue
 		}
@@ -107,7 +124,7 @@ func (c *seriesCache) lookupOne(key []byte, h uint64) (e *cachedSeries, promote 
 	if e == nil {
 		e = c.old[h]
 	}
-	if e == nil || !bytes.Equal(key, e.key) {
+	if e == nil || !bytes.Equal(key, e.key()) {
 		return nil, false
 	}
 	return e, e.gen != c.gen
@@ -122,19 +139,30 @@ type newSeries struct {
 
 // entry builds the cache entry of a series whose label bytes key decoded
 // to id in shard and which was written to ref (nil if not written
-// locally). key and id are copied, side by side in one allocation; once
-// when key is id (remote write 2.0 keys series by ID).
+// locally). The ID is not copied when ref holds it: the series' ID is
+// immutable, and with a million series a second copy of every ID was a
+// tenth of the node's heap. Otherwise key and id are copied, side by side
+// in one allocation; once when key is id (remote write 2.0 keys series by
+// ID). Keys and IDs are far below 4 GiB (the label limits bound them).
 func entry(key, id []byte, shard uint32, ref *storage.Series) *cachedSeries {
-	if len(key) == len(id) && len(id) > 0 && &key[0] == &id[0] {
-		c := append([]byte(nil), id...)
-		e := &cachedSeries{key: c, id: c, shard: shard}
-		e.ref.Store(ref)
-		return e
-	}
-	buf := make([]byte, 0, len(key)+len(id))
-	buf = append(append(buf, key...), id...)
-	e := &cachedSeries{key: buf[:len(key):len(key)], id: buf[len(key):], shard: shard}
+	sameBytes := len(key) == len(id) && len(id) > 0 && &key[0] == &id[0]
+	e := &cachedSeries{shard: shard}
 	e.ref.Store(ref)
+	switch {
+	case ref != nil && bytes.Equal(ref.ID(), id) && sameBytes:
+		e.buf = ref.ID() // key, and ID at offset 0
+		e.keyLen = uint32(len(id))
+	case ref != nil && bytes.Equal(ref.ID(), id):
+		e.buf = append([]byte(nil), key...)
+		e.keyLen, e.idOff = uint32(len(key)), uint32(len(key)) // ID: ref's
+	case sameBytes:
+		e.buf = append([]byte(nil), id...)
+		e.keyLen = uint32(len(id))
+	default:
+		e.buf = make([]byte, 0, len(key)+len(id))
+		e.buf = append(append(e.buf, key...), id...)
+		e.keyLen, e.idOff = uint32(len(key)), uint32(len(key))
+	}
 	return e
 }
 

@@ -6,11 +6,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
 )
 
@@ -156,4 +158,66 @@ func TestSeriesCacheIgnoresRefusedRequests(t *testing.T) {
 	code, _ := post(t, f.srv.URL+"/api/v1/prom/remote/write", writeBody(t, ts("up", now, 1), bad))
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Zero(t, f.api.series.len())
+}
+
+// A cached series written to this node's storage keeps the storage
+// series' ID instead of a copy of its own (one ID copy less per series),
+// and still hits with the same ID.
+func TestSeriesCacheSharesStorageID(t *testing.T) {
+	f := newFixture(t, 32<<20)
+	now := time.Now().UnixMilli()
+	url := f.srv.URL + "/api/v1/prom/remote/write"
+	body := writeBody(t, ts("up", now-2000, 1, prompb.Label{Name: "job", Value: "a"}))
+	code, msg := post(t, url, body)
+	require.Equal(t, http.StatusNoContent, code, msg)
+
+	f.api.series.mu.RLock()
+	var entries []*cachedSeries
+	for _, e := range f.api.series.cur {
+		entries = append(entries, e)
+	}
+	f.api.series.mu.RUnlock()
+	require.Len(t, entries, 1)
+	e := entries[0]
+	ref := e.ref.Load()
+	require.NotNil(t, ref, "written locally: the entry holds the storage series")
+	id := e.idOf(ref)
+	require.Equal(t, ref.ID(), id)
+	require.Same(t, &ref.ID()[0], &id[0], "the entry shares the series' ID bytes")
+	require.Len(t, e.buf, int(e.keyLen), "the entry holds only the key")
+	require.NotEqual(t, e.key(), id)
+
+	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 2, prompb.Label{Name: "job", Value: "a"})))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	a := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("a")}})
+	require.Equal(t, []int64{now - 2000, now - 1000}, readIDs(t, f, a, now-5000, now))
+}
+
+// Every way an entry is built gives back its key and ID: with the ID
+// shared with storage or copied, with the key the ID (2.0) or not.
+func TestSeriesCacheEntryForms(t *testing.T) {
+	db := storagetest.Open(t, 4, nil)
+	id := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}})
+	now := time.Now().UnixMilli()
+	batch := []storage.Sample{{ID: id, Shard: 1, T: now, V: 1}}
+	require.NoError(t, db.WriteBatch("default", batch))
+	ref := batch[0].Ref
+	require.NotNil(t, ref)
+	key := []byte("label bytes on the wire")
+	otherID := append([]byte(nil), id...)
+	for name, tc := range map[string]struct {
+		key, id []byte
+		ref     *storage.Series
+	}{
+		"key, shared ID":    {key, otherID, ref},
+		"key, copied ID":    {key, otherID, nil},
+		"key is ID, shared": {otherID, otherID, ref},
+		"key is ID, copied": {otherID, otherID, nil},
+	} {
+		e := entry(tc.key, tc.id, 7, tc.ref)
+		require.Equal(t, tc.key, e.key(), name)
+		require.Equal(t, id, e.idOf(e.ref.Load()), name)
+		require.Equal(t, uint32(7), e.shard, name)
+	}
+	require.Equal(t, uintptr(48), unsafe.Sizeof(cachedSeries{}), "an entry is in the 48-byte size class")
 }

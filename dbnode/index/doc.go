@@ -14,7 +14,9 @@
 // Every distinct series ID gets a dense uint32 ref, so a label pair's
 // postings are a compressed bitmap rather than a list of IDs, and AND, OR
 // and AND NOT of matchers are bitmap operations. The ID is the only copy of
-// the series' label bytes: the ref -> ID pages hold it once; the ID -> ref
+// the series' label bytes: the ref -> ID pages hold it once (the storage
+// engine's own string for the series, given through InsertString, so
+// storage and index share it); the ID -> ref
 // direction stores just a hash tag and the ref (8 bytes a slot, nothing for
 // the GC to scan, growth without rehashing IDs); postings keys are
 // substrings of stored IDs, so names and values are interned for free; and

@@ -68,6 +68,22 @@ func (ix *Index) blockStartOf(t int64) int64 { return xtime.BlockStart(t, ix.blo
 // canonical ident encoding (wrapping ident.ErrMalformedID), or ErrFull.
 // Insert does not retain id.
 func (ix *Index) Insert(id []byte, blockStart int64) error {
+	return ix.insert(id, "", blockStart)
+}
+
+// InsertString is Insert of an ID the caller holds as a string: a series
+// new to the index keeps that string instead of a copy. Strings are
+// immutable, so the caller (the storage engine, which keeps every
+// in-memory series' ID) and the index then share the bytes, and each
+// lives as long as either holds it: one copy of every active series' ID
+// less on a node.
+func (ix *Index) InsertString(id string, blockStart int64) error {
+	return ix.insert(bytesOf(id), id, blockStart)
+}
+
+// insert is Insert; owned, when not empty, is id as a string the index
+// may keep.
+func (ix *Index) insert(id []byte, owned string, blockStart int64) error {
 	start := ix.blockStartOf(blockStart)
 	h := ix.series.hash(id)
 	st := ix.series.stripeOf(h)
@@ -84,11 +100,11 @@ func (ix *Index) Insert(id []byte, blockStart int64) error {
 		return nil
 	}
 	st.mu.RUnlock()
-	return ix.insertNew(st, h, id, start)
+	return ix.insertNew(st, h, id, owned, start)
 }
 
 // insertNew is Insert's path for an ID not in the series table.
-func (ix *Index) insertNew(st *stripe, h uint64, id []byte, start int64) error {
+func (ix *Index) insertNew(st *stripe, h uint64, id []byte, owned string, start int64) error {
 	if err := validateID(id); err != nil {
 		return fmt.Errorf("index insert %q: %w", id, err)
 	}
@@ -104,7 +120,7 @@ func (ix *Index) insertNew(st *stripe, h uint64, id []byte, start int64) error {
 		s = ix.series.id(ref) // another writer won the race
 	} else {
 		var err error
-		if ref, s, err = ix.series.create(st, h, id); err != nil {
+		if ref, s, err = ix.series.create(st, h, id, owned); err != nil {
 			return fmt.Errorf("index insert %q: %w", id, err)
 		}
 	}

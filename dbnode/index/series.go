@@ -78,9 +78,10 @@ func (t *seriesTable) find(st *stripe, h uint64, id []byte) (uint32, bool) {
 	}
 }
 
-// create gives id a ref and stores a copy of it. The caller holds st's write
-// lock and has checked that id is absent.
-func (t *seriesTable) create(st *stripe, h uint64, id []byte) (uint32, string, error) {
+// create gives id a ref and stores it: owned if not empty (id as an
+// immutable string the caller gives away), else a copy. The caller holds
+// st's write lock and has checked that id is absent.
+func (t *seriesTable) create(st *stripe, h uint64, id []byte, owned string) (uint32, string, error) {
 	t.mu.Lock()
 	var ref uint32
 	if n := len(t.free); n > 0 {
@@ -97,7 +98,10 @@ func (t *seriesTable) create(st *stripe, h uint64, id []byte) (uint32, string, e
 	}
 	t.mu.Unlock()
 
-	s := string(id)
+	s := owned
+	if s == "" {
+		s = string(id)
+	}
 	t.ids.set(ref, s)
 	st.insert(uint32(h>>32), ref)
 	t.live.Add(1)

@@ -30,6 +30,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 	"github.com/tessera-tsdb/tessera/dbnode/webconfig"
+	"github.com/tessera-tsdb/tessera/internal/gctune"
 	"github.com/tessera-tsdb/tessera/limits"
 	"github.com/tessera-tsdb/tessera/placement/placementhttp"
 	"github.com/uber-go/tally/v4"
@@ -157,6 +158,14 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		err = errors.Join(err, stack.unwind())
 	}()
 	stack.push("metrics", n.closer.Close)
+	// The collector's room for garbage follows the live heap (gctune): a
+	// node holding many series does not keep as much again for garbage.
+	if t := gctune.New(gctune.Config{Percent: n.cfg.GC.Percent, MinPercent: n.cfg.GC.MinPercent, Headroom: n.cfg.GC.Headroom}); t != nil {
+		gcCtx, gcStop := context.WithCancel(ctx)
+		gcDone := make(chan struct{})
+		go func() { defer close(gcDone); t.Run(gcCtx, time.Second) }()
+		stack.push("gc tuner", func() error { gcStop(); <-gcDone; return nil })
+	}
 	// Closed here in case Run fails before the gRPC server owns it (which
 	// then closes it first; a second close only errs, and is ignored).
 	stack.push("rpc listener", func() error { _ = n.rpcLn.Close(); return nil })

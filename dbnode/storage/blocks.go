@@ -120,11 +120,11 @@ func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, max
 		return nil, false, nil
 	}
 	all := sh.snapshotSeries()
-	sort.Slice(all, func(i, j int) bool { return bytes.Compare(all[i].id, all[j].id) < 0 })
+	sort.Slice(all, func(i, j int) bool { return all[i].id < all[j].id })
 	var out []SeriesStream
 	size := 0
 	for i, s := range all {
-		if after != nil && bytes.Compare(s.id, after) <= 0 {
+		if after != nil && s.id <= string(after) {
 			continue
 		}
 		its := s.iterators(-1<<62, 1<<62)
@@ -161,7 +161,7 @@ func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, max
 		if len(out) > 0 && size+sz > maxBytes {
 			return out, i < len(all), nil
 		}
-		out = append(out, SeriesStream{ID: s.id, Stream: stream, Histograms: hist})
+		out = append(out, SeriesStream{ID: s.ID(), Stream: stream, Histograms: hist})
 		size += sz
 	}
 	return out, false, nil

@@ -25,21 +25,31 @@ type bucket struct {
 	flushing bool
 	// first is stream 0, inline: an in-order series' bucket is one
 	// allocation, its write state beside the series lock. more are the
-	// later streams, never empty.
+	// later streams (nil, or never empty), behind a pointer: only a series
+	// written out of order has them, and a slice header inline would take
+	// every series out of its size class.
 	first encoding.Encoder
-	more  []*encoding.Encoder
+	more  *[]*encoding.Encoder
+}
+
+// moreStreams returns the streams after the first.
+func (b *bucket) moreStreams() []*encoding.Encoder {
+	if b.more == nil {
+		return nil
+	}
+	return *b.more
 }
 
 func (b *bucket) write(t int64, v float64) error {
 	if s := &b.first; s.Len() == 0 || t > s.LastTimestamp() {
 		return s.Append(t, v)
 	}
-	for _, s := range b.more {
+	for _, s := range b.moreStreams() {
 		if t > s.LastTimestamp() {
 			return s.Append(t, v)
 		}
 	}
-	if 1+len(b.more) >= maxStreams {
+	if 1+len(b.moreStreams()) >= maxStreams {
 		if err := b.compact(); err != nil {
 			return err
 		}
@@ -48,7 +58,11 @@ func (b *bucket) write(t int64, v float64) error {
 		}
 	}
 	s := encoding.NewEncoder()
-	b.more = append(b.more, s)
+	if b.more == nil {
+		b.more = &[]*encoding.Encoder{s}
+	} else {
+		*b.more = append(*b.more, s)
+	}
 	return s.Append(t, v)
 }
 
@@ -57,7 +71,7 @@ func (b *bucket) streams(fn func(*encoding.Encoder) bool) {
 	if !fn(&b.first) {
 		return
 	}
-	for _, s := range b.more {
+	for _, s := range b.moreStreams() {
 		if !fn(s) {
 			return
 		}
@@ -66,7 +80,7 @@ func (b *bucket) streams(fn func(*encoding.Encoder) bool) {
 
 // compact merges all streams into one.
 func (b *bucket) compact() error {
-	if len(b.more) == 0 {
+	if b.more == nil {
 		return nil
 	}
 	stream, _, err := encoding.Encode(b.iterator(false))
@@ -92,10 +106,10 @@ func (b *bucket) compact() error {
 // copied first, so the iterator stays valid after the caller releases the
 // series lock.
 func (b *bucket) iterator(copyBytes bool) encoding.Iterator {
-	if len(b.more) == 0 {
+	if b.more == nil {
 		return encoding.NewIterator(streamBytes(&b.first, copyBytes))
 	}
-	its := make([]encoding.Iterator, 0, 1+len(b.more))
+	its := make([]encoding.Iterator, 0, 1+len(*b.more))
 	b.streams(func(s *encoding.Encoder) bool {
 		its = append(its, encoding.NewIterator(streamBytes(s, copyBytes)))
 		return true

@@ -335,7 +335,7 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 		}
 		sc.series = append(sc.series, se)
 		sc.index = append(sc.index, int32(i))
-		sc.entries = append(sc.entries, commitlog.Entry{Namespace: nsName, ID: se.id, Ref: &se.clRef, T: s.T, V: s.V})
+		sc.entries = append(sc.entries, commitlog.Entry{Namespace: nsName, ID: se.ID(), Ref: &se.clRef, T: s.T, V: s.V})
 	}
 	if len(sc.entries) > 0 {
 		if err := db.logAndApply(ns, batch, sc); err != nil {
@@ -424,14 +424,14 @@ func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v f
 	for {
 		newBucket, err := s.write(bs, t, v)
 		if err == errSeriesRemoved {
-			s = ns.shard(shard).getOrCreate(ns, s.hash, s.id)
+			s = ns.shard(shard).getOrCreate(ns, s.hash, s.ID())
 			continue
 		}
 		if err != nil {
 			return s, fmt.Errorf("shard %d: %w", shard, err)
 		}
 		if newBucket && ns.index != nil {
-			if err := ns.index.Insert(s.id, bs); err != nil {
+			if err := ns.index.InsertString(s.id, bs); err != nil {
 				return s, fmt.Errorf("index series: %w", err)
 			}
 		}

@@ -129,7 +129,7 @@ func (db *Database) tickShard(ns *namespace, sh *shard, expireBefore, sealedBefo
 	toFlush := map[int64][]*Series{}
 	for _, s := range all {
 		s.mu.Lock()
-		for _, b := range s.buckets {
+		for b := range s.buckets.all() {
 			if b.start <= sealedBefore && b.start >= expireBefore {
 				toFlush[b.start] = append(toFlush[b.start], s)
 			}
@@ -193,7 +193,7 @@ func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*Series)
 	mem := make(map[string]memFlush, len(ss))
 	for _, s := range ss {
 		if fl, h := s.startFlush(bs); fl != nil || h != nil {
-			mem[string(s.id)] = memFlush{fl, h}
+			mem[s.id] = memFlush{fl, h}
 		}
 	}
 	if len(mem) == 0 {

@@ -227,7 +227,7 @@ func (s *Series) keepHistBucketsLocked(keep func(*histBucket) bool) {
 // emptyLocked reports whether the series holds no unflushed sample of
 // either type (s.mu held).
 func (s *Series) emptyLocked() bool {
-	return len(s.buckets) == 0 && s.hist == nil
+	return s.buckets.first == nil && s.hist == nil
 }
 
 // WriteHistograms writes native histogram samples to namespace ns, with
@@ -295,7 +295,7 @@ func (db *Database) writeHistograms(nsName string, batch []HistogramSample, boot
 		}
 		series = append(series, se)
 		index = append(index, int32(i))
-		entries = append(entries, commitlog.HistEntry{Namespace: nsName, ID: se.id, Ref: &se.clRef, T: s.T, H: s.H, FH: s.FH})
+		entries = append(entries, commitlog.HistEntry{Namespace: nsName, ID: se.ID(), Ref: &se.clRef, T: s.T, H: s.H, FH: s.FH})
 	}
 	if len(entries) > 0 {
 		if err := db.logAndApplyHist(ns, batch, series, index, entries); err != nil {
@@ -357,14 +357,14 @@ func (db *Database) applyHistTo(ns *namespace, shard uint32, s *Series, t int64,
 	for {
 		newBucket, err := s.writeHist(bs, t, h, fh)
 		if err == errSeriesRemoved {
-			s = ns.shard(shard).getOrCreate(ns, s.hash, s.id)
+			s = ns.shard(shard).getOrCreate(ns, s.hash, s.ID())
 			continue
 		}
 		if err != nil {
 			return s, fmt.Errorf("shard %d: %w", shard, err)
 		}
 		if newBucket && ns.index != nil {
-			if err := ns.index.Insert(s.id, bs); err != nil {
+			if err := ns.index.InsertString(s.id, bs); err != nil {
 				return s, fmt.Errorf("index series: %w", err)
 			}
 		}

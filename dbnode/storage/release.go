@@ -30,7 +30,7 @@ func (db *Database) DropShard(shard uint32) error {
 		sh.series.clear(func(s *Series) {
 			s.mu.Lock()
 			s.removed = true
-			s.buckets, s.hot = nil, nil
+			s.buckets = bucketList{}
 			s.mu.Unlock()
 		})
 		sh.mu.Unlock()

@@ -128,7 +128,7 @@ func (db *Database) blockChecksums(ns *namespace, sh *shard, bs, start, end int6
 	mem := map[string]*Series{}
 	for _, s := range sh.snapshotSeries() {
 		if s.hasBlock(bs) {
-			mem[string(s.id)] = s
+			mem[s.id] = s
 		}
 	}
 	var (
@@ -172,7 +172,7 @@ func (db *Database) blockChecksums(ns *namespace, sh *shard, bs, start, end int6
 		}
 	}
 	for _, s := range mem {
-		if err := add(s.id, mergeAll(s.iterators(bs, bs)), s.histIterators(bs, bs)); err != nil {
+		if err := add(s.ID(), mergeAll(s.iterators(bs, bs)), s.histIterators(bs, bs)); err != nil {
 			return nil, err
 		}
 	}
@@ -332,7 +332,7 @@ func appendLayout(b []byte, hint histogram.CounterResetHint, schema int32, zt fl
 func (s *Series) hasBlock(bs int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, b := range s.buckets {
+	for b := range s.buckets.all() {
 		if b.start == bs {
 			return true
 		}

@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"sync"
+	"unsafe"
 
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
@@ -19,13 +20,17 @@ import (
 // Layout is for the write path, where every sample touches a different
 // series and each line touched is a likely cache miss (or a line pulled
 // from the other core): the bucket most writes go to lives inline, and a
-// write that hits the bucket it wrote last (hot) touches only the first
-// four lines: the immutable head, then the lock, hot and the inline
-// bucket's encoder state. The bucket list is past them. Series is in the
-// 320-byte size class, whose objects are 64-byte aligned;
-// TestSeriesLayout keeps it so.
+// write to it touches only the series' four lines: the immutable head,
+// then the lock, the bucket list and the inline bucket's encoder state.
+// Series is in the 256-byte size class, whose objects are 64-byte
+// aligned; TestSeriesLayout keeps it so. It is the largest per-series
+// object of a node (a million active series hold a million of them), so
+// every field is paid for: the ID is a string (no capacity word), the
+// bucket list is two pointers, and there is no "last bucket written"
+// pointer (the first bucket is the one written in all but the minutes
+// after a block boundary).
 type Series struct {
-	id   []byte
+	id   string     // immutable bytes; ID() returns them as a slice
 	hash uint64     // hashID(id)
 	ns   *namespace // the namespace it belongs to, to check a caller's ref
 	next *Series    // next series with the same hash in the shard's map
@@ -33,24 +38,24 @@ type Series struct {
 	// clRef is the commit log's handle on this series, owned by the log's
 	// flusher once the series has been written (commitlog.SeriesRef).
 	clRef commitlog.SeriesRef
+	// hist holds the native histogram samples (histograms.go); nil for a
+	// series without any unflushed, so floats never touch it. Guarded by mu.
+	hist *histSeries
 
 	mu sync.Mutex
 	// removed is set when the shard dropped this series from its map after
 	// a flush emptied it; a writer still holding the pointer must look the
 	// series up again instead of writing into an orphan.
 	removed bool
-	// hot is the bucket the last write went to, checked before walking
-	// buckets; nil whenever the bucket list shrinks.
-	hot    *bucket
-	inline bucket
-	// buckets are few: one per open block, plus flushing/cold ones. They
-	// start in bucketsInline; one of them may be inline.
-	buckets       []*bucket
-	bucketsInline [2]*bucket
-	// hist holds the native histogram samples (histograms.go); nil for a
-	// series without any unflushed, so floats never touch it.
-	hist *histSeries
+	// buckets are few: one per open block, plus flushing/cold ones; one
+	// of them may be inline.
+	buckets bucketList
+	inline  bucket
 }
+
+// ID is the series' ID. It never changes and the caller must not modify
+// it: a cache keyed by the series can keep this slice instead of a copy.
+func (s *Series) ID() []byte { return unsafe.Slice(unsafe.StringData(s.id), len(s.id)) }
 
 var errSeriesRemoved = errors.New("series removed from shard")
 
@@ -63,11 +68,11 @@ func (s *Series) write(blockStart, t int64, v float64) (newBucket bool, err erro
 	if s.removed {
 		return false, errSeriesRemoved
 	}
-	if b := s.hot; b != nil && b.start == blockStart && !b.flushing {
+	if b := s.buckets.first; b != nil && b.start == blockStart && !b.flushing {
 		return false, b.write(t, v)
 	}
 	var b *bucket
-	for _, c := range s.buckets {
+	for c := range s.buckets.all() {
 		if c.start == blockStart && !c.flushing {
 			b = c
 			break
@@ -77,7 +82,6 @@ func (s *Series) write(blockStart, t int64, v float64) (newBucket bool, err erro
 		b = s.newBucket(blockStart)
 		newBucket = true
 	}
-	s.hot = b
 	return newBucket, b.write(t, v)
 }
 
@@ -85,18 +89,15 @@ func (s *Series) write(blockStart, t int64, v float64) (newBucket bool, err erro
 // in use is it (a fresh value: nothing outside the lock holds a bucket or
 // its bytes, readers copy them).
 func (s *Series) newBucket(blockStart int64) *bucket {
-	if s.buckets == nil {
-		s.buckets = s.bucketsInline[:0]
-	}
 	b := &s.inline
-	for _, c := range s.buckets {
+	for c := range s.buckets.all() {
 		if c == b {
 			b = &bucket{}
 			break
 		}
 	}
 	*b = bucket{start: blockStart}
-	s.buckets = append(s.buckets, b)
+	s.buckets.append(b)
 	return b
 }
 
@@ -119,7 +120,7 @@ func (s *Series) readIterators(its []encoding.Iterator, hits []encoding.Histogra
 
 func (s *Series) appendIteratorsLocked(its []encoding.Iterator, from, to int64) []encoding.Iterator {
 	for pass := 0; pass < 2; pass++ {
-		for _, b := range s.buckets {
+		for b := range s.buckets.all() {
 			if b.start < from || b.start > to || b.flushing != (pass == 0) {
 				continue
 			}
@@ -140,7 +141,7 @@ func (s *Series) startFlush(blockStart int64) (encoding.Iterator, encoding.Histo
 
 func (s *Series) startFloatFlushLocked(blockStart int64) encoding.Iterator {
 	var its []encoding.Iterator
-	for _, b := range s.buckets {
+	for b := range s.buckets.all() {
 		if b.start == blockStart {
 			// A bucket already flushing belongs to a failed earlier attempt:
 			// fold it in again; it is older than the open one, so first.
@@ -162,17 +163,7 @@ func (s *Series) startFloatFlushLocked(blockStart int64) encoding.Iterator {
 func (s *Series) finishFlush(blockStart int64) (empty bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	kept := s.buckets[:0]
-	for _, b := range s.buckets {
-		if b.start == blockStart && b.flushing {
-			continue
-		}
-		kept = append(kept, b)
-	}
-	for i := len(kept); i < len(s.buckets); i++ {
-		s.buckets[i] = nil
-	}
-	s.buckets, s.hot = kept, nil
+	s.buckets.keep(func(b *bucket) bool { return !(b.start == blockStart && b.flushing) })
 	s.keepHistBucketsLocked(func(b *histBucket) bool { return !(b.start == blockStart && b.flushing) })
 	return s.emptyLocked()
 }
@@ -181,16 +172,7 @@ func (s *Series) finishFlush(blockStart int64) (empty bool) {
 func (s *Series) dropBefore(t int64) (empty bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	kept := s.buckets[:0]
-	for _, b := range s.buckets {
-		if b.start >= t {
-			kept = append(kept, b)
-		}
-	}
-	for i := len(kept); i < len(s.buckets); i++ {
-		s.buckets[i] = nil
-	}
-	s.buckets, s.hot = kept, nil
+	s.buckets.keep(func(b *bucket) bool { return b.start >= t })
 	s.keepHistBucketsLocked(func(b *histBucket) bool { return b.start >= t })
 	return s.emptyLocked()
 }
@@ -199,7 +181,7 @@ func (s *Series) dropBefore(t int64) (empty bool) {
 func (s *Series) stats(fn func(blockStart int64, samples, bytes int)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, b := range s.buckets {
+	for b := range s.buckets.all() {
 		fn(b.start, b.samples(), b.memBytes())
 	}
 	if s.hist != nil {

@@ -20,7 +20,7 @@ func hashID(id []byte) uint64 { return xxhash.Sum64(id) }
 
 func (m *seriesMap) get(h uint64, id []byte) *Series {
 	for s := m.m[h]; s != nil; s = s.next {
-		if string(s.id) == string(id) {
+		if s.id == string(id) {
 			return s
 		}
 	}

@@ -11,16 +11,16 @@ import (
 func TestSeriesMapCollisions(t *testing.T) {
 	m := newSeriesMap()
 	const h = 42 // forced shared hash
-	a := &Series{id: []byte("a"), hash: h}
-	b := &Series{id: []byte("b"), hash: h}
-	c := &Series{id: []byte("c"), hash: h}
-	other := &Series{id: []byte("x"), hash: 7}
+	a := &Series{id: "a", hash: h}
+	b := &Series{id: "b", hash: h}
+	c := &Series{id: "c", hash: h}
+	other := &Series{id: "x", hash: 7}
 	for _, s := range []*Series{a, b, c, other} {
 		m.insert(s)
 	}
 	require.Equal(t, 4, m.len())
 	for _, s := range []*Series{a, b, c} {
-		require.Same(t, s, m.get(h, s.id))
+		require.Same(t, s, m.get(h, s.ID()))
 	}
 	require.Nil(t, m.get(h, []byte("x")), "same ID under another hash is not found")
 	require.Nil(t, m.get(h, []byte("d")))
@@ -28,7 +28,7 @@ func TestSeriesMapCollisions(t *testing.T) {
 	for _, gone := range []*Series{b, c, a} { // middle, head, last
 		require.True(t, m.remove(gone))
 		require.False(t, m.remove(gone), "removed twice")
-		require.Nil(t, m.get(h, gone.id))
+		require.Nil(t, m.get(h, gone.ID()))
 	}
 	require.Equal(t, 1, m.len())
 	require.Same(t, other, m.get(7, []byte("x")))
