@@ -22,6 +22,9 @@ type namespace struct {
 	// active counts the node's in-memory series, all namespaces (shared
 	// with the Database).
 	active *atomic.Int64
+	// vols is the volume bookkeeping per block start (volumes.go),
+	// guarded by Database.tickMu.
+	vols map[int64]*blockVolumes
 }
 
 func newNamespace(opts NamespaceOptions, numShards uint32, active *atomic.Int64) *namespace {
@@ -30,6 +33,7 @@ func newNamespace(opts NamespaceOptions, numShards uint32, active *atomic.Int64)
 		opts:      opts,
 		blockSize: opts.BlockSize.Milliseconds(),
 		shards:    make([]atomic.Pointer[shard], numShards),
+		vols:      map[int64]*blockVolumes{},
 	}
 	if opts.Index {
 		ns.index = index.New(ns.blockSize)
