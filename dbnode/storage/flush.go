@@ -150,9 +150,13 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 			toFlush[bs] = append(toFlush[bs], shardFlush{sh: sh, series: dedupe(ss)})
 		}
 	}
-	for bs := range ns.vols {
+	for bs, bv := range ns.vols {
 		if bs < expireBefore {
-			delete(ns.vols, bs)
+			// Expired readers release their volumes when the graveyard
+			// closes them (next tick); forget the block after that.
+			if len(bv.users) == 0 && bv.v1 == 0 {
+				delete(ns.vols, bs)
+			}
 			continue
 		}
 		if _, ok := toFlush[bs]; !ok && db.sourcesOf(ns, bs) > maxVolumesPerBlock {

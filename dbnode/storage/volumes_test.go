@@ -259,6 +259,28 @@ func TestDropShardStopsServingAndReclaims(t *testing.T) {
 	require.Empty(t, db.ShardsWithData())
 }
 
+// TestRetentionRemovesVolumes: an expired block's volume is removed from
+// disk, not only from memory.
+func TestRetentionRemovesVolumes(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	opts := testOpts(t.TempDir(), clk)
+	db := openDB(t, opts)
+	base := ms(t0)
+	ids, _ := writeSpread(t, db, "ret", 50, base)
+	clk.Add(2 * time.Hour)
+	require.NoError(t, db.Tick())
+	require.Len(t, volumesOnDisk(t, opts), 1)
+	clk.Add(48 * time.Hour)
+	require.NoError(t, db.Tick()) // expires
+	require.NoError(t, db.Tick()) // the graveyard releases the volume
+	require.Empty(t, volumesOnDisk(t, opts))
+	files, _ := nsFiles(t, opts)
+	require.Empty(t, files)
+	require.Empty(t, readAll(t, db, ids[0], base, base+10_000))
+	require.NoError(t, db.Tick())
+	require.Empty(t, db.namespaces["default"].vols, "the block is forgotten")
+}
+
 // TestDamagedSectionCostsOnlyItsShard: a byte flipped in one shard's index
 // section fails that shard's block at start (reported), every other shard
 // of the volume is served.
