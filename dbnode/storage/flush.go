@@ -217,8 +217,8 @@ func dedupe(ss []*Series) []*Series {
 // flushBlock writes, as one new volume of block bs, the memory of the
 // given shards' series merged with each shard's current data for the block
 // (a cold flush); when the block is served from too many volumes it also
-// carries every other shard of the block over, so their old volumes can
-// go. A shard whose data cannot be built (its current volume has a
+// carries over every shard not served from the largest one, so their old
+// volumes can go. A shard whose data cannot be built (its current volume has a
 // damaged page) is left out, keeps its memory and is reported; the
 // others are flushed. It reports whether a volume was written.
 func (db *Database) flushBlock(ns *namespace, bs int64, items []shardFlush) (bool, error) {
@@ -228,10 +228,21 @@ func (db *Database) flushBlock(ns *namespace, bs int64, items []shardFlush) (boo
 		byShard[it.sh.id] = it
 	}
 	if compact {
+		// Carry over every shard not served from the block's largest
+		// volume: the block is then served from two volumes, and the
+		// copying is proportional to what lies outside the largest one
+		// (a bootstrap adding a volume per shard does not rewrite the
+		// whole block at every tick).
+		base := ns.volumes(bs).largest()
 		for _, sh := range ns.allShards() {
-			if _, ok := byShard[sh.id]; !ok && sh.reader(bs) != nil {
-				byShard[sh.id] = shardFlush{sh: sh}
+			if _, ok := byShard[sh.id]; ok {
+				continue
 			}
+			r := sh.reader(bs)
+			if r == nil || (r.Version() != 1 && r.ID().Volume == base) {
+				continue
+			}
+			byShard[sh.id] = shardFlush{sh: sh}
 		}
 	}
 	ids := make([]uint32, 0, len(byShard))

@@ -9,10 +9,11 @@ import (
 
 // maxVolumesPerBlock bounds the sources a block is served from: version 2
 // volumes still serving a shard, plus shards served from version 1
-// (per-shard) filesets. Cold writes add a volume holding only the shards
-// they changed; once a flush would take a block past this bound, it
-// rewrites every shard of the block into the new volume instead (sealed
-// payloads copied, not decoded), and the old volumes go. So a block keeps
+// (per-shard) filesets. Cold writes and blocks streamed from peers add a
+// volume holding only the shards they changed; once a flush would take a
+// block past this bound, it also carries into the new volume every shard
+// not served from the block's largest volume (sealed payloads copied, not
+// decoded), so the block is left with two, and the others go. So a block keeps
 // at most 3 x maxVolumesPerBlock files however many shards and cold
 // writes it has, and filesets of the old layout are converted at the
 // first tick after start when they are more than that.
@@ -36,6 +37,18 @@ func (ns *namespace) volumes(bs int64) *blockVolumes {
 		ns.vols[bs] = bv
 	}
 	return bv
+}
+
+// largest is the version 2 volume serving the most shards (the lowest
+// number on a tie), -1 for none.
+func (bv *blockVolumes) largest() int {
+	best, most := -1, 0
+	for v, n := range bv.users {
+		if n > most || n == most && v < best {
+			best, most = v, n
+		}
+	}
+	return best
 }
 
 // sourcesOf counts what block bs is served from (see maxVolumesPerBlock).

@@ -425,3 +425,31 @@ func TestFixtureWrittenByOldCode(t *testing.T) {
 	require.Empty(t, db2.Recovery().Warnings())
 	check(db2)
 }
+
+// TestStreamedBlocksAreCompacted: a bootstrap loads a block shard by
+// shard (LoadBlock), a volume each; the next tick carries them into one
+// volume (the largest stays), so the block is left with at most two.
+func TestStreamedBlocksAreCompacted(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	src := openDB(t, testOpts(t.TempDir(), clk))
+	base := ms(t0)
+	ids, shards := writeSpread(t, src, "boot", 200, base)
+	clk.Add(2 * time.Hour)
+	require.NoError(t, src.Tick())
+
+	opts := testOpts(t.TempDir(), clk)
+	dst := openDB(t, opts)
+	for sh := range shards {
+		series, more, err := src.ReadBlock("default", sh, base, nil, 1<<30)
+		require.NoError(t, err)
+		require.False(t, more)
+		require.NoError(t, dst.LoadBlock("default", sh, base, series))
+	}
+	require.Len(t, volumesOnDisk(t, opts), len(shards), "one volume per streamed shard")
+	require.NoError(t, dst.Tick())
+	require.NoError(t, dst.Tick())
+	require.LessOrEqual(t, len(volumesOnDisk(t, opts)), 2)
+	for _, id := range ids {
+		require.Len(t, readAll(t, dst, id, base, base+10_000), 3)
+	}
+}
