@@ -363,3 +363,39 @@ func FuzzBlockIndexHead(f *testing.F) {
 		}
 	})
 }
+
+// TestRemoveBlockFaultLeavesIncomplete: a removal that fails after the
+// checkpoint went leaves an incomplete volume, which ListBlocks ignores
+// and RemoveIncompleteBlocks finishes; one failing on the checkpoint
+// leaves the volume complete and readable.
+func TestRemoveBlockFaultLeavesIncomplete(t *testing.T) {
+	for _, tc := range []struct {
+		file     string
+		complete bool
+	}{{"-checkpoint.db", true}, {"-data.db", false}, {"-index.db", false}} {
+		t.Run(tc.file, func(t *testing.T) {
+			root := t.TempDir()
+			id := testBlockID(0)
+			require.NoError(t, WriteBlock(vfs.OS(), root, id, testBlockSize, genShards([]uint32{1, 2}, 20, 100)))
+			faulty := vfs.NewFaulty(vfs.OS())
+			faulty.Set(func(op vfs.Op, path string, _ int) (bool, int) {
+				return op == vfs.OpRemove && strings.HasSuffix(path, tc.file), 0
+			})
+			require.ErrorIs(t, RemoveBlock(faulty, root, id), vfs.ErrInjected)
+			ids, err := ListBlocks(vfs.OS(), root, "default")
+			require.NoError(t, err)
+			if tc.complete {
+				require.Equal(t, []BlockID{id}, ids)
+				require.NoError(t, openBlockTest(t, root, id).Verify())
+				return
+			}
+			require.Empty(t, ids)
+			n, err := RemoveIncompleteBlocks(vfs.OS(), root, "default")
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			entries, err := os.ReadDir(NamespaceDir(root, "default"))
+			require.NoError(t, err)
+			require.Empty(t, entries)
+		})
+	}
+}
