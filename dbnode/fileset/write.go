@@ -26,8 +26,11 @@ type Series struct {
 	Samples int
 }
 
-// Write writes a complete fileset for id. series must be sorted by ID
-// (bytes.Compare) without duplicates; blockSize is in milliseconds.
+// Write writes a complete version 1 (per-shard) fileset for id. The
+// storage engine writes version 2 volumes (BlockWriter) since issue 18;
+// this writer is kept unchanged so tests and tools can make filesets as
+// the previous release did. series must be sorted by ID (bytes.Compare)
+// without duplicates; blockSize is in milliseconds.
 //
 // The fileset becomes visible to List only when its checkpoint is written,
 // after every other file and the directory have been fsynced. On any error
