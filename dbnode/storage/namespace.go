@@ -25,6 +25,15 @@ type namespace struct {
 	// vols is the volume bookkeeping per block start (volumes.go),
 	// guarded by Database.tickMu.
 	vols map[int64]*blockVolumes
+	// released is, per shard dropped from this node and block, the
+	// highest volume whose section of the shard must not be served again
+	// (fileset.Released, persisted by DropShard). Guarded by tickMu.
+	released map[releaseKey]int
+}
+
+type releaseKey struct {
+	shard uint32
+	bs    int64
 }
 
 func newNamespace(opts NamespaceOptions, numShards uint32, active *atomic.Int64) *namespace {
@@ -34,6 +43,7 @@ func newNamespace(opts NamespaceOptions, numShards uint32, active *atomic.Int64)
 		blockSize: opts.BlockSize.Milliseconds(),
 		shards:    make([]atomic.Pointer[shard], numShards),
 		vols:      map[int64]*blockVolumes{},
+		released:  map[releaseKey]int{},
 	}
 	if opts.Index {
 		ns.index = index.New(ns.blockSize)

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -224,6 +225,24 @@ func (db *Database) loadFilesets() error {
 
 func (db *Database) loadNamespace(ns *namespace, expireBefore int64) error {
 	fsys, root, name := db.opts.FS, db.dataDir(), ns.opts.Name
+	rel, err := fileset.ReadReleased(fsys, root, name)
+	switch {
+	case errors.Is(err, fileset.ErrCorrupt):
+		// Without the record, dropped shards' sections are served again
+		// until the node's release loop drops them once more.
+		db.unreadable("released shards of "+name, err, "", nil)
+	case err != nil:
+		return err
+	}
+	for _, r := range rel {
+		if r.BlockStart >= expireBefore {
+			ns.released[releaseKey{shard: r.Shard, bs: r.BlockStart}] = r.Volume
+		}
+	}
+	isReleased := func(shard uint32, bs int64, vol int) bool {
+		v, ok := ns.released[releaseKey{shard: shard, bs: bs}]
+		return ok && vol <= v
+	}
 	cands := map[uint32]map[int64][]candidate{}
 	addCand := func(shard uint32, bs int64, c candidate) {
 		m := cands[shard]
@@ -258,9 +277,9 @@ func (db *Database) loadNamespace(ns *namespace, expireBefore int64) error {
 		}
 		for i := range ids {
 			id := ids[i]
-			if id.BlockStart < expireBefore {
+			if id.BlockStart < expireBefore || isReleased(shardID, id.BlockStart, id.Volume) {
 				if err := fileset.Remove(fsys, root, id); err != nil {
-					return fmt.Errorf("remove expired fileset %+v: %w", id, err)
+					return fmt.Errorf("remove expired or released fileset %+v: %w", id, err)
 				}
 				continue
 			}
@@ -310,6 +329,9 @@ func (db *Database) loadNamespace(ns *namespace, expireBefore int64) error {
 				db.opts.Logger.Warn("ignoring volume shard beyond numShards", "volume", bid, "shard", s)
 				keep[bid] = true
 				continue
+			}
+			if isReleased(s, bid.BlockStart, bid.Volume) {
+				continue // dropped from this node since
 			}
 			addCand(s, bid.BlockStart, candidate{volume: bid.Volume, v2: v})
 		}

@@ -453,3 +453,60 @@ func TestStreamedBlocksAreCompacted(t *testing.T) {
 		require.Len(t, readAll(t, dst, id, base, base+10_000), 3)
 	}
 }
+
+// TestDroppedShardStaysDroppedAfterRestart: a shard dropped while its
+// section lies in a volume other shards use is not served again after a
+// restart (the released record), the others are; when the shard comes
+// back and is flushed again, its new data is served and the old is not.
+func TestDroppedShardStaysDroppedAfterRestart(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	opts := testOpts(t.TempDir(), clk)
+	db := openDB(t, opts)
+	base := ms(t0)
+	ids, _ := writeSpread(t, db, "rel", 100, base)
+	clk.Add(2 * time.Hour)
+	require.NoError(t, db.Tick())
+	require.NoError(t, db.Tick()) // the commit log goes: the volume is the only copy
+	require.Empty(t, db.cl.Files())
+	gone := db.Shard(ids[0])
+	require.NoError(t, db.DropShard(gone))
+	require.NoError(t, db.Close())
+
+	db2 := openDB(t, opts)
+	require.Empty(t, db2.Recovery().Warnings())
+	require.NotContains(t, db2.ShardsWithData(), gone)
+	for _, id := range ids {
+		n := len(readAll(t, db2, id, base, base+10_000))
+		if db2.Shard(id) == gone {
+			require.Zero(t, n, "dropped shard's series %s", id)
+		} else {
+			require.Equal(t, 3, n, "series %s", id)
+		}
+	}
+	// The shard comes back to this node: new samples for the block.
+	require.NoError(t, db2.WriteBatch("default", samples(db2, ids[0], base+500)))
+	require.NoError(t, db2.Tick())
+	require.NoError(t, db2.Close())
+	db3 := openDB(t, opts)
+	require.Equal(t, []tv{{base + 500, float64(base+500) / 1000}}, readAll(t, db3, ids[0], base, base+10_000), "only what came back")
+	require.Contains(t, db3.ShardsWithData(), gone)
+}
+
+func TestReleasedFileRoundTripAndDamage(t *testing.T) {
+	root := t.TempDir()
+	rs := []fileset.Released{{Shard: 3, BlockStart: -7200000, Volume: 4}, {Shard: 4095, BlockStart: 7200000, Volume: 0}}
+	require.NoError(t, fileset.WriteReleased(vfs.OS(), root, "default", rs))
+	got, err := fileset.ReadReleased(vfs.OS(), root, "default")
+	require.NoError(t, err)
+	require.Equal(t, rs, got)
+	p := fileset.ReleasedPath(root, "default")
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	b[10] ^= 1
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	_, err = fileset.ReadReleased(vfs.OS(), root, "default")
+	require.ErrorIs(t, err, fileset.ErrCorrupt)
+	got, err = fileset.ReadReleased(vfs.OS(), root, "other")
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
