@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/placement"
 	"github.com/tessera-tsdb/tessera/repair"
@@ -123,23 +125,56 @@ func datasetShards(n int) map[uint32]bool {
 	return out
 }
 
-// filesetFiles lists node b's fileset files of block bs in the shards.
-func filesetFiles(t *testing.T, b *binaryNode, shards map[uint32]bool, bs int64, kind string) []string {
+// filesetFiles lists node b's fileset files of block bs ending in kind:
+// the block's volumes, which hold every shard (docs/format/fileset.md).
+func filesetFiles(t *testing.T, b *binaryNode, bs int64, kind string) []string {
+	dir := filepath.Join(b.dir, "data", "data", "default")
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
 	var out []string
-	for sh := range shards {
-		dir := filepath.Join(b.dir, "data", "data", "default", strconv.Itoa(int(sh)))
-		ents, err := os.ReadDir(dir)
-		if os.IsNotExist(err) {
-			continue
-		}
-		require.NoError(t, err)
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), "fileset-"+strconv.FormatInt(bs, 10)+"-") && strings.HasSuffix(e.Name(), kind) {
-				out = append(out, filepath.Join(dir, e.Name()))
-			}
+	for _, e := range ents {
+		if !e.IsDir() && strings.HasPrefix(e.Name(), "fileset-"+strconv.FormatInt(bs, 10)+"-") && strings.HasSuffix(e.Name(), kind) {
+			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
 	return out
+}
+
+// blockFlushed reports whether every shard of the dataset has block bs
+// flushed on node b: a complete volume holding each of them.
+func blockFlushed(t *testing.T, b *binaryNode, shards map[uint32]bool, bs int64) error {
+	root := filepath.Join(b.dir, "data", "data")
+	ids, err := fileset.ListBlocks(vfs.OS(), root, "default")
+	if err != nil {
+		return err
+	}
+	have := map[uint32]bool{}
+	for _, id := range ids {
+		if id.BlockStart != bs {
+			continue
+		}
+		v, err := fileset.OpenBlock(vfs.OS(), root, id, fileset.OpenOptions{})
+		if err != nil {
+			return err // a volume being removed: look again
+		}
+		for _, s := range v.Shards() {
+			have[s] = true
+		}
+		_ = v.Close()
+	}
+	n := 0
+	for s := range shards {
+		if have[s] {
+			n++
+		}
+	}
+	if n < len(shards) {
+		return fmt.Errorf("%d of %d shards flushed", n, len(shards))
+	}
+	return nil
 }
 
 // TestRepairBringsBackDeletedFileset: a flushed block's fileset deleted
@@ -157,12 +192,7 @@ func TestRepairBringsBackDeletedFileset(t *testing.T) {
 	}
 	shards := datasetShards(repairSeriesN)
 	for _, b := range nodes {
-		eventually(t, 30*time.Second, "block flushed on "+b.http, func() error {
-			if n := len(filesetFiles(t, b, shards, bs, "-checkpoint.db")); n < len(shards) {
-				return fmt.Errorf("%d of %d shards flushed", n, len(shards))
-			}
-			return nil
-		})
+		eventually(t, 30*time.Second, "block flushed on "+b.http, func() error { return blockFlushed(t, b, shards, bs) })
 	}
 	// Every replica agrees before the damage.
 	for _, b := range nodes {
@@ -171,7 +201,7 @@ func TestRepairBringsBackDeletedFileset(t *testing.T) {
 
 	n3 := nodes[2]
 	n3.kill9()
-	files := filesetFiles(t, n3, shards, bs, "")
+	files := filesetFiles(t, n3, bs, "")
 	require.NotEmpty(t, files)
 	for _, f := range files {
 		require.NoError(t, os.Remove(f))
@@ -205,12 +235,7 @@ func TestRepairBringsBackDeletedFileset(t *testing.T) {
 	require.Contains(t, string(out), `-o "yaml": want table or json`)
 
 	// The repaired block is flushed to a fileset again.
-	eventually(t, 30*time.Second, "block flushed again on node3", func() error {
-		if n := len(filesetFiles(t, n3, shards, bs, "-checkpoint.db")); n < len(shards) {
-			return fmt.Errorf("%d of %d shards flushed", n, len(shards))
-		}
-		return nil
-	})
+	eventually(t, 30*time.Second, "block flushed again on node3", func() error { return blockFlushed(t, n3, shards, bs) })
 
 	nodes[0].kill9()
 	nodes[1].kill9()

@@ -1,8 +1,18 @@
-// Package fileset stores one sealed block of one shard of one namespace as
-// a set of immutable, checksummed files: a fileset, identified by
-// (namespace, shard, blockStart, volume).
+// Package fileset stores sealed blocks of a namespace as immutable,
+// checksummed files.
 //
-// Layout on disk (docs/format/fileset.md has every byte):
+// Version 2 (BlockWriter, OpenBlock, ListBlocks, RemoveBlock) is what the
+// storage engine writes: one volume of one block is three files in the
+// namespace directory (data, index, checkpoint) holding a section per
+// shard, so the file count and fsyncs of a flush do not grow with the
+// number of shards; each shard's section has its own checksums, so damage
+// to one costs that shard only. Volume.OpenShard gives the same Reader as
+// version 1 for one shard.
+//
+// Version 1 (Write, Open, List, Remove) is the per-shard layout written
+// before, still read; docs/format/fileset.md has every byte of both.
+//
+// Version 1 layout on disk:
 //
 //	<root>/<namespace>/<shard>/fileset-<blockStartMs>-<volume>-info.db
 //	                                                          -index.db

@@ -6,9 +6,13 @@ import (
 	"hash/crc32"
 )
 
-// formatVersion is written into every file; readers reject other versions
-// rather than guess.
-const formatVersion = 1
+// formatVersion is written into every file of a per-shard (version 1)
+// fileset; blockVersion into every file of a per-block (version 2) volume.
+// Readers reject other versions rather than guess.
+const (
+	formatVersion = 1
+	blockVersion  = 2
+)
 
 // Magic numbers, one per file, so a file swapped for another kind is caught
 // before its fields are trusted.
@@ -28,8 +32,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 func appendHeader(b []byte, magic [4]byte) []byte {
+	return appendHeaderVersion(b, magic, formatVersion)
+}
+
+func appendHeaderVersion(b []byte, magic [4]byte, version uint32) []byte {
 	b = append(b, magic[:]...)
-	return binary.LittleEndian.AppendUint32(b, formatVersion)
+	return binary.LittleEndian.AppendUint32(b, version)
 }
 
 // seal appends the CRC32C of b to b: the trailer of info, index, digest
@@ -41,6 +49,10 @@ func seal(b []byte) []byte {
 // unseal checks the trailer, magic and version of a whole small file and
 // returns the bytes between header and trailer.
 func unseal(path string, b []byte, magic [4]byte) ([]byte, error) {
+	return unsealVersion(path, b, magic, formatVersion)
+}
+
+func unsealVersion(path string, b []byte, magic [4]byte, version uint32) ([]byte, error) {
 	if len(b) < headerSize+4 {
 		return nil, fmt.Errorf("%s: %w: truncated (%d bytes)", path, ErrCorrupt, len(b))
 	}
@@ -51,7 +63,7 @@ func unseal(path string, b []byte, magic [4]byte) ([]byte, error) {
 	if [4]byte(body[:4]) != magic {
 		return nil, fmt.Errorf("%s: %w: bad magic %q", path, ErrCorrupt, body[:4])
 	}
-	if v := binary.LittleEndian.Uint32(body[4:8]); v != formatVersion {
+	if v := binary.LittleEndian.Uint32(body[4:8]); v != version {
 		return nil, fmt.Errorf("%s: %w: unsupported format version %d", path, ErrCorrupt, v)
 	}
 	return body[headerSize:], nil

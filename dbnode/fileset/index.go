@@ -62,28 +62,48 @@ func writeIndex(w io.Writer, series []Series, entries []entry, pages []pageRef) 
 		return err
 	}
 	for _, p := range pages {
-		b = binary.LittleEndian.AppendUint64(b, uint64(p.offset))
-		b = binary.LittleEndian.AppendUint32(b, p.clen)
-		b = binary.LittleEndian.AppendUint32(b, p.ulen)
-		b = binary.LittleEndian.AppendUint32(b, p.crc)
+		b = appendPageRef(b, p)
 		if err := flush(false); err != nil {
 			return err
 		}
 	}
 	for i, e := range entries {
-		id := series[i].ID
-		b = binary.AppendUvarint(b, uint64(len(id)))
-		b = append(b, id...)
-		b = binary.AppendUvarint(b, uint64(e.page))
-		b = binary.AppendUvarint(b, uint64(e.off))
-		b = binary.AppendUvarint(b, uint64(e.size))
-		b = binary.AppendUvarint(b, uint64(e.samples))
-		b = binary.LittleEndian.AppendUint64(b, e.checksum)
+		b = appendEntry(b, series[i].ID, e)
 		if err := flush(false); err != nil {
 			return err
 		}
 	}
 	return flush(true)
+}
+
+// appendSection appends a page table and the entries of series: the body
+// of a version 1 index after its counts, and one shard's section of a
+// version 2 index.
+func appendSection(b []byte, series []Series, entries []entry, pages []pageRef) []byte {
+	for _, p := range pages {
+		b = appendPageRef(b, p)
+	}
+	for i, e := range entries {
+		b = appendEntry(b, series[i].ID, e)
+	}
+	return b
+}
+
+func appendPageRef(b []byte, p pageRef) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(p.offset))
+	b = binary.LittleEndian.AppendUint32(b, p.clen)
+	b = binary.LittleEndian.AppendUint32(b, p.ulen)
+	return binary.LittleEndian.AppendUint32(b, p.crc)
+}
+
+func appendEntry(b []byte, id []byte, e entry) []byte {
+	b = binary.AppendUvarint(b, uint64(len(id)))
+	b = append(b, id...)
+	b = binary.AppendUvarint(b, uint64(e.page))
+	b = binary.AppendUvarint(b, uint64(e.off))
+	b = binary.AppendUvarint(b, uint64(e.size))
+	b = binary.AppendUvarint(b, uint64(e.samples))
+	return binary.LittleEndian.AppendUint64(b, e.checksum)
 }
 
 // decodeIndex parses and cross-checks a whole index file against the info
@@ -108,11 +128,35 @@ func decodeIndex(path string, b []byte, in info, dataSize int64) (*index, error)
 		return nil, bad("index has %d series in %d pages, info says %d in %d",
 			nSeries, nPages, in.seriesCount, in.pageCount)
 	}
+	ix, samples, payload, err := decodeSection(&d, nSeries, nPages, int64(headerSize), dataSize)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := d.done(); err != nil {
+		return nil, bad("%v", err)
+	}
+	if samples != in.sampleCount || payload != in.payloadBytes {
+		return nil, bad("index totals %d samples / %d payload bytes, info says %d / %d",
+			samples, payload, in.sampleCount, in.payloadBytes)
+	}
+	return ix, nil
+}
+
+// decodeSection decodes a page table of nPages and nSeries entries from d
+// (a version 1 index after its counts, or one shard's section of a
+// version 2 index) and checks every invariant: pages contiguous from
+// dataStart to dataEnd in the data file, entries tiling the pages in ID
+// order. It returns the index and its sample and payload totals. Every
+// count is bounded by the bytes left before anything is allocated.
+func decodeSection(d *decoder, nSeries, nPages uint64, dataStart, dataEnd int64) (*index, uint64, uint64, error) {
+	bad := func(format string, args ...any) (*index, uint64, uint64, error) {
+		return nil, 0, 0, fmt.Errorf(format, args...)
+	}
 	if nPages > uint64(len(d.b))/pageRefSize {
-		return nil, bad("page count %d exceeds file size", nPages)
+		return bad("page count %d exceeds file size", nPages)
 	}
 	ix := &index{pages: make([]pageRef, nPages)}
-	next := int64(headerSize)
+	next := dataStart
 	for i := range ix.pages {
 		p := &ix.pages[i]
 		p.offset = int64(d.u64("page offset"))
@@ -120,18 +164,21 @@ func decodeIndex(path string, b []byte, in info, dataSize int64) (*index, error)
 		p.ulen = d.u32("page size")
 		p.crc = d.u32("page checksum")
 		if p.offset != next {
-			return nil, bad("page %d at offset %d, expected %d", i, p.offset, next)
+			return bad("page %d at offset %d, expected %d", i, p.offset, next)
 		}
 		if p.ulen > maxPageSize {
-			return nil, bad("page %d uncompressed size %d too large", i, p.ulen)
+			return bad("page %d uncompressed size %d too large", i, p.ulen)
 		}
 		next += int64(p.clen)
 	}
-	if next != dataSize {
-		return nil, bad("pages end at %d, data file has %d bytes", next, dataSize)
+	if d.err != nil {
+		return bad("%v", d.err)
+	}
+	if next != dataEnd {
+		return bad("pages end at %d, data ends at %d", next, dataEnd)
 	}
 	if nSeries > uint64(len(d.b))/minEntrySize {
-		return nil, bad("series count %d exceeds file size", nSeries)
+		return bad("series count %d exceeds file size", nSeries)
 	}
 	ix.entries = make([]entry, nSeries)
 	ix.ids = make([]byte, 0, len(d.b)-int(nSeries)*(minEntrySize-1))
@@ -140,7 +187,7 @@ func decodeIndex(path string, b []byte, in info, dataSize int64) (*index, error)
 		e := &ix.entries[i]
 		idLen := d.uvarint("id length")
 		if idLen > uint64(len(d.b)) {
-			return nil, bad("series %d: id length %d exceeds file size", i, idLen)
+			return bad("series %d: id length %d exceeds file size", i, idLen)
 		}
 		id := d.take(int(idLen), "id")
 		page := d.uvarint("page")
@@ -149,36 +196,29 @@ func decodeIndex(path string, b []byte, in info, dataSize int64) (*index, error)
 		smp := d.uvarint("samples")
 		e.checksum = d.u64("checksum")
 		if d.err != nil {
-			return nil, bad("series %d: %v", i, d.err)
+			return bad("series %d: %v", i, d.err)
 		}
 		if page >= nPages || off > math.MaxUint32 || size > math.MaxUint32 || smp > math.MaxUint32 {
-			return nil, bad("series %d: field out of range (page %d, offset %d, size %d, samples %d)", i, page, off, size, smp)
+			return bad("series %d: field out of range (page %d, offset %d, size %d, samples %d)", i, page, off, size, smp)
 		}
 		e.idOff, e.idLen = len(ix.ids), uint32(idLen)
 		e.page, e.off, e.size, e.samples = uint32(page), uint32(off), uint32(size), uint32(smp)
 		ix.ids = append(ix.ids, id...)
 		if err := checkTiling(ix, i); err != nil {
-			return nil, bad("series %d: %v", i, err)
+			return bad("series %d: %v", i, err)
 		}
 		samples += smp
 		payload += size
 	}
-	if err := d.done(); err != nil {
-		return nil, bad("%v", err)
-	}
 	if nSeries > 0 {
 		last := ix.entries[nSeries-1]
 		if uint64(last.off)+uint64(last.size) != uint64(ix.pages[last.page].ulen) || uint64(last.page) != nPages-1 {
-			return nil, bad("last series does not end the last page")
+			return bad("last series does not end the last page")
 		}
 	} else if nPages != 0 {
-		return nil, bad("%d pages but no series", nPages)
+		return bad("%d pages but no series", nPages)
 	}
-	if samples != in.sampleCount || payload != in.payloadBytes {
-		return nil, bad("index totals %d samples / %d payload bytes, info says %d / %d",
-			samples, payload, in.sampleCount, in.payloadBytes)
-	}
-	return ix, nil
+	return ix, samples, payload, nil
 }
 
 // checkTiling checks entry i against entry i-1: IDs strictly increasing,

@@ -22,16 +22,41 @@ import (
 // modified; Read returns a copy the caller owns.
 type Reader struct {
 	id        ID
+	version   int // format version of the files read
 	blockSize int64
 	samples   int
 	diskSize  int64
 	dataPath  string
-	dataSum   fileSum
+	dataOff   int64   // where the bytes dataSum covers start in the data file
+	dataSum   fileSum // version 1: the whole data file; version 2: this shard's range
 	ix        *index
-	data      vfs.File
+	data      *sharedFile
 	cache     *PageCache
 	serial    uint64
 	closed    atomic.Bool
+}
+
+// sharedFile is a data file open for several readers: a version 2 data
+// file holds every shard of a volume, each shard's Reader holding one
+// reference. The last release closes it.
+type sharedFile struct {
+	vfs.File
+	refs atomic.Int64
+}
+
+func newSharedFile(f vfs.File) *sharedFile {
+	s := &sharedFile{File: f}
+	s.refs.Store(1)
+	return s
+}
+
+func (s *sharedFile) acquire() { s.refs.Add(1) }
+
+func (s *sharedFile) release() error {
+	if s.refs.Add(-1) == 0 {
+		return s.File.Close()
+	}
+	return nil
 }
 
 var readerSerial atomic.Uint64
@@ -121,13 +146,14 @@ func open(fsys vfs.FS, root string, id ID, opts OpenOptions) (*Reader, error) {
 	}
 	return &Reader{
 		id:        id,
+		version:   1,
 		blockSize: in.blockSize,
 		samples:   int(in.sampleCount),
 		diskSize:  int64(len(encodeCheckpoint(cp))) + cp.digest.size + dg.info.size + dg.index.size + dg.data.size,
 		dataPath:  dataPath,
 		dataSum:   dg.data,
 		ix:        ix,
-		data:      data,
+		data:      newSharedFile(data),
 		cache:     cache,
 		serial:    readerSerial.Add(1),
 	}, nil
@@ -135,10 +161,15 @@ func open(fsys vfs.FS, root string, id ID, opts OpenOptions) (*Reader, error) {
 
 const maxInt = int(^uint(0) >> 1)
 
-// openData opens the data file and checks its size and header; its
+// openData opens the data file and checks its size and header (version 1
+// or 2, as asked); its
 // checksum covers the whole file and is checked by Verify, not Open, which
 // would otherwise read every byte.
 func openData(fsys vfs.FS, path string, size int64) (vfs.File, error) {
+	return openDataVersion(fsys, path, size, formatVersion)
+}
+
+func openDataVersion(fsys vfs.FS, path string, size int64, version uint32) (vfs.File, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
 		return nil, err
@@ -158,14 +189,19 @@ func openData(fsys vfs.FS, path string, size int64) (vfs.File, error) {
 	if _, err := f.ReadAt(hdr[:], 0); err != nil {
 		return fail(fmt.Errorf("%s: %w: reading header: %v", path, ErrCorrupt, err))
 	}
-	if !bytes.Equal(hdr[:], appendHeader(nil, magicData)) {
+	if !bytes.Equal(hdr[:], appendHeaderVersion(nil, magicData, version)) {
 		return fail(fmt.Errorf("%s: %w: bad header %x", path, ErrCorrupt, hdr))
 	}
 	return f, nil
 }
 
-// ID returns the fileset's identity.
+// ID returns the fileset's identity: for a version 2 volume, the shard's
+// section of it.
 func (r *Reader) ID() ID { return r.id }
+
+// Version returns the format version of the files the reader reads: 1 for
+// a per-shard fileset, 2 for a shard's section of a per-block volume.
+func (r *Reader) Version() int { return r.version }
 
 // BlockSize returns the block size in milliseconds.
 func (r *Reader) BlockSize() int64 { return r.blockSize }
@@ -176,7 +212,8 @@ func (r *Reader) Len() int { return len(r.ix.entries) }
 // Samples returns the total sample count of all series.
 func (r *Reader) Samples() int { return r.samples }
 
-// DiskSize returns the bytes the fileset's files take on disk.
+// DiskSize returns the bytes the fileset's files take on disk; for a
+// version 2 volume, the bytes of this shard's index section and data.
 func (r *Reader) DiskSize() int64 { return r.diskSize }
 
 // Read returns the payload of seriesID, verified against its checksum; the
@@ -316,12 +353,12 @@ func (r *Reader) Verify() error {
 		return ErrClosed
 	}
 	h := crc32.New(castagnoli)
-	n, err := io.Copy(h, io.NewSectionReader(r.data, 0, r.dataSum.size+1))
+	n, err := io.Copy(h, io.NewSectionReader(r.data, r.dataOff, r.dataSum.size))
 	if err != nil {
 		return r.errorf("verify: %w", err)
 	}
 	if n != r.dataSum.size || h.Sum32() != r.dataSum.crc {
-		return r.errorf("verify: %w: data file checksum mismatch (%d bytes, crc %08x; digest says %d bytes, crc %08x)",
+		return r.errorf("verify: %w: data checksum mismatch (%d bytes, crc %08x; expected %d bytes, crc %08x)",
 			ErrCorrupt, n, h.Sum32(), r.dataSum.size, r.dataSum.crc)
 	}
 	return r.RangeData(func(_, _ []byte) error { return nil })
@@ -334,7 +371,7 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	r.cache.purge(r.serial)
-	if err := r.data.Close(); err != nil {
+	if err := r.data.release(); err != nil {
 		return fmt.Errorf("close fileset %v: %w", r.id, err)
 	}
 	return nil

@@ -26,8 +26,11 @@ type Series struct {
 	Samples int
 }
 
-// Write writes a complete fileset for id. series must be sorted by ID
-// (bytes.Compare) without duplicates; blockSize is in milliseconds.
+// Write writes a complete version 1 (per-shard) fileset for id. The
+// storage engine writes version 2 volumes (BlockWriter) since issue 18;
+// this writer is kept unchanged so tests and tools can make filesets as
+// the previous release did. series must be sorted by ID (bytes.Compare)
+// without duplicates; blockSize is in milliseconds.
 //
 // The fileset becomes visible to List only when its checkpoint is written,
 // after every other file and the directory have been fsynced. On any error
@@ -231,21 +234,29 @@ func (s *sumWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// writeData packs payloads back to back into pages of about targetPageSize
-// uncompressed bytes, compresses each page on its own and writes it. A
-// payload never straddles two pages. It fills entries with each series'
-// location and checksum and returns the page table.
+// writeData writes a version 1 data file: the header, then the pages of
+// series (see writePages).
 func writeData(out io.Writer, series []Series, entries []entry) ([]pageRef, error) {
 	var hdr []byte
 	hdr = appendHeader(hdr, magicData)
 	if _, err := out.Write(hdr); err != nil {
 		return nil, err
 	}
+	pages, _, err := writePages(out, series, entries, int64(headerSize))
+	return pages, err
+}
+
+// writePages packs payloads back to back into pages of about
+// targetPageSize uncompressed bytes, compresses each page on its own and
+// writes it, the first at offset (absolute, in the data file). A payload
+// never straddles two pages. It fills entries with each series' location
+// and checksum and returns the page table and the offset after the last
+// page.
+func writePages(out io.Writer, series []Series, entries []entry, offset int64) ([]pageRef, int64, error) {
 	var (
-		pages  []pageRef
-		page   = make([]byte, 0, targetPageSize)
-		comp   []byte
-		offset = int64(headerSize)
+		pages []pageRef
+		page  = make([]byte, 0, targetPageSize)
+		comp  []byte
 	)
 	flush := func() error {
 		comp = compressPage(page, comp[:0])
@@ -260,7 +271,7 @@ func writeData(out io.Writer, series []Series, entries []entry) ([]pageRef, erro
 	for i, s := range series {
 		if len(page) > 0 && len(page)+len(s.Data) > targetPageSize {
 			if err := flush(); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 		entries[i] = entry{
@@ -274,8 +285,8 @@ func writeData(out io.Writer, series []Series, entries []entry) ([]pageRef, erro
 	}
 	if len(series) > 0 {
 		if err := flush(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return pages, nil
+	return pages, offset, nil
 }

@@ -195,7 +195,15 @@ func (db *Database) LoadBlock(nsName string, shard uint32, blockStart int64, ser
 			return fmt.Errorf("merge streamed block %d of shard %d: %w", blockStart, shard, err)
 		}
 	}
-	_, err = db.installVolume(ns, sh, blockStart, prev, out)
+	vw, err := db.newVolumeWrite(ns, blockStart)
+	if err != nil {
+		return err
+	}
+	if err := vw.add(sh, prev, out); err != nil {
+		vw.abort()
+		return err
+	}
+	_, err = vw.install()
 	return err
 }
 

@@ -48,12 +48,12 @@ func (db *Database) Tick() error {
 		retentionStart := now - ns.opts.Retention.Milliseconds()
 		expireBefore := ns.blockStart(retentionStart) // blocks ending at or before retention start
 		sealedBefore := now - ns.opts.BufferPast.Milliseconds() - ns.blockSize
+		n, err := db.tickNamespace(ns, expireBefore, sealedBefore)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		flushed = flushed || n > 0
 		for _, sh := range ns.allShards() {
-			n, err := db.tickShard(ns, sh, expireBefore, sealedBefore)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			flushed = flushed || n > 0
 			for _, s := range sh.snapshotSeries() {
 				memSeries++
 				s.stats(func(bs int64, samples, bytes int) {
@@ -110,40 +110,64 @@ func (db *Database) fileStillNeeded(ranges map[string]commitlog.TimeRange, dirty
 	return false
 }
 
-// tickShard flushes the sealed blocks of one shard and expires old ones.
-// It returns how many blocks it flushed.
-func (db *Database) tickShard(ns *namespace, sh *shard, expireBefore, sealedBefore int64) (int, error) {
-	// Expire first: nothing below is flushed only to be deleted.
-	sh.mu.Lock()
-	for bs, r := range sh.blocks {
-		if bs < expireBefore {
-			delete(sh.blocks, bs)
-			db.graveyard = append(db.graveyard, removeOnClose{r: r, db: db})
-			db.metrics.expired.Inc(1)
-		}
-	}
-	sh.mu.Unlock()
-
-	all := sh.snapshotSeries()
-	var emptied []*Series
-	toFlush := map[int64][]*Series{}
-	for _, s := range all {
-		s.mu.Lock()
-		for b := range s.buckets.all() {
-			if b.start <= sealedBefore && b.start >= expireBefore {
-				toFlush[b.start] = append(toFlush[b.start], s)
+// tickNamespace expires the blocks of every shard past retention, then
+// flushes the sealed blocks of the namespace one block at a time across
+// shards: each block becomes one volume holding every shard that had
+// memory for it (plus, when the block has too many volumes, every other
+// shard of it: see maxVolumesPerBlock), so a flush costs a bounded
+// number of files and fsyncs per block, not per shard. It returns how
+// many volumes it wrote.
+func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int64) (int, error) {
+	shards := ns.allShards()
+	toFlush := map[int64][]shardFlush{}
+	emptied := map[*shard][]*Series{}
+	for _, sh := range shards {
+		// Expire first: nothing below is flushed only to be deleted.
+		sh.mu.Lock()
+		for bs, r := range sh.blocks {
+			if bs < expireBefore {
+				delete(sh.blocks, bs)
+				db.graveyard = append(db.graveyard, removeOnClose{r: r, db: db})
+				db.metrics.expired.Inc(1)
 			}
 		}
-		if s.hist != nil {
-			for _, b := range s.hist.buckets {
+		sh.mu.Unlock()
+
+		byBlock := map[int64][]*Series{}
+		for _, s := range sh.snapshotSeries() {
+			s.mu.Lock()
+			for b := range s.buckets.all() {
 				if b.start <= sealedBefore && b.start >= expireBefore {
-					toFlush[b.start] = append(toFlush[b.start], s)
+					byBlock[b.start] = append(byBlock[b.start], s)
 				}
 			}
+			if s.hist != nil {
+				for _, b := range s.hist.buckets {
+					if b.start <= sealedBefore && b.start >= expireBefore {
+						byBlock[b.start] = append(byBlock[b.start], s)
+					}
+				}
+			}
+			s.mu.Unlock()
+			if s.dropBefore(expireBefore) {
+				emptied[sh] = append(emptied[sh], s)
+			}
 		}
-		s.mu.Unlock()
-		if s.dropBefore(expireBefore) {
-			emptied = append(emptied, s)
+		for bs, ss := range byBlock {
+			toFlush[bs] = append(toFlush[bs], shardFlush{sh: sh, series: dedupe(ss)})
+		}
+	}
+	for bs, bv := range ns.vols {
+		if bs < expireBefore {
+			// Expired readers release their volumes when the graveyard
+			// closes them (next tick); forget the block after that.
+			if len(bv.users) == 0 && bv.v1 == 0 {
+				delete(ns.vols, bs)
+			}
+			continue
+		}
+		if _, ok := toFlush[bs]; !ok && db.sourcesOf(ns, bs) > maxVolumesPerBlock {
+			toFlush[bs] = nil // compact only
 		}
 	}
 	starts := make([]int64, 0, len(toFlush))
@@ -154,25 +178,35 @@ func (db *Database) tickShard(ns *namespace, sh *shard, expireBefore, sealedBefo
 	var errs []error
 	n := 0
 	for _, bs := range starts {
-		ss := dedupe(toFlush[bs])
-		if err := db.flushBlock(ns, sh, bs, ss); err != nil {
+		items := toFlush[bs]
+		wrote, err := db.flushBlock(ns, bs, items)
+		if err != nil {
 			db.metrics.flushErrors.Inc(1)
-			errs = append(errs, fmt.Errorf("flush namespace %s shard %d block %d: %w", ns.opts.Name, sh.id, bs, err))
-			continue
+			errs = append(errs, fmt.Errorf("flush namespace %s block %d: %w", ns.opts.Name, bs, err))
 		}
-		n++
-		for _, s := range ss {
-			s.mu.Lock()
-			if s.emptyLocked() {
-				emptied = append(emptied, s)
+		if wrote {
+			n++
+		}
+		for _, it := range items {
+			for _, s := range it.series {
+				s.mu.Lock()
+				if s.emptyLocked() {
+					emptied[it.sh] = append(emptied[it.sh], s)
+				}
+				s.mu.Unlock()
 			}
-			s.mu.Unlock()
 		}
 	}
-	if len(emptied) > 0 {
-		sh.removeIfEmpty(emptied)
+	for sh, ss := range emptied {
+		sh.removeIfEmpty(ss)
 	}
 	return n, errors.Join(errs...)
+}
+
+// shardFlush is one shard's series with memory in a block being flushed.
+type shardFlush struct {
+	sh     *shard
+	series []*Series
 }
 
 func dedupe(ss []*Series) []*Series {
@@ -187,9 +221,100 @@ func dedupe(ss []*Series) []*Series {
 	return out
 }
 
-// flushBlock writes the memory of block bs of the given series, merged with
-// the block's existing fileset if there is one, as the next volume.
-func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*Series) error {
+// flushBlock writes, as one new volume of block bs, the memory of the
+// given shards' series merged with each shard's current data for the block
+// (a cold flush); when the block is served from too many volumes it also
+// carries over every shard not served from the largest one, so their old
+// volumes can go. A shard whose data cannot be built (its current volume has a
+// damaged page) is left out, keeps its memory and is reported; the
+// others are flushed. It reports whether a volume was written.
+func (db *Database) flushBlock(ns *namespace, bs int64, items []shardFlush) (bool, error) {
+	compact := db.sourcesOf(ns, bs)+1 > maxVolumesPerBlock
+	byShard := map[uint32]shardFlush{}
+	for _, it := range items {
+		byShard[it.sh.id] = it
+	}
+	if compact {
+		// Carry over every shard not served from the block's largest
+		// volume: the block is then served from two volumes, and the
+		// copying is proportional to what lies outside the largest one
+		// (a bootstrap adding a volume per shard does not rewrite the
+		// whole block at every tick).
+		base := ns.volumes(bs).largest()
+		for _, sh := range ns.allShards() {
+			if _, ok := byShard[sh.id]; ok {
+				continue
+			}
+			r := sh.reader(bs)
+			if r == nil || (r.Version() != 1 && r.ID().Volume == base) {
+				continue
+			}
+			byShard[sh.id] = shardFlush{sh: sh}
+		}
+	}
+	ids := make([]uint32, 0, len(byShard))
+	for id := range byShard {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+
+	var (
+		vw      *volumeWrite
+		errs    []error
+		flushed [][]*Series
+	)
+	for _, id := range ids {
+		it := byShard[id]
+		prev := it.sh.reader(bs)
+		var (
+			out []fileset.Series
+			err error
+		)
+		if it.series != nil {
+			out, err = shardMemory(it.series, bs, prev)
+		} else {
+			out, err = copySeries(prev)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shard %d: %w", id, err))
+			continue
+		}
+		if len(out) == 0 {
+			continue
+		}
+		if vw == nil {
+			if vw, err = db.newVolumeWrite(ns, bs); err != nil {
+				return false, errors.Join(append(errs, err)...)
+			}
+		}
+		if err := vw.add(it.sh, prev, out); err != nil {
+			vw.abort()
+			return false, errors.Join(append(errs, err)...)
+		}
+		flushed = append(flushed, it.series)
+	}
+	if vw == nil {
+		return false, errors.Join(errs...)
+	}
+	size, err := vw.install()
+	if err != nil {
+		return false, errors.Join(append(errs, err)...)
+	}
+	db.metrics.flushes.Inc(1)
+	db.metrics.flushedBytes.Inc(size)
+	for _, ss := range flushed {
+		for _, s := range ss {
+			s.finishFlush(bs)
+		}
+	}
+	return true, errors.Join(errs...)
+}
+
+// shardMemory builds one shard's series for a block: the flushing memory
+// of ss, merged with prev (the shard's current data for the block, nil
+// for none): every series of prev is carried over, those with new samples
+// merged (memory wins on equal timestamps). Sorted by ID.
+func shardMemory(ss []*Series, bs int64, prev *fileset.Reader) ([]fileset.Series, error) {
 	mem := make(map[string]memFlush, len(ss))
 	for _, s := range ss {
 		if fl, h := s.startFlush(bs); fl != nil || h != nil {
@@ -197,13 +322,10 @@ func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*Series)
 		}
 	}
 	if len(mem) == 0 {
-		return nil
+		return nil, nil
 	}
-	prev := sh.reader(bs)
 	var out []fileset.Series
 	if prev != nil {
-		// Cold flush: carry every series of the old volume over, merging
-		// those that have new samples (memory wins on equal timestamps).
 		err := rangeSeries(prev, func(id, data []byte, samples int) error {
 			m, ok := mem[string(id)]
 			if !ok {
@@ -220,65 +342,32 @@ func (db *Database) flushBlock(ns *namespace, sh *shard, bs int64, ss []*Series)
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("merge with volume %d: %w", prev.ID().Volume, err)
+			return nil, fmt.Errorf("merge with volume %d: %w", prev.ID().Volume, err)
 		}
 	}
 	for id, m := range mem {
 		fs, err := sealSeries([]byte(id), m.fl, m.h)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out = append(out, fs)
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID, out[j].ID) < 0 })
-
-	r, err := db.installVolume(ns, sh, bs, prev, out)
-	if err != nil {
-		return err
-	}
-	db.metrics.flushes.Inc(1)
-	db.metrics.flushedBytes.Inc(r.DiskSize())
-	for _, s := range ss {
-		s.finishFlush(bs)
-	}
-	return nil
+	return out, nil
 }
 
-// installVolume writes series (sorted by ID) as the volume after prev (the
-// block's current reader, nil for none) of block bs, and makes it the one
-// reads see: its series are indexed first, so a read that finds the new
-// volume also finds every series in it; then the reader is swapped in and
-// prev is retired to the graveyard (closed and deleted on the next tick,
-// after reads that hold it finish). A flush and a block streamed from a
-// peer both install through here. The caller holds tickMu, so no other
-// install of the shard races this one.
-func (db *Database) installVolume(ns *namespace, sh *shard, bs int64, prev *fileset.Reader, series []fileset.Series) (*fileset.Reader, error) {
-	id := fileset.ID{Namespace: ns.opts.Name, Shard: sh.id, BlockStart: bs}
-	if prev != nil {
-		id.Volume = prev.ID().Volume + 1
-	}
-	if err := fileset.Write(db.opts.FS, db.dataDir(), id, ns.blockSize, series); err != nil {
-		return nil, err
-	}
-	r, err := fileset.Open(db.opts.FS, db.dataDir(), id)
+// copySeries copies the series of r as stored (no decoding), for a shard
+// carried into a new volume.
+func copySeries(r *fileset.Reader) ([]fileset.Series, error) {
+	out := make([]fileset.Series, 0, r.Len())
+	err := rangeSeries(r, func(id, data []byte, samples int) error {
+		out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...), Samples: samples})
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("reopen written fileset %+v: %w", id, err)
+		return nil, fmt.Errorf("carry volume %d over: %w", r.ID().Volume, err)
 	}
-	if ns.index != nil {
-		for i := range series {
-			if err := ns.index.Insert(series[i].ID, bs); err != nil {
-				_ = r.Close()
-				return nil, fmt.Errorf("index fileset %+v: %w", id, err)
-			}
-		}
-	}
-	sh.mu.Lock()
-	sh.blocks[bs] = r
-	sh.mu.Unlock()
-	if prev != nil {
-		db.graveyard = append(db.graveyard, removeOnClose{r: prev, db: db})
-	}
-	return r, nil
+	return out, nil
 }
 
 // memFlush is a series' memory of one block being flushed: its float and
@@ -364,7 +453,9 @@ func rangeSeries(r *fileset.Reader, fn func(id, data []byte, samples int) error)
 	})
 }
 
-// removeOnClose closes a replaced or expired reader and deletes its files.
+// removeOnClose closes a replaced or expired reader and deletes what
+// only it used: a version 1 fileset's files; for a shard of a version 2
+// volume, the volume once no shard serves from it any more.
 type removeOnClose struct {
 	r  *fileset.Reader
 	db *Database
@@ -372,85 +463,16 @@ type removeOnClose struct {
 
 func (x removeOnClose) Close() error {
 	err := x.r.Close()
-	if rerr := fileset.Remove(x.db.opts.FS, x.db.dataDir(), x.r.ID()); rerr != nil {
+	id := x.r.ID()
+	if x.r.Version() == 1 {
+		x.db.releaseV1(id)
+		if rerr := fileset.Remove(x.db.opts.FS, x.db.dataDir(), id); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return err
+	}
+	if rerr := x.db.releaseVolume(id); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
 	return err
-}
-
-// loadFilesets opens the latest complete volume of every block of every
-// shard, deletes incomplete, superseded and expired filesets, and indexes
-// the series of what it keeps.
-func (db *Database) loadFilesets() error {
-	now := db.opts.Now().UnixMilli()
-	for _, ns := range db.nsList {
-		expireBefore := ns.blockStart(now - ns.opts.Retention.Milliseconds())
-		shards, err := fileset.Shards(db.opts.FS, db.dataDir(), ns.opts.Name)
-		if err != nil {
-			return fmt.Errorf("list shards of namespace %s: %w", ns.opts.Name, err)
-		}
-		for _, shardID := range shards {
-			if shardID >= db.opts.NumShards {
-				db.opts.Logger.Warn("ignoring fileset shard beyond numShards", "namespace", ns.opts.Name, "shard", shardID)
-				continue
-			}
-			if n, err := fileset.RemoveIncomplete(db.opts.FS, db.dataDir(), ns.opts.Name, shardID); err != nil {
-				return fmt.Errorf("remove incomplete filesets of shard %d: %w", shardID, err)
-			} else if n > 0 {
-				db.opts.Logger.Warn("removed incomplete filesets", "namespace", ns.opts.Name, "shard", shardID, "count", n)
-			}
-			ids, err := fileset.List(db.opts.FS, db.dataDir(), ns.opts.Name, shardID)
-			if err != nil {
-				return fmt.Errorf("list filesets of shard %d: %w", shardID, err)
-			}
-			// Per block, the newest volume that opens is served and the
-			// older ones are obsolete. A newest volume failing its checks
-			// does not make the older ones obsolete: one left beside it (a
-			// crash before it was removed) holds the block's data.
-			sort.Slice(ids, func(i, j int) bool {
-				if ids[i].BlockStart != ids[j].BlockStart {
-					return ids[i].BlockStart < ids[j].BlockStart
-				}
-				return ids[i].Volume > ids[j].Volume
-			})
-			sh := ns.shard(shardID)
-			for _, id := range ids {
-				if _, served := sh.blocks[id.BlockStart]; id.BlockStart < expireBefore || served {
-					if err := fileset.Remove(db.opts.FS, db.dataDir(), id); err != nil {
-						return fmt.Errorf("remove obsolete fileset %+v: %w", id, err)
-					}
-					continue
-				}
-				r, err := fileset.Open(db.opts.FS, db.dataDir(), id)
-				if err != nil {
-					// A corrupt fileset must not stop the node: the data
-					// may still be in an older volume, on peers or in the
-					// commit log.
-					// Its files are moved aside, kept for inspection,
-					// so the block can be flushed again (a new fileset
-					// of the same name would otherwise be refused).
-					moved, merr := fileset.MoveAside(db.opts.FS, db.dataDir(), id)
-					if merr != nil {
-						return fmt.Errorf("unreadable fileset %v (%v): %w", id, err, merr)
-					}
-					db.opts.Logger.Error("unreadable fileset moved aside; its block is not served from this node's disk",
-						"fileset", id, "err", err, "moved_to", moved)
-					db.metrics.filesetsUnreadable.Inc(1)
-					db.recovery.UnreadableFilesets = append(db.recovery.UnreadableFilesets,
-						fmt.Sprintf("%v: %v (its files are kept in %s as *%s)", id, err, fileset.ShardDir(db.dataDir(), id.Namespace, id.Shard), fileset.CorruptSuffix))
-					continue
-				}
-				sh.blocks[id.BlockStart] = r
-				if ns.index != nil {
-					bs := id.BlockStart
-					if err := r.RangeIndex(func(sid []byte, _ uint64, _ int, _ int) error {
-						return ns.index.Insert(append([]byte(nil), sid...), bs)
-					}); err != nil {
-						return fmt.Errorf("index fileset %+v: %w", id, err)
-					}
-				}
-			}
-		}
-	}
-	return nil
 }

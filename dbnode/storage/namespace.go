@@ -22,6 +22,18 @@ type namespace struct {
 	// active counts the node's in-memory series, all namespaces (shared
 	// with the Database).
 	active *atomic.Int64
+	// vols is the volume bookkeeping per block start (volumes.go),
+	// guarded by Database.tickMu.
+	vols map[int64]*blockVolumes
+	// released is, per shard dropped from this node and block, the
+	// highest volume whose section of the shard must not be served again
+	// (fileset.Released, persisted by DropShard). Guarded by tickMu.
+	released map[releaseKey]int
+}
+
+type releaseKey struct {
+	shard uint32
+	bs    int64
 }
 
 func newNamespace(opts NamespaceOptions, numShards uint32, active *atomic.Int64) *namespace {
@@ -30,6 +42,8 @@ func newNamespace(opts NamespaceOptions, numShards uint32, active *atomic.Int64)
 		opts:      opts,
 		blockSize: opts.BlockSize.Milliseconds(),
 		shards:    make([]atomic.Pointer[shard], numShards),
+		vols:      map[int64]*blockVolumes{},
+		released:  map[releaseKey]int{},
 	}
 	if opts.Index {
 		ns.index = index.New(ns.blockSize)

@@ -68,7 +68,7 @@ func OpenDamaged(tb testing.TB, n int) DamagedBlock {
 	if err := db.Close(); err != nil {
 		tb.Fatalf("close: %v", err)
 	}
-	m, err := filepath.Glob(filepath.Join(opts.Dir, "data", "default", "0", "fileset-*-0-data.db"))
+	m, err := filepath.Glob(filepath.Join(opts.Dir, "data", "default", "fileset-*-0-data.db"))
 	if err != nil || len(m) != 1 {
 		tb.Fatalf("want one data file, got %v (%v)", m, err)
 	}
@@ -76,7 +76,7 @@ func OpenDamaged(tb testing.TB, n int) DamagedBlock {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b[8+20] ^= 0x55 // inside page 0 (pages start after the 8-byte header)
+	b[8+20] ^= 0x55 // inside page 0 of shard 0 (pages start after the 8-byte header)
 	if err := os.WriteFile(m[0], b, 0o644); err != nil {
 		tb.Fatal(err)
 	}
