@@ -158,14 +158,6 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		err = errors.Join(err, stack.unwind())
 	}()
 	stack.push("metrics", n.closer.Close)
-	// The collector's room for garbage follows the live heap (gctune): a
-	// node holding many series does not keep as much again for garbage.
-	if t := gctune.New(gctune.Config{Percent: n.cfg.GC.Percent, MinPercent: n.cfg.GC.MinPercent, Headroom: n.cfg.GC.Headroom}); t != nil {
-		gcCtx, gcStop := context.WithCancel(ctx)
-		gcDone := make(chan struct{})
-		go func() { defer close(gcDone); t.Run(gcCtx, time.Second) }()
-		stack.push("gc tuner", func() error { gcStop(); <-gcDone; return nil })
-	}
 	// Closed here in case Run fails before the gRPC server owns it (which
 	// then closes it first; a second close only errs, and is ignored).
 	stack.push("rpc listener", func() error { _ = n.rpcLn.Close(); return nil })
@@ -212,6 +204,17 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		n.api.SetDamage(append(slices.Clone(db.Recovery().Warnings()), damage...))
 	}
 	stack.push("exemplar/metadata snapshot", n.saveAux)
+	// The collector's room for garbage follows the live heap (gctune): a
+	// node holding many series does not keep as much again for garbage.
+	// It starts once recovery is done: replaying the commit log builds the
+	// whole heap in one go, and at a lower GOGC the collections on the way
+	// would only delay the node's readiness.
+	if t := gctune.New(gctune.Config{Percent: n.cfg.GC.Percent, MinPercent: n.cfg.GC.MinPercent, Headroom: n.cfg.GC.Headroom}); t != nil {
+		gcCtx, gcStop := context.WithCancel(ctx)
+		gcDone := make(chan struct{})
+		go func() { defer close(gcDone); t.Run(gcCtx, time.Second) }()
+		stack.push("gc tuner", func() error { gcStop(); <-gcDone; return nil })
+	}
 
 	// 4. Node RPC.
 	rs := rpc.NewServer(db, newOwnership(n.topo, n.cfg.ID), rpc.ServerOptions{
