@@ -58,7 +58,10 @@ func (a *API) Register(mux *http.ServeMux) {
 // result is what a handler answers: an appender writing the "data" field
 // and the warnings to report with it, or an error.
 type result struct {
-	data     func(dst []byte) ([]byte, error)
+	data func(dst []byte) ([]byte, error)
+	// size is about how many bytes data appends (0: unknown), so that the
+	// response buffer is allocated once instead of grown by copying.
+	size     int
 	warnings annotations.Annotations
 	query    string // for the positions in annotation messages
 	err      *apiError
@@ -80,7 +83,7 @@ func (a *API) wrap(h func(r *http.Request) result) http.HandlerFunc {
 }
 
 func (a *API) respond(w http.ResponseWriter, r *http.Request, res result) {
-	buf := make([]byte, 0, 4096)
+	buf := make([]byte, 0, 4096+res.size)
 	buf = append(buf, `{"status":"success","data":`...)
 	buf, err := res.data(buf)
 	if err != nil {
@@ -315,7 +318,7 @@ func (a *API) exec(ctx context.Context, r *http.Request, qry promql.Query, qs st
 		statsJSON = b
 	}
 	// Render now, while the result's memory is still the engine's to lend.
-	buf := append(make([]byte, 0, 1024), `{"resultType":`...)
+	buf := append(make([]byte, 0, 1024+valueSize(value)), `{"resultType":`...)
 	buf = appendString(buf, string(value.Type()))
 	buf = append(buf, `,"result":`...)
 	buf, err := appendValue(buf, value)
@@ -329,6 +332,7 @@ func (a *API) exec(ctx context.Context, r *http.Request, qry promql.Query, qs st
 	buf = append(buf, '}')
 	return result{
 		data:     func(dst []byte) ([]byte, error) { return append(dst, buf...), nil },
+		size:     len(buf),
 		warnings: warnings,
 		query:    qs,
 	}

@@ -131,6 +131,31 @@ func appendPoint(dst []byte, t int64, f float64) []byte {
 	return append(dst, ']')
 }
 
+// valueSize estimates, a little high for typical values, how many bytes
+// appendValue writes for v: a range query over thousands of series renders
+// megabytes, which a buffer grown by doubling would allocate about twice
+// and copy as often. Histograms count one point each; their buffer grows.
+func valueSize(v parser.Value) int {
+	const point = 36 // [1700000000.123,"12345.678901234567"], full-precision values
+	labelsSize := func(ls labels.Labels) int {
+		n := 2
+		ls.Range(func(l labels.Label) { n += len(l.Name) + len(l.Value) + 6 })
+		return n
+	}
+	n := 0
+	switch v := v.(type) {
+	case promql.Matrix:
+		for _, s := range v {
+			n += 24 + labelsSize(s.Metric) + point*(len(s.Floats)+len(s.Histograms))
+		}
+	case promql.Vector:
+		for _, s := range v {
+			n += 24 + labelsSize(s.Metric) + point
+		}
+	}
+	return n
+}
+
 // appendValue writes a query result. Scalars and strings go through their
 // own MarshalJSON, as in Prometheus; so do series and samples holding
 // native histograms (rare next to floats: the hand-written path is for

@@ -2,10 +2,13 @@ package promapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -100,4 +103,26 @@ func TestStatsParam(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Data, &d))
 	require.Contains(t, d.Stats.Timings, "evalTotalTime")
 	require.Contains(t, d.Stats.Samples, "totalQueryableSamples")
+}
+
+// TestValueSizeCoversTypicalResults: the estimate that sizes the response
+// buffer is at least what a typical range result renders (so the buffer
+// is not grown) and not wildly more.
+func TestValueSizeCoversTypicalResults(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var m promql.Matrix
+	for i := range 200 {
+		s := promql.Series{Metric: labels.FromStrings("__name__", "node_cpu_seconds_total", "cpu", strconv.Itoa(i%8),
+			"instance", fmt.Sprintf("10.0.%d.%d:9100", i/250, i%250+1), "job", "node", "mode", "iowait")}
+		for k := range 121 {
+			f := rng.Float64() * math.Pow(10, float64(rng.IntN(12)-3))
+			s.Floats = append(s.Floats, promql.FPoint{T: 1_795_596_592_000 + int64(k)*15_000, F: f})
+		}
+		m = append(m, s)
+	}
+	got, err := appendValue(nil, m)
+	require.NoError(t, err)
+	est := valueSize(m)
+	require.GreaterOrEqual(t, est, len(got), "estimate below the rendered size")
+	require.Less(t, est, 2*len(got), "estimate far above the rendered size")
 }
