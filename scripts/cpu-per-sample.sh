@@ -76,7 +76,8 @@ ticks() {
 	awk '{print $12 + $13}' <<<"$s"
 }
 
-# wait_ready URL: poll /ready for up to 120 s.
+# wait_ready URL LOG: poll /ready for up to 120 s; on failure show the
+# end of the node's log (a port taken by another process shows there).
 wait_ready() {
 	local i
 	for i in $(seq 1 1200); do
@@ -86,6 +87,7 @@ wait_ready() {
 		sleep 0.1
 	done
 	echo "not ready after 120 s: $1" >&2
+	tail -5 "$2" >&2
 	return 1
 }
 
@@ -129,7 +131,7 @@ etcd:
 EOF
 	"$bin" node -f "$dir/node.yml" >"$dir/node.log" 2>&1 &
 	pids=($!)
-	wait_ready "http://127.0.0.1:$(port 7200)"
+	wait_ready "http://127.0.0.1:$(port 7200)" "$dir/node.log"
 	local t0 t1 out
 	t0=$(ticks "${pids[0]}")
 	out=$(bench_run "$bin" "http://127.0.0.1:$(port 7200)" "$dir/bench.log")
@@ -163,7 +165,7 @@ cluster() { # BIN DIR TAG -> "samples sps t1 t2 t3"
 		sleep 0.2
 	done
 	for i in 1 2 3; do
-		wait_ready "http://127.0.0.1:$(port $((7200 + i)))"
+		wait_ready "http://127.0.0.1:$(port $((7200 + i)))" "$dir/node$i.log"
 	done
 	local a=() b=() out prof=()
 	for i in 0 1 2; do a+=("$(ticks "${pids[$i]}")"); done

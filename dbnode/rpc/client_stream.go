@@ -9,7 +9,6 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
@@ -86,7 +85,7 @@ func (w *WriteStream) WriteBatch(ctx context.Context, ns string, samples []stora
 	// out of turn.
 	stop := context.AfterFunc(ctx, w.cancel)
 	defer stop()
-	req, err := encodeHandleRequest(ns, samples, w.t, mem.DefaultBufferPool())
+	req, err := encodeHandleRequest(ns, samples, w.t, requestPool)
 	if err != nil {
 		w.Close()
 		w.broken = err
