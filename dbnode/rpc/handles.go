@@ -43,15 +43,21 @@ const maxStreamHandles = 1 << 20
 // ref and a one-byte sample count.
 const minHandleEntrySize = 2
 
+// maxSeqIndex bounds a handle table's slice indexed by series number: a
+// series numbered beyond it (in a process that created over a million
+// series) is found in the table's map instead.
+const maxSeqIndex = 1 << 20
+
 // handleTable is a sender's side of one stream's handles: the handle of
-// every series the stream defined, found by the sample's storage ref when
-// it has one (a coordinator that owns the series wrote it locally, and
-// the HTTP series cache hands the ref back with every later request), by
-// its ID bytes otherwise. A ref stands for exactly one ID
-// (storage.Sample), and hashing a pointer costs a fraction of hashing and
-// comparing a 70-byte ID; a series found both ways gets two handles,
-// which is only a few bytes more.
+// every series the stream defined. A sample with a storage ref (a
+// coordinator that owns the series wrote it locally, and the HTTP series
+// cache hands the ref back with every later request) is found by its
+// series' number (storage.Series.Seq) in a slice: no hashing, and 4 bytes
+// per series keep the table in cache. A sample without a ref is found by
+// its ID bytes. A ref stands for exactly one ID (storage.Sample); a series
+// found both ways gets two handles, which is only a few bytes more.
 type handleTable struct {
+	bySeq []uint32 // handle+1 by series number; 0: none
 	byRef map[*storage.Series]uint32
 	byID  map[string]uint32
 	n     uint32 // handles defined
@@ -69,13 +75,28 @@ func (t *handleTable) full() bool { return t.n >= maxStreamHandles }
 // handle returns the handle of s's series and whether the stream defined
 // it before; if not, it defines it.
 func (t *handleTable) handle(s *storage.Sample) (uint32, bool) {
-	if s.Ref != nil {
-		if h, ok := t.byRef[s.Ref]; ok {
+	if r := s.Ref; r != nil {
+		if q := r.Seq(); q > 0 && q < maxSeqIndex {
+			if q < uint64(len(t.bySeq)) {
+				if h := t.bySeq[q]; h != 0 {
+					return h - 1, true
+				}
+			} else {
+				grown := make([]uint32, min(max(q+1, 2*uint64(len(t.bySeq))), maxSeqIndex))
+				copy(grown, t.bySeq)
+				t.bySeq = grown
+			}
+			h := t.n
+			t.n++
+			t.bySeq[q] = h + 1
+			return h, false
+		}
+		if h, ok := t.byRef[r]; ok {
 			return h, true
 		}
 		h := t.n
 		t.n++
-		t.byRef[s.Ref] = h
+		t.byRef[r] = h
 		return h, false
 	}
 	if h, ok := t.byID[string(s.ID)]; ok {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"google.golang.org/grpc/mem"
@@ -160,4 +161,45 @@ func FuzzHandlePayload(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHandleTableByRef: samples carrying a storage ref are found by their
+// series' number, samples without one by their ID, and each series keeps
+// its handle across requests.
+func TestHandleTableByRef(t *testing.T) {
+	db := openStorage(t, commitlog.ModeAsync)
+	ids := idsInDistinctShards(3)
+	now := samplesNearNow(1, 0)[0].T
+	batch := make([]storage.Sample, len(ids))
+	for i, id := range ids {
+		batch[i] = storage.Sample{ID: id, Shard: shardOf(id), T: now, V: 1}
+	}
+	require.NoError(t, db.WriteBatch(testNS, batch))
+	for i := range batch {
+		require.NotNil(t, batch[i].Ref)
+		require.NotZero(t, batch[i].Ref.Seq())
+	}
+	require.NotEqual(t, batch[0].Ref.Seq(), batch[1].Ref.Seq())
+
+	tab := newHandleTable()
+	for i := range batch {
+		h, known := tab.handle(&batch[i])
+		require.False(t, known)
+		require.EqualValues(t, i, h)
+	}
+	for i := range batch {
+		h, known := tab.handle(&batch[i])
+		require.True(t, known)
+		require.EqualValues(t, i, h)
+	}
+	require.Empty(t, tab.byRef)
+	require.Empty(t, tab.byID)
+	noRef := batch[1]
+	noRef.Ref = nil
+	h, known := tab.handle(&noRef)
+	require.False(t, known, "found by ID, a table of its own")
+	require.EqualValues(t, 3, h)
+	h, known = tab.handle(&noRef)
+	require.True(t, known)
+	require.EqualValues(t, 3, h)
 }

@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
@@ -12,7 +13,7 @@ import (
 // a *Series is only an opaque handle (Sample.Ref) that spares the next
 // write of the same series the shard map lookup.
 //
-// Its id, hash and ns are immutable and read without the lock; next
+// Its id, hash, ns and seq are immutable and read without the lock; next
 // belongs to the shard's map (guarded by the shard's mu); the rest is
 // guarded by mu.
 //
@@ -21,14 +22,17 @@ import (
 // from the other core): the bucket most writes go to lives inline, and a
 // write that hits the bucket it wrote last (hot) touches only the first
 // four lines: the immutable head, then the lock, hot and the inline
-// bucket's encoder state. The bucket list is past them. Series is in the
+// bucket's encoder state. The bucket list, and next (read only on a hash
+// collision), are past them. Series is in the
 // 320-byte size class, whose objects are 64-byte aligned;
 // TestSeriesLayout keeps it so.
 type Series struct {
 	id   []byte
 	hash uint64     // hashID(id)
 	ns   *namespace // the namespace it belongs to, to check a caller's ref
-	next *Series    // next series with the same hash in the shard's map
+	// seq is Seq, on the first line with the ID: a coordinator reads it
+	// for every sample it replicates.
+	seq uint64
 
 	// clRef is the commit log's handle on this series, owned by the log's
 	// flusher once the series has been written (commitlog.SeriesRef).
@@ -47,9 +51,23 @@ type Series struct {
 	// start in bucketsInline; one of them may be inline.
 	buckets       []*bucket
 	bucketsInline [2]*bucket
+
+	// next is the next series with the same hash in the shard's map: read
+	// only when two IDs' 64-bit hashes collide, so off the written lines.
+	next *Series
 }
 
 var errSeriesRemoved = errors.New("series removed from shard")
+
+// seriesSeq numbers the series of the process as they are created.
+var seriesSeq atomic.Uint64
+
+// Seq is a number no other series of this process has, counting from 1 in
+// creation order, so that a caller holding refs (Sample.Ref) can index a
+// slice by it instead of hashing the ref or the ID: the coordinator's
+// replication streams find a series' handle this way (rpc.WriteStream).
+// Like the ref, it stands for exactly one ID.
+func (s *Series) Seq() uint64 { return s.seq }
 
 // write appends a sample to the writable bucket of its block. It returns
 // whether a new bucket was opened (the caller then indexes the series for

@@ -54,7 +54,7 @@ func (sh *shard) getOrCreateUpTo(ns *namespace, h uint64, id []byte, max int64) 
 		sh.active.Add(-1)
 		return nil, false
 	}
-	s = &Series{id: append([]byte(nil), id...), hash: h, ns: ns}
+	s = &Series{id: append([]byte(nil), id...), hash: h, ns: ns, seq: seriesSeq.Add(1)}
 	sh.series.insert(s)
 	return s, true
 }
