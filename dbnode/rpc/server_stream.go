@@ -50,7 +50,8 @@ func (s *Server) writeStream(st grpc.BidiStreamingServer[nodepb.WriteBatchReques
 // streamScratch is one stream's working memory, reused by its requests.
 type streamScratch struct {
 	samples []storage.Sample
-	handles []uint32
+	handles []uint32          // per sample
+	given   []*storage.Series // per entry: the ref decode gave its samples
 }
 
 // writeStreamed carries out one request of a stream. Errors wrapping
@@ -85,14 +86,28 @@ func (s *Server) writeStreamed(ctx context.Context, req *nodepb.WriteBatchReques
 	}
 	var written func([]storage.Sample)
 	if len(sc.handles) == len(batch) {
+		// The refs decode handed out are compared with what the write
+		// left, one per entry (a run of one handle), so the handles
+		// are touched only where storage resolved something new.
+		sc.given = sc.given[:0]
+		for i := range batch {
+			if i == 0 || sc.handles[i] != sc.handles[i-1] {
+				sc.given = append(sc.given, batch[i].Ref)
+			}
+		}
 		written = func(batch []storage.Sample) {
+			e := -1
 			for i := range batch {
-				if r := batch[i].Ref; r != nil {
-					if ser := &t.series[sc.handles[i]]; ser.ref != r || ser.ns != ns {
-						ser.ref, ser.ns = r, ns
-					}
+				if i > 0 && sc.handles[i] == sc.handles[i-1] {
+					continue
+				}
+				e++
+				if r := batch[i].Ref; r != nil && r != sc.given[e] {
+					ser := &t.series[sc.handles[i]]
+					ser.ref, ser.ns = r, ns
 				}
 			}
+			clear(sc.given)
 		}
 	}
 	return s.checkAndWrite(ctx, ns, batch, req.GetFillOnly(), refused, written)

@@ -220,3 +220,54 @@ func TestWriteStreamToOlderNode(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Written)
 }
+
+// refsSeenDB records, per WriteBatch, how many samples arrived with a
+// storage ref.
+type refsSeenDB struct {
+	Database
+	withRef []int
+}
+
+func (d *refsSeenDB) WriteBatch(ns string, batch []storage.Sample) error {
+	n := 0
+	for _, s := range batch {
+		if s.Ref != nil {
+			n++
+		}
+	}
+	d.withRef = append(d.withRef, n)
+	return d.Database.WriteBatch(ns, batch)
+}
+
+// TestWriteStreamRemembersRefs: after a stream's first write of a series
+// its handle carries the storage series, so the next write of it arrives
+// at storage with its ref (no lookup, no validation); a write in another
+// namespace does not take it.
+func TestWriteStreamRemembersRefs(t *testing.T) {
+	db := &refsSeenDB{Database: openStorage(t, commitlog.ModeAsync)}
+	srv := NewServer(db, nil, ServerOptions{})
+	tab, sender := &streamTable{}, newHandleTable()
+	sc := &streamScratch{}
+	ids := idsInDistinctShards(2)
+	smp := samplesNearNow(3, 1)
+	send := func(ns string, k int) {
+		t.Helper()
+		var batch []storage.Sample
+		for _, id := range ids {
+			batch = append(batch, storage.Sample{ID: id, Shard: shardOf(id), T: smp[k].T, V: smp[k].V},
+				storage.Sample{ID: id, Shard: shardOf(id), T: smp[k].T + 1, V: smp[k].V})
+		}
+		var refused []uint32
+		res, err := srv.writeStreamed(context.Background(), wireRequest(t, ns, batch, sender), tab, sc, &refused)
+		require.NoError(t, err)
+		require.Equal(t, 4, res.Written)
+	}
+	send(testNS, 0)
+	send(testNS, 1)
+	send("noindex", 2)
+	require.Equal(t, []int{0, 4, 0}, db.withRef)
+	for i := range tab.series {
+		require.NotNil(t, tab.series[i].ref)
+		require.Equal(t, "noindex", tab.series[i].ns, "the last write's namespace")
+	}
+}
