@@ -69,6 +69,11 @@ var seriesSeq atomic.Uint64
 // Like the ref, it stands for exactly one ID.
 func (s *Series) Seq() uint64 { return s.seq }
 
+// ID is the series' ID: storage's own copy, immutable for as long as
+// anything holds the series. Callers must not modify it. A coordinator
+// hands it to the replicas' queues instead of copying the caller's bytes.
+func (s *Series) ID() []byte { return s.id }
+
 // write appends a sample to the writable bucket of its block. It returns
 // whether a new bucket was opened (the caller then indexes the series for
 // that block).
