@@ -13,9 +13,11 @@
 #      nodes 1-3, placement initialised as its header says), feeds the same
 #      bench through node 1 and reads all three nodes' CPU the same way.
 #
-# Every port is shifted by PORT_OFFSET (default +31000) so nothing collides
-# with the examples' usual ports or with other tests on the machine, and
-# every data dir is a fresh temp dir, removed at the end.
+# Every port is shifted by PORT_OFFSET (default +21130) so nothing collides
+# with the examples' usual ports or with other tests on the machine: all
+# stay below 32768, where Linux does not hand out ephemeral ports (which
+# other tests' listeners on port 0 and every outgoing connection take).
+# Every data dir is a fresh temp dir, removed at the end.
 #
 # It prints one line per run and, at the end, the medians per binary:
 #   us/sample = CPU ticks * (1e6 / CLK_TCK) / samples written
@@ -32,12 +34,12 @@
 # reads them. The profile costs a little CPU of its own: do not mix
 # PROFILE=1 runs into a measurement.
 #
-# Environment: ROUNDS (3), PORT_OFFSET (31000), BENCH_ARGS (the issue's
+# Environment: ROUNDS (3), PORT_OFFSET (21130, a multiple of 10), BENCH_ARGS (the issue's
 # workload), PROFILE (0), PROFILE_SECONDS (8), OUT_DIR.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
-OFF=${PORT_OFFSET:-31000}
+OFF=${PORT_OFFSET:-21130}
 BENCH_ARGS=${BENCH_ARGS:---series 10000 --samples 360 --interval 1s --batch 5000 --concurrency 4}
 PROFILE=${PROFILE:-0}
 PROFILE_SECONDS=${PROFILE_SECONDS:-8}
@@ -76,13 +78,19 @@ ticks() {
 	awk '{print $12 + $13}' <<<"$s"
 }
 
-# wait_ready URL LOG: poll /ready for up to 120 s; on failure show the
-# end of the node's log (a port taken by another process shows there).
+# wait_ready URL LOG PID: poll /ready for up to 120 s, failing at once if
+# the node exited; on failure show the end of the node's log (a port
+# taken by another process shows there).
 wait_ready() {
 	local i
 	for i in $(seq 1 1200); do
 		if curl -fsS -o /dev/null "$1/ready" 2>/dev/null; then
 			return 0
+		fi
+		if ! kill -0 "$3" 2>/dev/null; then
+			echo "node exited before it was ready: $1" >&2
+			tail -5 "$2" >&2
+			return 1
 		fi
 		sleep 0.1
 	done
@@ -131,7 +139,7 @@ etcd:
 EOF
 	"$bin" node -f "$dir/node.yml" >"$dir/node.log" 2>&1 &
 	pids=($!)
-	wait_ready "http://127.0.0.1:$(port 7200)" "$dir/node.log"
+	wait_ready "http://127.0.0.1:$(port 7200)" "$dir/node.log" "${pids[0]}"
 	local t0 t1 out
 	t0=$(ticks "${pids[0]}")
 	out=$(bench_run "$bin" "http://127.0.0.1:$(port 7200)" "$dir/bench.log")
@@ -165,7 +173,7 @@ cluster() { # BIN DIR TAG -> "samples sps t1 t2 t3"
 		sleep 0.2
 	done
 	for i in 1 2 3; do
-		wait_ready "http://127.0.0.1:$(port $((7200 + i)))" "$dir/node$i.log"
+		wait_ready "http://127.0.0.1:$(port $((7200 + i)))" "$dir/node$i.log" "${pids[$((i - 1))]}"
 	done
 	local a=() b=() out prof=()
 	for i in 0 1 2; do a+=("$(ticks "${pids[$i]}")"); done
