@@ -84,7 +84,15 @@ func (w *WriteStream) WriteBatch(ctx context.Context, ns string, samples []stora
 	// the request is out cancels the stream, since its answer would come
 	// out of turn.
 	stop := context.AfterFunc(ctx, w.cancel)
-	defer stop()
+	defer func() {
+		if !stop() && w.broken == nil {
+			// The context ended after the answer came, but its callback
+			// cancelled the stream all the same: the next write needs a
+			// new one.
+			w.Close()
+			w.broken = errors.New("rpc: write stream cancelled with its caller's context")
+		}
+	}()
 	req, err := encodeHandleRequest(ns, samples, w.t, requestPool)
 	if err != nil {
 		w.Close()

@@ -271,3 +271,23 @@ func TestWriteStreamRemembersRefs(t *testing.T) {
 		require.Equal(t, "noindex", tab.series[i].ns, "the last write's namespace")
 	}
 }
+
+// TestWriteStreamOutlivesCallerContexts: a write's context ending after
+// the write returned does not touch the stream, which carries the next
+// write.
+func TestWriteStreamOutlivesCallerContexts(t *testing.T) {
+	db := &countingDB{Database: openStorage(t, commitlog.ModeAsync)}
+	c := serve(t, db, nil, ServerOptions{}, ClientOptions{})
+	ws := c.NewWriteStream()
+	defer ws.Close()
+	id := seriesID("a")
+	smp := samplesNearNow(3, 1)
+	for _, s := range smp {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := ws.WriteBatch(ctx, testNS, []storage.Sample{{ID: id, Shard: shardOf(id), T: s.T, V: s.V}})
+		cancel()
+		require.NoError(t, err)
+		require.False(t, ws.Broken())
+	}
+	require.EqualValues(t, 3, db.written.Load())
+}
