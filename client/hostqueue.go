@@ -15,7 +15,7 @@ import (
 // hostQueue batches writes to one remote host: concurrent callers' batches
 // queued while an RPC is in flight are coalesced into the next one (up to
 // maxBatch samples), so many small requests cost few round trips, and a
-// large one is split. Up to `workers` RPCs are in flight per host.
+// large one is split. Up to hostWorkers RPCs are in flight per host.
 type hostQueue struct {
 	base     context.Context // ends when the session closes
 	endpoint string
@@ -88,7 +88,13 @@ type writeOp struct {
 	done    chan error
 }
 
-const hostWorkers = 4
+// hostWorkers is how many RPCs (and write streams) a host queue keeps in
+// flight. Two keep a replica's commit log groups fed while the next batch
+// coalesces; with four, batches were smaller and each stream kept its own
+// copy of every series' handle, and the cluster spent more CPU per sample
+// (scripts/cpu-per-sample.sh, 6 interleaved pairs: replicas ~167 -> ~153
+// ticks each).
+const hostWorkers = 2
 
 func newHostQueue(base context.Context, endpoint string, p Peer, hl *health, maxBatch int, timeout time.Duration) *hostQueue {
 	h := &hostQueue{base: base, endpoint: endpoint, peer: p, health: hl, maxBatch: maxBatch, timeout: timeout,
