@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
@@ -14,7 +15,7 @@ import (
 // hostQueue batches writes to one remote host: concurrent callers' batches
 // queued while an RPC is in flight are coalesced into the next one (up to
 // maxBatch samples), so many small requests cost few round trips, and a
-// large one is split. Up to `workers` RPCs are in flight per host.
+// large one is split. Up to hostWorkers RPCs are in flight per host.
 type hostQueue struct {
 	base     context.Context // ends when the session closes
 	endpoint string
@@ -26,6 +27,58 @@ type hostQueue struct {
 	ops  chan *writeOp
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// noStreamsUntil (unix ns): the host answered WriteStream with
+	// Unimplemented (an older node); until then workers send WriteBatch,
+	// after it they try a stream again (the node may have been upgraded).
+	noStreamsUntil atomic.Int64
+}
+
+// streamRetryAfter is how long a host that does not know WriteStream is
+// written with WriteBatch before a stream is tried again.
+const streamRetryAfter = time.Minute
+
+// streamPeer is a Peer that can also write over streams (*rpc.Client);
+// test fakes are written with WriteBatch.
+type streamPeer interface {
+	NewWriteStream() *rpc.WriteStream
+}
+
+// hostWorker is one of a host queue's workers: it sends one RPC at a
+// time, over its own write stream when the peer has them (the stream's
+// series handles are per stream, so they are per worker too).
+type hostWorker struct {
+	h  *hostQueue
+	ws *rpc.WriteStream
+}
+
+// write sends one batch: over the worker's stream, opened (again) when
+// needed, or with WriteBatch to a peer without streams. A node older than
+// WriteStream refuses the stream before writing anything, so the batch
+// goes again with WriteBatch.
+func (w *hostWorker) write(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
+	sp, ok := w.h.peer.(streamPeer)
+	if !ok || time.Now().UnixNano() < w.h.noStreamsUntil.Load() {
+		return w.h.peer.WriteBatch(ctx, ns, samples)
+	}
+	if w.ws == nil || w.ws.Broken() {
+		w.close()
+		w.ws = sp.NewWriteStream()
+	}
+	res, err := w.ws.WriteBatch(ctx, ns, samples)
+	if rpc.Code(err) == codes.Unimplemented {
+		w.h.noStreamsUntil.Store(time.Now().Add(streamRetryAfter).UnixNano())
+		w.close()
+		return w.h.peer.WriteBatch(ctx, ns, samples)
+	}
+	return res, err
+}
+
+func (w *hostWorker) close() {
+	if w.ws != nil {
+		w.ws.Close()
+		w.ws = nil
+	}
 }
 
 type writeOp struct {
@@ -35,7 +88,13 @@ type writeOp struct {
 	done    chan error
 }
 
-const hostWorkers = 4
+// hostWorkers is how many RPCs (and write streams) a host queue keeps in
+// flight. Two keep a replica's commit log groups fed while the next batch
+// coalesces; with four, batches were smaller and each stream kept its own
+// copy of every series' handle, and the cluster spent more CPU per sample
+// (scripts/cpu-per-sample.sh, 6 interleaved pairs: replicas ~167 -> ~153
+// ticks each).
+const hostWorkers = 2
 
 func newHostQueue(base context.Context, endpoint string, p Peer, hl *health, maxBatch int, timeout time.Duration) *hostQueue {
 	h := &hostQueue{base: base, endpoint: endpoint, peer: p, health: hl, maxBatch: maxBatch, timeout: timeout,
@@ -68,6 +127,8 @@ var errHostClosed = &ConsistencyError{Msg: "session closed"}
 
 func (h *hostQueue) run() {
 	defer h.wg.Done()
+	w := &hostWorker{h: h}
+	defer w.close()
 	for {
 		var first *writeOp
 		select {
@@ -77,7 +138,7 @@ func (h *hostQueue) run() {
 			for {
 				select {
 				case op := <-h.ops:
-					h.send([]*writeOp{op})
+					h.send(w, []*writeOp{op})
 				default:
 					return
 				}
@@ -91,7 +152,7 @@ func (h *hostQueue) run() {
 			select {
 			case op := <-h.ops:
 				if op.ns != first.ns {
-					h.send([]*writeOp{op}) // rare: another namespace
+					h.send(w, []*writeOp{op}) // rare: another namespace
 					continue
 				}
 				batch = append(batch, op)
@@ -100,13 +161,13 @@ func (h *hostQueue) run() {
 				break drain
 			}
 		}
-		h.send(batch)
+		h.send(w, batch)
 	}
 }
 
 // send writes a batch of ops as one RPC and completes every op with the
 // outcome. Ops whose context is already done are dropped from it.
-func (h *hostQueue) send(ops []*writeOp) {
+func (h *hostQueue) send(w *hostWorker, ops []*writeOp) {
 	live := ops[:0]
 	for _, op := range ops {
 		if op.ctx.Err() != nil {
@@ -135,7 +196,7 @@ func (h *hostQueue) send(ops []*writeOp) {
 	var resp WriteResult
 	if err == nil {
 		tctx, tcancel := context.WithTimeout(ctx, h.timeout)
-		resp, err = h.writeWithRetry(tctx, live[0].ns, samples)
+		resp, err = h.writeWithRetry(tctx, w, live[0].ns, samples)
 		err = callErr(ctx, err)
 		tcancel()
 		cancel()
@@ -174,16 +235,16 @@ func (h *hostQueue) close() {
 // refuses the whole batch, so the shards it does hold are sent on their
 // own, while the ops still report the refusal and the quorum does not
 // count this host for them.
-func (h *hostQueue) writeWithRetry(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
+func (h *hostQueue) writeWithRetry(ctx context.Context, w *hostWorker, ns string, samples []storage.Sample) (WriteResult, error) {
 	backoff := 50 * time.Millisecond
 	for try := 0; ; try++ {
-		resp, err := h.peer.WriteBatch(ctx, ns, samples)
+		resp, err := w.write(ctx, ns, samples)
 		refused := rpc.Code(err) == codes.FailedPrecondition
 		if err == nil || try == 3 || !(refused || transient(err)) {
 			var rerr *rpc.Error
 			if refused && errors.As(err, &rerr) && len(rerr.Shards) > 0 {
 				if rest := withoutShards(samples, rerr.Shards); len(rest) > 0 {
-					_, _ = h.peer.WriteBatch(ctx, ns, rest)
+					_, _ = w.write(ctx, ns, rest)
 				}
 			}
 			return resp, err

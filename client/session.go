@@ -385,10 +385,11 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 }
 
 // distribute splits samples per host of routing r: one slice index per
-// sample to find its group, one append per owner. The series IDs are
-// copied into one arena first: replicas still being written after the
-// write returned must not see the caller reuse its buffers (the HTTP
-// decoder's); IDs of consecutive samples of one series are copied once.
+// sample to find its group, one append per owner. Replicas still being
+// written after the write returned must not see the caller reuse its
+// buffers (the HTTP decoder's): a sample with a storage ref takes the
+// series' own immutable ID (storage.Series.ID), the others' IDs are
+// copied into one arena, consecutive samples of one series once.
 // used marks the routing groups the samples fall in.
 //
 // Remote hosts that receive every sample (all of them with RF equal to
@@ -409,7 +410,7 @@ func distribute(r *routing, samples []storage.Sample, local int) ([][]storage.Sa
 		for _, hi := range r.groups[gi].hosts {
 			counts[hi]++
 		}
-		if i == 0 || !sameSeries(&samples[i], &samples[i-1]) {
+		if samples[i].Ref == nil && (i == 0 || !sameSeries(&samples[i], &samples[i-1])) {
 			size += len(samples[i].ID)
 		}
 	}
@@ -433,9 +434,13 @@ func distribute(r *routing, samples []storage.Sample, local int) ([][]storage.Sa
 	for i := range samples {
 		smp := samples[i]
 		if i == 0 || !sameSeries(&smp, &samples[i-1]) {
-			start := len(arena)
-			arena = append(arena, smp.ID...)
-			id = arena[start:len(arena):len(arena)]
+			if smp.Ref != nil {
+				id = smp.Ref.ID() // storage's immutable copy of the same ID
+			} else {
+				start := len(arena)
+				arena = append(arena, smp.ID...)
+				id = arena[start:len(arena):len(arena)]
+			}
 		}
 		smp.ID = id
 		if shared != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/internal/waitfor"
 	"github.com/tessera-tsdb/tessera/placement"
@@ -425,4 +426,17 @@ func TestDistribute(t *testing.T) {
 	require.NoError(t, err)
 	check(t, NewMap(placement.MarkAllAvailable(p)), "node1", samplesOf(40))
 	check(t, NewMap(placement.MarkAllAvailable(p)), "nobody", samplesOf(40))
+
+	// A sample with a storage ref takes the series' own ID, no copy.
+	db := storagetest.Open(t, c.m.Placement.NumShards, nil)
+	refd := samplesOf(3)
+	for i := range refd {
+		refd[i].T = time.Now().Add(-time.Minute).UnixMilli() + int64(i)
+	}
+	require.NoError(t, db.WriteBatch(storagetest.Namespace().Name, refd))
+	refd[0].ID = append([]byte(nil), refd[0].ID...) // the caller's bytes
+	perHost, _, err = distribute(newRouting(c.m, "node1"), refd, r.hostIdx["node1"])
+	require.NoError(t, err)
+	require.Equal(t, refd[0].ID, perHost[r.hostIdx["node2"]][0].ID)
+	require.Same(t, &refd[0].Ref.ID()[0], &perHost[r.hostIdx["node2"]][0].ID[0])
 }

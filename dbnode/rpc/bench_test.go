@@ -71,22 +71,33 @@ func mallocs() uint64 {
 }
 
 // BenchmarkWriteBatch writes batches of 5000 samples over loopback gRPC
-// into real storage, beside the same batches written directly into storage.
+// into real storage, unary (rpc) or over one WriteStream per writer
+// (stream: IDs sent once, handles after), beside the same batches written
+// directly into storage.
 func BenchmarkWriteBatch(b *testing.B) {
 	for _, mode := range []commitlog.Mode{commitlog.ModeAsync, commitlog.ModeSync} {
 		for _, shape := range benchShapes {
 			name := fmt.Sprintf("commitlog=%s/series=%dx%d", mode, shape.series, shape.perSeries)
-			b.Run(name+"/rpc", func(b *testing.B) { benchWriteRPC(b, mode, shape.series, shape.perSeries, 1) })
-			b.Run(name+"/rpc-parallel4", func(b *testing.B) { benchWriteRPC(b, mode, shape.series, shape.perSeries, 4) })
+			b.Run(name+"/rpc", func(b *testing.B) { benchWriteRPC(b, mode, shape.series, shape.perSeries, 1, false) })
+			b.Run(name+"/rpc-parallel4", func(b *testing.B) { benchWriteRPC(b, mode, shape.series, shape.perSeries, 4, false) })
+			b.Run(name+"/stream", func(b *testing.B) { benchWriteRPC(b, mode, shape.series, shape.perSeries, 1, true) })
+			b.Run(name+"/stream-parallel4", func(b *testing.B) { benchWriteRPC(b, mode, shape.series, shape.perSeries, 4, true) })
 			b.Run(name+"/direct", func(b *testing.B) { benchWriteDirect(b, mode, shape.series, shape.perSeries) })
 		}
 	}
 }
 
-func benchWriteRPC(b *testing.B, mode commitlog.Mode, series, perSeries, parallel int) {
+func benchWriteRPC(b *testing.B, mode commitlog.Mode, series, perSeries, parallel int, stream bool) {
 	db := openStorage(b, mode)
 	c := serve(b, db, nil, ServerOptions{}, ClientOptions{})
 	ctx := context.Background()
+	writer := func() (func([]storage.Sample) (WriteResult, error), func()) {
+		if !stream {
+			return func(batch []storage.Sample) (WriteResult, error) { return c.WriteBatch(ctx, testNS, batch) }, func() {}
+		}
+		ws := c.NewWriteStream()
+		return func(batch []storage.Sample) (WriteResult, error) { return ws.WriteBatch(ctx, testNS, batch) }, ws.Close
+	}
 	base := time.Now().Add(-9 * time.Minute).UnixMilli()
 	var iter atomic.Int64
 	b.SetParallelism(parallel)
@@ -98,9 +109,11 @@ func benchWriteRPC(b *testing.B, mode commitlog.Mode, series, perSeries, paralle
 	m0 := mallocs()
 	if parallel == 1 {
 		var batch []storage.Sample
+		write, done := writer()
+		defer done()
 		for i := 0; i < b.N; i++ {
 			batch = benchBatchFill(batch, ids[:series], int64(i), base, perSeries)
-			resp, err := c.WriteBatch(ctx, testNS, batch)
+			resp, err := write(batch)
 			if err != nil || resp.Written != benchBatch {
 				b.Fatalf("write: %v %+v", err, resp)
 			}
@@ -110,9 +123,11 @@ func benchWriteRPC(b *testing.B, mode commitlog.Mode, series, perSeries, paralle
 		b.RunParallel(func(pb *testing.PB) {
 			off := int(g.Add(1)-1) % goroutines * series
 			var batch []storage.Sample
+			write, done := writer()
+			defer done()
 			for pb.Next() {
 				batch = benchBatchFill(batch, ids[off:off+series], iter.Add(1), base, perSeries)
-				resp, err := c.WriteBatch(ctx, testNS, batch)
+				resp, err := write(batch)
 				if err != nil || resp.Written != benchBatch {
 					b.Errorf("write: %v %+v", err, resp)
 					return

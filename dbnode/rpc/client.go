@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -109,7 +108,7 @@ func (c *Client) WriteBatchFill(ctx context.Context, ns string, samples []storag
 }
 
 func (c *Client) writeBatch(ctx context.Context, ns string, samples []storage.Sample, fill bool) (WriteResult, error) {
-	req, err := encodeWriteRequest(ns, samples, fill, mem.DefaultBufferPool())
+	req, err := encodeWriteRequest(ns, samples, fill, requestPool)
 	if err != nil {
 		return WriteResult{}, err
 	}

@@ -125,26 +125,33 @@ func uvarintLen(x uint64) int {
 	return n
 }
 
-// payloadHeader reads the sample and entry counts of a payload, checked
-// against its size so that garbage cannot make the decoder allocate more
-// than the payload's own size.
+// payloadHeader reads the sample and entry counts of a SERIES_V1
+// payload (payloadHeaderOf).
 func payloadHeader(b []byte) (total, entries, off int, err error) {
+	return payloadHeaderOf(b, nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1, minEntrySize)
+}
+
+// payloadHeaderOf reads the sample and entry counts of a payload of
+// format f, whose entries take at least minEntry bytes, checked against
+// its size so that garbage cannot make the decoder allocate more than the
+// payload's own size.
+func payloadHeaderOf(b []byte, f nodepb.PayloadFormat, minEntry uint64) (total, entries, off int, err error) {
 	t, n := binary.Uvarint(b)
 	if n <= 0 {
-		return 0, 0, 0, malformed(0, "sample count: bad varint")
+		return 0, 0, 0, malformedOf(f, 0, "sample count: bad varint")
 	}
 	off = n
 	e, n := binary.Uvarint(b[off:])
 	if n <= 0 {
-		return 0, 0, 0, malformed(off, "entry count: bad varint")
+		return 0, 0, 0, malformedOf(f, off, "entry count: bad varint")
 	}
 	off += n
 	left := uint64(len(b) - off)
 	if t > left/minSampleSize {
-		return 0, 0, 0, malformed(0, "%d samples cannot fit in %d bytes", t, left)
+		return 0, 0, 0, malformedOf(f, 0, "%d samples cannot fit in %d bytes", t, left)
 	}
-	if e > t || e > left/minEntrySize || (e == 0) != (t == 0) {
-		return 0, 0, 0, malformed(off, "%d entries for %d samples in %d bytes", e, t, left)
+	if e > t || e > left/minEntry || (e == 0) != (t == 0) {
+		return 0, 0, 0, malformedOf(f, off, "%d entries for %d samples in %d bytes", e, t, left)
 	}
 	return int(t), int(e), off, nil
 }
@@ -215,8 +222,11 @@ func growSamples(dst []storage.Sample, n int) []storage.Sample {
 }
 
 func malformed(off int, format string, args ...any) error {
-	return fmt.Errorf("%w (format %s) at byte %d: %s", ErrMalformed,
-		nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1, off, fmt.Sprintf(format, args...))
+	return malformedOf(nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1, off, format, args...)
+}
+
+func malformedOf(f nodepb.PayloadFormat, off int, format string, args ...any) error {
+	return fmt.Errorf("%w (format %s) at byte %d: %s", ErrMalformed, f, off, fmt.Sprintf(format, args...))
 }
 
 // AppendSamples appends the SERIES_V1 encoding of samples to dst: the

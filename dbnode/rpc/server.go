@@ -156,6 +156,8 @@ func (v service) WriteBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	return res.toPB(), nil
 }
 
+func (v service) WriteStream(st nodepb.Node_WriteStreamServer) error { return v.s.writeStream(st) }
+
 func (v service) FetchTagged(ctx context.Context, req *nodepb.FetchTaggedRequest) (*nodepb.FetchResponse, error) {
 	resp, err := v.s.fetchTagged(ctx, fetchTaggedFromPB(req))
 	if err != nil {

@@ -26,6 +26,9 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	case nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1:
 	case nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1:
 		return s.writeHistograms(ctx, req)
+	case nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_HANDLES:
+		return WriteResult{}, status.Errorf(codes.InvalidArgument,
+			"write payload format %d (%s) is only read on WriteStream, whose earlier requests define its handles", int32(f), f)
 	default:
 		// A newer sender switched formats before this node learnt it.
 		return WriteResult{}, status.Errorf(codes.InvalidArgument,
@@ -63,6 +66,20 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 		}
 	}
 	s.db.ResolveRefs(ns, batch)
+	return s.checkAndWrite(ctx, ns, batch, req.GetFillOnly(), nil, func(batch []storage.Sample) { s.remember(ns, batch, sc) })
+}
+
+// checkAndWrite validates the series of a decoded batch whose Ref is not
+// set (limits.CheckID, the shard hash), checks every shard's ownership,
+// and writes the batch, whole or not at all as far as validation goes.
+// A refusal of shards is a FailedPrecondition status; with refused nil
+// the refused shards go in the call's trailer (WriteBatch), else in
+// *refused (WriteStream, whose trailer would only come at its end).
+// written, unless nil, is called with the batch after a write that
+// stored or rejected its samples (not for fill-only writes, which
+// compact the batch).
+func (s *Server) checkAndWrite(ctx context.Context, ns string, batch []storage.Sample, fill bool, refused *[]uint32,
+	written func([]storage.Sample)) (WriteResult, error) {
 	check := newShardCheck(s.own, OpWrite, s.db.NumShards())
 	var prevID []byte
 	entry := -1
@@ -91,7 +108,14 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 		}
 		check.allowed(smp.Shard)
 	}
-	if err := check.err(ctx); err != nil {
+	if refused != nil {
+		for _, r := range check.refused {
+			*refused = append(*refused, r.shard)
+		}
+		if len(check.refused) > 0 {
+			return WriteResult{}, status.Error(codes.FailedPrecondition, refusedMessage(check.op, check.refused))
+		}
+	} else if err := check.err(ctx); err != nil {
 		return WriteResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -99,10 +123,10 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	}
 
 	total := len(batch)
-	fill := req.GetFillOnly()
 	if fill {
-		// withoutHeld compacts batch: sc's per-sample scratch no longer
-		// lines up with it, so these series are not remembered below.
+		// withoutHeld compacts batch: per-sample scratch no longer lines
+		// up with it, so these series are not remembered below.
+		var err error
 		if batch, err = s.withoutHeld(ns, batch); err != nil {
 			st := storageStatus("write batch (fill only)", err)
 			s.logTransient("WriteBatch", st)
@@ -112,9 +136,9 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 			return WriteResult{Written: total}, nil
 		}
 	}
-	err = s.db.WriteBatch(ns, batch)
-	if !fill && (err == nil || errors.As(err, new(*storage.RejectedError))) {
-		s.remember(ns, batch, sc)
+	err := s.db.WriteBatch(ns, batch)
+	if !fill && written != nil && (err == nil || errors.As(err, new(*storage.RejectedError))) {
+		written(batch)
 	}
 	var rejected *storage.RejectedError
 	switch {

@@ -2,7 +2,9 @@ package storage
 
 import (
 	"errors"
+	"math"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
@@ -13,7 +15,7 @@ import (
 // a *Series is only an opaque handle (Sample.Ref) that spares the next
 // write of the same series the shard map lookup.
 //
-// Its id, hash and ns are immutable and read without the lock; next
+// Its id, hash, ns and seq are immutable and read without the lock; next
 // belongs to the shard's map (guarded by the shard's mu); the rest is
 // guarded by mu.
 //
@@ -47,6 +49,10 @@ type Series struct {
 	// a flush emptied it; a writer still holding the pointer must look the
 	// series up again instead of writing into an orphan.
 	removed bool
+	// seq is Seq, in the padding after removed: on the lock's line, which
+	// the coordinator's own write of the sample has just touched, and
+	// without taking the series out of its size class.
+	seq uint32
 	// buckets are few: one per open block, plus flushing/cold ones; one
 	// of them may be inline.
 	buckets bucketList
@@ -58,6 +64,26 @@ type Series struct {
 func (s *Series) ID() []byte { return unsafe.Slice(unsafe.StringData(s.id), len(s.id)) }
 
 var errSeriesRemoved = errors.New("series removed from shard")
+
+// seriesSeq numbers the series of the process as they are created.
+var seriesSeq atomic.Uint64
+
+// Seq is a number no other series of this process has, counting from 1 in
+// creation order, so that a caller holding refs (Sample.Ref) can index a
+// slice by it instead of hashing the ref or the ID: the coordinator's
+// replication streams find a series' handle this way (rpc.WriteStream).
+// Like the ref, it stands for exactly one ID. It is 0 (none: callers fall
+// back to the ref) once a process has created 2^32-1 series, so it never
+// wraps onto another series' number.
+func (s *Series) Seq() uint64 { return uint64(s.seq) }
+
+// nextSeq is the number of the series being created (0 past uint32).
+func nextSeq() uint32 {
+	if n := seriesSeq.Add(1); n <= math.MaxUint32 {
+		return uint32(n)
+	}
+	return 0
+}
 
 // write appends a sample to the writable bucket of its block. It returns
 // whether a new bucket was opened (the caller then indexes the series for

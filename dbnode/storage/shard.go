@@ -54,7 +54,7 @@ func (sh *shard) getOrCreateUpTo(ns *namespace, h uint64, id []byte, max int64) 
 		sh.active.Add(-1)
 		return nil, false
 	}
-	s = &Series{id: string(id), hash: h, ns: ns}
+	s = &Series{id: string(id), hash: h, ns: ns, seq: nextSeq()}
 	sh.series.insert(s)
 	return s, true
 }

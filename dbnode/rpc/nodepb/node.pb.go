@@ -43,6 +43,10 @@ type PayloadFormat int32
 const (
 	// Zero, so a sender that does not set the field means this format.
 	PayloadFormat_PAYLOAD_FORMAT_SERIES_V1 PayloadFormat = 0
+	// SERIES_V1 with each series' ID sent once per WriteStream stream and
+	// named by a small integer handle after that (docs/format/rpc.md).
+	// Only WriteStream reads it: WriteBatch refuses it.
+	PayloadFormat_PAYLOAD_FORMAT_SERIES_HANDLES PayloadFormat = 10
 	// Native histogram samples (docs/format/rpc.md). A node older than it
 	// refuses it (InvalidArgument, unknown format) and writes nothing.
 	PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1 PayloadFormat = 30
@@ -52,11 +56,13 @@ const (
 var (
 	PayloadFormat_name = map[int32]string{
 		0:  "PAYLOAD_FORMAT_SERIES_V1",
+		10: "PAYLOAD_FORMAT_SERIES_HANDLES",
 		30: "PAYLOAD_FORMAT_HISTOGRAMS_V1",
 	}
 	PayloadFormat_value = map[string]int32{
-		"PAYLOAD_FORMAT_SERIES_V1":     0,
-		"PAYLOAD_FORMAT_HISTOGRAMS_V1": 30,
+		"PAYLOAD_FORMAT_SERIES_V1":      0,
+		"PAYLOAD_FORMAT_SERIES_HANDLES": 10,
+		"PAYLOAD_FORMAT_HISTOGRAMS_V1":  30,
 	}
 )
 
@@ -227,8 +233,15 @@ type WriteBatchResponse struct {
 	// the node's limits.maxActiveSeries: unlike the others a retry may store
 	// them (HTTP 429). An older node sends 0: its rejections are permanent.
 	RejectedSeriesLimit uint32 `protobuf:"varint,4,opt,name=rejected_series_limit,json=rejectedSeriesLimit,proto3" json:"rejected_series_limit,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// WriteStream only: a request refused whole, nothing written. The gRPC
+	// status code (google.golang.org/grpc/codes; 0: not refused), its
+	// message, and for FailedPrecondition every refused shard (what
+	// WriteBatch puts in its status and the tessera-refused-shards trailer).
+	ErrorCode     uint32   `protobuf:"varint,20,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string   `protobuf:"bytes,21,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	RefusedShards []uint32 `protobuf:"varint,22,rep,packed,name=refused_shards,json=refusedShards,proto3" json:"refused_shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteBatchResponse) Reset() {
@@ -287,6 +300,27 @@ func (x *WriteBatchResponse) GetRejectedSeriesLimit() uint32 {
 		return x.RejectedSeriesLimit
 	}
 	return 0
+}
+
+func (x *WriteBatchResponse) GetErrorCode() uint32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *WriteBatchResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *WriteBatchResponse) GetRefusedShards() []uint32 {
+	if x != nil {
+		return x.RefusedShards
+	}
+	return nil
 }
 
 type Matcher struct {
@@ -2339,13 +2373,17 @@ const file_node_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x125\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x1d.tessera.rpc.v1.PayloadFormatR\x06format\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12\x1b\n" +
-	"\tfill_only\x18\x10 \x01(\bR\bfillOnly\"\x9d\x01\n" +
+	"\tfill_only\x18\x10 \x01(\bR\bfillOnly\"\x88\x02\n" +
 	"\x12WriteBatchResponse\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\rR\awritten\x12\x1a\n" +
 	"\brejected\x18\x02 \x01(\rR\brejected\x12\x1d\n" +
 	"\n" +
 	"reject_msg\x18\x03 \x01(\tR\trejectMsg\x122\n" +
-	"\x15rejected_series_limit\x18\x04 \x01(\rR\x13rejectedSeriesLimit\"b\n" +
+	"\x15rejected_series_limit\x18\x04 \x01(\rR\x13rejectedSeriesLimit\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x14 \x01(\rR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x15 \x01(\tR\ferrorMessage\x12%\n" +
+	"\x0erefused_shards\x18\x16 \x03(\rR\rrefusedShards\"b\n" +
 	"\aMatcher\x12-\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x19.tessera.rpc.v1.MatchTypeR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2481,18 +2519,21 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries*O\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries*r\n" +
 	"\rPayloadFormat\x12\x1c\n" +
-	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00\x12 \n" +
+	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00\x12!\n" +
+	"\x1dPAYLOAD_FORMAT_SERIES_HANDLES\x10\n" +
+	"\x12 \n" +
 	"\x1cPAYLOAD_FORMAT_HISTOGRAMS_V1\x10\x1e*Y\n" +
 	"\tMatchType\x12\x0f\n" +
 	"\vMATCH_EQUAL\x10\x00\x12\x13\n" +
 	"\x0fMATCH_NOT_EQUAL\x10\x01\x12\x10\n" +
 	"\fMATCH_REGEXP\x10\x02\x12\x14\n" +
-	"\x10MATCH_NOT_REGEXP\x10\x032\x8d\t\n" +
+	"\x10MATCH_NOT_REGEXP\x10\x032\xe7\t\n" +
 	"\x04Node\x12S\n" +
 	"\n" +
-	"WriteBatch\x12!.tessera.rpc.v1.WriteBatchRequest\x1a\".tessera.rpc.v1.WriteBatchResponse\x12P\n" +
+	"WriteBatch\x12!.tessera.rpc.v1.WriteBatchRequest\x1a\".tessera.rpc.v1.WriteBatchResponse\x12X\n" +
+	"\vWriteStream\x12!.tessera.rpc.v1.WriteBatchRequest\x1a\".tessera.rpc.v1.WriteBatchResponse(\x010\x01\x12P\n" +
 	"\vFetchTagged\x12\".tessera.rpc.v1.FetchTaggedRequest\x1a\x1d.tessera.rpc.v1.FetchResponse\x12D\n" +
 	"\x05Fetch\x12\x1c.tessera.rpc.v1.FetchRequest\x1a\x1d.tessera.rpc.v1.FetchResponse\x12G\n" +
 	"\x06Health\x12\x1d.tessera.rpc.v1.HealthRequest\x1a\x1e.tessera.rpc.v1.HealthResponse\x12\\\n" +
@@ -2582,33 +2623,35 @@ var file_node_proto_depIdxs = []int32{
 	34, // 16: tessera.rpc.v1.MetadataWriteRequest.entries:type_name -> tessera.rpc.v1.MetadataEntry
 	34, // 17: tessera.rpc.v1.MetadataQueryResponse.entries:type_name -> tessera.rpc.v1.MetadataEntry
 	2,  // 18: tessera.rpc.v1.Node.WriteBatch:input_type -> tessera.rpc.v1.WriteBatchRequest
-	5,  // 19: tessera.rpc.v1.Node.FetchTagged:input_type -> tessera.rpc.v1.FetchTaggedRequest
-	6,  // 20: tessera.rpc.v1.Node.Fetch:input_type -> tessera.rpc.v1.FetchRequest
-	9,  // 21: tessera.rpc.v1.Node.Health:input_type -> tessera.rpc.v1.HealthRequest
-	11, // 22: tessera.rpc.v1.Node.BlockMetadata:input_type -> tessera.rpc.v1.BlockMetadataRequest
-	15, // 23: tessera.rpc.v1.Node.FetchBlock:input_type -> tessera.rpc.v1.FetchBlockRequest
-	18, // 24: tessera.rpc.v1.Node.FetchUnflushed:input_type -> tessera.rpc.v1.FetchUnflushedRequest
-	20, // 25: tessera.rpc.v1.Node.BlockDigests:input_type -> tessera.rpc.v1.BlockDigestsRequest
-	23, // 26: tessera.rpc.v1.Node.SeriesChecksums:input_type -> tessera.rpc.v1.SeriesChecksumsRequest
-	29, // 27: tessera.rpc.v1.Node.ExemplarsWrite:input_type -> tessera.rpc.v1.ExemplarsWriteRequest
-	32, // 28: tessera.rpc.v1.Node.ExemplarsQuery:input_type -> tessera.rpc.v1.ExemplarsQueryRequest
-	35, // 29: tessera.rpc.v1.Node.MetadataWrite:input_type -> tessera.rpc.v1.MetadataWriteRequest
-	37, // 30: tessera.rpc.v1.Node.MetadataQuery:input_type -> tessera.rpc.v1.MetadataQueryRequest
-	3,  // 31: tessera.rpc.v1.Node.WriteBatch:output_type -> tessera.rpc.v1.WriteBatchResponse
-	8,  // 32: tessera.rpc.v1.Node.FetchTagged:output_type -> tessera.rpc.v1.FetchResponse
-	8,  // 33: tessera.rpc.v1.Node.Fetch:output_type -> tessera.rpc.v1.FetchResponse
-	10, // 34: tessera.rpc.v1.Node.Health:output_type -> tessera.rpc.v1.HealthResponse
-	14, // 35: tessera.rpc.v1.Node.BlockMetadata:output_type -> tessera.rpc.v1.BlockMetadataResponse
-	17, // 36: tessera.rpc.v1.Node.FetchBlock:output_type -> tessera.rpc.v1.FetchBlockResponse
-	19, // 37: tessera.rpc.v1.Node.FetchUnflushed:output_type -> tessera.rpc.v1.FetchUnflushedResponse
-	22, // 38: tessera.rpc.v1.Node.BlockDigests:output_type -> tessera.rpc.v1.BlockDigestsResponse
-	25, // 39: tessera.rpc.v1.Node.SeriesChecksums:output_type -> tessera.rpc.v1.SeriesChecksumsResponse
-	30, // 40: tessera.rpc.v1.Node.ExemplarsWrite:output_type -> tessera.rpc.v1.ExemplarsWriteResponse
-	33, // 41: tessera.rpc.v1.Node.ExemplarsQuery:output_type -> tessera.rpc.v1.ExemplarsQueryResponse
-	36, // 42: tessera.rpc.v1.Node.MetadataWrite:output_type -> tessera.rpc.v1.MetadataWriteResponse
-	38, // 43: tessera.rpc.v1.Node.MetadataQuery:output_type -> tessera.rpc.v1.MetadataQueryResponse
-	31, // [31:44] is the sub-list for method output_type
-	18, // [18:31] is the sub-list for method input_type
+	2,  // 19: tessera.rpc.v1.Node.WriteStream:input_type -> tessera.rpc.v1.WriteBatchRequest
+	5,  // 20: tessera.rpc.v1.Node.FetchTagged:input_type -> tessera.rpc.v1.FetchTaggedRequest
+	6,  // 21: tessera.rpc.v1.Node.Fetch:input_type -> tessera.rpc.v1.FetchRequest
+	9,  // 22: tessera.rpc.v1.Node.Health:input_type -> tessera.rpc.v1.HealthRequest
+	11, // 23: tessera.rpc.v1.Node.BlockMetadata:input_type -> tessera.rpc.v1.BlockMetadataRequest
+	15, // 24: tessera.rpc.v1.Node.FetchBlock:input_type -> tessera.rpc.v1.FetchBlockRequest
+	18, // 25: tessera.rpc.v1.Node.FetchUnflushed:input_type -> tessera.rpc.v1.FetchUnflushedRequest
+	20, // 26: tessera.rpc.v1.Node.BlockDigests:input_type -> tessera.rpc.v1.BlockDigestsRequest
+	23, // 27: tessera.rpc.v1.Node.SeriesChecksums:input_type -> tessera.rpc.v1.SeriesChecksumsRequest
+	29, // 28: tessera.rpc.v1.Node.ExemplarsWrite:input_type -> tessera.rpc.v1.ExemplarsWriteRequest
+	32, // 29: tessera.rpc.v1.Node.ExemplarsQuery:input_type -> tessera.rpc.v1.ExemplarsQueryRequest
+	35, // 30: tessera.rpc.v1.Node.MetadataWrite:input_type -> tessera.rpc.v1.MetadataWriteRequest
+	37, // 31: tessera.rpc.v1.Node.MetadataQuery:input_type -> tessera.rpc.v1.MetadataQueryRequest
+	3,  // 32: tessera.rpc.v1.Node.WriteBatch:output_type -> tessera.rpc.v1.WriteBatchResponse
+	3,  // 33: tessera.rpc.v1.Node.WriteStream:output_type -> tessera.rpc.v1.WriteBatchResponse
+	8,  // 34: tessera.rpc.v1.Node.FetchTagged:output_type -> tessera.rpc.v1.FetchResponse
+	8,  // 35: tessera.rpc.v1.Node.Fetch:output_type -> tessera.rpc.v1.FetchResponse
+	10, // 36: tessera.rpc.v1.Node.Health:output_type -> tessera.rpc.v1.HealthResponse
+	14, // 37: tessera.rpc.v1.Node.BlockMetadata:output_type -> tessera.rpc.v1.BlockMetadataResponse
+	17, // 38: tessera.rpc.v1.Node.FetchBlock:output_type -> tessera.rpc.v1.FetchBlockResponse
+	19, // 39: tessera.rpc.v1.Node.FetchUnflushed:output_type -> tessera.rpc.v1.FetchUnflushedResponse
+	22, // 40: tessera.rpc.v1.Node.BlockDigests:output_type -> tessera.rpc.v1.BlockDigestsResponse
+	25, // 41: tessera.rpc.v1.Node.SeriesChecksums:output_type -> tessera.rpc.v1.SeriesChecksumsResponse
+	30, // 42: tessera.rpc.v1.Node.ExemplarsWrite:output_type -> tessera.rpc.v1.ExemplarsWriteResponse
+	33, // 43: tessera.rpc.v1.Node.ExemplarsQuery:output_type -> tessera.rpc.v1.ExemplarsQueryResponse
+	36, // 44: tessera.rpc.v1.Node.MetadataWrite:output_type -> tessera.rpc.v1.MetadataWriteResponse
+	38, // 45: tessera.rpc.v1.Node.MetadataQuery:output_type -> tessera.rpc.v1.MetadataQueryResponse
+	32, // [32:46] is the sub-list for method output_type
+	18, // [18:32] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name

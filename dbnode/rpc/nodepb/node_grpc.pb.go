@@ -36,6 +36,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Node_WriteBatch_FullMethodName      = "/tessera.rpc.v1.Node/WriteBatch"
+	Node_WriteStream_FullMethodName     = "/tessera.rpc.v1.Node/WriteStream"
 	Node_FetchTagged_FullMethodName     = "/tessera.rpc.v1.Node/FetchTagged"
 	Node_Fetch_FullMethodName           = "/tessera.rpc.v1.Node/Fetch"
 	Node_Health_FullMethodName          = "/tessera.rpc.v1.Node/Health"
@@ -57,6 +58,16 @@ type NodeClient interface {
 	// WriteBatch writes samples of many series into one namespace. It is
 	// idempotent: a retried batch rewrites the same samples.
 	WriteBatch(ctx context.Context, in *WriteBatchRequest, opts ...grpc.CallOption) (*WriteBatchResponse, error)
+	// WriteStream is WriteBatch over one long-lived stream: each request is
+	// answered by one response, in order. A request may use the
+	// PAYLOAD_FORMAT_SERIES_HANDLES payload, whose series handles are
+	// defined by earlier requests of the same stream. A request refused on
+	// its own (shard not owned, bad series, storage unavailable) is answered
+	// with error_code set and the stream goes on; a payload that cannot be
+	// decoded ends the stream with InvalidArgument, since the handles it
+	// defined are unknown. An older node answers Unimplemented: send
+	// WriteBatch to it instead.
+	WriteStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WriteBatchRequest, WriteBatchResponse], error)
 	// FetchTagged returns the series matching all matchers with samples in
 	// [start, end].
 	FetchTagged(ctx context.Context, in *FetchTaggedRequest, opts ...grpc.CallOption) (*FetchResponse, error)
@@ -107,6 +118,19 @@ func (c *nodeClient) WriteBatch(ctx context.Context, in *WriteBatchRequest, opts
 	}
 	return out, nil
 }
+
+func (c *nodeClient) WriteStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WriteBatchRequest, WriteBatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Node_ServiceDesc.Streams[0], Node_WriteStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WriteBatchRequest, WriteBatchResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Node_WriteStreamClient = grpc.BidiStreamingClient[WriteBatchRequest, WriteBatchResponse]
 
 func (c *nodeClient) FetchTagged(ctx context.Context, in *FetchTaggedRequest, opts ...grpc.CallOption) (*FetchResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -235,6 +259,16 @@ type NodeServer interface {
 	// WriteBatch writes samples of many series into one namespace. It is
 	// idempotent: a retried batch rewrites the same samples.
 	WriteBatch(context.Context, *WriteBatchRequest) (*WriteBatchResponse, error)
+	// WriteStream is WriteBatch over one long-lived stream: each request is
+	// answered by one response, in order. A request may use the
+	// PAYLOAD_FORMAT_SERIES_HANDLES payload, whose series handles are
+	// defined by earlier requests of the same stream. A request refused on
+	// its own (shard not owned, bad series, storage unavailable) is answered
+	// with error_code set and the stream goes on; a payload that cannot be
+	// decoded ends the stream with InvalidArgument, since the handles it
+	// defined are unknown. An older node answers Unimplemented: send
+	// WriteBatch to it instead.
+	WriteStream(grpc.BidiStreamingServer[WriteBatchRequest, WriteBatchResponse]) error
 	// FetchTagged returns the series matching all matchers with samples in
 	// [start, end].
 	FetchTagged(context.Context, *FetchTaggedRequest) (*FetchResponse, error)
@@ -278,6 +312,9 @@ type UnimplementedNodeServer struct{}
 
 func (UnimplementedNodeServer) WriteBatch(context.Context, *WriteBatchRequest) (*WriteBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WriteBatch not implemented")
+}
+func (UnimplementedNodeServer) WriteStream(grpc.BidiStreamingServer[WriteBatchRequest, WriteBatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method WriteStream not implemented")
 }
 func (UnimplementedNodeServer) FetchTagged(context.Context, *FetchTaggedRequest) (*FetchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FetchTagged not implemented")
@@ -353,6 +390,13 @@ func _Node_WriteBatch_Handler(srv interface{}, ctx context.Context, dec func(int
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Node_WriteStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(NodeServer).WriteStream(&grpc.GenericServerStream[WriteBatchRequest, WriteBatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Node_WriteStreamServer = grpc.BidiStreamingServer[WriteBatchRequest, WriteBatchResponse]
 
 func _Node_FetchTagged_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FetchTaggedRequest)
@@ -630,6 +674,13 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Node_MetadataQuery_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WriteStream",
+			Handler:       _Node_WriteStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "node.proto",
 }

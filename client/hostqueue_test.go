@@ -1,0 +1,90 @@
+package client
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
+	"github.com/tessera-tsdb/tessera/ident"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// serveNode starts a real node RPC server over a real storage engine on a
+// loopback port. old makes it answer WriteStream as a node that predates
+// it does (Unimplemented, nothing written).
+func serveNode(t *testing.T, old bool) (*rpc.Client, *storage.Database) {
+	t.Helper()
+	db := storagetest.Open(t, 64, nil)
+	srv := rpc.NewServer(db, nil, rpc.ServerOptions{})
+	opts := srv.GRPCServerOptions()
+	if old {
+		opts = append(opts, grpc.StreamInterceptor(func(s any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			if info.FullMethod == nodepb.Node_WriteStream_FullMethodName {
+				return status.Errorf(codes.Unimplemented, "unknown method WriteStream for service %s", rpc.ServiceName)
+			}
+			return h(s, ss)
+		}))
+	}
+	g := grpc.NewServer(opts...)
+	srv.Register(g)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Serve(ln) }()
+	c, err := rpc.Dial(ln.Addr().String(), rpc.ClientOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()); g.Stop(); <-done })
+	return c, db
+}
+
+func readBack(t *testing.T, db *storage.Database, id []byte) int {
+	t.Helper()
+	it, err := db.Read(storagetest.Namespace().Name, id, 0, time.Now().UnixMilli())
+	require.NoError(t, err)
+	n := 0
+	for it.Next() {
+		n++
+	}
+	require.NoError(t, it.Err())
+	return n
+}
+
+// TestHostWorkerStreamsAndFallsBack: a worker writes over a stream to a
+// node that has WriteStream, and to an older node it sends the same
+// batches with WriteBatch (the refused stream wrote nothing), every
+// sample stored exactly once either way.
+func TestHostWorkerStreamsAndFallsBack(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		t.Run(map[bool]string{false: "new node", true: "older node"}[old], func(t *testing.T) {
+			c, db := serveNode(t, old)
+			h := &hostQueue{peer: c}
+			w := &hostWorker{h: h}
+			defer w.close()
+			id := ident.FromLabels(labels.FromStrings("__name__", "up", "job", "a"))
+			ns := storagetest.Namespace().Name
+			now := time.Now().Add(-time.Minute).UnixMilli()
+			for i := 0; i < 3; i++ {
+				res, err := w.write(context.Background(), ns, []storage.Sample{{ID: id, Shard: ident.Shard(id, 64), T: now + int64(i), V: float64(i)}})
+				require.NoError(t, err)
+				require.Equal(t, 1, res.Written)
+			}
+			require.Equal(t, 3, readBack(t, db, id))
+			if old {
+				require.Nil(t, w.ws, "no stream kept to an older node")
+				require.Greater(t, h.noStreamsUntil.Load(), time.Now().UnixNano())
+			} else {
+				require.NotNil(t, w.ws)
+				require.False(t, w.ws.Broken())
+			}
+		})
+	}
+}
