@@ -59,9 +59,11 @@ func (a *API) Register(mux *http.ServeMux) {
 // and the warnings to report with it, or an error.
 type result struct {
 	data func(dst []byte) ([]byte, error)
-	// size is about how many bytes data appends (0: unknown), so that the
-	// response buffer is allocated once instead of grown by copying.
-	size     int
+	// body, when set, is the response rendered so far: successPrefix and
+	// the data (a query's result, rendered while the engine still lends
+	// its memory), so that respond appends the rest to it instead of
+	// copying megabytes into a buffer of its own.
+	body     []byte
 	warnings annotations.Annotations
 	query    string // for the positions in annotation messages
 	err      *apiError
@@ -82,14 +84,19 @@ func (a *API) wrap(h func(r *http.Request) result) http.HandlerFunc {
 	}
 }
 
+// successPrefix opens every successful response; the data follows.
+const successPrefix = `{"status":"success","data":`
+
 func (a *API) respond(w http.ResponseWriter, r *http.Request, res result) {
-	buf := make([]byte, 0, 4096+res.size)
-	buf = append(buf, `{"status":"success","data":`...)
-	buf, err := res.data(buf)
-	if err != nil {
-		a.opts.Logger.Error("encode query API response", "err", err)
-		a.respondError(w, &apiError{errorInternal, err})
-		return
+	buf := res.body
+	if buf == nil {
+		buf = append(make([]byte, 0, 4096), successPrefix...)
+		var err error
+		if buf, err = res.data(buf); err != nil {
+			a.opts.Logger.Error("encode query API response", "err", err)
+			a.respondError(w, &apiError{errorInternal, err})
+			return
+		}
 	}
 	warns, infos := res.warnings.AsStrings(res.query, 10, 10)
 	buf = appendStrings(buf, "warnings", warns)
@@ -318,7 +325,9 @@ func (a *API) exec(ctx context.Context, r *http.Request, qry promql.Query, qs st
 		statsJSON = b
 	}
 	// Render now, while the result's memory is still the engine's to lend.
-	buf := append(make([]byte, 0, 1024+valueSize(value)), `{"resultType":`...)
+	// The closing brace, warnings and infos fit in the spare 1 KiB mostly.
+	buf := append(make([]byte, 0, 1024+len(successPrefix)+valueSize(value)), successPrefix...)
+	buf = append(buf, `{"resultType":`...)
 	buf = appendString(buf, string(value.Type()))
 	buf = append(buf, `,"result":`...)
 	buf, err := appendValue(buf, value)
@@ -331,8 +340,7 @@ func (a *API) exec(ctx context.Context, r *http.Request, qry promql.Query, qs st
 	}
 	buf = append(buf, '}')
 	return result{
-		data:     func(dst []byte) ([]byte, error) { return append(dst, buf...), nil },
-		size:     len(buf),
+		body:     buf,
 		warnings: warnings,
 		query:    qs,
 	}
