@@ -17,6 +17,12 @@ import (
 // carries, bounding memory on both sides.
 const pageBytes = 4 << 20
 
+// loadBatchBytes is how many streamed block bytes a worker holds before
+// loading them with one LoadBlocks call: enough blocks for their fileset
+// writes to overlap (a small shard's block is a few KiB, and writing it is
+// mostly fsync waits), few enough to bound the memory of Workers batches.
+const loadBatchBytes = 32 << 20
+
 // streamBlocks bootstraps shards from peers block by block: first every
 // answering peer's block metadata (bootstrap consistency: unstrict
 // majority, one answer is enough), then for each flushed block the sealed
@@ -73,12 +79,35 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 			}
 			return keys[i].start < keys[j].start
 		})
+		var batch []storage.StreamedBlock
+		var batchBytes int
+		load := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			err := db.LoadBlocks(ns.Name, batch)
+			batch, batchBytes = batch[:0], 0
+			return err
+		}
 		for _, k := range keys {
 			for _, peersWithDigest := range holders[k] {
-				if err := b.fetchBlock(ctx, db, clients, ordered, peersWithDigest, ns.Name, k.shard, k.start); err != nil {
+				series, err := b.fetchBlock(ctx, clients, ordered, peersWithDigest, ns.Name, k.shard, k.start)
+				if err != nil {
 					return err
 				}
+				batch = append(batch, storage.StreamedBlock{Shard: k.shard, BlockStart: k.start, Series: series})
+				for _, s := range series {
+					batchBytes += len(s.ID) + len(s.Data)
+				}
+				if batchBytes >= loadBatchBytes {
+					if err := load(); err != nil {
+						return err
+					}
+				}
 			}
+		}
+		if err := load(); err != nil {
+			return err
 		}
 		// Unflushed memory: from the first peer that answers.
 		for _, sh := range shards {
@@ -98,8 +127,8 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 }
 
 // fetchBlock pages one block in from the first of its holders that
-// answers, then loads it.
-func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []Peer, owners []placement.Owner, holders []int, ns string, shard uint32, start int64) error {
+// answers and returns its series, for the caller to load.
+func (b *Bootstrapper) fetchBlock(ctx context.Context, clients []Peer, owners []placement.Owner, holders []int, ns string, shard uint32, start int64) ([]fileset.Series, error) {
 	var errs []error
 	for _, i := range holders {
 		var series []fileset.Series
@@ -138,12 +167,9 @@ func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []Peer, ow
 		b.mBytes.Inc(bytes)
 		b.samples.Add(samples)
 		b.mSamples.Inc(samples)
-		if err := db.LoadBlock(ns, shard, start, series); err != nil {
-			return fmt.Errorf("load block %d of shard %d: %w", start, shard, err)
-		}
-		return nil
+		return series, nil
 	}
-	return fmt.Errorf("block %d of shard %d: no holder answered: %w", start, shard, errors.Join(errs...))
+	return nil, fmt.Errorf("block %d of shard %d: no holder answered: %w", start, shard, errors.Join(errs...))
 }
 
 func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c Peer, ns string, shard uint32) error {

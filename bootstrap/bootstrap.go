@@ -42,7 +42,6 @@ import (
 	"github.com/uber-go/tally/v4"
 
 	"github.com/tessera-tsdb/tessera/client"
-	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/internal/ctxsleep"
@@ -99,9 +98,10 @@ type Store interface {
 }
 
 // DB is the storage the bootstrap loads into: sealed blocks as they were
-// streamed, unflushed samples through the commit log.
+// streamed (several at once, so their fsyncs overlap), unflushed samples
+// through the commit log.
 type DB interface {
-	LoadBlock(ns string, shard uint32, blockStart int64, series []fileset.Series) error
+	LoadBlocks(ns string, blocks []storage.StreamedBlock) error
 	LoadBatch(ns string, batch []storage.Sample) error
 	Namespaces() []storage.NamespaceOptions
 }
