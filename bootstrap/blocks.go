@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
@@ -42,10 +43,6 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 	}
 	for _, ns := range db.Namespaces() {
 		// shard -> block start -> digest -> peers holding it
-		type blockKey struct {
-			shard uint32
-			start int64
-		}
 		holders := map[blockKey]map[uint64][]int{}
 		answered := 0
 		var errs []error
@@ -79,51 +76,127 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 			}
 			return keys[i].start < keys[j].start
 		})
-		var batch []storage.StreamedBlock
-		var batchBytes int
-		load := func() error {
-			if len(batch) == 0 {
-				return nil
-			}
-			err := db.LoadBlocks(ns.Name, batch)
-			batch, batchBytes = batch[:0], 0
-			return err
+		// Each (block, digest) is fetched from one of its holders, up to
+		// fetchConcurrency at once (a small shard's block is one round
+		// trip, so latency, not bandwidth, bounds a lone fetcher), and the
+		// fetched blocks are loaded loadBatchBytes at a time.
+		type fetch struct {
+			key     blockKey
+			holders []int
 		}
+		var fetches []fetch
 		for _, k := range keys {
 			for _, peersWithDigest := range holders[k] {
-				series, err := b.fetchBlock(ctx, clients, ordered, peersWithDigest, ns.Name, k.shard, k.start)
-				if err != nil {
-					return err
-				}
-				batch = append(batch, storage.StreamedBlock{Shard: k.shard, BlockStart: k.start, Series: series})
-				for _, s := range series {
-					batchBytes += len(s.ID) + len(s.Data)
-				}
-				if batchBytes >= loadBatchBytes {
-					if err := load(); err != nil {
-						return err
-					}
-				}
+				fetches = append(fetches, fetch{k, peersWithDigest})
 			}
 		}
-		if err := load(); err != nil {
+		var (
+			mu         sync.Mutex
+			batch      []storage.StreamedBlock
+			batchBytes int
+		)
+		// take hands the caller the batch to load once it is full (or
+		// whatever is left when force).
+		take := func(force bool) []storage.StreamedBlock {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(batch) == 0 || (!force && batchBytes < loadBatchBytes) {
+				return nil
+			}
+			out := batch
+			batch, batchBytes = nil, 0
+			return out
+		}
+		err := parallel(ctx, fetchConcurrency, len(fetches), func(ctx context.Context, i int) error {
+			f := fetches[i]
+			series, err := b.fetchBlock(ctx, clients, ordered, f.holders, ns.Name, f.key.shard, f.key.start)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, s := range series {
+				n += len(s.ID) + len(s.Data)
+			}
+			mu.Lock()
+			batch = append(batch, storage.StreamedBlock{Shard: f.key.shard, BlockStart: f.key.start, Series: series})
+			batchBytes += n
+			mu.Unlock()
+			if full := take(false); full != nil {
+				return db.LoadBlocks(ns.Name, full)
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		// Unflushed memory: from the first peer that answers.
-		for _, sh := range shards {
+		if rest := take(true); rest != nil {
+			if err := db.LoadBlocks(ns.Name, rest); err != nil {
+				return err
+			}
+		}
+		// Unflushed memory: per shard from the first peer that answers,
+		// fetchConcurrency shards at once (their commit log fsyncs are
+		// then group-committed together).
+		err = parallel(ctx, fetchConcurrency, len(shards), func(ctx context.Context, i int) error {
+			sh := shards[i]
 			var err error
-			for i, c := range clients {
+			for j, c := range clients {
 				if err = b.fetchUnflushed(ctx, db, c, ns.Name, sh); err == nil {
-					break
+					return nil
 				}
-				err = fmt.Errorf("peer %s: %w", ordered[i].InstanceID, err)
+				err = fmt.Errorf("peer %s: %w", ordered[j].InstanceID, err)
 			}
-			if err != nil {
-				return fmt.Errorf("unflushed data of shard %d: %w", sh, err)
-			}
+			return fmt.Errorf("unflushed data of shard %d: %w", sh, err)
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// blockKey names one block of one shard.
+type blockKey struct {
+	shard uint32
+	start int64
+}
+
+// fetchConcurrency is how many fetches one worker keeps in flight.
+const fetchConcurrency = 8
+
+// parallel runs fn(ctx, i) for every i in [0, n), at most limit at once,
+// and returns the first error; after it no further i is started and the
+// ctx of those running is cancelled.
+func parallel(ctx context.Context, limit, n int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+		sem   = make(chan struct{}, limit)
+	)
+	for i := 0; i < n; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(ctx, i); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
 }
 
 // fetchBlock pages one block in from the first of its holders that
