@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,7 +29,9 @@ import (
 // holding BOOTSTRAP_BENCH_SERIES series (default 10,000) x 720 samples at
 // 10 s (2 h). "flushed" streams fileset blocks (FetchBlock), "unflushed"
 // the peer's memory (FetchUnflushed). It reports samples/s and MB/s of
-// streamed bytes; the peer's setup is not timed.
+// streamed bytes, and the CPU seconds per bootstrap of both sides
+// (getrusage, steadier than wall time on a shared box); the peer's setup
+// is not timed.
 //
 //	go test -run XXX -bench PeerBootstrap -benchtime 3x ./bootstrap/
 func BenchmarkPeerBootstrap(b *testing.B) {
@@ -104,6 +107,7 @@ func benchPeerBootstrap(b *testing.B, nSeries int, flushed bool) {
 	b.Cleanup(func() { _ = c.Close() })
 
 	var samples, bytes int64
+	var cpu time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -117,11 +121,13 @@ func benchPeerBootstrap(b *testing.B, nSeries int, flushed bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		cpu0 := cpuTime(b)
 		b.StartTimer()
 		if err := bs.Reconcile(context.Background(), client.NewMap(p)); err != nil {
 			b.Fatalf("bootstrap: %v", err)
 		}
 		b.StopTimer()
+		cpu += cpuTime(b) - cpu0
 		pr := bs.Progress()
 		samples += pr.Samples
 		bytes += pr.Bytes
@@ -135,6 +141,18 @@ func benchPeerBootstrap(b *testing.B, nSeries int, flushed bool) {
 	b.ReportMetric(float64(samples)/sec, "samples/s")
 	b.ReportMetric(float64(bytes)/sec/1e6, "MB/s")
 	b.ReportMetric(float64(samples)/float64(b.N), "samples/op")
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+}
+
+// cpuTime is the process' user+system CPU time so far: both sides of the
+// stream run in this process, so a difference is what one bootstrap cost
+// the joiner and the peer together, whatever else loads the machine.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchValue mixes what tessera bench writes: counters, gauges, noisy
