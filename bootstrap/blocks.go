@@ -7,7 +7,6 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -252,20 +251,13 @@ func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c Peer, ns str
 		if err != nil {
 			return err
 		}
-		var batch []storage.Sample
+		streams := make([]storage.SeriesStream, len(resp.Series))
 		var bytes int64
-		for _, s := range resp.Series {
+		for i, s := range resp.Series {
 			bytes += int64(len(s.ID) + len(s.Stream))
-			it := encoding.NewIterator(s.Stream)
-			for it.Next() {
-				t, v := it.At()
-				batch = append(batch, storage.Sample{ID: s.ID, Shard: shard, T: t, V: v})
-			}
-			if err := it.Err(); err != nil {
-				return fmt.Errorf("decode unflushed series from peer: %w", err)
-			}
+			streams[i] = storage.SeriesStream{ID: s.ID, Stream: s.Stream}
 		}
-		if err := b.load(ns, batch); err != nil {
+		if err := b.load(ns, shard, streams); err != nil {
 			return err
 		}
 		b.bytesIn.Add(bytes)

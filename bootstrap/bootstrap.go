@@ -98,11 +98,11 @@ type Store interface {
 }
 
 // DB is the storage the bootstrap loads into: sealed blocks as they were
-// streamed (several at once, so their fsyncs overlap), unflushed samples
+// streamed (several at once, so their fsyncs overlap), unflushed series
 // through the commit log.
 type DB interface {
 	LoadBlocks(ns string, blocks []storage.StreamedBlock) error
-	LoadBatch(ns string, batch []storage.Sample) error
+	LoadStreams(ns string, shard uint32, series []storage.SeriesStream) (int, error)
 	Namespaces() []storage.NamespaceOptions
 }
 
@@ -578,11 +578,12 @@ func orderPeers(peers []placement.Owner) []placement.Owner {
 	return out
 }
 
-func (b *Bootstrapper) load(ns string, batch []storage.Sample) error {
-	if len(batch) == 0 {
+// load writes one page of a peer's unflushed series into shard.
+func (b *Bootstrapper) load(ns string, shard uint32, streams []storage.SeriesStream) error {
+	if len(streams) == 0 {
 		return nil
 	}
-	err := b.opts.DB.LoadBatch(ns, batch)
+	n, err := b.opts.DB.LoadStreams(ns, shard, streams)
 	var rej *storage.RejectedError
 	if errors.As(err, &rej) {
 		err = nil // out of retention by now: nothing to keep
@@ -590,7 +591,7 @@ func (b *Bootstrapper) load(ns string, batch []storage.Sample) error {
 	if err != nil {
 		return fmt.Errorf("load streamed samples: %w", err)
 	}
-	b.samples.Add(int64(len(batch)))
-	b.mSamples.Inc(int64(len(batch)))
+	b.samples.Add(int64(n))
+	b.mSamples.Inc(int64(n))
 	return nil
 }

@@ -150,6 +150,43 @@ func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, max
 	return out, false, nil
 }
 
+// LoadStreams loads series streamed from a peer's memory (the form
+// ReadUnflushed gives) into shard, as LoadBatch would load their samples:
+// through the commit log (durable on return in sync mode), cold writes
+// taken, no active-series limit. Each series is looked up or created once
+// instead of once per sample. It returns how many samples it decoded; a
+// stream that does not decode fails the call before anything is written.
+func (db *Database) LoadStreams(nsName string, shard uint32, series []SeriesStream) (int, error) {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return 0, err
+	}
+	if shard >= db.opts.NumShards {
+		return 0, fmt.Errorf("load streams: shard %d out of range", shard)
+	}
+	n := 0
+	for _, s := range series {
+		n += len(s.Stream) / 2 // a guess: most samples take under 2 bytes
+	}
+	batch := make([]Sample, 0, n)
+	sh := ns.shard(shard)
+	for _, s := range series {
+		var se *Series
+		it := encoding.NewIterator(s.Stream)
+		for it.Next() {
+			if se == nil {
+				se, _ = sh.getOrCreateUpTo(ns, hashID(s.ID), s.ID, 0) // 0: no limit
+			}
+			t, v := it.At()
+			batch = append(batch, Sample{ID: s.ID, Shard: shard, T: t, V: v, Ref: se})
+		}
+		if err := it.Err(); err != nil {
+			return 0, fmt.Errorf("decode streamed series %q of shard %d: %w", s.ID, shard, err)
+		}
+	}
+	return len(batch), db.writeBatch(nsName, batch, true)
+}
+
 // LoadBlock installs a sealed block streamed from a peer. With no local
 // fileset for the block it is written as is (no decoding); with one, the
 // two are merged (local samples win on equal timestamps) into the next

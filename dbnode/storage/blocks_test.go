@@ -148,3 +148,42 @@ func TestLoadBlocksManyShardsAndADuplicate(t *testing.T) {
 	err = dst.LoadBlocks("default", []StreamedBlock{{Shard: 64, BlockStart: base, Series: blocks[0].Series}})
 	require.ErrorContains(t, err, "shard 64: shard out of range")
 }
+
+// LoadStreams loads a peer's unflushed series through the commit log: the
+// samples read back the same, also after a restart (replay), and a stream
+// that does not decode fails the call naming the series.
+func TestLoadStreamsFromUnflushed(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	opts := testOpts(t.TempDir(), clk)
+	src := openDB(t, opts)
+	base := ms(t0)
+	var ids [][]byte
+	for i := 0; i < 40; i++ {
+		id := ident.FromLabels(labels.FromStrings("__name__", "m", "i", strconv.Itoa(i)))
+		ids = append(ids, id)
+		require.NoError(t, src.WriteBatch("default", samples(src, id, base+1000, base+2000, base+3000)))
+	}
+	dstOpts := testOpts(t.TempDir(), clk)
+	dst := openDB(t, dstOpts)
+	total := 0
+	for sh := uint32(0); sh < opts.NumShards; sh++ {
+		mem, more, err := src.ReadUnflushed("default", sh, nil, 1<<20)
+		require.NoError(t, err)
+		require.False(t, more)
+		n, err := dst.LoadStreams("default", sh, mem)
+		require.NoError(t, err)
+		total += n
+	}
+	require.Equal(t, 120, total)
+	require.NoError(t, dst.Close())
+	dst = openDB(t, dstOpts) // from the commit log
+	for _, id := range ids {
+		require.Equal(t, readAll(t, src, id, base, base+10_000), readAll(t, dst, id, base, base+10_000))
+	}
+
+	bad := []SeriesStream{{ID: ids[0], Stream: []byte{0xff, 0xff, 0xff}}}
+	_, err := dst.LoadStreams("default", dst.Shard(ids[0]), bad)
+	require.ErrorContains(t, err, "decode streamed series")
+	_, err = dst.LoadStreams("default", 64, nil)
+	require.ErrorContains(t, err, "shard 64 out of range")
+}
