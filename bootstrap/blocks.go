@@ -21,7 +21,7 @@ const pageBytes = 4 << 20
 // loading them with one LoadBlocks call: enough blocks for their fileset
 // writes to overlap (a small shard's block is a few KiB, and writing it is
 // mostly fsync waits), few enough to bound the memory of Workers batches.
-const loadBatchBytes = 32 << 20
+const loadBatchBytes = 16 << 20
 
 // streamBlocks bootstraps shards from peers block by block: first every
 // answering peer's block metadata (bootstrap consistency: unstrict
