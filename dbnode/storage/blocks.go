@@ -154,8 +154,10 @@ func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, max
 // ReadUnflushed gives) into shard, as LoadBatch would load their samples:
 // through the commit log (durable on return in sync mode), cold writes
 // taken, no active-series limit. Each series is looked up or created once
-// instead of once per sample. It returns how many samples it decoded; a
-// stream that does not decode fails the call before anything is written.
+// instead of once per sample. It returns how many samples it wrote: with a
+// *RejectedError (samples out of retention or the buffer window by now)
+// the others are written and counted; with any other error, 0. A stream
+// that does not decode fails the call before anything is written.
 func (db *Database) LoadStreams(nsName string, shard uint32, series []SeriesStream) (int, error) {
 	ns, err := db.namespace(nsName)
 	if err != nil {
@@ -184,7 +186,15 @@ func (db *Database) LoadStreams(nsName string, shard uint32, series []SeriesStre
 			return 0, fmt.Errorf("decode streamed series %q of shard %d: %w", s.ID, shard, err)
 		}
 	}
-	return len(batch), db.writeBatch(nsName, batch, true)
+	err = db.writeBatch(nsName, batch, true)
+	var rej *RejectedError
+	switch {
+	case errors.As(err, &rej):
+		return len(batch) - rej.Total, err
+	case err != nil:
+		return 0, err
+	}
+	return len(batch), nil
 }
 
 // LoadBlock installs a sealed block streamed from a peer. With no local
