@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
-	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -16,6 +16,12 @@ import (
 // pageBytes is the most a page of a streamed block or of unflushed data
 // carries, bounding memory on both sides.
 const pageBytes = 4 << 20
+
+// loadBatchBytes is how many streamed block bytes a worker holds before
+// loading them with one LoadBlocks call: enough blocks for their fileset
+// writes to overlap (a small shard's block is a few KiB, and writing it is
+// mostly fsync waits), few enough to bound the memory of Workers batches.
+const loadBatchBytes = 16 << 20
 
 // streamBlocks bootstraps shards from peers block by block: first every
 // answering peer's block metadata (bootstrap consistency: unstrict
@@ -36,10 +42,6 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 	}
 	for _, ns := range db.Namespaces() {
 		// shard -> block start -> digest -> peers holding it
-		type blockKey struct {
-			shard uint32
-			start int64
-		}
 		holders := map[blockKey]map[uint64][]int{}
 		answered := 0
 		var errs []error
@@ -73,33 +75,132 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 			}
 			return keys[i].start < keys[j].start
 		})
+		// Each (block, digest) is fetched from one of its holders, up to
+		// fetchConcurrency at once (a small shard's block is one round
+		// trip, so latency, not bandwidth, bounds a lone fetcher), and the
+		// fetched blocks are loaded loadBatchBytes at a time.
+		type fetch struct {
+			key     blockKey
+			holders []int
+		}
+		var fetches []fetch
 		for _, k := range keys {
 			for _, peersWithDigest := range holders[k] {
-				if err := b.fetchBlock(ctx, db, clients, ordered, peersWithDigest, ns.Name, k.shard, k.start); err != nil {
-					return err
-				}
+				fetches = append(fetches, fetch{k, peersWithDigest})
 			}
 		}
-		// Unflushed memory: from the first peer that answers.
-		for _, sh := range shards {
-			var err error
-			for i, c := range clients {
-				if err = b.fetchUnflushed(ctx, db, c, ns.Name, sh); err == nil {
-					break
-				}
-				err = fmt.Errorf("peer %s: %w", ordered[i].InstanceID, err)
+		var (
+			mu         sync.Mutex
+			batch      []storage.StreamedBlock
+			batchBytes int
+		)
+		// take hands the caller the batch to load once it is full (or
+		// whatever is left when force).
+		take := func(force bool) []storage.StreamedBlock {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(batch) == 0 || (!force && batchBytes < loadBatchBytes) {
+				return nil
 			}
+			out := batch
+			batch, batchBytes = nil, 0
+			return out
+		}
+		err := parallel(ctx, fetchConcurrency, len(fetches), func(ctx context.Context, i int) error {
+			f := fetches[i]
+			series, err := b.fetchBlock(ctx, clients, ordered, f.holders, ns.Name, f.key.shard, f.key.start)
 			if err != nil {
-				return fmt.Errorf("unflushed data of shard %d: %w", sh, err)
+				return err
 			}
+			n := 0
+			for _, s := range series {
+				n += len(s.ID) + len(s.Data)
+			}
+			mu.Lock()
+			batch = append(batch, storage.StreamedBlock{Shard: f.key.shard, BlockStart: f.key.start, Series: series})
+			batchBytes += n
+			mu.Unlock()
+			if full := take(false); full != nil {
+				return db.LoadBlocks(ns.Name, full)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if rest := take(true); rest != nil {
+			if err := db.LoadBlocks(ns.Name, rest); err != nil {
+				return err
+			}
+		}
+		// Unflushed memory: per shard from the first peer that answers,
+		// fetchConcurrency shards at once (their commit log fsyncs are
+		// then group-committed together).
+		err = parallel(ctx, fetchConcurrency, len(shards), func(ctx context.Context, i int) error {
+			sh := shards[i]
+			var err error
+			for j, c := range clients {
+				if err = b.fetchUnflushed(ctx, db, c, ns.Name, sh); err == nil {
+					return nil
+				}
+				err = fmt.Errorf("peer %s: %w", ordered[j].InstanceID, err)
+			}
+			return fmt.Errorf("unflushed data of shard %d: %w", sh, err)
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
+// blockKey names one block of one shard.
+type blockKey struct {
+	shard uint32
+	start int64
+}
+
+// fetchConcurrency is how many fetches one worker keeps in flight.
+const fetchConcurrency = 8
+
+// parallel runs fn(ctx, i) for every i in [0, n), at most limit at once,
+// and returns the first error; after it no further i is started and the
+// ctx of those running is cancelled.
+func parallel(ctx context.Context, limit, n int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+		sem   = make(chan struct{}, limit)
+	)
+	for i := 0; i < n; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(ctx, i); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
+}
+
 // fetchBlock pages one block in from the first of its holders that
-// answers, then loads it.
-func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []Peer, owners []placement.Owner, holders []int, ns string, shard uint32, start int64) error {
+// answers and returns its series, for the caller to load.
+func (b *Bootstrapper) fetchBlock(ctx context.Context, clients []Peer, owners []placement.Owner, holders []int, ns string, shard uint32, start int64) ([]fileset.Series, error) {
 	var errs []error
 	for _, i := range holders {
 		var series []fileset.Series
@@ -139,12 +240,9 @@ func (b *Bootstrapper) fetchBlock(ctx context.Context, db DB, clients []Peer, ow
 		b.mBytes.Inc(bytes)
 		b.samples.Add(samples)
 		b.mSamples.Inc(samples)
-		if err := db.LoadBlock(ns, shard, start, series); err != nil {
-			return fmt.Errorf("load block %d of shard %d: %w", start, shard, err)
-		}
-		return nil
+		return series, nil
 	}
-	return fmt.Errorf("block %d of shard %d: no holder answered: %w", start, shard, errors.Join(errs...))
+	return nil, fmt.Errorf("block %d of shard %d: no holder answered: %w", start, shard, errors.Join(errs...))
 }
 
 func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c Peer, ns string, shard uint32) error {
@@ -155,38 +253,16 @@ func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c Peer, ns str
 		if err != nil {
 			return err
 		}
-		var batch []storage.Sample
-		var hist []storage.HistogramSample
+		streams := make([]storage.SeriesStream, len(resp.Series))
 		var bytes int64
-		for _, s := range resp.Series {
+		for i, s := range resp.Series {
 			bytes += int64(len(s.ID) + len(s.Stream))
-			it := encoding.NewIterator(s.Stream)
-			for it.Next() {
-				t, v := it.At()
-				batch = append(batch, storage.Sample{ID: s.ID, Shard: shard, T: t, V: v})
-			}
-			if err := it.Err(); err != nil {
-				return fmt.Errorf("decode unflushed series from peer: %w", err)
-			}
 			for _, h := range s.Histograms {
 				bytes += int64(len(h))
 			}
-			if hit := s.HistogramIterator(); hit != nil {
-				for hit.Next() {
-					hs := storage.HistogramSample{ID: s.ID, Shard: shard}
-					if hit.IsFloat() {
-						hs.T, hs.FH = hit.AtFloatHistogram(nil)
-					} else {
-						hs.T, hs.H = hit.AtHistogram(nil)
-					}
-					hist = append(hist, hs)
-				}
-				if err := hit.Err(); err != nil {
-					return fmt.Errorf("decode unflushed histograms from peer: %w", err)
-				}
-			}
+			streams[i] = storage.SeriesStream{ID: s.ID, Stream: s.Stream, Histograms: s.Histograms}
 		}
-		if err := b.load(ns, batch, hist); err != nil {
+		if err := b.load(ns, shard, streams); err != nil {
 			return err
 		}
 		b.bytesIn.Add(bytes)

@@ -42,7 +42,6 @@ import (
 	"github.com/uber-go/tally/v4"
 
 	"github.com/tessera-tsdb/tessera/client"
-	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/internal/ctxsleep"
@@ -99,12 +98,11 @@ type Store interface {
 }
 
 // DB is the storage the bootstrap loads into: sealed blocks as they were
-// streamed, unflushed samples through the commit log.
+// streamed (several at once, so their fsyncs overlap), unflushed series
+// through the commit log.
 type DB interface {
-	LoadBlock(ns string, shard uint32, blockStart int64, series []fileset.Series) error
-	LoadBatch(ns string, batch []storage.Sample) error
-	// LoadHistograms is LoadBatch for native histogram samples.
-	LoadHistograms(ns string, batch []storage.HistogramSample) error
+	LoadBlocks(ns string, blocks []storage.StreamedBlock) error
+	LoadStreams(ns string, shard uint32, series []storage.SeriesStream) (int, error)
 	Namespaces() []storage.NamespaceOptions
 }
 
@@ -580,27 +578,20 @@ func orderPeers(peers []placement.Owner) []placement.Owner {
 	return out
 }
 
-func (b *Bootstrapper) load(ns string, batch []storage.Sample, hist []storage.HistogramSample) error {
-	if len(batch)+len(hist) == 0 {
+// load writes one page of a peer's unflushed series into shard.
+func (b *Bootstrapper) load(ns string, shard uint32, streams []storage.SeriesStream) error {
+	if len(streams) == 0 {
 		return nil
 	}
-	var err error
-	if len(batch) > 0 {
-		err = b.opts.DB.LoadBatch(ns, batch)
-	}
+	n, err := b.opts.DB.LoadStreams(ns, shard, streams)
 	var rej *storage.RejectedError
-	if len(hist) > 0 && (err == nil || errors.As(err, &rej)) {
-		if herr := b.opts.DB.LoadHistograms(ns, hist); herr != nil {
-			err = herr
-		}
-	}
 	if errors.As(err, &rej) {
 		err = nil // out of retention by now: nothing to keep
 	}
 	if err != nil {
 		return fmt.Errorf("load streamed samples: %w", err)
 	}
-	b.samples.Add(int64(len(batch) + len(hist)))
-	b.mSamples.Inc(int64(len(batch) + len(hist)))
+	b.samples.Add(int64(n))
+	b.mSamples.Inc(int64(n))
 	return nil
 }

@@ -18,11 +18,6 @@ import (
 // errPeerDown is what a dead fake peer answers.
 var errPeerDown = errors.New("fake peer: connection reset")
 
-type blockKey struct {
-	shard uint32
-	start int64
-}
-
 // fakePeer serves a node's flushed blocks and unflushed series from maps,
 // pageSeries series per page. After dieAfterPages pages (block and
 // unflushed together; <= 0 never) it dies: every call fails until

@@ -3,7 +3,9 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/cespare/xxhash/v2"
@@ -167,44 +169,211 @@ func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, max
 	return out, false, nil
 }
 
+// LoadStreams loads series streamed from a peer's memory (the form
+// ReadUnflushed gives) into shard, as LoadBatch would load their samples:
+// through the commit log (durable on return in sync mode), cold writes
+// taken, no active-series limit. Each series is looked up or created once
+// instead of once per sample. It returns how many samples it wrote: with a
+// *RejectedError (samples out of retention or the buffer window by now)
+// the others are written and counted; with any other error, 0. A stream
+// that does not decode fails the call before anything is written.
+func (db *Database) LoadStreams(nsName string, shard uint32, series []SeriesStream) (int, error) {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return 0, err
+	}
+	if shard >= db.opts.NumShards {
+		return 0, fmt.Errorf("load streams: shard %d out of range", shard)
+	}
+	n := 0
+	for _, s := range series {
+		n += len(s.Stream) / 2 // a guess: most samples take under 2 bytes
+	}
+	batch := make([]Sample, 0, n)
+	var hist []HistogramSample
+	sh := ns.shard(shard)
+	for _, s := range series {
+		var se *Series
+		it := encoding.NewIterator(s.Stream)
+		for it.Next() {
+			if se == nil {
+				se, _ = sh.getOrCreateUpTo(ns, hashID(s.ID), s.ID, 0) // 0: no limit
+			}
+			t, v := it.At()
+			batch = append(batch, Sample{ID: s.ID, Shard: shard, T: t, V: v, Ref: se})
+		}
+		if err := it.Err(); err != nil {
+			return 0, fmt.Errorf("decode streamed series %q of shard %d: %w", s.ID, shard, err)
+		}
+		if len(s.Histograms) == 0 {
+			continue
+		}
+		its := make([]encoding.HistogramIterator, len(s.Histograms))
+		for i, h := range s.Histograms {
+			its[i] = encoding.NewHistogramIterator(h)
+		}
+		hit := encoding.MergeHistogramIterators(its...)
+		for hit.Next() {
+			hs := HistogramSample{ID: s.ID, Shard: shard}
+			if hit.IsFloat() {
+				hs.T, hs.FH = hit.AtFloatHistogram(nil)
+			} else {
+				hs.T, hs.H = hit.AtHistogram(nil)
+			}
+			hist = append(hist, hs)
+		}
+		if err := hit.Err(); err != nil {
+			return 0, fmt.Errorf("decode streamed histograms of series %q of shard %d: %w", s.ID, shard, err)
+		}
+	}
+	written := 0
+	var refused []error
+	load := func(n int, err error) error {
+		var rej *RejectedError
+		switch {
+		case errors.As(err, &rej):
+			written += n - rej.Total
+			refused = append(refused, err)
+		case err != nil:
+			return err
+		default:
+			written += n
+		}
+		return nil
+	}
+	if len(batch) > 0 {
+		if err := load(len(batch), db.writeBatch(nsName, batch, true)); err != nil {
+			return 0, err
+		}
+	}
+	if len(hist) > 0 {
+		if err := load(len(hist), db.writeHistograms(nsName, hist, true)); err != nil {
+			return 0, err
+		}
+	}
+	return written, errors.Join(refused...)
+}
+
 // LoadBlock installs a sealed block streamed from a peer. With no local
 // fileset for the block it is written as is (no decoding); with one, the
 // two are merged (local samples win on equal timestamps) into the next
 // volume, as a cold flush would. Series must be sorted by ID.
 func (db *Database) LoadBlock(nsName string, shard uint32, blockStart int64, series []fileset.Series) error {
+	return db.LoadBlocks(nsName, []StreamedBlock{{Shard: shard, BlockStart: blockStart, Series: series}})
+}
+
+// StreamedBlock is one sealed block of a shard as a peer streamed it, for
+// LoadBlocks. Series must be sorted by ID.
+type StreamedBlock struct {
+	Shard      uint32
+	BlockStart int64
+	Series     []fileset.Series
+}
+
+// LoadBlocks installs several streamed blocks as LoadBlock does, each
+// durable (fsynced, checkpointed) when it returns. The blocks of one block
+// start become one new volume holding every shard streamed for it (a peer
+// bootstrap of many small shards would otherwise pay a volume's files and
+// fsyncs per shard); a shard with a local fileset for the block is merged
+// with it into that volume; a block named twice (one copy per differing
+// replica) is merged in a second volume after the first. Every block is
+// tried; the error names each block that failed.
+func (db *Database) LoadBlocks(nsName string, blocks []StreamedBlock) error {
 	ns, err := db.namespace(nsName)
 	if err != nil {
 		return err
 	}
-	if shard >= db.opts.NumShards {
-		return fmt.Errorf("shard %d out of range", shard)
-	}
-	if blockStart != ns.blockStart(blockStart) {
-		return fmt.Errorf("block start %d is not aligned to the block size", blockStart)
-	}
-	if len(series) == 0 {
-		return nil
-	}
-	db.tickMu.Lock() // no flush of this shard meanwhile
-	defer db.tickMu.Unlock()
-	sh := ns.shard(shard)
-	prev := sh.reader(blockStart)
-	out := series
-	if prev != nil {
-		if out, err = mergeSealed(prev, series); err != nil {
-			return fmt.Errorf("merge streamed block %d of shard %d: %w", blockStart, shard, err)
+	for _, b := range blocks {
+		if b.Shard >= db.opts.NumShards {
+			return fmt.Errorf("load block %d of shard %d: shard out of range", b.BlockStart, b.Shard)
+		}
+		if b.BlockStart != ns.blockStart(b.BlockStart) {
+			return fmt.Errorf("load block %d of shard %d: block start is not aligned to the block size", b.BlockStart, b.Shard)
 		}
 	}
-	vw, err := db.newVolumeWrite(ns, blockStart)
+	db.tickMu.Lock() // no flush meanwhile
+	defer db.tickMu.Unlock()
+	// Rounds: a (shard, block) named twice (one copy per differing
+	// replica) goes to the next round, so it merges with what the first
+	// round installed. Within a round each block start is one new volume
+	// holding every shard streamed for it: one set of files and fsyncs
+	// per block, not per shard.
+	type key struct {
+		shard uint32
+		start int64
+	}
+	pending := make([]int, 0, len(blocks))
+	for i, b := range blocks {
+		if len(b.Series) > 0 {
+			pending = append(pending, i)
+		}
+	}
+	var errs []error
+	for len(pending) > 0 {
+		seen := make(map[key]bool, len(pending))
+		byStart := map[int64][]int{}
+		var later []int
+		for _, i := range pending {
+			k := key{blocks[i].Shard, blocks[i].BlockStart}
+			if seen[k] {
+				later = append(later, i)
+				continue
+			}
+			seen[k] = true
+			byStart[k.start] = append(byStart[k.start], i)
+		}
+		starts := make([]int64, 0, len(byStart))
+		for bs := range byStart {
+			starts = append(starts, bs)
+		}
+		slices.Sort(starts)
+		for _, bs := range starts {
+			idx := byStart[bs]
+			sort.Slice(idx, func(x, y int) bool { return blocks[idx[x]].Shard < blocks[idx[y]].Shard })
+			errs = append(errs, db.loadVolumeLocked(ns, bs, blocks, idx))
+		}
+		pending = later
+	}
+	return errors.Join(errs...)
+}
+
+// loadVolumeLocked installs the streamed blocks idx (distinct shards, in
+// increasing order, all of block bs) as one new volume, each merged with
+// the shard's current data for the block if it has any. A shard whose
+// merge fails (its current volume has a damaged page) is left out and
+// named in the error; the others are installed. The caller holds tickMu.
+func (db *Database) loadVolumeLocked(ns *namespace, bs int64, blocks []StreamedBlock, idx []int) error {
+	vw, err := db.newVolumeWrite(ns, bs)
 	if err != nil {
-		return err
+		return fmt.Errorf("load block %d: %w", bs, err)
 	}
-	if err := vw.add(sh, prev, out); err != nil {
+	var errs []error
+	added := 0
+	for _, i := range idx {
+		b := blocks[i]
+		sh := ns.shard(b.Shard)
+		prev := sh.reader(bs)
+		out := b.Series
+		if prev != nil {
+			if out, err = mergeSealed(prev, b.Series); err != nil {
+				errs = append(errs, fmt.Errorf("merge streamed block %d of shard %d: %w", bs, b.Shard, err))
+				continue
+			}
+		}
+		if err := vw.add(sh, prev, out); err != nil {
+			vw.abort()
+			return errors.Join(append(errs, fmt.Errorf("load block %d of shard %d: %w", bs, b.Shard, err))...)
+		}
+		added++
+	}
+	if added == 0 {
 		vw.abort()
-		return err
+		return errors.Join(errs...)
 	}
-	_, err = vw.install()
-	return err
+	if _, err := vw.install(); err != nil {
+		errs = append(errs, fmt.Errorf("load block %d (%d shards): %w", bs, added, err))
+	}
+	return errors.Join(errs...)
 }
 
 // mergeSealed merges a local fileset with streamed series: series only on
