@@ -198,7 +198,7 @@ func TestOldFilesetsStillRead(t *testing.T) {
 	opts := testOpts(dir, clk)
 	shard := ident.Shard(id, opts.NumShards)
 	require.NoError(t, fileset.Write(vfs.OS(), filepath.Join(dir, "data"),
-		fileset.ID{Namespace: "default", Shard: shard, BlockStart: ms(t0)}, (2 * time.Hour).Milliseconds(),
+		fileset.ID{Namespace: "default", Shard: shard, BlockStart: ms(t0)}, (2*time.Hour).Milliseconds(),
 		[]fileset.Series{{ID: id, Data: sealed, Samples: 3}}))
 	clk.Add(3 * time.Hour)
 	db := openDB(t, opts)
