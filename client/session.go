@@ -82,6 +82,8 @@ type Session struct {
 
 	m     sessionMetrics
 	hints *hinter // nil: hinted handoff off
+
+	histOK sync.Map // instance -> struct{}: stores native histograms (histwrite.go)
 }
 
 // host is one remote node: its connection, write queue and health.
