@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/client/hints"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
@@ -150,7 +151,12 @@ func newHistCluster(t *testing.T) *histCluster {
 }
 
 func (c *histCluster) session(t *testing.T, m *Map, level WriteLevel, pairing bool) *Session {
+	return c.hintedSession(t, m, level, pairing, nil)
+}
+
+func (c *histCluster) hintedSession(t *testing.T, m *Map, level WriteLevel, pairing bool, st *hints.Store) *Session {
 	s, err := NewSession(Options{
+		Hints:    HintOptions{Store: st},
 		Topology: NewTopologyFromMap(m), ReadLevel: ReadMajority, WriteLevel: level, Pairing: pairing,
 		HedgeAfter: 20 * time.Millisecond, RequestTimeout: 30 * time.Second, MaxBatch: 3,
 		Dial: func(ep string) (Peer, error) {
@@ -280,4 +286,54 @@ func TestSessionHistogramsBadShardAndBufferReuse(t *testing.T) {
 	waitfor.Condition(t, 10*time.Second, 5*time.Millisecond, "node3 written", func() error {
 		return c.peers["node3"].holdsHistograms(keep)
 	})
+}
+
+// A replica that misses a histogram write at majority gets it from its
+// hint queue once it answers again; a target that refuses the format has
+// its histogram hints dropped, counted, instead of blocking its queue.
+func TestHistogramHintsReplayToReplicaThatFailed(t *testing.T) {
+	c := newHistCluster(t)
+	st := openStore(t, t.TempDir(), hints.Options{})
+	s := c.hintedSession(t, c.steady, WriteMajority, true, st)
+	node3 := c.peers["node3"]
+	node3.setFail(status.Error(codes.Unavailable, "disk busy"))
+	var all []storage.HistogramSample
+	for k := 0; k < 5; k++ {
+		in := histogramsOf(10)
+		for i := range in {
+			in[i].T += int64(10 * k)
+		}
+		require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", in, c.steady))
+		all = append(all, in...)
+	}
+	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "hinted", func() error {
+		if n := records(st, "node3"); n < 5 {
+			return fmt.Errorf("%d records", n)
+		}
+		return nil
+	})
+	require.Zero(t, node3.histCount())
+	node3.setFail(nil)
+	waitfor.Condition(t, 20*time.Second, 10*time.Millisecond, "node3 caught up", func() error { return node3.holdsHistograms(all) })
+	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "queue empty", func() error {
+		if n := records(st, "node3"); n > 0 {
+			return fmt.Errorf("%d records left", n)
+		}
+		return nil
+	})
+
+	// A hinted histogram record whose target turns out older than the
+	// format: dropped as rejected, the queue moves on.
+	q, err := st.Queue("node2")
+	require.NoError(t, err)
+	c.peers["node2"].old = true
+	require.NoError(t, q.AppendHistograms("default", all[:4]))
+	c.hintedSession(t, c.steady, WriteMajority, true, st) // replays what it finds
+	waitfor.Condition(t, 20*time.Second, 10*time.Millisecond, "refused hints dropped", func() error {
+		if n := q.Status().Dropped[hints.DropRejected+"_samples"]; n != 4 {
+			return fmt.Errorf("%d dropped as rejected (status %+v)", n, q.Status())
+		}
+		return nil
+	})
+	require.Zero(t, records(st, "node2"))
 }

@@ -94,6 +94,10 @@ func (s *Session) writeHistogramsOnce(ctx context.Context, ns string, samples []
 		func(ctx context.Context, inst string, _ []int) (*storage.RejectedError, error) {
 			batch := perHost[r.hostIdx[inst]]
 			rej, err := s.writeHistogramsHost(ctx, m, ns, inst, batch)
+			if err != nil {
+				// Durable before the level is met, as for floats.
+				s.hints.hintHistograms(inst, ns, batch, err)
+			}
 			if err == nil {
 				s.histOK.Store(inst, struct{}{})
 			} else {
