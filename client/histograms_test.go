@@ -22,21 +22,34 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// The session stores native histograms only where they are stored end to
-// end: a one-node placement written locally. With replicas it says no
-// (the node RPC does not carry histograms yet) and refuses a write, so
-// the HTTP layer refuses them instead of acknowledging what replicas lose.
-func TestSessionStoresHistogramsOnlyAlone(t *testing.T) {
+// The session stores native histograms on a one-node placement (locally)
+// and with replicas (to every owner); a replica that cannot store them
+// (here a peer without WriteHistograms, as an older node) fails the
+// write by name rather than being acknowledged.
+func TestSessionStoresHistograms(t *testing.T) {
 	c := newFakeCluster(t)
 	s := c.session(t, ReadMajority, WriteMajority, HealthOptions{})
-	require.False(t, s.StoresHistograms())
+	require.True(t, s.StoresHistograms())
 	id := ident.FromLabels(labels.FromStrings("__name__", "h"))
 	h := &histogram.Histogram{Count: 1, PositiveSpans: []histogram.Span{{Length: 1}}, PositiveBuckets: []int64{1}}
 	hs := []storage.HistogramSample{{ID: id, Shard: ident.Shard(id, 16), T: time.Now().UnixMilli(), H: h}}
-	require.ErrorIs(t, s.WriteHistograms(context.Background(), "default", hs), ErrHistogramsNotStored)
+	var refused *HistogramRefusedError
+	require.ErrorAs(t, s.WriteHistograms(context.Background(), "default", hs), &refused)
 	for _, p := range c.peers {
 		require.Zero(t, p.count())
 	}
+	hc := newHistCluster(t)
+	hsess := hc.session(t, hc.steady, WriteMajority, true)
+	require.True(t, hsess.StoresHistograms())
+	require.NoError(t, hsess.WriteHistograms(context.Background(), "default", hs))
+	empty, err := NewTopology(nil, "")
+	require.NoError(t, err)
+	noPlacement, err := NewSession(Options{Topology: empty, ReadLevel: ReadOne, WriteLevel: WriteOne,
+		HedgeAfter: time.Second, RequestTimeout: time.Second, MaxBatch: 1, Dial: c.dial})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, noPlacement.Close()) })
+	require.False(t, noPlacement.StoresHistograms())
+	require.ErrorIs(t, noPlacement.WriteHistograms(context.Background(), "default", hs), ErrHistogramsNotStored)
 
 	db := storagetest.Open(t, 16, nil)
 	p, err := placement.Init([]placement.Instance{{ID: "solo", IsolationGroup: "r", Zone: "z", Weight: 1, Endpoint: "127.0.0.1:1"}}, 16, 1)
