@@ -156,6 +156,12 @@ func TestClusterStoresHistogramsOnEveryReplica(t *testing.T) {
 		}
 	}
 
+	// PromQL through each node: the float histograms of cl_v2 at
+	// now-49s, clusterHist(s+3) with count 2(s+3)+3, summed over s < 12.
+	for _, n := range nodes {
+		require.Equal(t, "240", promScalar(t, n.url(), "sum(histogram_count(cl_v2))", now-49_000), "through %s", n.cfg.ID)
+	}
+
 	// Node 3 down: the write meets majority on nodes 1 and 2, node 3's
 	// share is hinted and replayed when it is back.
 	n3.stop()
