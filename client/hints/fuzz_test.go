@@ -54,6 +54,10 @@ func FuzzSegment(f *testing.F) {
 	f.Add(rec)
 	f.Add(append(append([]byte{}, rec...), rec[:5]...))
 	f.Add([]byte{1, 0, 0, 0, 9, 9, 9, 9})
+	hrec, err := appendHistogramRecord(nil, time.Now(), "default", histBatchOf(1))
+	require.NoError(f, err)
+	commitlog.SealFrame(hrec, 0, 1)
+	f.Add(append(append([]byte{}, rec...), hrec...))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		dir := t.TempDir()
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, "node3"), 0o755))
