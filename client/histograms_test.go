@@ -141,7 +141,9 @@ type histCluster struct {
 	steady, moving *Map
 }
 
-func newHistCluster(t *testing.T) *histCluster {
+func newHistCluster(t *testing.T) *histCluster { return newHistClusterB(t) }
+
+func newHistClusterB(t testing.TB) *histCluster {
 	c := &histCluster{peers: map[string]*histPeer{}}
 	var ins []placement.Instance
 	for i := 1; i <= 4; i++ {
@@ -167,8 +169,8 @@ func (c *histCluster) session(t *testing.T, m *Map, level WriteLevel, pairing bo
 	return c.hintedSession(t, m, level, pairing, nil)
 }
 
-func (c *histCluster) hintedSession(t *testing.T, m *Map, level WriteLevel, pairing bool, st *hints.Store) *Session {
-	s, err := NewSession(Options{
+func (c *histCluster) options(m *Map, level WriteLevel, pairing bool, st *hints.Store) Options {
+	return Options{
 		Hints:    HintOptions{Store: st},
 		Topology: NewTopologyFromMap(m), ReadLevel: ReadMajority, WriteLevel: level, Pairing: pairing,
 		HedgeAfter: 20 * time.Millisecond, RequestTimeout: 30 * time.Second, MaxBatch: 3,
@@ -180,7 +182,11 @@ func (c *histCluster) hintedSession(t *testing.T, m *Map, level WriteLevel, pair
 			}
 			return nil, fmt.Errorf("no fake node at %s", ep)
 		},
-	})
+	}
+}
+
+func (c *histCluster) hintedSession(t *testing.T, m *Map, level WriteLevel, pairing bool, st *hints.Store) *Session {
+	s, err := NewSession(c.options(m, level, pairing, st))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s
