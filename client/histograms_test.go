@@ -356,3 +356,22 @@ func TestHistogramHintsReplayToReplicaThatFailed(t *testing.T) {
 	})
 	require.Zero(t, records(st, "node2"))
 }
+
+// Close delivers histogram writes still on their way to a replica after
+// the level was met, as it drains the float queues: when it returns, the
+// slow replica holds them.
+func TestSessionCloseDeliversHistogramsInFlight(t *testing.T) {
+	c := newHistCluster(t)
+	s, err := NewSession(c.options(c.steady, WriteMajority, true, nil))
+	require.NoError(t, err)
+	require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", histogramsOf(1), c.steady)) // every owner known
+	gate := make(chan struct{})
+	c.peers["node3"].gate = gate
+	in := histogramsOf(5)
+	require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", in, c.steady))
+	require.Error(t, c.peers["node3"].holdsHistograms(in), "node3 waits at its gate")
+	go close(gate)
+	require.NoError(t, s.Close())
+	require.NoError(t, c.peers["node3"].holdsHistograms(in))
+	require.ErrorContains(t, s.writeHistogramsCluster(context.Background(), "default", in, c.steady), "session closed")
+}

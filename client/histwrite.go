@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
@@ -92,6 +93,12 @@ func (s *Session) writeHistogramsOnce(ctx context.Context, ns string, samples []
 	}
 	answers, rep := Fanout(ctx, groups, FanoutOptions{Timeout: s.opts.RequestTimeout},
 		func(ctx context.Context, inst string, _ []int) (*storage.RejectedError, error) {
+			// Close waits for this call, as it drains the float queues:
+			// a write acknowledged at its level still reaches the others.
+			if !s.histCalls.add() {
+				return nil, errHostClosed
+			}
+			defer s.histCalls.done()
 			batch := perHost[r.hostIdx[inst]]
 			rej, err := s.writeHistogramsHost(ctx, m, ns, inst, batch)
 			if err != nil {
@@ -286,4 +293,48 @@ func distributeHistograms(r *routing, samples []storage.HistogramSample) ([][]st
 		}
 	}
 	return perHost, used, nil
+}
+
+// inflight counts running calls and lets Close wait for them; once
+// waited on, it admits no new call (unlike a sync.WaitGroup, adding after
+// the wait began is allowed, and refused).
+type inflight struct {
+	mu      sync.Mutex
+	n       int
+	closing bool
+	zero    chan struct{} // closed when n drops to 0 while closing
+}
+
+func (f *inflight) add() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closing {
+		return false
+	}
+	f.n++
+	return true
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.n == 0 && f.closing && f.zero != nil {
+		close(f.zero)
+		f.zero = nil
+	}
+}
+
+// wait refuses new calls and returns once the running ones ended.
+func (f *inflight) wait() {
+	f.mu.Lock()
+	f.closing = true
+	if f.n == 0 {
+		f.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	f.zero = ch
+	f.mu.Unlock()
+	<-ch
 }

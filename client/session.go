@@ -83,7 +83,8 @@ type Session struct {
 	m     sessionMetrics
 	hints *hinter // nil: hinted handoff off
 
-	histOK sync.Map // instance -> struct{}: stores native histograms (histwrite.go)
+	histOK    sync.Map // instance -> struct{}: stores native histograms (histwrite.go)
+	histCalls inflight // histogram writes to replicas still running (histwrite.go)
 }
 
 // host is one remote node: its connection, write queue and health.
@@ -163,6 +164,7 @@ func (s *Session) Close() error {
 		for _, h := range hosts {
 			h.queue.close()
 		}
+		s.histCalls.wait() // histogram writes still being delivered (histwrite.go)
 		close(drained)
 	}()
 	select {
