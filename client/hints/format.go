@@ -64,7 +64,9 @@ func appendRecord(dst []byte, created time.Time, ns string, samples []storage.Sa
 // than floats: a kind byte follows created. Records without it are float
 // records (SERIES_V1), as every record written before histograms. A
 // build older than the flag reads created as a time before 1970 and
-// drops the record as too old, counted, never misreading it as floats.
+// drops the record (counted too old, or corrupt when the payload does not
+// decode as floats); it checks the age before delivering, so it never
+// delivers histograms as floats.
 const kindFlag = uint64(1) << 63
 
 // Record kinds after kindFlag.
