@@ -187,6 +187,9 @@ func (h *hinter) replay(target string) {
 // in placement m; the rest are dropped, counted. A nil error means the
 // record is done with.
 func (h *hinter) deliver(ctx context.Context, q *hints.Queue, host *host, m *Map, rec hints.Record) error {
+	if len(rec.Histograms) > 0 {
+		return h.deliverHistograms(ctx, q, host, m, rec)
+	}
 	samples := rec.Samples
 	kept := samples[:0:0]
 	for i := range samples {

@@ -91,6 +91,9 @@ type Session struct {
 	m     sessionMetrics
 	hints *hinter // nil: hinted handoff off
 	aux   *aux    // exemplars and metadata delivery (aux.go)
+
+	histOK    sync.Map // instance -> struct{}: stores native histograms (histwrite.go)
+	histCalls inflight // histogram writes to replicas still running (histwrite.go)
 }
 
 // host is one remote node: its connection, write queue and health.
@@ -171,6 +174,7 @@ func (s *Session) Close() error {
 		for _, h := range hosts {
 			h.queue.close()
 		}
+		s.histCalls.wait() // histogram writes still being delivered (histwrite.go)
 		close(drained)
 	}()
 	select {
@@ -280,28 +284,43 @@ type localHistograms interface {
 }
 
 // StoresHistograms reports whether native histograms written now are
-// stored end to end: only while this node owns every shard alone (one-node
-// placement, writing locally). With replicas it is false: the node RPC
-// does not carry histograms yet, and the HTTP layer then refuses them as
-// before instead of acknowledging what a replica would never get.
+// stored end to end: the cluster session writes them to every owner
+// (histwrite.go), so yes once a placement is known, unless this node's
+// own storage cannot store them. A replica that cannot (a node older than
+// the HISTOGRAMS_V1 payload) fails the write by name instead
+// (*HistogramRefusedError), never acknowledged.
 func (s *Session) StoresHistograms() bool {
-	m := s.opts.Topology.Get()
+	if s.opts.Topology.Get() == nil {
+		return false
+	}
+	if s.opts.Local == nil {
+		return true
+	}
 	_, ok := s.opts.Local.(localHistograms)
-	return ok && m != nil && m.Sole != "" && m.Sole == s.opts.LocalID
+	return ok
 }
 
 // ErrHistogramsNotStored is WriteHistograms' refusal when StoresHistograms
-// is false (the placement changed since the caller asked): retryable, the
-// retry is then refused as a whole.
-var ErrHistogramsNotStored = errors.New("client: native histograms are only stored on a one-node placement for now (the node RPC does not carry them to replicas); retry")
+// is false: no placement is known yet, or this node's storage does not
+// store native histograms.
+var ErrHistogramsNotStored = errors.New("client: native histograms are not stored: no placement is known yet, or this node's storage does not store them; retry")
 
-// WriteHistograms writes native histogram samples on a one-node
-// placement (see StoresHistograms), with WriteBatch's error contract.
-func (s *Session) WriteHistograms(_ context.Context, ns string, samples []storage.HistogramSample) error {
+// WriteHistograms writes native histogram samples to every owner of their
+// shards at the write level, with WriteBatch's error contract (see
+// writeHistogramsCluster); on a one-node placement straight to this
+// node's storage.
+func (s *Session) WriteHistograms(ctx context.Context, ns string, samples []storage.HistogramSample) error {
 	if !s.StoresHistograms() {
 		return ErrHistogramsNotStored
 	}
-	return s.opts.Local.(localHistograms).WriteHistograms(ns, samples)
+	m := s.opts.Topology.Get()
+	if m == nil {
+		return ErrNoPlacement
+	}
+	if m.Sole != "" && m.Sole == s.opts.LocalID && s.opts.Local != nil {
+		return s.opts.Local.(localHistograms).WriteHistograms(ns, samples)
+	}
+	return s.writeHistogramsCluster(ctx, ns, samples, m)
 }
 
 // waitNewer returns a map newer than version, polling until d elapses;

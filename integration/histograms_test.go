@@ -64,8 +64,7 @@ func readHistogramCounts(t *testing.T, url, name string, start, end int64) (map[
 // when a node joins, the shards that move stream their histograms to it
 // (block containers and unflushed histogram streams over the node RPC),
 // and reads through either node, now a cluster fan-out, return every one.
-// New histogram writes are then refused (400): replicas do not get them
-// yet, so nothing is acknowledged that a replica would lose.
+// New histogram writes then go to both replicas.
 func TestOneNodeHistogramsSurviveANodeJoining(t *testing.T) {
 	e := startEtcd(t)
 	n1 := startNode(t, nodeConfig(t, "node1", "rack1", e.client))
@@ -124,9 +123,13 @@ func TestOneNodeHistogramsSurviveANodeJoining(t *testing.T) {
 		})
 	}
 
-	// Now a cluster: new histograms are refused, nothing written.
+	// Now a cluster: new histograms are stored on both replicas.
 	code, msg = postHistograms(t, n1.url(), prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "join_latency"}, {Name: "i", Value: "new"}},
 		Histograms: []prompb.Histogram{prompb.FromIntHistogram(now, h(1))}})
-	require.Equal(t, http.StatusBadRequest, code, msg)
-	require.Contains(t, msg, "native histogram")
+	require.Equal(t, http.StatusNoContent, code, msg)
+	for _, n := range []*tnode{n1, n2} {
+		got, err := readHistogramCounts(t, n.url(), "join_latency", now, now)
+		require.NoError(t, err)
+		require.Equal(t, 1, got["new"], "through %s", n.cfg.ID)
+	}
 }

@@ -15,7 +15,10 @@
 //  3. pull and merge: those series are fetched (Fetch, over the block's
 //     compared range) and merged with storage.RepairSeries: a sample is
 //     written when this node has none at its timestamp or the peer's value
-//     wins the merge rule (storage.Wins: the larger float64 bit pattern),
+//     wins the merge rule (storage.Wins: the larger float64 bit pattern;
+//     native histograms, fetched with accept_histograms, by
+//     storage.RepairHistograms and storage.HistogramWins: the larger
+//     encoding as a one-sample histogram stream behind a kind byte),
 //     through the commit log and memory like a bootstrap load, so the
 //     series is indexed for the block and the next flush writes it to a
 //     fileset. A pull only ever adds to this node; the peer gets what only

@@ -129,7 +129,24 @@ func (p *dbPeer) Fetch(_ context.Context, req *rpc.FetchRequest) (*rpc.FetchResp
 		if n == 0 {
 			stream = nil
 		}
-		resp.Series = append(resp.Series, rpc.FetchedSeries{ID: id, Shard: p.db.Shard(id), Stream: stream})
+		fs := rpc.FetchedSeries{ID: id, Shard: p.db.Shard(id), Stream: stream}
+		hit, err := p.db.ReadHistograms(req.Namespace, id, req.Start, req.End)
+		if err != nil {
+			return nil, err
+		}
+		hs, hn, err := encoding.EncodeHistograms(hit)
+		if err != nil {
+			return nil, err
+		}
+		if hn > 0 {
+			if !req.AcceptHistograms {
+				// As the RPC server: never floats alone passed off as
+				// a series holding histograms.
+				return nil, errors.New("fake peer: series holds native histograms the requester does not read")
+			}
+			fs.Histograms = hs
+		}
+		resp.Series = append(resp.Series, fs)
 	}
 	return resp, nil
 }

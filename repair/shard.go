@@ -164,14 +164,20 @@ func (r *Repairer) repairBlock(ctx context.Context, t target, p Peer, bs, lo, hi
 	for len(diff) > 0 {
 		ids := diff[:min(len(diff), r.opts.SeriesPerFetch)]
 		diff = diff[len(ids):]
-		resp, err := p.Fetch(ctx, &rpc.FetchRequest{Namespace: t.ns.Name, IDs: ids, Start: from, End: to - 1})
+		// Histograms are accepted: a peer refuses a series holding them to
+		// a requester that does not read them.
+		resp, err := p.Fetch(ctx, &rpc.FetchRequest{Namespace: t.ns.Name, IDs: ids, Start: from, End: to - 1, AcceptHistograms: true})
 		if err != nil {
 			return fmt.Errorf("fetch %d series: %w", len(ids), err)
 		}
 		n := int64(0)
 		in := make([]storage.RepairInput, 0, len(resp.Series))
+		var hin []storage.RepairHistogramInput
 		for _, s := range resp.Series {
 			n += int64(len(s.ID) + len(s.Stream))
+			for _, h := range s.Histograms {
+				n += int64(len(h))
+			}
 			pts, err := decodeRange(s, from, to)
 			if err != nil {
 				return err
@@ -179,14 +185,27 @@ func (r *Repairer) repairBlock(ctx context.Context, t target, p Peer, bs, lo, hi
 			if len(pts) > 0 {
 				in = append(in, storage.RepairInput{ID: s.ID, Points: pts})
 			}
+			hs, err := decodeHistogramRange(s, from, to)
+			if err != nil {
+				return err
+			}
+			if len(hs) > 0 {
+				hin = append(hin, storage.RepairHistogramInput{ID: s.ID, Samples: hs})
+			}
 		}
 		res, err := r.opts.DB.RepairSeries(t.ns.Name, in)
 		if err != nil {
 			return fmt.Errorf("merge %d pulled series: %w", len(in), err)
 		}
-		tl.SeriesRepaired += int64(res.Series)
-		tl.SamplesRepaired += int64(res.Written)
-		tl.SamplesSkipped += int64(res.Skipped)
+		hres, err := r.opts.DB.RepairHistograms(t.ns.Name, hin)
+		if err != nil {
+			return fmt.Errorf("merge the native histograms of %d pulled series: %w", len(hin), err)
+		}
+		// A series whose floats and histograms were both repaired counts
+		// twice in SeriesRepaired; samples of either kind count alike.
+		tl.SeriesRepaired += int64(res.Series + hres.Series)
+		tl.SamplesRepaired += int64(res.Written + hres.Written)
+		tl.SamplesSkipped += int64(res.Skipped + hres.Skipped)
 		if err := r.received(ctx, tl, n); err != nil {
 			return err
 		}
@@ -211,6 +230,32 @@ func decodeRange(s rpc.FetchedSeries, from, to int64) ([]storage.RepairPoint, er
 		return nil, fmt.Errorf("decode pulled series %x: %w", s.ID, err)
 	}
 	return pts, nil
+}
+
+// decodeHistogramRange decodes a pulled series' native histograms in
+// [from, to), in time order (the streams merged as a read merges them).
+func decodeHistogramRange(s rpc.FetchedSeries, from, to int64) ([]storage.HistogramSample, error) {
+	it := s.HistogramIterator()
+	if it == nil {
+		return nil, nil
+	}
+	var out []storage.HistogramSample
+	for it.Next() {
+		if ts := it.AtT(); ts < from || ts >= to {
+			continue
+		}
+		smp := storage.HistogramSample{ID: s.ID, Shard: s.Shard}
+		if it.IsFloat() {
+			smp.T, smp.FH = it.AtFloatHistogram(nil)
+		} else {
+			smp.T, smp.H = it.AtHistogram(nil)
+		}
+		out = append(out, smp)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("decode pulled histograms of series %x: %w", s.ID, err)
+	}
+	return out, nil
 }
 
 // received counts bytes from a peer and waits for the pace to allow them.

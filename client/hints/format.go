@@ -60,6 +60,38 @@ func appendRecord(dst []byte, created time.Time, ns string, samples []storage.Sa
 	return rpc.AppendSamples(dst, samples)
 }
 
+// kindFlag set in a record's created field marks a record of a kind other
+// than floats: a kind byte follows created. Records without it are float
+// records (SERIES_V1), as every record written before histograms. A
+// build older than the flag reads created as a time before 1970 and
+// drops the record (counted too old, or corrupt when the payload does not
+// decode as floats); it checks the age before delivering, so it never
+// delivers histograms as floats.
+const kindFlag = uint64(1) << 63
+
+// Record kinds after kindFlag.
+const (
+	kindHistograms = 1 // the payload is HISTOGRAMS_V1 (docs/format/rpc.md)
+)
+
+// createdOf is the created time in a record's first 8 bytes, of any kind.
+func createdOf(v uint64) time.Time { return time.UnixMilli(int64(v &^ kindFlag)) }
+
+// appendHistogramRecord is appendRecord for native histogram samples.
+func appendHistogramRecord(dst []byte, created time.Time, ns string, samples []storage.HistogramSample) ([]byte, error) {
+	start := len(dst)
+	dst = commitlog.OpenFrame(dst)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(created.UnixMilli())|kindFlag)
+	dst = append(dst, kindHistograms)
+	dst = binary.AppendUvarint(dst, uint64(len(ns)))
+	dst = append(dst, ns...)
+	out, err := rpc.AppendHistograms(dst, samples)
+	if err != nil {
+		return dst[:start], err
+	}
+	return out, nil
+}
+
 // Record is one hinted write: the samples one replica did not
 // acknowledge, in the order they were written.
 type Record struct {
@@ -67,6 +99,9 @@ type Record struct {
 	Namespace string
 	// Samples are the caller's (they alias no buffer the queue reuses).
 	Samples []storage.Sample
+	// Histograms are the native histogram samples of a histogram record
+	// (then Samples is empty; a record holds one kind).
+	Histograms []storage.HistogramSample
 	// Size is the record's size on disk, frames included.
 	Size int64
 
@@ -82,8 +117,18 @@ func decodeRecord(p []byte, dst []storage.Sample) (Record, []storage.Sample, err
 	if len(p) < recordMin {
 		return r, dst, fmt.Errorf("record of %d bytes, want at least %d", len(p), recordMin)
 	}
-	r.Created = time.UnixMilli(int64(binary.LittleEndian.Uint64(p)))
+	created := binary.LittleEndian.Uint64(p)
 	off := 8
+	kind := 0
+	if created&kindFlag != 0 {
+		created &^= kindFlag
+		kind = int(p[off])
+		off++
+		if kind != kindHistograms {
+			return r, dst, fmt.Errorf("record of unknown kind %d (a newer build wrote it)", kind)
+		}
+	}
+	r.Created = createdOf(created)
 	l, n := binary.Uvarint(p[off:])
 	if n <= 0 || l > uint64(len(p)-off-n) {
 		return r, dst, fmt.Errorf("record namespace: bad length")
@@ -91,6 +136,17 @@ func decodeRecord(p []byte, dst []storage.Sample) (Record, []storage.Sample, err
 	off += n
 	r.Namespace = string(p[off : off+int(l)])
 	off += int(l)
+	if kind == kindHistograms {
+		hs, err := rpc.DecodeHistograms(p[off:], nil)
+		if err != nil {
+			return r, dst, fmt.Errorf("record histograms: %w", err)
+		}
+		if len(hs) == 0 {
+			return r, dst, fmt.Errorf("record histograms: empty")
+		}
+		r.Histograms = hs
+		return r, dst, nil
+	}
 	out, err := rpc.DecodeSamples(p[off:], dst[:0])
 	if err != nil {
 		return r, dst, fmt.Errorf("record samples: %w", err)

@@ -184,7 +184,7 @@ func (q *Queue) scan(s *segment) error {
 		}
 		s.records++
 		if len(p) >= 8 {
-			if created := time.UnixMilli(int64(binary.LittleEndian.Uint64(p))); created.After(s.newest) {
+			if created := createdOf(binary.LittleEndian.Uint64(p)); created.After(s.newest) {
 				s.newest = created
 			}
 		}
@@ -204,6 +204,26 @@ func (q *Queue) Append(ns string, samples []storage.Sample) error {
 	if len(samples) == 0 {
 		return nil
 	}
+	return q.append(func(b []byte, now time.Time) ([]byte, error) {
+		return appendRecord(b, now, ns, samples), nil
+	})
+}
+
+// AppendHistograms is Append for native histogram samples: they go in a
+// record of their own kind (docs/format/hints.md). It fails on a
+// histogram the payload encoding refuses.
+func (q *Queue) AppendHistograms(ns string, samples []storage.HistogramSample) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	return q.append(func(b []byte, now time.Time) ([]byte, error) {
+		return appendHistogramRecord(b, now, ns, samples)
+	})
+}
+
+// append adds one record, built by rec, to the pending group commit and
+// returns once it is durable.
+func (q *Queue) append(rec func(b []byte, now time.Time) ([]byte, error)) error {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -215,8 +235,13 @@ func (q *Queue) Append(ns string, samples []storage.Sample) error {
 		q.pending = b
 	}
 	now := q.opts.Now()
+	buf, err := rec(b.buf, now)
+	if err != nil {
+		q.mu.Unlock()
+		return fmt.Errorf("hint queue %s: %w", q.target, err)
+	}
 	b.starts = append(b.starts, len(b.buf))
-	b.buf = appendRecord(b.buf, now, ns, samples)
+	b.buf = buf
 	b.records++
 	b.newest = now
 	q.mu.Unlock()
@@ -448,17 +473,19 @@ func (q *Queue) NextBatch(maxSamples int) (Record, bool, error) {
 		}
 		// Gather what follows while it is plainly good; anything else is
 		// left for the next call, which deals with it as above.
-		for len(rec.Samples) < maxSamples {
+		for len(rec.Samples)+len(rec.Histograms) < maxSamples {
 			off := rec.off + rec.Size
 			if off >= s.size {
 				break
 			}
 			more, err := q.readLocked(s, off)
 			if err != nil || more.Namespace != rec.Namespace || more.Created.Before(cutoff) ||
-				len(rec.Samples)+len(more.Samples) > maxSamples {
+				(len(more.Histograms) > 0) != (len(rec.Histograms) > 0) ||
+				len(rec.Samples)+len(rec.Histograms)+len(more.Samples)+len(more.Histograms) > maxSamples {
 				break
 			}
 			rec.Samples = append(rec.Samples, more.Samples...)
+			rec.Histograms = append(rec.Histograms, more.Histograms...)
 			rec.Size += more.Size
 			rec.frames++
 		}
@@ -642,7 +669,7 @@ func (q *Queue) headCreatedLocked() (time.Time, bool) {
 		if _, err := s.rf.ReadAt(b[:], off+s.hdr); err != nil {
 			return time.Time{}, false
 		}
-		return time.UnixMilli(int64(binary.LittleEndian.Uint64(b[:]))), true
+		return createdOf(binary.LittleEndian.Uint64(b[:])), true
 	}
 	return time.Time{}, false
 }

@@ -188,9 +188,9 @@ func (s *Store) Status() []Status {
 // Replayed counts a record delivered to its target.
 func (q *Queue) Replayed(rec Record) {
 	q.m.replayed.Inc(int64(rec.frames))
-	q.m.replayedSamples.Inc(int64(len(rec.Samples)))
+	q.m.replayedSamples.Inc(int64(len(rec.Samples) + len(rec.Histograms)))
 	q.m.totReplayed.Add(int64(rec.frames))
-	q.m.totReplayedSamples.Add(int64(len(rec.Samples)))
+	q.m.totReplayedSamples.Add(int64(len(rec.Samples) + len(rec.Histograms)))
 }
 
 // Dropped counts samples of a record dropped at replay (the target no

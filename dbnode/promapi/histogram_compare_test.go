@@ -353,6 +353,19 @@ var histogramQueries = []string{
 	`mixed_metric`,
 	`count_over_time(mixed_metric[30m])`,
 	`histogram_count(mixed_metric)`,
+	`irate(req_latency_seconds{job="api"}[1m])`,
+	`avg_over_time(req_latency_float_seconds[10m])`,
+	`sum_over_time(req_nhcb_seconds{instance="i0"}[5m])`,
+	`req_latency_seconds offset 30m`,
+	`histogram_quantile(0.9, req_nhcb_seconds)`,
+	`histogram_stdvar(rate(req_nhcb_seconds[5m]))`,
+	`req_latency_float_seconds * 2`,
+	`req_latency_seconds / 4`,
+	`count by (job) (req_latency_seconds)`,
+	`avg(rate(req_latency_seconds[5m]))`,
+	`topk(2, req_latency_seconds)`,
+	`req_latency_seconds > 1`,
+	`label_replace(req_latency_seconds, "x", "$1", "instance", "i(.*)")`,
 }
 
 // TestHistogramQueriesMatchPrometheus writes native histograms (integer,
@@ -404,4 +417,19 @@ func TestHistogramQueriesMatchPrometheus(t *testing.T) {
 	}
 	t.Logf("%d comparisons, %d with a non-empty result", total, nonEmpty)
 	require.Greater(t, nonEmpty, total*3/4, "the comparison must mostly compare data, not empty answers")
+}
+
+// /api/v1/series lists a series that holds only native histograms in the
+// range (the series set finds its samples through both iterators).
+func TestSeriesListsHistogramOnlySeries(t *testing.T) {
+	start := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixMilli()
+	end := start + 10*60*1000
+	series := []mseries{{lset: labels.FromStrings("__name__", "only_hist", "k", "v"),
+		samples: []msample{{t: start + 1000, h: &histogram.Histogram{Count: 1, PositiveSpans: []histogram.Span{{Length: 1}}, PositiveBuckets: []int64{1}}}}}}
+	node := newTesseraNode(t, time.UnixMilli(end), Options{})
+	node.remoteWriteMixed(t, series, start, end)
+	code, got := get(t, node.srv.URL, "/api/v1/series", url.Values{"match[]": {"only_hist"},
+		"start": {fmtTime(start, false)}, "end": {fmtTime(end, false)}})
+	require.Equal(t, http.StatusOK, code)
+	require.JSONEq(t, `[{"__name__":"only_hist","k":"v"}]`, string(got.Data))
 }

@@ -124,11 +124,22 @@ func (c *Client) writeBatch(ctx context.Context, ns string, samples []storage.Sa
 // HISTOGRAMS_V1). A node older than the format refuses the whole batch
 // with InvalidArgument and writes nothing.
 func (c *Client) WriteHistograms(ctx context.Context, ns string, samples []storage.HistogramSample) (WriteResult, error) {
+	return c.writeHistograms(ctx, ns, samples, false)
+}
+
+// WriteHistogramsFill is WriteHistograms with fill_only set: the node
+// keeps the histograms it already holds at the samples' series and
+// timestamps. Hint replays use it.
+func (c *Client) WriteHistogramsFill(ctx context.Context, ns string, samples []storage.HistogramSample) (WriteResult, error) {
+	return c.writeHistograms(ctx, ns, samples, true)
+}
+
+func (c *Client) writeHistograms(ctx context.Context, ns string, samples []storage.HistogramSample, fill bool) (WriteResult, error) {
 	payload, err := appendHistogramPayload(nil, samples)
 	if err != nil {
 		return WriteResult{}, status.Error(codes.InvalidArgument, err.Error())
 	}
-	req := &nodepb.WriteBatchRequest{Namespace: ns, Format: nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1, Payload: payload}
+	req := &nodepb.WriteBatchRequest{Namespace: ns, Format: nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1, Payload: payload, FillOnly: fill}
 	resp := new(nodepb.WriteBatchResponse)
 	if err := c.invoke(ctx, nodepb.Node_WriteBatch_FullMethodName, req, resp); err != nil {
 		return WriteResult{}, err

@@ -119,3 +119,15 @@ func payloadBytes(b []byte) (v, rest []byte, err error) {
 	}
 	return b[n : n+int(l) : n+int(l)], b[n+int(l):], nil
 }
+
+// AppendHistograms appends the HISTOGRAMS_V1 payload of samples to dst
+// (the hint queue stores histogram records in it).
+func AppendHistograms(dst []byte, samples []storage.HistogramSample) ([]byte, error) {
+	return appendHistogramPayload(dst, samples)
+}
+
+// DecodeHistograms appends the samples of a HISTOGRAMS_V1 payload to dst;
+// IDs alias b. It never panics on any input.
+func DecodeHistograms(b []byte, dst []storage.HistogramSample) ([]storage.HistogramSample, error) {
+	return decodeHistogramPayload(b, dst)
+}

@@ -157,11 +157,9 @@ func (s *Server) checkAndWrite(ctx context.Context, ns string, batch []storage.S
 // writeHistograms writes a HISTOGRAMS_V1 payload: validated whole before
 // any of it is written, as writeBatch validates floats (every entry's ID
 // by limits.CheckID, its shard against its ID and this node's ownership).
-// fill_only (hint replays) does not apply to histograms: refused.
+// fill_only (hint replays) keeps the histograms the node already holds
+// at a sample's series and timestamp, as for floats.
 func (s *Server) writeHistograms(ctx context.Context, req *nodepb.WriteBatchRequest) (WriteResult, error) {
-	if req.GetFillOnly() {
-		return WriteResult{}, status.Error(codes.InvalidArgument, "fill_only is not supported for native histogram payloads")
-	}
 	batch, err := decodeHistogramPayload(req.GetPayload(), nil)
 	if err != nil {
 		return WriteResult{}, status.Error(codes.InvalidArgument, err.Error())
@@ -188,13 +186,24 @@ func (s *Server) writeHistograms(ctx context.Context, req *nodepb.WriteBatchRequ
 	if err := ctx.Err(); err != nil {
 		return WriteResult{}, ctxStatus(err)
 	}
+	total := len(batch)
+	if req.GetFillOnly() {
+		if batch, err = s.withoutHeldHistograms(req.GetNamespace(), batch); err != nil {
+			st := storageStatus("write histograms (fill only)", err)
+			s.logTransient("WriteBatch", st)
+			return WriteResult{}, st
+		}
+		if len(batch) == 0 {
+			return WriteResult{Written: total}, nil
+		}
+	}
 	err = s.db.WriteHistograms(req.GetNamespace(), batch)
 	var rejected *storage.RejectedError
 	switch {
 	case err == nil:
-		return WriteResult{Written: len(batch)}, nil
+		return WriteResult{Written: total}, nil
 	case errors.As(err, &rejected):
-		return WriteResult{Written: len(batch) - rejected.Total, Rejected: rejected.Total, RejectMsg: rejected.Error(),
+		return WriteResult{Written: total - rejected.Total, Rejected: rejected.Total, RejectMsg: rejected.Error(),
 			RejectedSeriesLimit: rejected.ByReason[storage.ReasonSeriesLimit]}, nil
 	default:
 		st := storageStatus("write histograms", err)
@@ -286,6 +295,40 @@ func (s *Server) withoutHeld(ns string, batch []storage.Sample) ([]storage.Sampl
 		}
 		if err := it.Err(); err != nil {
 			return nil, fmt.Errorf("read series %q: %w", batch[i].ID, err)
+		}
+		for k := i; k < j; k++ {
+			if _, ok := held[batch[k].T]; !ok {
+				kept = append(kept, batch[k])
+			}
+		}
+		i = j
+	}
+	return kept, nil
+}
+
+// withoutHeldHistograms is withoutHeld for native histograms: it drops,
+// in place, the samples whose series already has a histogram at their
+// timestamp.
+func (s *Server) withoutHeldHistograms(ns string, batch []storage.HistogramSample) ([]storage.HistogramSample, error) {
+	kept := batch[:0]
+	held := map[int64]struct{}{}
+	for i := 0; i < len(batch); {
+		j := i + 1
+		lo, hi := batch[i].T, batch[i].T
+		for j < len(batch) && ident.Same(batch[j].ID, batch[i].ID) {
+			lo, hi = min(lo, batch[j].T), max(hi, batch[j].T)
+			j++
+		}
+		it, err := s.db.ReadHistograms(ns, batch[i].ID, lo, hi)
+		if err != nil {
+			return nil, fmt.Errorf("read histogram series %q: %w", batch[i].ID, err)
+		}
+		clear(held)
+		for it.Next() {
+			held[it.AtT()] = struct{}{}
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("read histogram series %q: %w", batch[i].ID, err)
 		}
 		for k := i; k < j; k++ {
 			if _, ok := held[batch[k].T]; !ok {

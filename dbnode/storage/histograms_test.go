@@ -3,12 +3,17 @@ package storage
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+	"github.com/tessera-tsdb/tessera/dbnode/vfs"
+	"github.com/tessera-tsdb/tessera/ident"
 )
 
 // hv is one read sample of either type, printed completely so samples
@@ -174,4 +179,37 @@ func TestInvalidHistogramsRejected(t *testing.T) {
 	require.ErrorAs(t, err, &rej)
 	require.Equal(t, 3, rej.ByReason[ReasonBadHistogram])
 	require.Equal(t, wantHists(good), readHists(t, db, id, base, base+10_000))
+}
+
+// A fileset written before histograms existed (payloads in the sealed
+// float form, first byte 0x02) reads as before, and a cold histogram
+// write to its block merges into a new volume beside its floats.
+func TestOldFilesetsStillRead(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	dir := t.TempDir()
+	id := sid("old_floats")
+	var e encoding.Encoder
+	for i := 0; i < 3; i++ {
+		require.NoError(t, e.Append(ms(t0)+int64(i)*1000, float64(i)+0.5))
+	}
+	sealed, err := encoding.Seal(e.Bytes())
+	require.NoError(t, err)
+	require.Equal(t, byte(0x02), sealed[0])
+	opts := testOpts(dir, clk)
+	shard := ident.Shard(id, opts.NumShards)
+	require.NoError(t, fileset.Write(vfs.OS(), filepath.Join(dir, "data"),
+		fileset.ID{Namespace: "default", Shard: shard, BlockStart: ms(t0)}, (2*time.Hour).Milliseconds(),
+		[]fileset.Series{{ID: id, Data: sealed, Samples: 3}}))
+	clk.Add(3 * time.Hour)
+	db := openDB(t, opts)
+	want := []tv{{ms(t0), 0.5}, {ms(t0) + 1000, 1.5}, {ms(t0) + 2000, 2.5}}
+	require.Equal(t, want, readAll(t, db, id, ms(t0), ms(t0)+10_000))
+	require.Empty(t, readHists(t, db, id, ms(t0), ms(t0)+10_000))
+
+	hs := HistogramSample{ID: id, Shard: shard, T: ms(t0) + 1500, H: testHist(2)}
+	require.NoError(t, db.WriteHistograms("default", []HistogramSample{hs}))
+	require.NoError(t, db.Tick())
+	require.Equal(t, 0, countSeries(db))
+	require.Equal(t, want, readAll(t, db, id, ms(t0), ms(t0)+10_000))
+	require.Equal(t, wantHists(hs), readHists(t, db, id, ms(t0), ms(t0)+10_000))
 }

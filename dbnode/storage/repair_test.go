@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -136,4 +137,61 @@ func xxhashOf(words ...uint64) uint64 {
 		b = binary.LittleEndian.AppendUint64(b, w)
 	}
 	return xxhash.Sum64(b)
+}
+
+// histStrings reads a series' histograms as "t kind histogram" strings.
+func histStrings(t *testing.T, db *Database, id []byte, from, to int64) []string {
+	t.Helper()
+	it, err := db.ReadHistograms("default", id, from, to)
+	require.NoError(t, err)
+	var out []string
+	for it.Next() {
+		if it.IsFloat() {
+			tt, h := it.AtFloatHistogram(nil)
+			out = append(out, fmt.Sprintf("%d f %s", tt, h))
+		} else {
+			tt, h := it.AtHistogram(nil)
+			out = append(out, fmt.Sprintf("%d i %s", tt, h))
+		}
+	}
+	require.NoError(t, it.Err())
+	return out
+}
+
+// RepairHistograms fills what a replica lacks and, where two replicas
+// hold different histograms at one timestamp, both keep the one
+// HistogramWins picks whichever side repairs first: they converge.
+func TestRepairHistogramsConverge(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	a := openDB(t, testOpts(t.TempDir(), clk))
+	b := openDB(t, testOpts(t.TempDir(), clk))
+	id := sid("lat", "k", "1")
+	all := mixedSamples(a, id, ms(t0), 6)
+	require.NoError(t, a.WriteHistograms("default", all))
+	other := all[3]
+	other.H, other.FH = testHist(40), nil // a different histogram at all[3].T
+	require.NoError(t, b.WriteHistograms("default", []HistogramSample{all[0], other}))
+
+	res, err := b.RepairHistograms("default", []RepairHistogramInput{{ID: id, Samples: all}})
+	require.NoError(t, err)
+	aWins := HistogramWins(all[3].H, all[3].FH, other.H, other.FH)
+	want := 4 // all but all[0] (held) and all[3] (held, different)
+	if aWins {
+		want = 5
+	}
+	require.Equal(t, RepairResult{Series: 1, Written: want}, res)
+	res, err = a.RepairHistograms("default", []RepairHistogramInput{{ID: id, Samples: []HistogramSample{all[0], other}}})
+	require.NoError(t, err)
+	if aWins {
+		require.Equal(t, RepairResult{}, res)
+	} else {
+		require.Equal(t, RepairResult{Series: 1, Written: 1}, res)
+	}
+	ra, rb := histStrings(t, a, id, 0, ms(t0)+10_000), histStrings(t, b, id, 0, ms(t0)+10_000)
+	require.Len(t, ra, 6)
+	require.Equal(t, ra, rb)
+	// The rule is a strict order: a histogram never wins over itself,
+	// and exactly one of two different ones wins.
+	require.False(t, HistogramWins(other.H, nil, other.H, nil))
+	require.NotEqual(t, aWins, HistogramWins(other.H, other.FH, all[3].H, all[3].FH))
 }
