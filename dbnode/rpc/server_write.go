@@ -275,29 +275,60 @@ func (s *Server) putScratch(sc *writeScratch) {
 // timestamp that lands between the read and the write still wins, as it
 // would without fill_only.
 func (s *Server) withoutHeld(ns string, batch []storage.Sample) ([]storage.Sample, error) {
+	return dropHeld(batch, func(x *storage.Sample) ([]byte, int64) { return x.ID, x.T },
+		func(id []byte, lo, hi int64, held map[int64]struct{}) error {
+			it, err := s.db.Read(ns, id, lo, hi)
+			if err != nil {
+				return err
+			}
+			for it.Next() {
+				t, _ := it.At()
+				held[t] = struct{}{}
+			}
+			return it.Err()
+		})
+}
+
+// withoutHeldHistograms is withoutHeld for native histograms: it drops,
+// in place, the samples whose series already has a histogram at their
+// timestamp.
+func (s *Server) withoutHeldHistograms(ns string, batch []storage.HistogramSample) ([]storage.HistogramSample, error) {
+	return dropHeld(batch, func(x *storage.HistogramSample) ([]byte, int64) { return x.ID, x.T },
+		func(id []byte, lo, hi int64, held map[int64]struct{}) error {
+			it, err := s.db.ReadHistograms(ns, id, lo, hi)
+			if err != nil {
+				return err
+			}
+			for it.Next() {
+				held[it.AtT()] = struct{}{}
+			}
+			return it.Err()
+		})
+}
+
+// dropHeld keeps, in place, the samples of batch whose timestamp is not
+// among those readHeld reports for their series, reading once per run of
+// samples of one series over the run's time range.
+func dropHeld[S any](batch []S, key func(*S) ([]byte, int64), readHeld func(id []byte, lo, hi int64, held map[int64]struct{}) error) ([]S, error) {
 	kept := batch[:0]
 	held := map[int64]struct{}{}
 	for i := 0; i < len(batch); {
+		id, lo := key(&batch[i])
+		hi := lo
 		j := i + 1
-		lo, hi := batch[i].T, batch[i].T
-		for j < len(batch) && ident.Same(batch[j].ID, batch[i].ID) {
-			lo, hi = min(lo, batch[j].T), max(hi, batch[j].T)
-			j++
-		}
-		it, err := s.db.Read(ns, batch[i].ID, lo, hi)
-		if err != nil {
-			return nil, fmt.Errorf("read series %q: %w", batch[i].ID, err)
+		for ; j < len(batch); j++ {
+			jid, t := key(&batch[j])
+			if !ident.Same(jid, id) {
+				break
+			}
+			lo, hi = min(lo, t), max(hi, t)
 		}
 		clear(held)
-		for it.Next() {
-			t, _ := it.At()
-			held[t] = struct{}{}
-		}
-		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("read series %q: %w", batch[i].ID, err)
+		if err := readHeld(id, lo, hi, held); err != nil {
+			return nil, fmt.Errorf("read series %q: %w", id, err)
 		}
 		for k := i; k < j; k++ {
-			if _, ok := held[batch[k].T]; !ok {
+			if _, t := key(&batch[k]); !has(held, t) {
 				kept = append(kept, batch[k])
 			}
 		}
@@ -306,36 +337,4 @@ func (s *Server) withoutHeld(ns string, batch []storage.Sample) ([]storage.Sampl
 	return kept, nil
 }
 
-// withoutHeldHistograms is withoutHeld for native histograms: it drops,
-// in place, the samples whose series already has a histogram at their
-// timestamp.
-func (s *Server) withoutHeldHistograms(ns string, batch []storage.HistogramSample) ([]storage.HistogramSample, error) {
-	kept := batch[:0]
-	held := map[int64]struct{}{}
-	for i := 0; i < len(batch); {
-		j := i + 1
-		lo, hi := batch[i].T, batch[i].T
-		for j < len(batch) && ident.Same(batch[j].ID, batch[i].ID) {
-			lo, hi = min(lo, batch[j].T), max(hi, batch[j].T)
-			j++
-		}
-		it, err := s.db.ReadHistograms(ns, batch[i].ID, lo, hi)
-		if err != nil {
-			return nil, fmt.Errorf("read histogram series %q: %w", batch[i].ID, err)
-		}
-		clear(held)
-		for it.Next() {
-			held[it.AtT()] = struct{}{}
-		}
-		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("read histogram series %q: %w", batch[i].ID, err)
-		}
-		for k := i; k < j; k++ {
-			if _, ok := held[batch[k].T]; !ok {
-				kept = append(kept, batch[k])
-			}
-		}
-		i = j
-	}
-	return kept, nil
-}
+func has(m map[int64]struct{}, t int64) bool { _, ok := m[t]; return ok }
