@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -37,20 +36,7 @@ type histogramPeer interface {
 // (a node older than the payload format): that is never acknowledged,
 // even when the level was met by the others.
 func (s *Session) writeHistogramsCluster(ctx context.Context, ns string, samples []storage.HistogramSample, m *Map) error {
-	for attempt := 0; ; attempt++ {
-		err := s.writeHistogramsOnce(ctx, ns, samples, m)
-		var ce *ConsistencyError
-		if err == nil || !errors.As(err, &ce) || attempt == 2 {
-			return err
-		}
-		// As WriteBatch: a replica refusing shards it no longer holds
-		// may mean our placement lags; rewriting is idempotent.
-		next := s.waitNewer(ctx, m.Placement.Version, 500*time.Millisecond)
-		if next == nil {
-			return err
-		}
-		m = next
-	}
+	return s.routeAgain(ctx, m, func(m *Map) error { return s.writeHistogramsOnce(ctx, ns, samples, m) })
 }
 
 // HistogramRefusedError is a histogram write an owner refused as a whole

@@ -259,16 +259,22 @@ func (s *Session) WriteBatch(ctx context.Context, ns string, samples []storage.S
 		// One node owning everything: every level is met by its own write.
 		return s.opts.Local.WriteBatch(ns, samples)
 	}
+	return s.routeAgain(ctx, m, func(m *Map) error { return s.writeOnce(ctx, ns, samples, m) })
+}
+
+// routeAgain runs one write attempt by placement m and, while it misses
+// its level (a ConsistencyError), up to twice more by a newer placement.
+// Replicas refuse shards they no longer (or not yet) hold when this
+// node's placement lags theirs, as at the end of a shard move. If a newer
+// placement arrives shortly, the write is routed again by it: rewriting a
+// sample is idempotent.
+func (s *Session) routeAgain(ctx context.Context, m *Map, once func(*Map) error) error {
 	for attempt := 0; ; attempt++ {
-		err := s.writeOnce(ctx, ns, samples, m)
+		err := once(m)
 		var ce *ConsistencyError
 		if err == nil || !errors.As(err, &ce) || attempt == 2 {
 			return err
 		}
-		// Replicas refuse shards they no longer (or not yet) hold when this
-		// node's placement lags theirs, as at the end of a shard move. If
-		// a newer placement arrives shortly, route again by it: rewriting
-		// a sample is idempotent.
 		next := s.waitNewer(ctx, m.Placement.Version, 500*time.Millisecond)
 		if next == nil {
 			return err
