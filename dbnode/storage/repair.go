@@ -385,14 +385,25 @@ type RepairResult struct {
 // (commit log, memory, index for every block a series opens a bucket in;
 // accepted even when cold writes are off) and durable when it returns.
 func (db *Database) RepairSeries(nsName string, in []RepairInput) (RepairResult, error) {
+	return repairAll(in,
+		func(s RepairInput, batch []Sample) ([]Sample, error) { return db.repairCandidates(nsName, s, batch) },
+		func(batch []Sample) error { return db.LoadBatch(nsName, batch) })
+}
+
+// repairAll gathers, per input series, the samples that win over the
+// local ones (candidates), and loads them all in one batch (load: durable
+// when it returns). Samples load refuses for good (out of retention by
+// now) are counted as skipped; any other error fails the repair. It
+// serves floats and native histograms alike.
+func repairAll[I, S any](in []I, candidates func(I, []S) ([]S, error), load func([]S) error) (RepairResult, error) {
 	var (
 		res   RepairResult
-		batch []Sample
+		batch []S
 	)
 	for _, s := range in {
 		n := len(batch)
 		var err error
-		if batch, err = db.repairCandidates(nsName, s, batch); err != nil {
+		if batch, err = candidates(s, batch); err != nil {
 			return RepairResult{}, err
 		}
 		if len(batch) > n {
@@ -402,7 +413,7 @@ func (db *Database) RepairSeries(nsName string, in []RepairInput) (RepairResult,
 	if len(batch) == 0 {
 		return res, nil
 	}
-	err := db.LoadBatch(nsName, batch)
+	err := load(batch)
 	var rej *RejectedError
 	switch {
 	case errors.As(err, &rej):

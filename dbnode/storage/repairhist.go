@@ -2,7 +2,6 @@ package storage
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -56,34 +55,11 @@ func histogramKey(h *histogram.Histogram, fh *histogram.FloatHistogram) ([]byte,
 // what is written goes in one LoadHistograms batch (durable when it
 // returns, accepted even when cold writes are off).
 func (db *Database) RepairHistograms(nsName string, in []RepairHistogramInput) (RepairResult, error) {
-	var (
-		res   RepairResult
-		batch []HistogramSample
-	)
-	for _, s := range in {
-		n := len(batch)
-		var err error
-		if batch, err = db.repairHistogramCandidates(nsName, s, batch); err != nil {
-			return RepairResult{}, err
-		}
-		if len(batch) > n {
-			res.Series++
-		}
-	}
-	if len(batch) == 0 {
-		return res, nil
-	}
-	err := db.LoadHistograms(nsName, batch)
-	var rej *RejectedError
-	switch {
-	case errors.As(err, &rej):
-		res.Written, res.Skipped = len(batch)-rej.Total, rej.Total
-	case err != nil:
-		return RepairResult{}, err
-	default:
-		res.Written = len(batch)
-	}
-	return res, nil
+	return repairAll(in,
+		func(s RepairHistogramInput, batch []HistogramSample) ([]HistogramSample, error) {
+			return db.repairHistogramCandidates(nsName, s, batch)
+		},
+		func(batch []HistogramSample) error { return db.LoadHistograms(nsName, batch) })
 }
 
 func (db *Database) repairHistogramCandidates(nsName string, s RepairHistogramInput, batch []HistogramSample) ([]HistogramSample, error) {
