@@ -237,6 +237,13 @@ func (db *Database) loadNamespace(ns *namespace, expireBefore int64) error {
 	for _, r := range rel {
 		if r.BlockStart >= expireBefore {
 			ns.released[releaseKey{shard: r.Shard, bs: r.BlockStart}] = r.Volume
+			// A release covers every volume up to r.Volume, so no new
+			// volume may take such a number again, even when the released
+			// ones are gone from disk: a shard owned again would write its
+			// data into a volume the next start hides as released.
+			if bv := ns.volumes(r.BlockStart); r.Volume >= bv.next {
+				bv.next = r.Volume + 1
+			}
 		}
 	}
 	isReleased := func(shard uint32, bs int64, vol int) bool {

@@ -11,9 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
+	"github.com/tessera-tsdb/tessera/ident"
 )
 
 // writeSpread writes n series (3 samples each at base+1s..3s) and returns
@@ -509,4 +511,33 @@ func TestReleasedFileRoundTripAndDamage(t *testing.T) {
 	got, err = fileset.ReadReleased(vfs.OS(), root, "other")
 	require.NoError(t, err)
 	require.Empty(t, got)
+}
+
+// TestReleasedVolumeNumberNotReused: a shard dropped from a volume that
+// served only it (so the volume is deleted) and owned again after a
+// restart must not write its new data under a volume number the release
+// record covers: the next start would hide it as released.
+func TestReleasedVolumeNumberNotReused(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	opts := testOpts(t.TempDir(), clk)
+	db := openDB(t, opts)
+	base := ms(t0)
+	id := ident.FromLabels(labels.FromStrings("__name__", "alone", "i", "1"))
+	require.NoError(t, db.WriteBatch("default", samples(db, id, base+1000)))
+	clk.Add(2 * time.Hour)
+	require.NoError(t, db.Tick())
+	require.NoError(t, db.Tick())
+	require.NoError(t, db.DropShard(db.Shard(id)))
+	require.NoError(t, db.Tick()) // the graveyard deletes the volume only this shard used
+	require.NoError(t, db.Close())
+
+	db2 := openDB(t, opts)
+	require.NoError(t, db2.WriteBatch("default", samples(db2, id, base+500)))
+	require.NoError(t, db2.Tick())
+	require.NoError(t, db2.Tick()) // its commit log goes: the new volume is the only copy
+	require.NoError(t, db2.Close())
+
+	db3 := openDB(t, opts)
+	require.Equal(t, []tv{{base + 500, float64(base+500) / 1000}}, readAll(t, db3, id, base, base+10_000),
+		"the shard's new data is served after a restart")
 }
