@@ -208,13 +208,16 @@ func (db *Database) LoadStreams(nsName string, shard uint32, series []SeriesStre
 		if len(s.Histograms) == 0 {
 			continue
 		}
+		if se == nil {
+			se, _ = sh.getOrCreateUpTo(ns, hashID(s.ID), s.ID, 0)
+		}
 		its := make([]encoding.HistogramIterator, len(s.Histograms))
 		for i, h := range s.Histograms {
 			its[i] = encoding.NewHistogramIterator(h)
 		}
 		hit := encoding.MergeHistogramIterators(its...)
 		for hit.Next() {
-			hs := HistogramSample{ID: s.ID, Shard: shard}
+			hs := HistogramSample{ID: s.ID, Shard: shard, Ref: se}
 			if hit.IsFloat() {
 				hs.T, hs.FH = hit.AtFloatHistogram(nil)
 			} else {
@@ -361,8 +364,14 @@ func (db *Database) loadVolumeLocked(ns *namespace, bs int64, blocks []StreamedB
 			}
 		}
 		if err := vw.add(sh, prev, out); err != nil {
+			// The volume's writer is unusable now: every shard of this
+			// volume fails, not just the one being added.
 			vw.abort()
-			return errors.Join(append(errs, fmt.Errorf("load block %d of shard %d: %w", bs, b.Shard, err))...)
+			shards := make([]uint32, len(idx))
+			for k, j := range idx {
+				shards[k] = blocks[j].Shard
+			}
+			return errors.Join(append(errs, fmt.Errorf("load block %d of shards %v: writing shard %d: %w", bs, shards, b.Shard, err))...)
 		}
 		added++
 	}
