@@ -78,12 +78,7 @@ func (h *hinter) deliverHistograms(ctx context.Context, q *hints.Queue, host *ho
 		var rerr *rpc.Error
 		switch {
 		case rpc.Code(err) == codes.FailedPrecondition && errors.As(err, &rerr) && len(rerr.Shards) > 0:
-			rest := kept[:0:0]
-			for _, smp := range kept {
-				if !containsShard(rerr.Shards, smp.Shard) {
-					rest = append(rest, smp)
-				}
-			}
+			rest := withoutShards(kept, rerr.Shards)
 			q.Dropped(hints.DropNotOwner, len(kept)-len(rest))
 			kept = rest
 			continue
@@ -100,13 +95,4 @@ func (h *hinter) deliverHistograms(ctx context.Context, q *hints.Queue, host *ho
 		return nil
 	}
 	return nil
-}
-
-func containsShard(shards []uint32, sh uint32) bool {
-	for _, s := range shards {
-		if s == sh {
-			return true
-		}
-	}
-	return false
 }

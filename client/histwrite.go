@@ -77,16 +77,39 @@ func (s *Session) writeHistogramsOnce(ctx context.Context, ns string, samples []
 			unknown[inst] = make(chan error, 1)
 		}
 	}
+	// Close waits for every call of this write, as it drains the float
+	// queues: a write acknowledged at its level still reaches the others.
+	// A write's fan-out calls each owner of its groups once; they are all
+	// counted before any starts, so a call not yet running when the level
+	// is met (and the caller closes the session) is waited for too.
+	callees := map[string]bool{}
+	for _, g := range groups {
+		for _, o := range g.Owners {
+			callees[o.InstanceID] = true
+		}
+	}
+	if !s.histCalls.add(len(callees)) {
+		return errHostClosed
+	}
+	// Their hosts too, now: a call starting after Close began must still
+	// find its connection, which Close keeps open until the calls end.
+	type conn struct {
+		h   *host
+		err error
+	}
+	conns := make(map[string]conn, len(callees))
+	for inst := range callees {
+		if inst != s.opts.LocalID || s.opts.Local == nil {
+			h, err := s.host(inst, m.Endpoints[inst])
+			conns[inst] = conn{h, err}
+		}
+	}
 	answers, rep := Fanout(ctx, groups, FanoutOptions{Timeout: s.opts.RequestTimeout},
 		func(ctx context.Context, inst string, _ []int) (*storage.RejectedError, error) {
-			// Close waits for this call, as it drains the float queues:
-			// a write acknowledged at its level still reaches the others.
-			if !s.histCalls.add() {
-				return nil, errHostClosed
-			}
 			defer s.histCalls.done()
 			batch := perHost[r.hostIdx[inst]]
-			rej, err := s.writeHistogramsHost(ctx, m, ns, inst, batch)
+			c := conns[inst]
+			rej, err := s.writeHistogramsHost(ctx, m, ns, inst, c.h, c.err, batch)
 			if err != nil {
 				// Durable before the level is met, as for floats.
 				s.hints.hintHistograms(inst, ns, batch, err)
@@ -155,7 +178,7 @@ func (s *Session) writeHistogramsOnce(ctx context.Context, ns string, samples []
 // over the node RPC in RPCs of at most MaxBatch samples, under a context
 // cancelled if the host goes down. A permanent rejection of samples is
 // returned as the value: the replica answered, and counts.
-func (s *Session) writeHistogramsHost(ctx context.Context, m *Map, ns, inst string, batch []storage.HistogramSample) (*storage.RejectedError, error) {
+func (s *Session) writeHistogramsHost(ctx context.Context, m *Map, ns, inst string, h *host, hostErr error, batch []storage.HistogramSample) (*storage.RejectedError, error) {
 	var err error
 	if inst == s.opts.LocalID && s.opts.Local != nil {
 		lh, ok := s.opts.Local.(localHistograms)
@@ -165,7 +188,10 @@ func (s *Session) writeHistogramsHost(ctx context.Context, m *Map, ns, inst stri
 			err = lh.WriteHistograms(ns, batch)
 		}
 	} else {
-		err = s.sendHistograms(ctx, m, inst, ns, batch)
+		err = hostErr
+		if err == nil {
+			err = s.sendHistograms(ctx, h, ns, batch)
+		}
 	}
 	var rej *storage.RejectedError
 	if errors.As(err, &rej) {
@@ -174,22 +200,29 @@ func (s *Session) writeHistogramsHost(ctx context.Context, m *Map, ns, inst stri
 	return nil, err
 }
 
-// sendHistograms writes batch to remote owner inst in RPCs of at most
+// sendHistograms writes batch to remote owner h in RPCs of at most
 // MaxBatch samples; rejections of every RPC are summed.
-func (s *Session) sendHistograms(ctx context.Context, m *Map, inst, ns string, batch []storage.HistogramSample) error {
-	h, err := s.host(inst, m.Endpoints[inst])
-	if err != nil {
-		return err
-	}
+func (s *Session) sendHistograms(ctx context.Context, h *host, ns string, batch []storage.HistogramSample) error {
 	hp, ok := h.peer.(histogramPeer)
 	if !ok {
-		return &HistogramRefusedError{Instance: inst, Endpoint: h.endpoint, Err: errors.New("its client does not write native histograms")}
+		return &HistogramRefusedError{Instance: h.instance, Endpoint: h.endpoint, Err: errors.New("its client does not write native histograms")}
 	}
 	var total *storage.RejectedError
 	for len(batch) > 0 {
 		n := min(len(batch), s.opts.MaxBatch)
 		resp, err := s.histogramRPC(ctx, h, hp, ns, batch[:n])
 		if err != nil {
+			// As the float host queue: a replica one placement behind
+			// refuses the whole batch for the shards it does not hold;
+			// send it the shards it does hold, so it does not stay short
+			// of them while the others' acknowledgement makes the write
+			// succeed. The refusal is still reported.
+			var rerr *rpc.Error
+			if rpc.Code(err) == codes.FailedPrecondition && errors.As(err, &rerr) && len(rerr.Shards) > 0 {
+				if rest := withoutShards(batch[:n], rerr.Shards); len(rest) > 0 {
+					_, _ = s.histogramRPC(ctx, h, hp, ns, rest)
+				}
+			}
 			return err
 		}
 		if resp.Rejected > 0 {
@@ -291,13 +324,14 @@ type inflight struct {
 	zero    chan struct{} // closed when n drops to 0 while closing
 }
 
-func (f *inflight) add() bool {
+// add counts n calls about to start; false once closing (none counted).
+func (f *inflight) add(n int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closing {
 		return false
 	}
-	f.n++
+	f.n += n
 	return true
 }
 

@@ -270,16 +270,27 @@ func transient(err error) bool {
 }
 
 // withoutShards returns the samples not of the given shards.
-func withoutShards(samples []storage.Sample, shards []uint32) []storage.Sample {
+func withoutShards[S storage.Sample | storage.HistogramSample](samples []S, shards []uint32) []S {
 	drop := make(map[uint32]bool, len(shards))
 	for _, sh := range shards {
 		drop[sh] = true
 	}
-	var out []storage.Sample
-	for _, s := range samples {
-		if !drop[s.Shard] {
-			out = append(out, s)
+	var out []S
+	for i := range samples {
+		if !drop[shardOf(&samples[i])] {
+			out = append(out, samples[i])
 		}
 	}
 	return out
+}
+
+// shardOf is a float or histogram sample's shard.
+func shardOf[S storage.Sample | storage.HistogramSample](s *S) uint32 {
+	switch x := any(s).(type) {
+	case *storage.Sample:
+		return x.Shard
+	case *storage.HistogramSample:
+		return x.Shard
+	}
+	return 0
 }
