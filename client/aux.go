@@ -100,15 +100,16 @@ func (s *Session) startAux() {
 }
 
 // WriteExemplars hands exemplars to their series' owners, best effort,
-// without waiting. The items' IDs are copied (they may alias a request's
+// without waiting, and returns how many it took: on a one-node placement
+// those the local store kept, else those queued for delivery (0 when the
+// queue was full). The items' IDs are copied (they may alias a request's
 // buffers); their labels must be the caller's to give.
-func (s *Session) WriteExemplars(items []exemplars.Item) {
+func (s *Session) WriteExemplars(items []exemplars.Item) int {
 	if len(items) == 0 {
-		return
+		return 0
 	}
 	if s.sole() {
-		s.opts.Exemplars.Add(items)
-		return
+		return s.opts.Exemplars.Add(items)
 	}
 	size := 0
 	for _, it := range items {
@@ -122,7 +123,10 @@ func (s *Session) WriteExemplars(items []exemplars.Item) {
 		it.SeriesID = arena[start:len(arena):len(arena)]
 		own[i] = it
 	}
-	s.enqueueAux(auxJob{ex: own}, "exemplars", len(own))
+	if !s.enqueueAux(auxJob{ex: own}, "exemplars", len(own)) {
+		return 0
+	}
+	return len(own)
 }
 
 // WriteMetadata hands metadata to the owners of each metric name's shard,
@@ -145,11 +149,13 @@ func (s *Session) sole() bool {
 	return m != nil && m.Sole != "" && m.Sole == s.opts.LocalID && s.opts.Exemplars != nil && s.opts.Metadata != nil
 }
 
-func (s *Session) enqueueAux(j auxJob, kind string, n int) {
+func (s *Session) enqueueAux(j auxJob, kind string, n int) bool {
 	select {
 	case s.aux.jobs <- j:
+		return true
 	default:
 		s.aux.m.inc(kind, "dropped", n)
+		return false
 	}
 }
 

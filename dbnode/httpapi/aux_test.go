@@ -27,10 +27,11 @@ type auxLocal struct {
 	meta []metadata.Record
 }
 
-func (b *auxLocal) WriteExemplars(items []exemplars.Item) {
+func (b *auxLocal) WriteExemplars(items []exemplars.Item) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ex = append(b.ex, items...)
+	return len(items)
 }
 
 func (b *auxLocal) WriteMetadata(rs []metadata.Record) {

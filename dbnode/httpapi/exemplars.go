@@ -19,7 +19,8 @@ import (
 // did not. A Backend without it (Local, tests) keeps them in this node's
 // stores.
 type AuxBackend interface {
-	WriteExemplars(items []exemplars.Item)
+	// WriteExemplars returns how many of items it took (kept or queued).
+	WriteExemplars(items []exemplars.Item) int
 	WriteMetadata(rs []metadata.Record)
 	QueryExemplars(ctx context.Context, start, end int64, sets [][]*labels.Matcher) ([]exemplar.QueryResult, []string, error)
 	QueryMetadata(ctx context.Context, metric string, limit, limitPerMetric int) (map[string][]metadata.Entry, []string, error)
@@ -86,9 +87,9 @@ func (a *API) keepAux(b Backend, ms []remote.Metadata, series []remote.Series, e
 
 // keepExemplars is keepAux's exemplar half, for items already built.
 func (a *API) keepExemplars(b Backend, items []exemplars.Item) int {
-	n := len(items)
+	var n int
 	if ab, ok := b.(AuxBackend); ok {
-		ab.WriteExemplars(items) // handed over: best effort from here
+		n = ab.WriteExemplars(items) // handed over: best effort from here
 	} else {
 		n = a.ex.Add(items)
 	}
