@@ -32,6 +32,10 @@ type hostQueue struct {
 	// Unimplemented (an older node); until then workers send WriteBatch,
 	// after it they try a stream again (the node may have been upgraded).
 	noStreamsUntil atomic.Int64
+	// noSeqsUntil (unix ns): the host refused a SERIES_SEQS request (a
+	// node older than that format, or a series it would not take); until
+	// then workers send SERIES_HANDLES.
+	noSeqsUntil atomic.Int64
 }
 
 // streamRetryAfter is how long a host that does not know WriteStream is
@@ -55,15 +59,37 @@ type hostWorker struct {
 // write sends one batch: over the worker's stream, opened (again) when
 // needed, or with WriteBatch to a peer without streams. A node older than
 // WriteStream refuses the stream before writing anything, so the batch
-// goes again with WriteBatch.
-func (w *hostWorker) write(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
+// goes again with WriteBatch. shared, when not nil, is the batch as the
+// ops' shared encodings (one per op, in order, sharedBatch): sent as they
+// are (SERIES_SEQS) when every one of them has its chunk, unless the host
+// refused that format lately; a refusal of it writes nothing, and the
+// batch goes again with handles.
+func (w *hostWorker) write(ctx context.Context, ns string, samples []storage.Sample, shared []*sharedBatch) (WriteResult, error) {
 	sp, ok := w.h.peer.(streamPeer)
-	if !ok || time.Now().UnixNano() < w.h.noStreamsUntil.Load() {
+	now := time.Now().UnixNano()
+	if !ok || now < w.h.noStreamsUntil.Load() {
 		return w.h.peer.WriteBatch(ctx, ns, samples)
 	}
 	if w.ws == nil || w.ws.Broken() {
 		w.close()
 		w.ws = sp.NewWriteStream()
+	}
+	if chunks := chunksOf(shared); chunks != nil && now >= w.h.noSeqsUntil.Load() {
+		res, err := w.ws.WriteChunks(ctx, ns, chunks)
+		switch rpc.Code(err) {
+		case codes.InvalidArgument:
+			// A node older than SERIES_SEQS, or a series it refuses:
+			// nothing was written; handles tell the two apart.
+			w.h.noSeqsUntil.Store(time.Now().Add(streamRetryAfter).UnixNano())
+			w.close()
+			w.ws = sp.NewWriteStream()
+		case codes.Unimplemented:
+			w.h.noStreamsUntil.Store(time.Now().Add(streamRetryAfter).UnixNano())
+			w.close()
+			return w.h.peer.WriteBatch(ctx, ns, samples)
+		default:
+			return res, err
+		}
 	}
 	res, err := w.ws.WriteBatch(ctx, ns, samples)
 	if rpc.Code(err) == codes.Unimplemented {
@@ -72,6 +98,37 @@ func (w *hostWorker) write(ctx context.Context, ns string, samples []storage.Sam
 		return w.h.peer.WriteBatch(ctx, ns, samples)
 	}
 	return res, err
+}
+
+// chunksOf returns the encodings of a batch's shared parts, or nil when
+// any part has none.
+func chunksOf(shared []*sharedBatch) []*rpc.SeqChunk {
+	if len(shared) == 0 {
+		return nil
+	}
+	chunks := make([]*rpc.SeqChunk, len(shared))
+	for i, sb := range shared {
+		if chunks[i] = sb.chunk(); chunks[i] == nil {
+			return nil
+		}
+	}
+	return chunks
+}
+
+// sharedBatch is the samples that several remote replicas receive alike
+// (all of them when the replication factor is the cluster's size), with
+// their SERIES_SEQS encoding, made once by the first host queue worker to
+// send them and shared by the others: the coordinator no longer encodes
+// a batch once per replica.
+type sharedBatch struct {
+	samples []storage.Sample
+	once    sync.Once
+	enc     *rpc.SeqChunk // nil: not worth it (rpc.EncodeSeqChunk)
+}
+
+func (b *sharedBatch) chunk() *rpc.SeqChunk {
+	b.once.Do(func() { b.enc = rpc.EncodeSeqChunk(b.samples) })
+	return b.enc
 }
 
 func (w *hostWorker) close() {
@@ -85,6 +142,7 @@ type writeOp struct {
 	ctx     context.Context
 	ns      string
 	samples []storage.Sample
+	shared  *sharedBatch // samples, encoded once for every replica; may be nil
 	done    chan error
 }
 
@@ -106,8 +164,11 @@ func newHostQueue(base context.Context, endpoint string, p Peer, hl *health, max
 	return h
 }
 
-func (h *hostQueue) write(ctx context.Context, ns string, samples []storage.Sample) error {
-	op := &writeOp{ctx: ctx, ns: ns, samples: samples, done: make(chan error, 1)}
+// write queues samples and waits for their outcome. shared, when not
+// nil, holds the same samples (shared.samples is samples), to be encoded
+// once for every host queue that sends them.
+func (h *hostQueue) write(ctx context.Context, ns string, samples []storage.Sample, shared *sharedBatch) error {
+	op := &writeOp{ctx: ctx, ns: ns, samples: samples, shared: shared, done: make(chan error, 1)}
 	select {
 	case h.ops <- op:
 	case <-ctx.Done():
@@ -180,6 +241,14 @@ func (h *hostQueue) send(w *hostWorker, ops []*writeOp) {
 		return
 	}
 	samples := live[0].samples
+	var shared []*sharedBatch
+	for _, op := range live {
+		if op.shared == nil {
+			shared = nil
+			break
+		}
+		shared = append(shared, op.shared)
+	}
 	if len(live) > 1 {
 		n := 0
 		for _, op := range live {
@@ -196,7 +265,7 @@ func (h *hostQueue) send(w *hostWorker, ops []*writeOp) {
 	var resp WriteResult
 	if err == nil {
 		tctx, tcancel := context.WithTimeout(ctx, h.timeout)
-		resp, err = h.writeWithRetry(tctx, w, live[0].ns, samples)
+		resp, err = h.writeWithRetry(tctx, w, live[0].ns, samples, shared)
 		err = callErr(ctx, err)
 		tcancel()
 		cancel()
@@ -235,16 +304,16 @@ func (h *hostQueue) close() {
 // refuses the whole batch, so the shards it does hold are sent on their
 // own, while the ops still report the refusal and the quorum does not
 // count this host for them.
-func (h *hostQueue) writeWithRetry(ctx context.Context, w *hostWorker, ns string, samples []storage.Sample) (WriteResult, error) {
+func (h *hostQueue) writeWithRetry(ctx context.Context, w *hostWorker, ns string, samples []storage.Sample, shared []*sharedBatch) (WriteResult, error) {
 	backoff := 50 * time.Millisecond
 	for try := 0; ; try++ {
-		resp, err := w.write(ctx, ns, samples)
+		resp, err := w.write(ctx, ns, samples, shared)
 		refused := rpc.Code(err) == codes.FailedPrecondition
 		if err == nil || try == 3 || !(refused || transient(err)) {
 			var rerr *rpc.Error
 			if refused && errors.As(err, &rerr) && len(rerr.Shards) > 0 {
 				if rest := withoutShards(samples, rerr.Shards); len(rest) > 0 {
-					_, _ = w.write(ctx, ns, rest)
+					_, _ = w.write(ctx, ns, rest, nil)
 				}
 			}
 			return resp, err

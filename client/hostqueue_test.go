@@ -73,7 +73,7 @@ func TestHostWorkerStreamsAndFallsBack(t *testing.T) {
 			ns := storagetest.Namespace().Name
 			now := time.Now().Add(-time.Minute).UnixMilli()
 			for i := 0; i < 3; i++ {
-				res, err := w.write(context.Background(), ns, []storage.Sample{{ID: id, Shard: ident.Shard(id, 64), T: now + int64(i), V: float64(i)}})
+				res, err := w.write(context.Background(), ns, []storage.Sample{{ID: id, Shard: ident.Shard(id, 64), T: now + int64(i), V: float64(i)}}, nil)
 				require.NoError(t, err)
 				require.Equal(t, 1, res.Written)
 			}
@@ -87,4 +87,81 @@ func TestHostWorkerStreamsAndFallsBack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// olderFormatsOnly makes a real server see SERIES_SEQS requests as a
+// payload format it does not know, as a node older than it sees them.
+func olderFormatsOnly(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, olderStream{ss})
+}
+
+type olderStream struct{ grpc.ServerStream }
+
+func (s olderStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if r, ok := m.(*nodepb.WriteBatchRequest); ok && err == nil && r.GetFormat() == nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_SEQS {
+		r.Format = 7
+	}
+	return err
+}
+
+// TestHostWorkersShareOneEncoding: a batch two replicas receive alike is
+// encoded once (SERIES_SEQS) and stored by both; a replica that does not
+// read that format refuses it without writing, and its worker sends the
+// batch again with handles (every sample stored exactly once) and keeps
+// to handles for that host.
+func TestHostWorkersShareOneEncoding(t *testing.T) {
+	coord := storagetest.Open(t, 64, nil)
+	ns := storagetest.Namespace().Name
+	now := time.Now().Add(-time.Minute).UnixMilli()
+	var ids [][]byte
+	for _, job := range []string{"a", "b", "c"} {
+		ids = append(ids, ident.FromLabels(labels.FromStrings("__name__", "up", "job", job)))
+	}
+	batchAt := func(ts int64) []storage.Sample {
+		batch := make([]storage.Sample, len(ids))
+		for i, id := range ids {
+			batch[i] = storage.Sample{ID: id, Shard: ident.Shard(id, 64), T: ts, V: float64(i)}
+		}
+		require.NoError(t, coord.WriteBatch(ns, batch)) // the coordinator's own write sets the refs
+		return batch
+	}
+
+	c1, db1 := serveNode(t, false)
+	c2, db2 := serveNode(t, false)
+	db3 := storagetest.Open(t, 64, nil)
+	srv := rpc.NewServer(db3, nil, rpc.ServerOptions{})
+	g := grpc.NewServer(append(srv.GRPCServerOptions(), grpc.StreamInterceptor(olderFormatsOnly))...)
+	srv.Register(g)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Serve(ln) }()
+	c3, err := rpc.Dial(ln.Addr().String(), rpc.ClientOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c3.Close()); g.Stop(); <-done })
+
+	var workers []*hostWorker
+	for _, c := range []*rpc.Client{c1, c2, c3} {
+		w := &hostWorker{h: &hostQueue{peer: c}}
+		t.Cleanup(w.close)
+		workers = append(workers, w)
+	}
+	for k := 0; k < 3; k++ {
+		sb := &sharedBatch{samples: batchAt(now + int64(k))}
+		for _, w := range workers {
+			res, err := w.write(context.Background(), ns, sb.samples, []*sharedBatch{sb})
+			require.NoError(t, err)
+			require.Equal(t, len(ids), res.Written)
+		}
+		require.NotNil(t, sb.enc, "encoded once, for every replica")
+	}
+	for _, db := range []*storage.Database{db1, db2, db3} {
+		for _, id := range ids {
+			require.Equal(t, 3, readBack(t, db, id))
+		}
+	}
+	require.Zero(t, workers[0].h.noSeqsUntil.Load())
+	require.Greater(t, workers[2].h.noSeqsUntil.Load(), time.Now().UnixNano(), "handles for the older node")
+	require.False(t, workers[2].ws.Broken())
 }

@@ -375,10 +375,23 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 	if hi, ok := r.hostIdx[s.opts.LocalID]; ok && s.opts.Local != nil && len(perHost[hi]) == len(samples) {
 		local = perHost[hi]
 	}
+	// Remote hosts that receive every sample share one slice (distribute)
+	// and one encoding of it, made by the first of their queues to send.
+	var shared *sharedBatch
+	for hi, b := range perHost {
+		if hi != localIdx && len(b) == len(samples) && len(b) > 0 {
+			shared = &sharedBatch{samples: b}
+			break
+		}
+	}
 	answers, rep := Fanout(ctx, groups, FanoutOptions{Timeout: s.opts.RequestTimeout},
 		func(ctx context.Context, inst string, _ []int) (*storage.RejectedError, error) {
 			batch := perHost[r.hostIdx[inst]]
-			rej, err := s.writeHost(ctx, m, ns, inst, batch)
+			sb := shared
+			if sb != nil && (len(batch) != len(sb.samples) || &batch[0] != &sb.samples[0]) {
+				sb = nil
+			}
+			rej, err := s.writeHost(ctx, m, ns, inst, batch, sb)
 			if err != nil {
 				s.hints.hint(inst, ns, batch, err)
 			}
@@ -542,7 +555,8 @@ func (e *ConsistencyError) Error() string { return e.Msg }
 // writeHost writes one host's samples: locally, or through its queue
 // under a context cancelled if the host goes down. A permanent rejection
 // of samples is returned as the value: the replica answered, and counts.
-func (s *Session) writeHost(ctx context.Context, m *Map, ns, inst string, batch []storage.Sample) (*storage.RejectedError, error) {
+// shared, when not nil, is batch as several remote hosts receive it.
+func (s *Session) writeHost(ctx context.Context, m *Map, ns, inst string, batch []storage.Sample, shared *sharedBatch) (*storage.RejectedError, error) {
 	var err error
 	if inst == s.opts.LocalID && s.opts.Local != nil {
 		err = s.opts.Local.WriteBatch(ns, batch)
@@ -554,7 +568,7 @@ func (s *Session) writeHost(ctx context.Context, m *Map, ns, inst string, batch 
 			var cancel context.CancelFunc
 			gctx, cancel, err = h.health.guard(ctx)
 			if err == nil {
-				err = callErr(gctx, h.queue.write(gctx, ns, batch))
+				err = callErr(gctx, h.queue.write(gctx, ns, batch, shared))
 				cancel()
 			}
 		}

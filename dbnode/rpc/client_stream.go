@@ -29,6 +29,7 @@ type WriteStream struct {
 	st     grpc.ClientStream
 	cancel context.CancelFunc
 	t      *handleTable
+	seqs   *seqDefined // SERIES_SEQS numbers the stream defined
 	broken error
 }
 
@@ -37,7 +38,7 @@ var errStreamFull = errors.New("rpc: write stream handle table full")
 
 // NewWriteStream returns a stream to the node; the first write opens it.
 func (c *Client) NewWriteStream() *WriteStream {
-	return &WriteStream{c: c, t: newHandleTable()}
+	return &WriteStream{c: c, t: newHandleTable(), seqs: &seqDefined{}}
 }
 
 // Broken says whether the stream can no longer be written to.
@@ -60,8 +61,43 @@ func (w *WriteStream) Close() {
 // call, not the batch, failed: the node went away, the context ended, the
 // node is older than WriteStream) or not (the node refused this batch).
 func (w *WriteStream) WriteBatch(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
+	res, _, err := w.do(ctx, func() (*writeRequest, error) { return encodeHandleRequest(ns, samples, w.t, requestPool) })
+	return res, err
+}
+
+// WriteChunks writes the samples of chunks, in order, as one
+// SERIES_SEQS request: their bytes as they are, shared with the requests
+// of other streams, after the definitions of the series this stream has
+// not sent yet. Errors are as WriteBatch's. A node that does not read
+// SERIES_SEQS (older than it) refuses the request with InvalidArgument
+// and writes nothing; so may a newer one refuse a series. Either way the
+// stream is Broken afterwards (its definitions may not have been taken),
+// and the caller sends the batch again with WriteBatch.
+func (w *WriteStream) WriteChunks(ctx context.Context, ns string, chunks []*SeqChunk) (WriteResult, error) {
+	entries := 0
+	for _, c := range chunks {
+		entries += len(c.seqs)
+	}
+	if !w.seqs.room(entries) && w.st != nil {
+		// A stream never defines more than a receiver takes: start a new
+		// one, with nothing defined.
+		w.Close()
+		w.broken = nil
+		w.t, w.seqs = newHandleTable(), &seqDefined{}
+	}
+	res, code, err := w.do(ctx, func() (*writeRequest, error) { return encodeSeqRequest(ns, chunks, w.seqs, requestPool) })
+	if code == codes.InvalidArgument && w.broken == nil {
+		w.Close()
+		w.broken = errors.New("rpc: write stream's series numbers refused")
+	}
+	return res, err
+}
+
+// do sends the request encode builds and waits for its answer. code is
+// the refusal code of an answered request (OK otherwise).
+func (w *WriteStream) do(ctx context.Context, encode func() (*writeRequest, error)) (WriteResult, codes.Code, error) {
 	if w.broken != nil {
-		return WriteResult{}, w.fail(status.New(codes.Unavailable, w.broken.Error()), nil)
+		return WriteResult{}, codes.OK, w.fail(status.New(codes.Unavailable, w.broken.Error()), nil)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -76,7 +112,7 @@ func (w *WriteStream) WriteBatch(ctx context.Context, ns string, samples []stora
 		stop()
 		if err != nil {
 			cancel()
-			return WriteResult{}, w.breakWith(ctx, err)
+			return WriteResult{}, codes.OK, w.breakWith(ctx, err)
 		}
 		w.st, w.cancel = st, cancel
 	}
@@ -93,16 +129,16 @@ func (w *WriteStream) WriteBatch(ctx context.Context, ns string, samples []stora
 			w.broken = errors.New("rpc: write stream cancelled with its caller's context")
 		}
 	}()
-	req, err := encodeHandleRequest(ns, samples, w.t, requestPool)
+	req, err := encode()
 	if err != nil {
 		w.Close()
 		w.broken = err
-		return WriteResult{}, err
+		return WriteResult{}, codes.OK, err
 	}
 	err = w.st.SendMsg(req)
 	req.free()
 	if err != nil && !errors.Is(err, io.EOF) {
-		return WriteResult{}, w.breakWith(ctx, err)
+		return WriteResult{}, codes.OK, w.breakWith(ctx, err)
 	}
 	// On io.EOF the stream ended; RecvMsg says why.
 	resp := new(nodepb.WriteBatchResponse)
@@ -110,16 +146,16 @@ func (w *WriteStream) WriteBatch(ctx context.Context, ns string, samples []stora
 		if errors.Is(err, io.EOF) {
 			err = status.Error(codes.Unavailable, "write stream ended by the node")
 		}
-		return WriteResult{}, w.breakWith(ctx, err)
+		return WriteResult{}, codes.OK, w.breakWith(ctx, err)
 	}
-	if w.t.full() {
+	if w.t.full() || w.seqs.n >= maxStreamHandles {
 		w.Close()
 		w.broken = errStreamFull
 	}
 	if c := codes.Code(resp.GetErrorCode()); c != codes.OK {
-		return WriteResult{}, w.fail(status.New(c, resp.GetErrorMessage()), resp.GetRefusedShards())
+		return WriteResult{}, c, w.fail(status.New(c, resp.GetErrorMessage()), resp.GetRefusedShards())
 	}
-	return writeResultFromPB(resp), nil
+	return writeResultFromPB(resp), codes.OK, nil
 }
 
 // breakWith ends the stream after err and returns it as an *Error; the

@@ -197,7 +197,7 @@ func encodeHandleRequest(ns string, samples []storage.Sample, t *handleTable, po
 		return nil, fmt.Errorf("rpc: write request (handles) encoded to %d bytes, expected %d", len(b), n)
 	}
 	*buf = b
-	return &writeRequest{buf: mem.NewBuffer(buf, pool)}, nil
+	return &writeRequest{bufs: mem.BufferSlice{mem.NewBuffer(buf, pool)}}, nil
 }
 
 // streamSeries is what a receiver knows of one handle of a stream.
@@ -217,6 +217,7 @@ type streamSeries struct {
 // handle.
 type streamTable struct {
 	series []streamSeries
+	seqs   seqIndex // SERIES_SEQS numbers, apart from the handles
 }
 
 // decodeHandlePayload appends the samples of a SERIES_HANDLES payload to

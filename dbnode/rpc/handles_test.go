@@ -21,7 +21,7 @@ func wireRequest(t *testing.T, ns string, samples []storage.Sample, tab *handleT
 	require.NoError(t, err)
 	defer w.free()
 	var req nodepb.WriteBatchRequest
-	require.NoError(t, proto.Unmarshal(w.buf.ReadOnlyData(), &req))
+	require.NoError(t, proto.Unmarshal(w.bufs.Materialize(), &req))
 	return &req
 }
 
@@ -131,7 +131,7 @@ func FuzzHandlePayload(f *testing.F) {
 	f.Add(func() []byte {
 		w, _ := encodeHandleRequest("", batch, tab, mem.DefaultBufferPool())
 		var req nodepb.WriteBatchRequest
-		_ = proto.Unmarshal(w.buf.ReadOnlyData(), &req)
+		_ = proto.Unmarshal(w.bufs.Materialize(), &req)
 		return req.GetPayload()
 	}())
 	f.Add([]byte{1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0})

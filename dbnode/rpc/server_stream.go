@@ -60,18 +60,25 @@ func (s *Server) writeStreamed(ctx context.Context, req *nodepb.WriteBatchReques
 	ns := req.GetNamespace()
 	var batch []storage.Sample
 	var err error
+	var series *[]streamSeries // what the handles of sc.handles index
 	switch f := req.GetFormat(); f {
+	case nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_SEQS:
+		// As for handles: what it defines exists from now on.
+		batch, sc.handles, err = decodeSeqPayload(req.GetPayload(), ns, &t.seqs, sc.samples[:0], sc.handles[:0])
+		series = &t.seqs.series
 	case nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_HANDLES:
 		// Decoded before anything is checked: the handles it defines
 		// exist from now on, on both sides, whatever becomes of the rest.
 		batch, sc.handles, err = decodeHandlePayload(req.GetPayload(), ns, t, sc.samples[:0], sc.handles[:0])
+		series = &t.series
 	case nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1:
 		batch, err = decodePayload(req.GetPayload(), sc.samples[:0])
 		sc.handles = sc.handles[:0]
 	default:
 		return WriteResult{}, status.Errorf(codes.InvalidArgument,
-			"write payload format %d (%s) unknown to this node: it reads %s and %s", int32(f), f,
-			nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1, nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_HANDLES)
+			"write payload format %d (%s) unknown to this node: it reads %s, %s and %s", int32(f), f,
+			nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1, nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_HANDLES,
+			nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_SEQS)
 	}
 	sc.samples = batch
 	if err != nil {
@@ -102,9 +109,11 @@ func (s *Server) writeStreamed(ctx context.Context, req *nodepb.WriteBatchReques
 					continue
 				}
 				e++
-				if r := batch[i].Ref; r != nil && r != sc.given[e] {
-					ser := &t.series[sc.handles[i]]
-					ser.ref, ser.ns = r, ns
+				if h := sc.handles[i]; h != noHandle {
+					if r := batch[i].Ref; r != nil && r != sc.given[e] {
+						ser := &(*series)[h]
+						ser.ref, ser.ns = r, ns
+					}
 				}
 			}
 			clear(sc.given)

@@ -26,9 +26,9 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	case nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1:
 	case nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1:
 		return s.writeHistograms(ctx, req)
-	case nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_HANDLES:
+	case nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_HANDLES, nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_SEQS:
 		return WriteResult{}, status.Errorf(codes.InvalidArgument,
-			"write payload format %d (%s) is only read on WriteStream, whose earlier requests define its handles", int32(f), f)
+			"write payload format %d (%s) is only read on WriteStream, whose earlier requests define its series", int32(f), f)
 	default:
 		// A newer sender switched formats before this node learnt it.
 		return WriteResult{}, status.Errorf(codes.InvalidArgument,

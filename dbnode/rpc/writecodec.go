@@ -20,17 +20,19 @@ import (
 // of the same WriteBatchRequest (TestWriteRequestWireForm), so servers and
 // the rolling-upgrade rules do not see the difference.
 
-// writeRequest is a WriteBatchRequest in wire form. Its buffer moves to
-// gRPC when the codec marshals it; free releases it if that never
-// happened (the call failed first).
+// writeRequest is a WriteBatchRequest in wire form, in one buffer or, for
+// a SERIES_SEQS request, in several (its own header and definitions, then
+// the chunks it shares with the requests to other replicas). Its buffers
+// move to gRPC when the codec marshals it; free releases them if that
+// never happened (the call failed first).
 type writeRequest struct {
-	buf mem.Buffer
+	bufs mem.BufferSlice
 }
 
 func (w *writeRequest) free() {
-	if w.buf != nil {
-		w.buf.Free()
-		w.buf = nil
+	if w.bufs != nil {
+		w.bufs.Free()
+		w.bufs = nil
 	}
 }
 
@@ -64,7 +66,7 @@ func encodeWriteRequest(ns string, samples []storage.Sample, fill bool, pool mem
 		return nil, fmt.Errorf("rpc: write request encoded to %d bytes, expected %d", len(b), n)
 	}
 	*buf = b
-	return &writeRequest{buf: mem.NewBuffer(buf, pool)}, nil
+	return &writeRequest{bufs: mem.BufferSlice{mem.NewBuffer(buf, pool)}}, nil
 }
 
 // writeCodec is gRPC's proto codec, except that it sends a *writeRequest
@@ -81,12 +83,12 @@ func (writeCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return protoCodec.Marshal(v)
 	}
-	if w.buf == nil {
+	if w.bufs == nil {
 		return nil, errMarshalledTwice
 	}
-	b := w.buf
-	w.buf = nil
-	return mem.BufferSlice{b}, nil
+	b := w.bufs
+	w.bufs = nil
+	return b, nil
 }
 
 func (writeCodec) Unmarshal(data mem.BufferSlice, v any) error { return protoCodec.Unmarshal(data, v) }

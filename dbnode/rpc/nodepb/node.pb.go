@@ -47,6 +47,12 @@ const (
 	// named by a small integer handle after that (docs/format/rpc.md).
 	// Only WriteStream reads it: WriteBatch refuses it.
 	PayloadFormat_PAYLOAD_FORMAT_SERIES_HANDLES PayloadFormat = 10
+	// Samples naming their series by the sender's own series number, each
+	// number's ID sent once per WriteStream stream, so that one encoding of
+	// a batch serves every replica (docs/format/rpc.md). Only WriteStream
+	// reads it: WriteBatch refuses it, and a node older than it refuses it
+	// (InvalidArgument, unknown format) before writing anything.
+	PayloadFormat_PAYLOAD_FORMAT_SERIES_SEQS PayloadFormat = 11
 	// Native histogram samples (docs/format/rpc.md). A node older than it
 	// refuses it (InvalidArgument, unknown format) and writes nothing.
 	PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1 PayloadFormat = 30
@@ -57,11 +63,13 @@ var (
 	PayloadFormat_name = map[int32]string{
 		0:  "PAYLOAD_FORMAT_SERIES_V1",
 		10: "PAYLOAD_FORMAT_SERIES_HANDLES",
+		11: "PAYLOAD_FORMAT_SERIES_SEQS",
 		30: "PAYLOAD_FORMAT_HISTOGRAMS_V1",
 	}
 	PayloadFormat_value = map[string]int32{
 		"PAYLOAD_FORMAT_SERIES_V1":      0,
 		"PAYLOAD_FORMAT_SERIES_HANDLES": 10,
+		"PAYLOAD_FORMAT_SERIES_SEQS":    11,
 		"PAYLOAD_FORMAT_HISTOGRAMS_V1":  30,
 	}
 )
@@ -2519,11 +2527,12 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries*r\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries*\x92\x01\n" +
 	"\rPayloadFormat\x12\x1c\n" +
 	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00\x12!\n" +
 	"\x1dPAYLOAD_FORMAT_SERIES_HANDLES\x10\n" +
-	"\x12 \n" +
+	"\x12\x1e\n" +
+	"\x1aPAYLOAD_FORMAT_SERIES_SEQS\x10\v\x12 \n" +
 	"\x1cPAYLOAD_FORMAT_HISTOGRAMS_V1\x10\x1e*Y\n" +
 	"\tMatchType\x12\x0f\n" +
 	"\vMATCH_EQUAL\x10\x00\x12\x13\n" +
