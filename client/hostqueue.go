@@ -63,12 +63,13 @@ type hostWorker struct {
 // ops' shared encodings (one per op, in order, sharedBatch): sent as they
 // are (SERIES_SEQS) when every one of them has its chunk, unless the host
 // refused that format lately; a refusal of it writes nothing, and the
-// batch goes again with handles.
-func (w *hostWorker) write(ctx context.Context, ns string, samples []storage.Sample, shared []*sharedBatch) (WriteResult, error) {
+// batch goes again with handles. samples gives the batch's samples,
+// called only when they are sent otherwise.
+func (w *hostWorker) write(ctx context.Context, ns string, samples func() []storage.Sample, shared []*sharedBatch) (WriteResult, error) {
 	sp, ok := w.h.peer.(streamPeer)
 	now := time.Now().UnixNano()
 	if !ok || now < w.h.noStreamsUntil.Load() {
-		return w.h.peer.WriteBatch(ctx, ns, samples)
+		return w.h.peer.WriteBatch(ctx, ns, samples())
 	}
 	if w.ws == nil || w.ws.Broken() {
 		w.close()
@@ -86,49 +87,48 @@ func (w *hostWorker) write(ctx context.Context, ns string, samples []storage.Sam
 		case codes.Unimplemented:
 			w.h.noStreamsUntil.Store(time.Now().Add(streamRetryAfter).UnixNano())
 			w.close()
-			return w.h.peer.WriteBatch(ctx, ns, samples)
+			return w.h.peer.WriteBatch(ctx, ns, samples())
 		default:
 			return res, err
 		}
 	}
-	res, err := w.ws.WriteBatch(ctx, ns, samples)
+	res, err := w.ws.WriteBatch(ctx, ns, samples())
 	if rpc.Code(err) == codes.Unimplemented {
 		w.h.noStreamsUntil.Store(time.Now().Add(streamRetryAfter).UnixNano())
 		w.close()
-		return w.h.peer.WriteBatch(ctx, ns, samples)
+		return w.h.peer.WriteBatch(ctx, ns, samples())
 	}
 	return res, err
 }
 
 // chunksOf returns the encodings of a batch's shared parts, or nil when
-// any part has none.
+// the batch has none.
 func chunksOf(shared []*sharedBatch) []*rpc.SeqChunk {
 	if len(shared) == 0 {
 		return nil
 	}
 	chunks := make([]*rpc.SeqChunk, len(shared))
 	for i, sb := range shared {
-		if chunks[i] = sb.chunk(); chunks[i] == nil {
-			return nil
-		}
+		chunks[i] = sb.chunk
 	}
 	return chunks
 }
 
-// sharedBatch is the samples that several remote replicas receive alike
-// (all of them when the replication factor is the cluster's size), with
-// their SERIES_SEQS encoding, made once by the first host queue worker to
-// send them and shared by the others: the coordinator no longer encodes
-// a batch once per replica.
+// sharedBatch is a batch that several remote replicas receive alike (all
+// of them when the replication factor is the cluster's size), encoded
+// once (SERIES_SEQS) for all of them: the coordinator no longer encodes a
+// batch once per replica, nor copies it for them. Its samples are decoded
+// from the encoding only for a replica written otherwise (an older node,
+// a refusal resent in part, a hint).
 type sharedBatch struct {
-	samples []storage.Sample
+	chunk   *rpc.SeqChunk
 	once    sync.Once
-	enc     *rpc.SeqChunk // nil: not worth it (rpc.EncodeSeqChunk)
+	decoded []storage.Sample
 }
 
-func (b *sharedBatch) chunk() *rpc.SeqChunk {
-	b.once.Do(func() { b.enc = rpc.EncodeSeqChunk(b.samples) })
-	return b.enc
+func (b *sharedBatch) samples() []storage.Sample {
+	b.once.Do(func() { b.decoded = b.chunk.AppendSamples(make([]storage.Sample, 0, b.chunk.Samples())) })
+	return b.decoded
 }
 
 func (w *hostWorker) close() {
@@ -142,8 +142,24 @@ type writeOp struct {
 	ctx     context.Context
 	ns      string
 	samples []storage.Sample
-	shared  *sharedBatch // samples, encoded once for every replica; may be nil
+	shared  *sharedBatch // instead of samples: encoded once for every replica
 	done    chan error
+}
+
+// count is the number of samples of the op.
+func (op *writeOp) count() int {
+	if op.shared != nil {
+		return op.shared.chunk.Samples()
+	}
+	return len(op.samples)
+}
+
+// batch is the op's samples, decoded from its shared encoding if need be.
+func (op *writeOp) batch() []storage.Sample {
+	if op.shared != nil {
+		return op.shared.samples()
+	}
+	return op.samples
 }
 
 // hostWorkers is how many RPCs (and write streams) a host queue keeps in
@@ -164,9 +180,8 @@ func newHostQueue(base context.Context, endpoint string, p Peer, hl *health, max
 	return h
 }
 
-// write queues samples and waits for their outcome. shared, when not
-// nil, holds the same samples (shared.samples is samples), to be encoded
-// once for every host queue that sends them.
+// write queues samples, or (shared not nil, samples nil) a batch encoded
+// once for every host queue that sends it, and waits for the outcome.
 func (h *hostQueue) write(ctx context.Context, ns string, samples []storage.Sample, shared *sharedBatch) error {
 	op := &writeOp{ctx: ctx, ns: ns, samples: samples, shared: shared, done: make(chan error, 1)}
 	select {
@@ -206,7 +221,7 @@ func (h *hostQueue) run() {
 			}
 		}
 		batch := []*writeOp{first}
-		n := len(first.samples)
+		n := first.count()
 		// Coalesce what is already queued for the same namespace.
 	drain:
 		for n < h.maxBatch {
@@ -217,7 +232,7 @@ func (h *hostQueue) run() {
 					continue
 				}
 				batch = append(batch, op)
-				n += len(op.samples)
+				n += op.count()
 			default:
 				break drain
 			}
@@ -240,7 +255,6 @@ func (h *hostQueue) send(w *hostWorker, ops []*writeOp) {
 	if len(live) == 0 {
 		return
 	}
-	samples := live[0].samples
 	var shared []*sharedBatch
 	for _, op := range live {
 		if op.shared == nil {
@@ -249,15 +263,24 @@ func (h *hostQueue) send(w *hostWorker, ops []*writeOp) {
 		}
 		shared = append(shared, op.shared)
 	}
-	if len(live) > 1 {
-		n := 0
-		for _, op := range live {
-			n += len(op.samples)
+	// The ops' samples are joined only if sent so: shared encodings are
+	// sent as they are.
+	var joined []storage.Sample
+	samples := func() []storage.Sample {
+		if len(live) == 1 {
+			return live[0].batch()
 		}
-		samples = make([]storage.Sample, 0, n)
-		for _, op := range live {
-			samples = append(samples, op.samples...)
+		if joined == nil {
+			n := 0
+			for _, op := range live {
+				n += op.count()
+			}
+			joined = make([]storage.Sample, 0, n)
+			for _, op := range live {
+				joined = append(joined, op.batch()...)
+			}
 		}
+		return joined
 	}
 	// The RPC is cancelled when the host goes down, so a frozen host does
 	// not hold the workers for the whole request timeout.
@@ -304,7 +327,7 @@ func (h *hostQueue) close() {
 // refuses the whole batch, so the shards it does hold are sent on their
 // own, while the ops still report the refusal and the quorum does not
 // count this host for them.
-func (h *hostQueue) writeWithRetry(ctx context.Context, w *hostWorker, ns string, samples []storage.Sample, shared []*sharedBatch) (WriteResult, error) {
+func (h *hostQueue) writeWithRetry(ctx context.Context, w *hostWorker, ns string, samples func() []storage.Sample, shared []*sharedBatch) (WriteResult, error) {
 	backoff := 50 * time.Millisecond
 	for try := 0; ; try++ {
 		resp, err := w.write(ctx, ns, samples, shared)
@@ -312,8 +335,8 @@ func (h *hostQueue) writeWithRetry(ctx context.Context, w *hostWorker, ns string
 		if err == nil || try == 3 || !(refused || transient(err)) {
 			var rerr *rpc.Error
 			if refused && errors.As(err, &rerr) && len(rerr.Shards) > 0 {
-				if rest := withoutShards(samples, rerr.Shards); len(rest) > 0 {
-					_, _ = w.write(ctx, ns, rest, nil)
+				if rest := withoutShards(samples(), rerr.Shards); len(rest) > 0 {
+					_, _ = w.write(ctx, ns, func() []storage.Sample { return rest }, nil)
 				}
 			}
 			return resp, err

@@ -350,7 +350,7 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 	if hi, ok := r.hostIdx[s.opts.LocalID]; ok && s.opts.Local != nil {
 		localIdx = hi
 	}
-	perHost, used, err := distribute(r, samples, localIdx)
+	perHost, used, chunk, err := distribute(r, samples, localIdx)
 	if err != nil {
 		return err
 	}
@@ -375,24 +375,24 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 	if hi, ok := r.hostIdx[s.opts.LocalID]; ok && s.opts.Local != nil && len(perHost[hi]) == len(samples) {
 		local = perHost[hi]
 	}
-	// Remote hosts that receive every sample share one slice (distribute)
-	// and one encoding of it, made by the first of their queues to send.
+	// Remote hosts that receive every sample share one encoding of them
+	// (distribute), sent as it is by each of their queues.
 	var shared *sharedBatch
-	for hi, b := range perHost {
-		if hi != localIdx && len(b) == len(samples) && len(b) > 0 {
-			shared = &sharedBatch{samples: b}
-			break
-		}
+	if chunk != nil {
+		shared = &sharedBatch{chunk: chunk}
 	}
 	answers, rep := Fanout(ctx, groups, FanoutOptions{Timeout: s.opts.RequestTimeout},
 		func(ctx context.Context, inst string, _ []int) (*storage.RejectedError, error) {
 			batch := perHost[r.hostIdx[inst]]
-			sb := shared
-			if sb != nil && (len(batch) != len(sb.samples) || &batch[0] != &sb.samples[0]) {
-				sb = nil
+			var sb *sharedBatch
+			if batch == nil {
+				sb = shared
 			}
 			rej, err := s.writeHost(ctx, m, ns, inst, batch, sb)
 			if err != nil {
+				if sb != nil {
+					batch = sb.samples()
+				}
 				s.hints.hint(inst, ns, batch, err)
 			}
 			if local != nil && inst == s.opts.LocalID {
@@ -431,16 +431,19 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 // used marks the routing groups the samples fall in.
 //
 // Remote hosts that receive every sample (all of them with RF equal to
-// the cluster size) share one slice: hosts only read their batch. The
-// local host, whose write sets each sample's Ref, always gets its own.
-func distribute(r *routing, samples []storage.Sample, local int) ([][]storage.Sample, []bool, error) {
+// the cluster size) get them encoded once for all (chunk, rpc.SeqChunk,
+// which holds no reference to samples) and a nil slice, or, when the
+// encoding does not pay (most series without a storage ref), share one
+// slice: hosts only read their batch. The local host, whose write sets
+// each sample's Ref, always gets its own.
+func distribute(r *routing, samples []storage.Sample, local int) (perHost [][]storage.Sample, used []bool, chunk *rpc.SeqChunk, err error) {
 	counts := make([]int, len(r.hosts))
-	used := make([]bool, len(r.groups))
+	used = make([]bool, len(r.groups))
 	size := 0
 	for i := range samples {
 		sh := samples[i].Shard
 		if int(sh) >= len(r.byShard) {
-			return nil, nil, fmt.Errorf("sample of shard %d: placement version %d has %d shards",
+			return nil, nil, nil, fmt.Errorf("sample of shard %d: placement version %d has %d shards",
 				sh, r.m.Placement.Version, len(r.byShard))
 		}
 		gi := r.byShard[sh]
@@ -452,15 +455,24 @@ func distribute(r *routing, samples []storage.Sample, local int) ([][]storage.Sa
 			size += len(samples[i].ID)
 		}
 	}
-	// full says whether host hi shares the slice of every sample.
+	// full says whether host hi receives every sample, not as its own copy.
 	full := func(hi int) bool { return counts[hi] == len(samples) && hi != local }
+	anyFull := false
+	for hi := range counts {
+		anyFull = anyFull || full(hi)
+	}
+	if anyFull {
+		chunk = rpc.EncodeSeqChunk(samples)
+	}
 	arena := make([]byte, 0, size)
-	perHost := make([][]storage.Sample, len(r.hosts))
+	perHost = make([][]storage.Sample, len(r.hosts))
 	var shared []storage.Sample
 	for hi, n := range counts {
 		switch {
 		case !full(hi):
 			perHost[hi] = make([]storage.Sample, 0, n)
+		case chunk != nil:
+			// encoded: no slice
 		case shared == nil:
 			shared = make([]storage.Sample, len(samples))
 			fallthrough
@@ -490,7 +502,7 @@ func distribute(r *routing, samples []storage.Sample, local int) ([][]storage.Sa
 			}
 		}
 	}
-	return perHost, used, nil
+	return perHost, used, chunk, nil
 }
 
 // sameSeries says whether b is of a's series. Samples of different series

@@ -389,8 +389,9 @@ func TestDistribute(t *testing.T) {
 		if hi, ok := r.hostIdx[local]; ok {
 			li = hi
 		}
-		perHost, _, err := distribute(r, in, li)
+		perHost, _, chunk, err := distribute(r, in, li)
 		require.NoError(t, err)
+		require.Nil(t, chunk, "samples without refs are not worth encoding once")
 		for hi, inst := range r.hosts {
 			var want []storage.Sample
 			for _, s := range in {
@@ -435,8 +436,21 @@ func TestDistribute(t *testing.T) {
 	}
 	require.NoError(t, db.WriteBatch(storagetest.Namespace().Name, refd))
 	refd[0].ID = append([]byte(nil), refd[0].ID...) // the caller's bytes
-	perHost, _, err = distribute(newRouting(c.m, "node1"), refd, r.hostIdx["node1"])
+	perHost, _, chunk, err := distribute(newRouting(c.m, "node1"), refd, r.hostIdx["node1"])
 	require.NoError(t, err)
-	require.Equal(t, refd[0].ID, perHost[r.hostIdx["node2"]][0].ID)
-	require.Same(t, &refd[0].Ref.ID()[0], &perHost[r.hostIdx["node2"]][0].ID[0])
+	require.Same(t, &refd[0].Ref.ID()[0], &perHost[r.hostIdx["node1"]][0].ID[0])
+	// The remote hosts, which get every sample, get them encoded once
+	// and no slice; the encoding gives the batch back, IDs the series'.
+	require.NotNil(t, chunk)
+	require.Nil(t, perHost[r.hostIdx["node2"]])
+	require.Nil(t, perHost[r.hostIdx["node3"]])
+	back := chunk.AppendSamples(nil)
+	require.Len(t, back, len(refd))
+	for i := range refd {
+		require.Same(t, &refd[i].Ref.ID()[0], &back[i].ID[0])
+		require.Equal(t, refd[i].Shard, back[i].Shard)
+		require.Equal(t, refd[i].T, back[i].T)
+		require.Equal(t, refd[i].V, back[i].V)
+		require.Same(t, refd[i].Ref, back[i].Ref)
+	}
 }

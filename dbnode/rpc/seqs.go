@@ -50,19 +50,23 @@ const minSeqDefSize = 3 // seq, an empty ID's length, shard
 
 // SeqChunk is a batch of samples encoded once in the SERIES_SEQS chunk
 // form, to be sent to any number of replicas over their WriteStreams
-// (WriteStream.WriteChunks). It is immutable once built and safe to
-// share between goroutines; it keeps the samples (for their IDs, which a
-// stream sends the first time it meets a series).
+// (WriteStream.WriteChunks). It is immutable once built and safe to share
+// between goroutines, and it does not alias the samples it was built
+// from: per entry it keeps the storage series (whose ID is immutable) or,
+// inline in its own bytes, a copy of the ID, so the caller may reuse its
+// buffers while the chunk is still being sent, and Samples gives the
+// batch back.
 type SeqChunk struct {
-	body    []byte
-	samples []storage.Sample
-	// per entry: its series number (0: ID inline) and its first sample
+	body []byte
+	n    int // samples
+	// per entry: its series number (0: ID inline), storage series, shard
 	seqs   []uint32
-	firsts []int32
+	refs   []*storage.Series
+	shards []uint32
 }
 
 // Samples is the number of samples in the chunk.
-func (c *SeqChunk) Samples() int { return len(c.samples) }
+func (c *SeqChunk) Samples() int { return c.n }
 
 // seqOf is the number a sample's series travels under: its storage
 // series' number, or 0 (no ref, or a number past uint32) for an inline ID.
@@ -80,12 +84,12 @@ func seqOf(s *storage.Sample) uint32 {
 // when the form does not pay: no samples, or more than half of the
 // batch's series without a storage ref (a coordinator that does not hold
 // the series itself; SERIES_HANDLES names those by per-stream handles).
-// The caller must not change samples afterwards.
+// It reads samples only while it runs.
 func EncodeSeqChunk(samples []storage.Sample) *SeqChunk {
 	if len(samples) == 0 {
 		return nil
 	}
-	c := &SeqChunk{samples: samples}
+	c := &SeqChunk{n: len(samples)}
 	inline, size := 0, 0
 	for i := 0; i < len(samples); {
 		s := &samples[i]
@@ -97,29 +101,36 @@ func EncodeSeqChunk(samples []storage.Sample) *SeqChunk {
 		if q == 0 {
 			inline++
 			size += len(s.ID) + 10
+			if inline*2 > len(samples) {
+				return nil
+			}
 		}
 		c.seqs = append(c.seqs, q)
-		c.firsts = append(c.firsts, int32(i))
 		i = j
 	}
 	if inline*2 > len(c.seqs) {
 		return nil
 	}
+	c.refs = make([]*storage.Series, len(c.seqs))
+	c.shards = make([]uint32, len(c.seqs))
 	b := make([]byte, 0, size+len(c.seqs)*7+len(samples)*11+binary.MaxVarintLen64)
 	b = binary.AppendUvarint(b, uint64(len(samples)))
 	base := int64(0)
+	i := 0
 	for e, q := range c.seqs {
-		i := int(c.firsts[e])
-		j := len(samples)
-		if e+1 < len(c.firsts) {
-			j = int(c.firsts[e+1])
-		}
 		s := &samples[i]
+		j := i + 1
+		for j < len(samples) && sameSeqEntry(s, &samples[j], q) {
+			j++
+		}
+		c.shards[e] = s.Shard
 		b = binary.AppendUvarint(b, uint64(q))
 		if q == 0 {
 			b = binary.AppendUvarint(b, uint64(len(s.ID)))
 			b = append(b, s.ID...)
 			b = binary.AppendUvarint(b, uint64(s.Shard))
+		} else {
+			c.refs[e] = s.Ref
 		}
 		b = binary.AppendUvarint(b, uint64(j-i))
 		prev := base
@@ -129,9 +140,52 @@ func EncodeSeqChunk(samples []storage.Sample) *SeqChunk {
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(samples[k].V))
 			prev = samples[k].T
 		}
+		i = j
 	}
 	c.body = b
 	return c
+}
+
+// AppendSamples appends the chunk's samples to dst, as they were given
+// to EncodeSeqChunk, for a replica written otherwise (an older node, a
+// hint): the IDs are the storage series' own, or alias the chunk's
+// immutable bytes for inline ones.
+func (c *SeqChunk) AppendSamples(dst []storage.Sample) []storage.Sample {
+	b := c.body
+	_, off := binary.Uvarint(b)
+	base := int64(0)
+	for e, q := range c.seqs {
+		_, n := binary.Uvarint(b[off:])
+		off += n
+		var id []byte
+		shard, ref := c.shards[e], c.refs[e]
+		if q == 0 {
+			l, n := binary.Uvarint(b[off:])
+			off += n
+			id = b[off : off+int(l) : off+int(l)]
+			off += int(l)
+			_, n = binary.Uvarint(b[off:])
+			off += n
+		} else {
+			id = ref.ID()
+		}
+		cnt, n := binary.Uvarint(b[off:])
+		off += n
+		prev := base
+		for k := 0; k < int(cnt); k++ {
+			u, n := binary.Uvarint(b[off:])
+			off += n
+			ts := prev + unzigzag(u)
+			if k == 0 {
+				base = ts
+			}
+			prev = ts
+			dst = append(dst, storage.Sample{ID: id, Shard: shard, Ref: ref, T: ts,
+				V: math.Float64frombits(binary.LittleEndian.Uint64(b[off:]))})
+			off += 8
+		}
+	}
+	return dst
 }
 
 // sameSeqEntry says whether b continues the entry a starts, whose number
@@ -200,12 +254,11 @@ func encodeSeqRequest(ns string, chunks []*SeqChunk, d *seqDefined, pool mem.Buf
 			}
 			d.add(q)
 			ndefs++
-			s := &c.samples[c.firsts[e]]
-			id := s.Ref.ID() // the number's own, immutable ID
+			id := c.refs[e].ID() // the number's own, immutable ID
 			defs = binary.AppendUvarint(defs, uint64(q))
 			defs = binary.AppendUvarint(defs, uint64(len(id)))
 			defs = append(defs, id...)
-			defs = binary.AppendUvarint(defs, uint64(s.Shard))
+			defs = binary.AppendUvarint(defs, uint64(c.shards[e]))
 		}
 	}
 	d.defs = defs

@@ -84,6 +84,17 @@ func TestSeqPayloadRoundTrip(t *testing.T) {
 		require.Len(t, x.series, 2)
 	}
 
+	// The chunk gives the batch back, without aliasing the caller's
+	// buffers: the inline ID is its own copy, the others the series'.
+	inlineID := batch[3].ID
+	batch[3].ID = append([]byte(nil), inlineID...)
+	clear(inlineID)
+	back := c.AppendSamples(nil)
+	requireSamples(t, batch, back)
+	require.Same(t, &batch[0].Ref.ID()[0], &back[0].ID[0])
+	require.Same(t, batch[2].Ref, back[2].Ref)
+	require.Nil(t, back[3].Ref)
+
 	// The chunk's bytes go out as they are, in every request.
 	w, err := encodeSeqRequest(testNS, []*SeqChunk{c}, &seqDefined{}, mem.DefaultBufferPool())
 	require.NoError(t, err)
