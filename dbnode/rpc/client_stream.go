@@ -76,7 +76,7 @@ func (w *WriteStream) WriteBatch(ctx context.Context, ns string, samples []stora
 func (w *WriteStream) WriteChunks(ctx context.Context, ns string, chunks []*SeqChunk) (WriteResult, error) {
 	entries := 0
 	for _, c := range chunks {
-		entries += len(c.seqs)
+		entries += len(c.entries)
 	}
 	if !w.seqs.room(entries) && w.st != nil {
 		// A stream never defines more than a receiver takes: start a new

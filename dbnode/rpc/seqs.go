@@ -57,12 +57,17 @@ const minSeqDefSize = 3 // seq, an empty ID's length, shard
 // buffers while the chunk is still being sent, and Samples gives the
 // batch back.
 type SeqChunk struct {
-	body []byte
-	n    int // samples
-	// per entry: its series number (0: ID inline), storage series, shard
-	seqs   []uint32
-	refs   []*storage.Series
-	shards []uint32
+	body    []byte
+	n       int // samples
+	entries []seqEntry
+}
+
+// seqEntry is what a chunk keeps of one entry beside its bytes: the
+// series' number (0: ID inline), its storage series (nil inline) and
+// shard, for the definitions a stream sends and for AppendSamples.
+type seqEntry struct {
+	ref        *storage.Series
+	seq, shard uint32
 }
 
 // Samples is the number of samples in the chunk.
@@ -89,8 +94,13 @@ func EncodeSeqChunk(samples []storage.Sample) *SeqChunk {
 	if len(samples) == 0 {
 		return nil
 	}
-	c := &SeqChunk{n: len(samples)}
-	inline, size := 0, 0
+	// One pass: entries as they come, into slices sized for the most
+	// entries a batch can have (one per sample).
+	c := &SeqChunk{n: len(samples), entries: make([]seqEntry, 0, len(samples))}
+	b := make([]byte, 0, len(samples)*13+binary.MaxVarintLen64)
+	b = binary.AppendUvarint(b, uint64(len(samples)))
+	inline := 0
+	base := int64(0)
 	for i := 0; i < len(samples); {
 		s := &samples[i]
 		q := seqOf(s)
@@ -98,39 +108,17 @@ func EncodeSeqChunk(samples []storage.Sample) *SeqChunk {
 		for j < len(samples) && sameSeqEntry(s, &samples[j], q) {
 			j++
 		}
-		if q == 0 {
-			inline++
-			size += len(s.ID) + 10
-			if inline*2 > len(samples) {
-				return nil
-			}
-		}
-		c.seqs = append(c.seqs, q)
-		i = j
-	}
-	if inline*2 > len(c.seqs) {
-		return nil
-	}
-	c.refs = make([]*storage.Series, len(c.seqs))
-	c.shards = make([]uint32, len(c.seqs))
-	b := make([]byte, 0, size+len(c.seqs)*7+len(samples)*11+binary.MaxVarintLen64)
-	b = binary.AppendUvarint(b, uint64(len(samples)))
-	base := int64(0)
-	i := 0
-	for e, q := range c.seqs {
-		s := &samples[i]
-		j := i + 1
-		for j < len(samples) && sameSeqEntry(s, &samples[j], q) {
-			j++
-		}
-		c.shards[e] = s.Shard
 		b = binary.AppendUvarint(b, uint64(q))
 		if q == 0 {
+			if inline++; inline*2 > len(samples) {
+				return nil // cannot be at most half of the entries
+			}
+			c.entries = append(c.entries, seqEntry{shard: s.Shard})
 			b = binary.AppendUvarint(b, uint64(len(s.ID)))
 			b = append(b, s.ID...)
 			b = binary.AppendUvarint(b, uint64(s.Shard))
 		} else {
-			c.refs[e] = s.Ref
+			c.entries = append(c.entries, seqEntry{ref: s.Ref, seq: q, shard: s.Shard})
 		}
 		b = binary.AppendUvarint(b, uint64(j-i))
 		prev := base
@@ -141,6 +129,9 @@ func EncodeSeqChunk(samples []storage.Sample) *SeqChunk {
 			prev = samples[k].T
 		}
 		i = j
+	}
+	if inline*2 > len(c.entries) {
+		return nil
 	}
 	c.body = b
 	return c
@@ -154,12 +145,12 @@ func (c *SeqChunk) AppendSamples(dst []storage.Sample) []storage.Sample {
 	b := c.body
 	_, off := binary.Uvarint(b)
 	base := int64(0)
-	for e, q := range c.seqs {
+	for _, en := range c.entries {
 		_, n := binary.Uvarint(b[off:])
 		off += n
 		var id []byte
-		shard, ref := c.shards[e], c.refs[e]
-		if q == 0 {
+		shard, ref := en.shard, en.ref
+		if en.seq == 0 {
 			l, n := binary.Uvarint(b[off:])
 			off += n
 			id = b[off : off+int(l) : off+int(l)]
@@ -248,17 +239,19 @@ func encodeSeqRequest(ns string, chunks []*SeqChunk, d *seqDefined, pool mem.Buf
 	body := 0
 	for _, c := range chunks {
 		body += len(c.body)
-		for e, q := range c.seqs {
+		for e := range c.entries {
+			en := &c.entries[e]
+			q := en.seq
 			if q == 0 || d.has(q) {
 				continue
 			}
 			d.add(q)
 			ndefs++
-			id := c.refs[e].ID() // the number's own, immutable ID
+			id := en.ref.ID() // the number's own, immutable ID
 			defs = binary.AppendUvarint(defs, uint64(q))
 			defs = binary.AppendUvarint(defs, uint64(len(id)))
 			defs = append(defs, id...)
-			defs = binary.AppendUvarint(defs, uint64(c.shards[e]))
+			defs = binary.AppendUvarint(defs, uint64(en.shard))
 		}
 	}
 	d.defs = defs
