@@ -355,3 +355,37 @@ func BenchmarkEncodeForReplicas(b *testing.B) {
 		})
 	}
 }
+
+// TestWriteChunksRefusalKeepsDefinitions: a request refused on its own
+// (a shard the node does not own) writes nothing but keeps the stream
+// and the numbers it defined: the next request names the series by
+// number only and is stored.
+func TestWriteChunksRefusalKeepsDefinitions(t *testing.T) {
+	ids := idsInDistinctShards(2)
+	db := &countingDB{Database: openStorage(t, commitlog.ModeAsync)}
+	c := serve(t, db, ownsOnly(shardOf(ids[0])), ServerOptions{}, ClientOptions{})
+	ws := c.NewWriteStream()
+	defer ws.Close()
+	coord := openStorage(t, commitlog.ModeAsync)
+	smp := samplesNearNow(2, 1)
+
+	both := refdBatch(t, coord, ids, smp[0].T)
+	_, err := ws.WriteChunks(context.Background(), testNS, []*SeqChunk{EncodeSeqChunk(both)})
+	require.Equal(t, codes.FailedPrecondition, Code(err), "%v", err)
+	var rerr *Error
+	require.ErrorAs(t, err, &rerr)
+	require.Equal(t, []uint32{shardOf(ids[1])}, rerr.Shards)
+	require.False(t, ws.Broken())
+	require.Zero(t, db.written.Load())
+	require.True(t, ws.seqs.has(uint32(both[0].Ref.Seq())), "defined by the refused request")
+
+	one := refdBatch(t, coord, ids[:1], smp[1].T)
+	w, err := encodeSeqRequest(testNS, []*SeqChunk{EncodeSeqChunk(one)}, &seqDefined{bits: append([]uint64(nil), ws.seqs.bits...), n: ws.seqs.n}, mem.DefaultBufferPool())
+	require.NoError(t, err)
+	require.False(t, bytes.Contains(w.bufs.Materialize(), ids[0]), "named by number only")
+	w.free()
+	res, err := ws.WriteChunks(context.Background(), testNS, []*SeqChunk{EncodeSeqChunk(one)})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Written)
+	require.Len(t, fetchOne(t, c, ids[0]), 1)
+}
