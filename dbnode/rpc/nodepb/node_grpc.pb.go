@@ -60,8 +60,9 @@ type NodeClient interface {
 	WriteBatch(ctx context.Context, in *WriteBatchRequest, opts ...grpc.CallOption) (*WriteBatchResponse, error)
 	// WriteStream is WriteBatch over one long-lived stream: each request is
 	// answered by one response, in order. A request may use the
-	// PAYLOAD_FORMAT_SERIES_HANDLES payload, whose series handles are
-	// defined by earlier requests of the same stream. A request refused on
+	// PAYLOAD_FORMAT_SERIES_HANDLES or PAYLOAD_FORMAT_SERIES_SEQS payload,
+	// whose series handles or numbers are defined by earlier requests of
+	// the same stream. A request refused on
 	// its own (shard not owned, bad series, storage unavailable) is answered
 	// with error_code set and the stream goes on; a payload that cannot be
 	// decoded ends the stream with InvalidArgument, since the handles it
@@ -261,8 +262,9 @@ type NodeServer interface {
 	WriteBatch(context.Context, *WriteBatchRequest) (*WriteBatchResponse, error)
 	// WriteStream is WriteBatch over one long-lived stream: each request is
 	// answered by one response, in order. A request may use the
-	// PAYLOAD_FORMAT_SERIES_HANDLES payload, whose series handles are
-	// defined by earlier requests of the same stream. A request refused on
+	// PAYLOAD_FORMAT_SERIES_HANDLES or PAYLOAD_FORMAT_SERIES_SEQS payload,
+	// whose series handles or numbers are defined by earlier requests of
+	// the same stream. A request refused on
 	// its own (shard not owned, bad series, storage unavailable) is answered
 	// with error_code set and the stream goes on; a payload that cannot be
 	// decoded ends the stream with InvalidArgument, since the handles it
