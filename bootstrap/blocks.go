@@ -268,7 +268,7 @@ func (b *Bootstrapper) fetchUnflushed(ctx context.Context, d *durability, c Peer
 			}
 			streams[i] = storage.SeriesStream{ID: s.ID, Stream: s.Stream, Histograms: s.Histograms}
 		}
-		if err := b.load(d, ns, shard, streams); err != nil {
+		if err := b.load(ctx, d, ns, shard, streams); err != nil {
 			return err
 		}
 		b.bytesIn.Add(bytes)

@@ -582,16 +582,29 @@ func orderPeers(peers []placement.Owner) []placement.Owner {
 // load writes one page of a peer's unflushed series into shard: in memory
 // and queued in the commit log when it returns, durable once d.wait
 // returns. A full commit log queue (the disk behind the stream, or live
-// writes filling it) is waited out once: this batch's own queued records
-// drain, then the page is loaded again.
-func (b *Bootstrapper) load(d *durability, ns string, shard uint32, streams []storage.SeriesStream) error {
+// writes filling it) is waited out: this batch's own queued records
+// drain (or, with none queued, a doubling backoff from 1 ms lets the
+// flusher write the others'), then the page is offered again, up to
+// queueFullTries times in all (about 0.1 s of backoff; nothing of a
+// refused page was written, so it is retried whole).
+func (b *Bootstrapper) load(ctx context.Context, d *durability, ns string, shard uint32, streams []storage.SeriesStream) error {
 	if len(streams) == 0 {
 		return nil
 	}
 	n, q, err := b.opts.DB.QueueStreams(ns, shard, streams)
-	if errors.Is(err, commitlog.ErrQueueFull) {
-		if werr := d.wait(); werr != nil {
+	backoff := time.Millisecond
+	for try := 1; errors.Is(err, commitlog.ErrQueueFull) && try < queueFullTries; try++ {
+		waited, werr := d.drain()
+		if werr != nil {
 			return fmt.Errorf("load streamed samples: %w", werr)
+		}
+		if waited == 0 {
+			// Others' records fill the queue (live writes, the other
+			// workers): give the flusher time to write them.
+			if serr := ctxsleep.Sleep(ctx, backoff); serr != nil {
+				return fmt.Errorf("load streamed samples: %w (waiting for commit log room: %w)", err, serr)
+			}
+			backoff *= 2
 		}
 		n, q, err = b.opts.DB.QueueStreams(ns, shard, streams)
 	}
@@ -610,11 +623,18 @@ func (b *Bootstrapper) load(d *durability, ns string, shard uint32, streams []st
 	return nil
 }
 
+// queueFullTries is how many times load offers a page to a full commit
+// log queue before failing the batch (its shards are retried next round).
+const queueFullTries = 8
+
 // maxQueuedSamples bounds the streamed samples one batch of shards keeps
-// queued in the commit log before waiting for them: each costs the
-// commit log queue (MaxPending, shared with live writes) about 40 bytes
-// plus its series ID until it is written.
-const maxQueuedSamples = 1 << 17
+// queued in the commit log before waiting for them. Each costs the commit
+// log queue (commitlog.maxPendingBytes, default 64 MiB, shared with live
+// writes, which get 503 when it is full) about 40 bytes plus its series ID
+// until it is written: with 4 workers and ~60-byte IDs at most ~13 MiB
+// when the disk lags. The waits are cheap: each page's write was started
+// when it was queued, so the oldest are usually durable already.
+const maxQueuedSamples = 1 << 15
 
 // durability collects the queued commit log writes of one batch of
 // shards: the shards may be marked bootstrapped only after wait returned
@@ -647,6 +667,12 @@ func (d *durability) add(q *storage.Queued, n int) error {
 // wait returns once everything added so far is durable, or the first
 // commit log error any of it (or an earlier wait) met.
 func (d *durability) wait() error {
+	_, err := d.drain()
+	return err
+}
+
+// drain is wait, also saying how many queued loads it waited for.
+func (d *durability) drain() (int, error) {
 	d.mu.Lock()
 	queued := d.queued
 	d.queued, d.samples = nil, 0
@@ -662,5 +688,5 @@ func (d *durability) wait() error {
 	if d.err == nil && len(errs) > 0 {
 		d.err = fmt.Errorf("streamed samples not durable: %w", errors.Join(errs...))
 	}
-	return d.err
+	return len(queued), d.err
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 	"github.com/tessera-tsdb/tessera/placement"
+	"github.com/uber-go/tally/v4"
 )
 
 // powerCutFS is the real file system, remembering for every file written
@@ -325,4 +327,38 @@ func TestUnflushedStreamingIsPaced(t *testing.T) {
 	due := time.Duration(float64(bytes) / rate * float64(time.Second))
 	require.GreaterOrEqual(t, took, due-50*time.Millisecond, "%d bytes at %d B/s", bytes, rate)
 	requireSeries(t, db, want)
+}
+
+// A commit log queue far smaller than what the bootstrap streams (the
+// disk lagging, or live writes filling it) refuses pages with
+// ErrQueueFull; the bootstrapper waits for its own queued pages to drain
+// and offers the page again, and the shards complete.
+func TestUnflushedStreamingWaitsOutAFullCommitLogQueue(t *testing.T) {
+	fp, want := unflushedPeer(t, 40, 360, 1)
+	scope := tally.NewTestScope("", nil)
+	db, err := storage.Open(storage.Options{Dir: t.TempDir(), Namespaces: []storage.NamespaceOptions{storagetest.Namespace()},
+		NumShards: numShards, Now: func() time.Time { return now }, CommitLogMode: commitlog.ModeSync,
+		Metrics: scope,
+		// A page is ~25 KiB estimated, a batch of shards may queue
+		// maxQueuedSamples (~2 MiB) before it waits.
+		CommitLogMaxPending: 1 << 20})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	store := &fakeStore{p: mkPlacement([]uint32{0, 1, 2, 3}, "p1")}
+	b := newDurableBootstrapper(t, db, store, fp)
+	p, err := store.Placement(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, b.Reconcile(context.Background(), client.NewMap(p)))
+	for sh := uint32(0); sh < numShards; sh++ {
+		st, _ := store.state(self, sh)
+		require.Equal(t, placement.Available, st, "shard %d", sh)
+	}
+	requireSeries(t, db, want)
+	full := int64(0)
+	for name, c := range scope.Snapshot().Counters() {
+		if strings.HasSuffix(name, "queue_full+") {
+			full += c.Value()
+		}
+	}
+	t.Logf("commit log refused %d pages as queue full", full)
 }

@@ -12,9 +12,14 @@
 #   2. starts node 4 (config/examples/three-node/node4.yml), runs
 #      `tessera placement add` for it and polls `placement get -o json`
 #      until no shard is INITIALIZING or LEAVING (balanced);
-#   3. reports the seconds from the add to balanced and what node 4
-#      streamed (its log's "bootstrap round finished" lines:
-#      samples_streamed, bytes_streamed), and samples/s over that time.
+#   3. reports add_to_bal, the seconds from the add to balanced (node 4
+#      ready, then the placement checked: nothing INITIALIZING or
+#      LEAVING), rounds_s, the time node 4's bootstrap rounds took (its
+#      log's "bootstrap round finished" lines), what node 4 streamed
+#      (samples_streamed, bytes_streamed from the same lines) and the
+#      samples/s and MB/s of streamed bytes over rounds_s. add_to_bal
+#      also holds the placement CLI's own start (seconds on a loaded box)
+#      and node 4 seeing the new placement.
 #
 # Every port is shifted by PORT_OFFSET (default 20130, a multiple of 10)
 # and every data dir is a fresh temp dir, removed at the end.
@@ -24,12 +29,14 @@
 #   ROUNDS=3 scripts/bootstrap-join.sh /tmp/base-tessera ./tessera
 #
 # Environment: ROUNDS (3), PORT_OFFSET (20130), BENCH_ARGS (the issue's
-# workload: 10,000 series x 720 samples at 10 s).
+# workload: 10,000 series x 720 samples at 10 s), OUT_DIR (node 4's
+# bootstrap log lines per run, default /tmp/bootstrap-join).
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
 OFF=${PORT_OFFSET:-20130}
 BENCH_ARGS=${BENCH_ARGS:---series 10000 --samples 720 --interval 10s}
+OUT_DIR=${OUT_DIR:-/tmp/bootstrap-join}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 work=$(mktemp -d /tmp/bootstrap-join.XXXXXX)
@@ -143,35 +150,52 @@ join() { # BIN DIR -> "seconds samples bytes"
 	t0=$(date +%s.%N)
 	"$bin" placement --endpoints "$ep" add \
 		--instance "id=node4,group=rack1,endpoint=127.0.0.1:$(port 9004),http=127.0.0.1:$(port 7204)" >"$dir/add.log" 2>&1
+	local tadd
+	tadd=$(date +%s.%N)
+	# Node 4 turns ready when its watch shows none of its shards
+	# INITIALIZING: after the mark-available CAS, which drops the LEAVING
+	# copies in the same transaction. curl polls cheaply; the placement
+	# itself is then checked (a CLI run costs a second or more here).
+	n=err
 	for i in $(seq 1 6000); do
-		n=$(moving "$bin" "$ep" || echo err)
-		if [ "$n" = 0 ]; then
-			break
+		if curl -fsS -o /dev/null "http://127.0.0.1:$(port 7204)/ready" 2>/dev/null; then
+			t1=$(date +%s.%N)
+			n=$(moving "$bin" "$ep" || echo err)
+			if [ "$n" = 0 ]; then
+				break
+			fi
 		fi
 		sleep 0.05
 	done
-	t1=$(date +%s.%N)
 	if [ "$n" != 0 ]; then
 		echo "not balanced after 300 s (moving: $n)" >&2
 		tail -5 "$dir/node4.log" >&2
 		return 1
 	fi
 	stop_all
+	mkdir -p "$OUT_DIR"
+	{
+		echo "placement add started $(date -u -d "@$t0" +%H:%M:%S.%N), returned $(date -u -d "@$tadd" +%H:%M:%S.%N), balanced seen $(date -u -d "@$t1" +%H:%M:%S.%N)"
+		grep -E 'bootstrap (starting|round finished)' "$dir/node4.log" || true
+	} >"$OUT_DIR/$(basename "$dir").node4-rounds.log"
 	local samples bytes
 	samples=$(grep -o 'samples_streamed=[0-9]*' "$dir/node4.log" | tail -1 | cut -d= -f2)
 	bytes=$(grep -o 'bytes_streamed=[0-9]*' "$dir/node4.log" | tail -1 | cut -d= -f2)
-	echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') ${samples:-0} ${bytes:-0}"
+	local took
+	took=$(grep 'bootstrap round finished' "$dir/node4.log" | grep -o 'took=[0-9.]*[mµ]*s' | cut -d= -f2 |
+		awk '{v=$1; if (v ~ /ms$/) {sub(/ms$/, "", v); v /= 1000} else if (v ~ /µs$/) {sub(/µs$/, "", v); v /= 1e6} else {sub(/s$/, "", v)}; t += v} END {printf "%.2f", t}')
+	echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') $took ${samples:-0} ${bytes:-0}"
 }
 
 echo "load before: $(cat /proc/loadavg)"
-printf '%-4s %-24s %10s %10s %12s %12s %8s %6s\n' round binary seconds samples samples_per_s MB_per_s MB load1
+printf '%-4s %-24s %9s %9s %10s %12s %9s %7s %6s\n' round binary add_to_bal rounds_s samples samples_per_s MB_per_s MB load1
 for r in $(seq 1 "$ROUNDS"); do
 	for bin in "${bins[@]}"; do
 		d="$work/r$r-$(basename "$bin")"
-		read -r secs samples bytes < <(join "$bin" "$d")
+		read -r secs took samples bytes < <(join "$bin" "$d")
 		load=$(cut -d' ' -f1 /proc/loadavg)
-		awk -v r="$r" -v b="$(basename "$bin")" -v s="$secs" -v n="$samples" -v by="$bytes" -v l="$load" \
-			'BEGIN {printf "%-4s %-24s %10s %10s %12.0f %12.2f %8.1f %6s\n", r, b, s, n, n / s, by / s / 1e6, by / 1e6, l}'
+		awk -v r="$r" -v b="$(basename "$bin")" -v s="$secs" -v k="$took" -v n="$samples" -v by="$bytes" -v l="$load" \
+			'BEGIN {printf "%-4s %-24s %9s %9s %10s %12.0f %9.2f %7.1f %6s\n", r, b, s, k, n, n / k, by / k / 1e6, by / 1e6, l}'
 		rm -rf "$d"
 	done
 done
