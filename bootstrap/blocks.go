@@ -134,19 +134,25 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 			}
 		}
 		// Unflushed memory: per shard from the first peer that answers,
-		// fetchConcurrency shards at once (their commit log fsyncs are
-		// then group-committed together).
+		// fetchConcurrency shards at once. Pages are queued in the commit
+		// log without waiting for each fsync (it starts at once and
+		// overlaps the next fetches); the batch's shards are durable when
+		// d.wait returns, before they may be marked bootstrapped.
+		d := &durability{}
 		err = parallel(ctx, fetchConcurrency, len(shards), func(ctx context.Context, i int) error {
 			sh := shards[i]
 			var err error
 			for j, c := range clients {
-				if err = b.fetchUnflushed(ctx, db, c, ns.Name, sh); err == nil {
+				if err = b.fetchUnflushed(ctx, d, c, ns.Name, sh); err == nil {
 					return nil
 				}
 				err = fmt.Errorf("peer %s: %w", ordered[j].InstanceID, err)
 			}
 			return fmt.Errorf("unflushed data of shard %d: %w", sh, err)
 		})
+		if werr := d.wait(); err == nil {
+			err = werr
+		}
 		if err != nil {
 			return err
 		}
@@ -245,7 +251,7 @@ func (b *Bootstrapper) fetchBlock(ctx context.Context, clients []Peer, owners []
 	return nil, fmt.Errorf("block %d of shard %d: no holder answered: %w", start, shard, errors.Join(errs...))
 }
 
-func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c Peer, ns string, shard uint32) error {
+func (b *Bootstrapper) fetchUnflushed(ctx context.Context, d *durability, c Peer, ns string, shard uint32) error {
 	var after []byte
 	for {
 		resp, err := c.FetchUnflushed(ctx, &rpc.FetchUnflushedRequest{Namespace: ns, Shard: shard, After: after, MaxBytes: pageBytes,
@@ -262,7 +268,7 @@ func (b *Bootstrapper) fetchUnflushed(ctx context.Context, db DB, c Peer, ns str
 			}
 			streams[i] = storage.SeriesStream{ID: s.ID, Stream: s.Stream, Histograms: s.Histograms}
 		}
-		if err := b.load(ns, shard, streams); err != nil {
+		if err := b.load(ctx, d, ns, shard, streams); err != nil {
 			return err
 		}
 		b.bytesIn.Add(bytes)

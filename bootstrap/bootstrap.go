@@ -42,6 +42,7 @@ import (
 	"github.com/uber-go/tally/v4"
 
 	"github.com/tessera-tsdb/tessera/client"
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/internal/ctxsleep"
@@ -99,10 +100,10 @@ type Store interface {
 
 // DB is the storage the bootstrap loads into: sealed blocks as they were
 // streamed (several at once, so their fsyncs overlap), unflushed series
-// through the commit log.
+// through the commit log (queued, waited for once per batch of shards).
 type DB interface {
 	LoadBlocks(ns string, blocks []storage.StreamedBlock) error
-	LoadStreams(ns string, shard uint32, series []storage.SeriesStream) (int, error)
+	QueueStreams(ns string, shard uint32, series []storage.SeriesStream) (int, *storage.Queued, error)
 	Namespaces() []storage.NamespaceOptions
 }
 
@@ -578,12 +579,35 @@ func orderPeers(peers []placement.Owner) []placement.Owner {
 	return out
 }
 
-// load writes one page of a peer's unflushed series into shard.
-func (b *Bootstrapper) load(ns string, shard uint32, streams []storage.SeriesStream) error {
+// load writes one page of a peer's unflushed series into shard: in memory
+// and queued in the commit log when it returns, durable once d.wait
+// returns. A full commit log queue (the disk behind the stream, or live
+// writes filling it) is waited out: this batch's own queued records
+// drain (or, with none queued, a doubling backoff from 1 ms lets the
+// flusher write the others'), then the page is offered again, up to
+// queueFullTries times in all (about 0.1 s of backoff; nothing of a
+// refused page was written, so it is retried whole).
+func (b *Bootstrapper) load(ctx context.Context, d *durability, ns string, shard uint32, streams []storage.SeriesStream) error {
 	if len(streams) == 0 {
 		return nil
 	}
-	n, err := b.opts.DB.LoadStreams(ns, shard, streams)
+	n, q, err := b.opts.DB.QueueStreams(ns, shard, streams)
+	backoff := time.Millisecond
+	for try := 1; errors.Is(err, commitlog.ErrQueueFull) && try < queueFullTries; try++ {
+		waited, werr := d.drain()
+		if werr != nil {
+			return fmt.Errorf("load streamed samples: %w", werr)
+		}
+		if waited == 0 {
+			// Others' records fill the queue (live writes, the other
+			// workers): give the flusher time to write them.
+			if serr := ctxsleep.Sleep(ctx, backoff); serr != nil {
+				return fmt.Errorf("load streamed samples: %w (waiting for commit log room: %w)", err, serr)
+			}
+			backoff *= 2
+		}
+		n, q, err = b.opts.DB.QueueStreams(ns, shard, streams)
+	}
 	var rej *storage.RejectedError
 	if errors.As(err, &rej) {
 		err = nil // out of retention by now: nothing to keep
@@ -591,7 +615,78 @@ func (b *Bootstrapper) load(ns string, shard uint32, streams []storage.SeriesStr
 	if err != nil {
 		return fmt.Errorf("load streamed samples: %w", err)
 	}
+	if err := d.add(q, n); err != nil {
+		return fmt.Errorf("load streamed samples: %w", err)
+	}
 	b.samples.Add(int64(n))
 	b.mSamples.Inc(int64(n))
 	return nil
+}
+
+// queueFullTries is how many times load offers a page to a full commit
+// log queue before failing the batch (its shards are retried next round).
+const queueFullTries = 8
+
+// maxQueuedSamples bounds the streamed samples one batch of shards keeps
+// queued in the commit log before waiting for them. Each costs the commit
+// log queue (commitlog.maxPendingBytes, default 64 MiB, shared with live
+// writes, which get 503 when it is full) about 40 bytes plus its series ID
+// until it is written: with 4 workers and ~60-byte IDs at most ~13 MiB
+// when the disk lags. The waits are cheap: each page's write was started
+// when it was queued, so the oldest are usually durable already.
+const maxQueuedSamples = 1 << 15
+
+// durability collects the queued commit log writes of one batch of
+// shards: the shards may be marked bootstrapped only after wait returned
+// nil. The fsyncs themselves started when each page was queued
+// (storage.QueueStreams), so wait is mostly a formality unless the disk
+// is behind.
+type durability struct {
+	mu      sync.Mutex
+	queued  []*storage.Queued
+	samples int
+	err     error // the first failed wait: the batch is not durable
+}
+
+// add records q; past maxQueuedSamples it waits for everything queued.
+func (d *durability) add(q *storage.Queued, n int) error {
+	if q == nil {
+		return nil
+	}
+	d.mu.Lock()
+	d.queued = append(d.queued, q)
+	d.samples += n
+	full := d.samples >= maxQueuedSamples
+	d.mu.Unlock()
+	if full {
+		return d.wait()
+	}
+	return nil
+}
+
+// wait returns once everything added so far is durable, or the first
+// commit log error any of it (or an earlier wait) met.
+func (d *durability) wait() error {
+	_, err := d.drain()
+	return err
+}
+
+// drain is wait, also saying how many queued loads it waited for.
+func (d *durability) drain() (int, error) {
+	d.mu.Lock()
+	queued := d.queued
+	d.queued, d.samples = nil, 0
+	d.mu.Unlock()
+	var errs []error
+	for _, q := range queued {
+		if err := q.Wait(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err == nil && len(errs) > 0 {
+		d.err = fmt.Errorf("streamed samples not durable: %w", errors.Join(errs...))
+	}
+	return len(queued), d.err
 }

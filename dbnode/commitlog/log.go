@@ -409,6 +409,17 @@ func (t Ticket) Wait() error {
 	return t.g.err
 }
 
+// Start asks for the ticket's group to be written and fsynced now, without
+// waiting for it. A caller that queues many batches before it waits (peer
+// bootstrap waits once per batch of shards) lets the fsyncs of its early
+// batches overlap its later work instead of paying them at the end.
+// Wait must still be called.
+func (t Ticket) Start() {
+	if t.g != nil {
+		t.l.kickFlusher()
+	}
+}
+
 // kickFlusher asks the flusher for a flush of everything queued. A kick
 // made after a batch was queued always reaches a flush that takes it: if
 // one is already pending, that flush has not swapped the queue yet.

@@ -55,6 +55,18 @@ func NewIterator(stream []byte) Iterator {
 	return it
 }
 
+// StreamLen is the sample count a stream's header claims, for sizing what
+// will hold its samples; 0 for a stream too short or of another format. It
+// is capped at what the stream's bytes could hold (every sample takes at
+// least two bits), so a corrupt or hostile header cannot make a caller
+// allocate more than a few times the stream's size.
+func StreamLen(stream []byte) int {
+	if len(stream) < streamHeaderLen || stream[0] != streamFormat {
+		return 0
+	}
+	return min(int(binary.LittleEndian.Uint32(stream[1:5])), 1+4*(len(stream)-streamHeaderLen))
+}
+
 // reset points it at the start of a non-empty stream.
 func (it *streamIterator) reset(stream []byte) error {
 	*it = streamIterator{}

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 )
@@ -129,18 +130,18 @@ func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, max
 		if after != nil && s.id <= string(after) {
 			continue
 		}
-		its := s.iterators(-1<<62, 1<<62)
-		hits := s.histIterators(-1<<62, 1<<62)
-		if len(its)+len(hits) == 0 {
-			continue
-		}
-		var stream []byte
-		n := 0
-		if len(its) > 0 {
-			var err error
-			if stream, n, err = encoding.Encode(mergeAll(its)); err != nil {
-				return nil, false, fmt.Errorf("encode unflushed series of shard %d: %w", shard, err)
+		stream, n, sole := s.soleStream()
+		if !sole {
+			if its := s.iterators(-1<<62, 1<<62); len(its) > 0 {
+				var err error
+				if stream, n, err = encoding.Encode(mergeAll(its)); err != nil {
+					return nil, false, fmt.Errorf("encode unflushed series of shard %d: %w", shard, err)
+				}
 			}
+		}
+		hits := s.histIterators(-1<<62, 1<<62)
+		if n == 0 && len(hits) == 0 {
+			continue
 		}
 		var hist [][]byte
 		hn := 0
@@ -178,32 +179,101 @@ func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, max
 // the others are written and counted; with any other error, 0. A stream
 // that does not decode fails the call before anything is written.
 func (db *Database) LoadStreams(nsName string, shard uint32, series []SeriesStream) (int, error) {
+	n, q, err := db.QueueStreams(nsName, shard, series)
+	if werr := q.Wait(); werr != nil {
+		return 0, werr
+	}
+	return n, err
+}
+
+// Queued is samples QueueStreams put in memory whose commit log records
+// are queued (and already being written) but not known durable yet. A
+// nil *Queued has nothing to wait for.
+type Queued struct {
+	floats queuedWrite
+	hists  queuedHist
+}
+
+// Wait returns once the samples are durable (sync mode: fsynced), or the
+// commit log's error, after which none of them may be counted durable
+// (they stay in memory; loading the same series again is idempotent). It
+// must be called for every Queued that QueueStreams returned, before
+// anything relies on the samples' durability (marking a bootstrapped
+// shard available); calls after the first return nil. Not for concurrent
+// use.
+func (q *Queued) Wait() error {
+	if q == nil {
+		return nil
+	}
+	ferr := q.floats.wait()
+	herr := q.hists.wait()
+	return errors.Join(ferr, herr)
+}
+
+// QueueStreams is LoadStreams without the commit log wait: the samples
+// are in memory and their records queued and handed to the commit log's
+// flusher when it returns, and the caller waits (Queued.Wait) before
+// counting them durable. Peer bootstrap loads a few thousand small pages
+// per joining node: waiting for each page's fsync serialised the stream
+// behind the disk, while one wait per batch of shards keeps the shard as
+// durable before it is marked available. On an error other than a
+// *RejectedError the returned Queued is nil (whatever was queued has been
+// waited for), so the caller may retry the page whole.
+func (db *Database) QueueStreams(nsName string, shard uint32, series []SeriesStream) (int, *Queued, error) {
 	ns, err := db.namespace(nsName)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if shard >= db.opts.NumShards {
-		return 0, fmt.Errorf("load streams: shard %d out of range", shard)
+		return 0, nil, fmt.Errorf("load streams: shard %d out of range", shard)
 	}
+	// Floats are decoded straight into the commit log entries (pooled
+	// scratch, no intermediate []Sample), which memory is then written
+	// from; histograms go through the histogram write path.
 	n := 0
 	for _, s := range series {
-		n += len(s.Stream) / 2 // a guess: most samples take under 2 bytes
+		n += encoding.StreamLen(s.Stream)
 	}
-	batch := make([]Sample, 0, n)
+	sc := db.getScratch(n)
+	release := true
+	defer func() {
+		if release {
+			db.putScratch(sc)
+		}
+	}()
+	now := db.opts.Now()
+	// Streamed samples are history: only retention and bufferFuture
+	// refuse them (never the cold-write rule), so one range test per
+	// sample suffices and check only runs to explain a refusal.
+	nowMs := now.UnixMilli()
+	lo, hi := nowMs-ns.opts.Retention.Milliseconds(), nowMs+ns.opts.BufferFuture.Milliseconds()
+	var rejected *RejectedError
 	var hist []HistogramSample
 	sh := ns.shard(shard)
+	idx := 0
 	for _, s := range series {
 		var se *Series
 		it := encoding.NewIterator(s.Stream)
 		for it.Next() {
+			t, v := it.At()
+			idx++
+			if t < lo || t > hi {
+				reason, msg := ns.check(t, now)
+				if rejected == nil {
+					rejected = &RejectedError{}
+				}
+				rejected.add(SampleError{Index: idx - 1, Reason: reason, Msg: msg})
+				db.metrics.rejected[reason].Inc(1)
+				continue
+			}
 			if se == nil {
 				se, _ = sh.getOrCreateUpTo(ns, hashID(s.ID), s.ID, 0) // 0: no limit
 			}
-			t, v := it.At()
-			batch = append(batch, Sample{ID: s.ID, Shard: shard, T: t, V: v, Ref: se})
+			sc.series = append(sc.series, se)
+			sc.entries = append(sc.entries, commitlog.Entry{Namespace: nsName, ID: se.ID(), Ref: &se.clRef, T: t, V: v})
 		}
 		if err := it.Err(); err != nil {
-			return 0, fmt.Errorf("decode streamed series %q of shard %d: %w", s.ID, shard, err)
+			return 0, nil, fmt.Errorf("decode streamed series %q of shard %d: %w", s.ID, shard, err)
 		}
 		if len(s.Histograms) == 0 {
 			continue
@@ -226,35 +296,46 @@ func (db *Database) LoadStreams(nsName string, shard uint32, series []SeriesStre
 			hist = append(hist, hs)
 		}
 		if err := hit.Err(); err != nil {
-			return 0, fmt.Errorf("decode streamed histograms of series %q of shard %d: %w", s.ID, shard, err)
+			return 0, nil, fmt.Errorf("decode streamed histograms of series %q of shard %d: %w", s.ID, shard, err)
 		}
 	}
 	written := 0
 	var refused []error
-	load := func(n int, err error) error {
+	if rejected != nil {
+		refused = append(refused, rejected)
+	}
+	q := &Queued{}
+	fail := func(err error) (int, *Queued, error) {
+		_ = q.Wait() // release what was queued; err is what failed
+		return 0, nil, err
+	}
+	if len(sc.entries) > 0 {
+		release = false // the queued write owns sc now
+		w, err := db.logAndApplyEntries(ns, shard, sc)
+		if err != nil {
+			return fail(fmt.Errorf("write batch to namespace %s: %w", nsName, err))
+		}
+		w.nsName = nsName
+		q.floats = w
+		written += w.n
+		q.floats.ticket.Start()
+	}
+	if len(hist) > 0 {
+		var err error
+		q.hists, err = db.queueHistograms(nsName, hist, true)
 		var rej *RejectedError
 		switch {
 		case errors.As(err, &rej):
-			written += n - rej.Total
+			written += len(hist) - rej.Total
 			refused = append(refused, err)
 		case err != nil:
-			return err
+			return fail(err)
 		default:
-			written += n
+			written += len(hist)
 		}
-		return nil
+		q.hists.ticket.Start()
 	}
-	if len(batch) > 0 {
-		if err := load(len(batch), db.writeBatch(nsName, batch, true)); err != nil {
-			return 0, err
-		}
-	}
-	if len(hist) > 0 {
-		if err := load(len(hist), db.writeHistograms(nsName, hist, true)); err != nil {
-			return 0, err
-		}
-	}
-	return written, errors.Join(refused...)
+	return written, q, errors.Join(refused...)
 }
 
 // LoadBlock installs a sealed block streamed from a peer. With no local

@@ -191,3 +191,77 @@ func TestLoadStreamsFromUnflushed(t *testing.T) {
 	_, err = dst.LoadStreams("default", 64, nil)
 	require.ErrorContains(t, err, "shard 64 out of range")
 }
+
+// QueueStreams puts the samples in memory before their commit log record
+// is durable and leaves the wait to the caller; what it refuses (out of
+// retention, too far in the future) is counted out, the rest is taken,
+// and after Wait the samples are replayed from the commit log.
+func TestQueueStreamsWaitMakesDurable(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	dstOpts := testOpts(t.TempDir(), clk)
+	dst := openDB(t, dstOpts)
+	base := ms(t0)
+	id := sid("q", "i", "0")
+	enc := encoding.NewEncoder()
+	old := base - (72 * time.Hour).Milliseconds() // past the 48h retention
+	future := ms(clk.Now()) + (time.Hour).Milliseconds()
+	for _, ts := range []int64{old, base + 1000, base + 2000, base + 3000, future} {
+		require.NoError(t, enc.Append(ts, float64(ts)/1000))
+	}
+	n, q, err := dst.QueueStreams("default", dst.Shard(id), []SeriesStream{{ID: id, Stream: enc.Bytes()}})
+	var rej *RejectedError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, 2, rej.Total, "the sample out of retention and the one too far ahead")
+	require.Equal(t, 3, n)
+	require.Equal(t, []tv{{base + 1000, float64(base+1000) / 1000}, {base + 2000, float64(base+2000) / 1000}, {base + 3000, float64(base+3000) / 1000}},
+		readAll(t, dst, id, base, base+10_000), "in memory before the wait")
+	require.NoError(t, q.Wait())
+	require.NoError(t, q.Wait(), "a second wait is a no-op")
+	var none *Queued
+	require.NoError(t, none.Wait())
+	require.NoError(t, dst.Close())
+	dst = openDB(t, dstOpts)
+	require.Len(t, readAll(t, dst, id, base, base+10_000), 3, "replayed from the commit log")
+}
+
+// ReadUnflushed sends a series held in one stream of one bucket as it is
+// (no decode and re-encode): the bytes equal what re-encoding gives, and
+// a series written out of order (several streams) or over two blocks
+// still reads back merged.
+func TestReadUnflushedSoleStreamAsReencoded(t *testing.T) {
+	clk := &clock{t: t0.Add(150 * time.Minute)}
+	src := openDB(t, testOpts(t.TempDir(), clk))
+	base := ms(t0)
+	inOrder, outOfOrder, twoBlocks := sid("u", "k", "in"), sid("u", "k", "ooo"), sid("u", "k", "two")
+	require.NoError(t, src.WriteBatch("default", samples(src, inOrder, base+1000, base+2000, base+3500)))
+	require.NoError(t, src.WriteBatch("default", samples(src, outOfOrder, base+3000, base+1000, base+2000)))
+	require.NoError(t, src.WriteBatch("default", samples(src, twoBlocks, base+1000, base+(2*time.Hour).Milliseconds()+1000)))
+	got := map[string]SeriesStream{}
+	for sh := uint32(0); sh < src.NumShards(); sh++ {
+		mem, _, err := src.ReadUnflushed("default", sh, nil, 1<<20)
+		require.NoError(t, err)
+		for _, s := range mem {
+			got[string(s.ID)] = s
+		}
+	}
+	for _, id := range [][]byte{inOrder, outOfOrder, twoBlocks} {
+		s, ok := got[string(id)]
+		require.True(t, ok, "%s", id)
+		want, _, err := encoding.Encode(mergeAll(mustIterators(t, src, id)))
+		require.NoError(t, err)
+		require.Equal(t, want, s.Stream, "%s", id)
+	}
+	require.Equal(t, 3, encoding.StreamLen(got[string(outOfOrder)].Stream))
+}
+
+func mustIterators(t *testing.T, db *Database, id []byte) []encoding.Iterator {
+	t.Helper()
+	ns, err := db.namespace("default")
+	require.NoError(t, err)
+	sh := ns.existingShard(db.Shard(id))
+	sh.mu.RLock()
+	se := sh.series.get(hashID(id), id)
+	sh.mu.RUnlock()
+	require.NotNil(t, se)
+	return se.iterators(-1<<62, 1<<62)
+}

@@ -284,9 +284,51 @@ func (db *Database) LoadBatch(nsName string, batch []Sample) error {
 }
 
 func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) error {
+	w, err := db.queueBatch(nsName, batch, bootstrap)
+	if werr := w.wait(); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// queuedWrite is a batch in memory whose commit log record is queued:
+// wait returns once it is durable (or its group failed). The zero value
+// has nothing to wait for. It is a value, not a closure, so the write
+// path allocates nothing for it.
+type queuedWrite struct {
+	db     *Database
+	ticket commitlog.Ticket
+	sc     *writeScratch // back to the pool after the wait; nil: none
+	nsName string
+	n      int
+}
+
+// wait waits for the commit log exactly once and releases the scratch.
+func (w *queuedWrite) wait() error {
+	db := w.db
+	if db == nil {
+		return nil
+	}
+	w.db = nil
+	err := w.ticket.Wait()
+	db.putScratch(w.sc)
+	w.sc = nil
+	if err != nil {
+		return fmt.Errorf("write batch to namespace %s: %w", w.nsName, err)
+	}
+	db.metrics.written.Inc(int64(w.n))
+	return nil
+}
+
+// queueBatch is writeBatch up to the commit log wait: the accepted samples
+// are in memory and queued in the commit log when it returns, and the
+// caller waits (queuedWrite.wait) before counting them durable. err is a
+// *RejectedError (the others were taken) or a failure (nothing to wait
+// for: the caller may retry the batch whole).
+func (db *Database) queueBatch(nsName string, batch []Sample, bootstrap bool) (queuedWrite, error) {
 	ns, err := db.namespace(nsName)
 	if err != nil {
-		return err
+		return queuedWrite{}, err
 	}
 	now := db.opts.Now()
 	var rejected *RejectedError
@@ -295,7 +337,6 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 		maxSeries = 0
 	}
 	sc := db.getScratch(len(batch))
-	defer db.putScratch(sc)
 	// Each accepted sample's series is found (or created) before the
 	// commit log write, so the log can record it by the ref kept in the
 	// series and memory is written without a second lookup. A series
@@ -337,47 +378,87 @@ func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) er
 		sc.index = append(sc.index, int32(i))
 		sc.entries = append(sc.entries, commitlog.Entry{Namespace: nsName, ID: se.ID(), Ref: &se.clRef, T: s.T, V: s.V})
 	}
-	if len(sc.entries) > 0 {
-		if err := db.logAndApply(ns, batch, sc); err != nil {
-			return fmt.Errorf("write batch to namespace %s: %w", nsName, err)
+	if len(sc.entries) == 0 {
+		db.putScratch(sc)
+	} else {
+		w, err := db.logAndApply(ns, batch, sc)
+		if err != nil {
+			return queuedWrite{}, fmt.Errorf("write batch to namespace %s: %w", nsName, err)
 		}
-		db.metrics.written.Inc(int64(len(sc.entries)))
+		w.nsName = nsName
+		if rejected != nil {
+			return w, rejected
+		}
+		return w, nil
 	}
 	if rejected != nil {
-		return rejected
+		return queuedWrite{}, rejected
 	}
-	return nil
+	return queuedWrite{}, nil
 }
 
-// logAndApply queues the accepted samples in the commit log, applies them
-// to memory, and only then waits for the log: requests that arrive while
-// this one applies join its commit log group and share its fsync. Memory
-// may thus briefly hold samples not yet durable, and keeps them if the log
+// logAndApply queues the accepted samples in the commit log and applies
+// them to memory; the caller then waits for the log (the returned
+// queuedWrite, which owns sc from here): requests that arrive while this
+// one applies join its commit log group and share its fsync. Memory may
+// thus briefly hold samples not yet durable, and keeps them if the log
 // then fails; the caller is told the batch failed and retries it, which
 // rewrites the same samples.
 //
-// The wait is deferred: the queued entries live in sc, which goes back to
-// the pool when writeBatch returns, so even a panic while applying must
-// not leave them queued and unwritten.
-func (db *Database) logAndApply(ns *namespace, batch []Sample, sc *writeScratch) (err error) {
+// On a failure it has already waited (the queued entries live in sc, which
+// must not go back to the pool while queued, even when applying panics)
+// and released sc.
+func (db *Database) logAndApply(ns *namespace, batch []Sample, sc *writeScratch) (w queuedWrite, err error) {
 	db.writeMu.RLock()
 	defer db.writeMu.RUnlock()
 	ticket, err := db.cl.Enqueue(sc.entries)
 	if err != nil {
-		return err
+		db.putScratch(sc)
+		return queuedWrite{}, err
 	}
+	w = queuedWrite{db: db, ticket: ticket, sc: sc, n: len(sc.entries)}
+	ok := false
 	defer func() {
-		if werr := ticket.Wait(); err == nil {
-			err = werr
+		if !ok {
+			_ = w.wait() // the apply error is the one reported
 		}
 	}()
 	for k, se := range sc.series {
 		s := &batch[sc.index[k]]
 		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V); err != nil {
-			return err
+			return queuedWrite{}, err
 		}
 	}
-	return nil
+	ok = true
+	return w, nil
+}
+
+// logAndApplyEntries is logAndApply for entries of one shard that no
+// caller batch stands behind (streamed series): memory is written from the
+// entries themselves.
+func (db *Database) logAndApplyEntries(ns *namespace, shard uint32, sc *writeScratch) (w queuedWrite, err error) {
+	db.writeMu.RLock()
+	defer db.writeMu.RUnlock()
+	ticket, err := db.cl.Enqueue(sc.entries)
+	if err != nil {
+		db.putScratch(sc)
+		return queuedWrite{}, err
+	}
+	w = queuedWrite{db: db, ticket: ticket, sc: sc, n: len(sc.entries)}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = w.wait() // the apply error is the one reported
+		}
+	}()
+	for k, se := range sc.series {
+		e := &sc.entries[k]
+		if _, err = db.applyTo(ns, shard, se, e.T, e.V); err != nil {
+			return queuedWrite{}, err
+		}
+	}
+	ok = true
+	return w, nil
 }
 
 // writeScratch is the per-call working memory of writeBatch, pooled: the

@@ -246,9 +246,40 @@ func (db *Database) LoadHistograms(nsName string, batch []HistogramSample) error
 }
 
 func (db *Database) writeHistograms(nsName string, batch []HistogramSample, bootstrap bool) error {
+	w, err := db.queueHistograms(nsName, batch, bootstrap)
+	if werr := w.wait(); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// queuedHist is queuedWrite for histogram samples.
+type queuedHist struct {
+	db     *Database
+	ticket commitlog.Ticket
+	nsName string
+	n      int
+}
+
+func (w *queuedHist) wait() error {
+	db := w.db
+	if db == nil {
+		return nil
+	}
+	w.db = nil
+	if err := w.ticket.Wait(); err != nil {
+		return fmt.Errorf("write histograms to namespace %s: %w", w.nsName, err)
+	}
+	db.metrics.written.Inc(int64(w.n))
+	db.metrics.histWritten.Inc(int64(w.n))
+	return nil
+}
+
+// queueHistograms is queueBatch for histogram samples.
+func (db *Database) queueHistograms(nsName string, batch []HistogramSample, bootstrap bool) (queuedHist, error) {
 	ns, err := db.namespace(nsName)
 	if err != nil {
-		return err
+		return queuedHist{}, err
 	}
 	now := db.opts.Now()
 	var rejected *RejectedError
@@ -297,17 +328,18 @@ func (db *Database) writeHistograms(nsName string, batch []HistogramSample, boot
 		index = append(index, int32(i))
 		entries = append(entries, commitlog.HistEntry{Namespace: nsName, ID: se.ID(), Ref: &se.clRef, T: s.T, H: s.H, FH: s.FH})
 	}
+	var w queuedHist
 	if len(entries) > 0 {
-		if err := db.logAndApplyHist(ns, batch, series, index, entries); err != nil {
-			return fmt.Errorf("write histograms to namespace %s: %w", nsName, err)
+		ticket, err := db.logAndApplyHist(ns, batch, series, index, entries)
+		if err != nil {
+			return queuedHist{}, fmt.Errorf("write histograms to namespace %s: %w", nsName, err)
 		}
-		db.metrics.written.Inc(int64(len(entries)))
-		db.metrics.histWritten.Inc(int64(len(entries)))
+		w = queuedHist{db: db, ticket: ticket, nsName: nsName, n: len(entries)}
 	}
 	if rejected != nil {
-		return rejected
+		return w, rejected
 	}
-	return nil
+	return w, nil
 }
 
 // checkHistogram refuses what Prometheus' TSDB refuses (Validate) and
@@ -329,26 +361,29 @@ func checkHistogram(h *histogram.Histogram, fh *histogram.FloatHistogram) error 
 	}
 }
 
-// logAndApplyHist is logAndApply for histogram samples.
-func (db *Database) logAndApplyHist(ns *namespace, batch []HistogramSample, series []*Series, index []int32, entries []commitlog.HistEntry) (err error) {
+// logAndApplyHist is logAndApply for histogram samples: it returns the
+// ticket to wait on, or, having waited already, the error.
+func (db *Database) logAndApplyHist(ns *namespace, batch []HistogramSample, series []*Series, index []int32, entries []commitlog.HistEntry) (_ commitlog.Ticket, err error) {
 	db.writeMu.RLock()
 	defer db.writeMu.RUnlock()
 	ticket, err := db.cl.EnqueueWith(nil, entries)
 	if err != nil {
-		return err
+		return commitlog.Ticket{}, err
 	}
+	ok := false
 	defer func() {
-		if werr := ticket.Wait(); err == nil {
-			err = werr
+		if !ok {
+			_ = ticket.Wait() // the apply error is the one reported
 		}
 	}()
 	for k, se := range series {
 		s := &batch[index[k]]
 		if s.Ref, err = db.applyHistTo(ns, s.Shard, se, s.T, s.H, s.FH); err != nil {
-			return err
+			return commitlog.Ticket{}, err
 		}
 	}
-	return nil
+	ok = true
+	return ticket, nil
 }
 
 // applyHistTo is applyTo for a histogram sample.

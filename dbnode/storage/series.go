@@ -135,6 +135,24 @@ func (s *Series) iterators(from, to int64) []encoding.Iterator {
 	return s.appendIteratorsLocked(nil, from, to)
 }
 
+// soleStream returns a copy of the series' float samples and their count
+// when they are all in one stream of one bucket (a series written in
+// order within one block: nearly every series), so ReadUnflushed can send
+// them as they are instead of decoding and re-encoding them (the bytes
+// are those re-encoding would give). ok is false otherwise.
+func (s *Series) soleStream() (stream []byte, n int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.buckets.len() != 1 {
+		return nil, 0, false
+	}
+	b := s.buckets.first
+	if b.more != nil || b.first.Len() == 0 {
+		return nil, 0, false
+	}
+	return append([]byte(nil), b.first.Bytes()...), b.first.Len(), true
+}
+
 // readIterators appends to its and hits what iterators and histIterators
 // return, under one lock and without slices of their own: a query reads
 // every series it selects.
