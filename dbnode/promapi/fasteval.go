@@ -1,0 +1,399 @@
+package promapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/schema"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
+)
+
+// errFallback asks the API to run the query again without the fast path:
+// a selected series holds something fastEval does not compute the way
+// the engine does (native histograms).
+var errFallback = errors.New("fast path declined: evaluate with the engine")
+
+// fastChunk is how many series a worker takes at a time: large enough
+// that the shared counter is not contended, small enough that the
+// workers finish together.
+const fastChunk = 64
+
+// fastRange is the evaluation a query's marked selectors compute: the
+// query's steps, how many goroutines may compute them and the engine's
+// samples limit.
+type fastRange struct {
+	marker          string
+	start, end, stp int64 // ms; stp 0 for an instant query
+	parallelism     int
+	maxSamples      int
+	stats           *fastStats
+}
+
+// fastStats count the fast path's work, for tests and operators.
+type fastStats struct {
+	computed atomic.Int64 // marked selectors computed
+	declined atomic.Int64 // queries handed back to the engine (errFallback)
+}
+
+// steps is the number of evaluation steps.
+func (r *fastRange) steps() int {
+	if r.stp <= 0 {
+		return 1
+	}
+	return int((r.end-r.start)/r.stp) + 1
+}
+
+// fastSet is the SeriesSet of a marked selector: one precomputed series
+// per selected series with at least one value, in the backend's order
+// (the order the engine would have evaluated the call in), computed on
+// the first Next.
+type fastSet struct {
+	ctx      context.Context
+	q        *querier
+	spec     fastSpec
+	matchers []*labels.Matcher
+
+	loaded   bool
+	out      []fastSeries
+	i        int
+	err      error
+	warnings annotations.Annotations
+}
+
+type fastSeries struct {
+	lset labels.Labels
+	pts  []promql.FPoint // values at steps; a StaleNaN ends a run
+}
+
+func (s *fastSet) Next() bool {
+	if s.err != nil {
+		return false
+	}
+	if !s.loaded {
+		s.loaded = true
+		if s.err = s.load(); s.err != nil {
+			return false
+		}
+		s.i = -1
+	}
+	s.i++
+	return s.i < len(s.out)
+}
+
+func (s *fastSet) At() storage.Series {
+	fs := &s.out[s.i]
+	return &precomputed{lset: fs.lset, pts: fs.pts}
+}
+
+func (s *fastSet) Err() error                        { return s.err }
+func (s *fastSet) Warnings() annotations.Annotations { return s.warnings }
+
+// load fetches the selected series and computes them on up to
+// parallelism goroutines.
+func (s *fastSet) load() error {
+	q, r := s.q, s.q.fast
+	rng := s.spec.rng.Milliseconds()
+	its, err := q.b.Query(s.ctx, q.ns, s.matchers, r.start-rng, r.end)
+	var partial *tstorage.PartialError
+	if errors.As(err, &partial) {
+		for _, w := range partial.Warnings(maxDamageWarnings) {
+			s.warnings.Add(errors.New(w))
+		}
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("query %v in [%d, %d]: %w", s.matchers, r.start-rng, r.end, err)
+	}
+	if err := q.limits.CheckFetchedSeries(int(q.fetched.Add(int64(len(its))))); err != nil {
+		return err
+	}
+	for _, it := range its {
+		if it.Histograms != nil {
+			return errFallback
+		}
+	}
+	if r.stats != nil {
+		r.stats.computed.Add(1)
+	}
+	out := make([]fastSeries, len(its))
+	workers := min(r.parallelism, (len(its)+fastChunk-1)/fastChunk)
+	var (
+		next    atomic.Int64
+		points  atomic.Int64
+		wg      sync.WaitGroup
+		errs    = make([]error, workers)
+		annos   = make([]annotations.Annotations, workers)
+		fn      = fastFuncs[s.spec.fn]
+		evalOne = func(w *fastWorker, i int) error {
+			fs, err := w.series(its[i], fn.isCounter, fn.isRate)
+			if err != nil || len(fs.pts) == 0 {
+				return err
+			}
+			if int(points.Add(int64(len(fs.pts)))) > r.maxSamples {
+				return promql.ErrTooManySamples("query execution")
+			}
+			out[i] = fs
+			return nil
+		}
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wk := &fastWorker{r: r, spec: s.spec, annos: &annos[w]}
+			for {
+				lo := int(next.Add(1)-1) * fastChunk
+				if lo >= len(its) {
+					return
+				}
+				if err := s.ctx.Err(); err != nil {
+					errs[w] = err
+					next.Store(int64(len(its))) // stop the others
+					return
+				}
+				for i := lo; i < min(lo+fastChunk, len(its)); i++ {
+					if err := evalOne(wk, i); err != nil {
+						errs[w] = err
+						next.Store(int64(len(its)))
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		if errors.Is(err, errFallback) {
+			return errFallback
+		}
+		var tooMany promql.ErrTooManySamples
+		if errors.As(err, &tooMany) {
+			return tooMany
+		}
+		return err
+	}
+	for i := range annos {
+		s.warnings.Merge(annos[i])
+	}
+	// Keep the series with values, in order.
+	kept := out[:0]
+	for _, fs := range out {
+		if len(fs.pts) > 0 {
+			kept = append(kept, fs)
+		}
+	}
+	s.out = kept
+	return nil
+}
+
+// fastWorker is one goroutine's state: the decoded samples of its
+// current series and a label builder, reused across series.
+type fastWorker struct {
+	r     *fastRange
+	spec  fastSpec
+	annos *annotations.Annotations
+	buf   []promql.FPoint
+	lb    labels.ScratchBuilder
+}
+
+// series decodes it and computes the function at every step. A step
+// without a value right after one with a value gets a StaleNaN, so that
+// the engine's lookback does not carry the earlier value over the gap.
+func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate bool) (fastSeries, error) {
+	r, rng := w.r, w.spec.rng.Milliseconds()
+	buf := w.buf[:0]
+	for it.Values.Next() {
+		t, v := it.Values.At()
+		if value.IsStaleNaN(v) {
+			continue // the engine drops them from range selections
+		}
+		buf = append(buf, promql.FPoint{T: t, F: v})
+	}
+	w.buf = buf
+	if err := it.Values.Err(); err != nil {
+		return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
+	}
+	if len(buf) < 2 {
+		return fastSeries{}, nil // no window holds two samples
+	}
+	var (
+		pts    []promql.FPoint
+		lo, hi int
+		open   bool // the last step had a value
+		secs   = w.spec.rng.Seconds()
+	)
+	for ts := r.start; ts <= r.end; ts += r.stp {
+		mint := ts - rng
+		for lo < len(buf) && buf[lo].T <= mint {
+			lo++
+		}
+		hi = max(hi, lo)
+		for hi < len(buf) && buf[hi].T <= ts {
+			hi++
+		}
+		if v, ok := rateFunc(buf[lo:hi], mint, ts, secs, isCounter, isRate); ok {
+			if value.IsStaleNaN(v) {
+				return fastSeries{}, errFallback // would read as a gap
+			}
+			if pts == nil {
+				pts = make([]promql.FPoint, 0, r.steps())
+			}
+			pts = append(pts, promql.FPoint{T: ts, F: v})
+			open = true
+		} else if open {
+			pts = append(pts, promql.FPoint{T: ts, F: staleNaN})
+			open = false
+		}
+		if r.stp <= 0 {
+			break
+		}
+	}
+	if pts == nil {
+		return fastSeries{}, nil
+	}
+	lset, err := ident.LabelsWith(&w.lb, it.ID)
+	if err != nil {
+		// As the engine's series set does: leave it out, say so.
+		w.annos.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, it.ID, len(it.ID)))
+		return fastSeries{}, nil
+	}
+	if isCounter {
+		if name := lset.Get(labels.MetricName); name != "" && !strings.HasSuffix(name, "_total") &&
+			!strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") &&
+			!strings.HasSuffix(name, "_bucket") {
+			w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.spec.pos))
+		}
+	}
+	return fastSeries{lset: lset.DropReserved(schema.IsMetadataLabel), pts: pts}, nil
+}
+
+// rateFunc is extrapolatedRate; tests replace it with wrong versions to
+// show the comparison with the engine catches them.
+var rateFunc = extrapolatedRate
+
+var staleNaN = math.Float64frombits(value.StaleNaN)
+
+// extrapolatedRate is Prometheus' rate, increase and delta of float
+// samples (promql/functions.go, without start timestamps, anchored or
+// smoothed selectors, which the fast path never sees), written so that
+// every floating-point operation happens in the same order with the same
+// operands: the answer must be bit-identical to the engine's. pts are the
+// window's samples, (rangeStart, rangeEnd].
+func extrapolatedRate(pts []promql.FPoint, rangeStart, rangeEnd int64, rangeSecs float64, isCounter, isRate bool) (float64, bool) {
+	if len(pts) < 2 {
+		return 0, false
+	}
+	n1 := len(pts) - 1
+	first, last := pts[0], pts[n1]
+	result := last.F - first.F
+	if isCounter {
+		for i := 1; i <= n1; i++ {
+			if pts[i].F < pts[i-1].F {
+				result += pts[i-1].F // a counter reset
+			}
+		}
+	}
+	toStart := float64(first.T-rangeStart) / 1000
+	toEnd := float64(rangeEnd-last.T) / 1000
+	sampled := float64(last.T-first.T) / 1000
+	avg := sampled / float64(n1)
+	threshold := avg * 1.1
+	if toStart >= threshold {
+		toStart = avg / 2
+	}
+	if isCounter {
+		// A counter does not go below zero: extrapolate at most to the
+		// time it would have been zero.
+		toZero := toStart
+		if result > 0 && first.F >= 0 {
+			toZero = sampled * (first.F / result)
+		}
+		if toZero < toStart {
+			toStart = toZero
+		}
+	}
+	if toEnd >= threshold {
+		toEnd = avg / 2
+	}
+	factor := 1.0
+	if sampled != 0 {
+		factor = (sampled + toStart + toEnd) / sampled
+	}
+	if isRate {
+		factor /= rangeSecs
+	}
+	return result * factor, true
+}
+
+// precomputed is a series of step values as the engine reads it.
+type precomputed struct {
+	lset labels.Labels
+	pts  []promql.FPoint
+}
+
+func (p *precomputed) Labels() labels.Labels { return p.lset }
+
+func (p *precomputed) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
+	it, ok := reuse.(*pointIterator)
+	if !ok {
+		it = &pointIterator{}
+	}
+	*it = pointIterator{pts: p.pts, i: -1}
+	return it
+}
+
+// pointIterator walks FPoints with chunkenc's Next and Seek contract.
+type pointIterator struct {
+	pts []promql.FPoint
+	i   int
+}
+
+func (it *pointIterator) Next() chunkenc.ValueType {
+	if it.i < len(it.pts) {
+		it.i++
+	}
+	if it.i >= len(it.pts) {
+		return chunkenc.ValNone
+	}
+	return chunkenc.ValFloat
+}
+
+func (it *pointIterator) Seek(t int64) chunkenc.ValueType {
+	if it.i < 0 {
+		it.i = 0
+	}
+	for it.i < len(it.pts) && it.pts[it.i].T < t {
+		it.i++
+	}
+	if it.i >= len(it.pts) {
+		return chunkenc.ValNone
+	}
+	return chunkenc.ValFloat
+}
+
+func (it *pointIterator) At() (int64, float64) { p := it.pts[it.i]; return p.T, p.F }
+
+func (it *pointIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
+	return it.pts[it.i].T, nil
+}
+
+func (it *pointIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	return it.pts[it.i].T, nil
+}
+
+func (it *pointIterator) AtT() int64  { return it.pts[it.i].T }
+func (it *pointIterator) AtST() int64 { return 0 }
+func (it *pointIterator) Err() error  { return nil }
