@@ -310,6 +310,11 @@ func (a *API) exec(ctx context.Context, r *http.Request, qs string, limit int, f
 	qa := a.queryable(r)
 	if a.fast != nil && r.FormValue("stats") == "" {
 		fr.marker, fr.parallelism, fr.maxSamples, fr.stats = a.fastMarker, a.opts.Parallelism, a.opts.MaxSamples, &a.fastStats
+		// The engine's lookback: the request's, else the default.
+		fr.lookback = a.opts.LookbackDelta.Milliseconds()
+		if o, _ := queryOpts(r); o != nil && o.LookbackDelta() > 0 {
+			fr.lookback = o.LookbackDelta().Milliseconds()
+		}
 		fq := qa
 		fq.fast = &fr
 		qry, err := newQuery(a.fast, fq)

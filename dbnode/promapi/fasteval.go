@@ -37,6 +37,7 @@ const fastChunk = 64
 type fastRange struct {
 	marker          string
 	start, end, stp int64 // ms; stp 0 for an instant query
+	lookback        int64 // ms, the query's lookback delta
 	parallelism     int
 	maxSamples      int
 	stats           *fastStats
@@ -106,6 +107,9 @@ func (s *fastSet) Warnings() annotations.Annotations { return s.warnings }
 func (s *fastSet) load() error {
 	q, r := s.q, s.q.fast
 	rng := s.spec.rng.Milliseconds()
+	if s.spec.fn == selectFn {
+		rng = r.lookback
+	}
 	its, err := q.b.Query(s.ctx, q.ns, s.matchers, r.start-rng, r.end)
 	var partial *tstorage.PartialError
 	if errors.As(err, &partial) {
@@ -209,16 +213,21 @@ type fastWorker struct {
 	lb    labels.ScratchBuilder
 }
 
-// series decodes it and computes the function at every step. A step
-// without a value right after one with a value gets a StaleNaN, so that
-// the engine's lookback does not carry the earlier value over the gap.
+// series decodes it and computes the function (or the selector's
+// looked-back value) at every step. A step without a value right after
+// one with a value gets a StaleNaN, so that the engine's lookback does not
+// carry the earlier value over the gap.
 func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate bool) (fastSeries, error) {
-	r, rng := w.r, w.spec.rng.Milliseconds()
+	sel := w.spec.fn == selectFn
 	buf := w.buf[:0]
+	resets := false
 	for it.Values.Next() {
 		t, v := it.Values.At()
-		if value.IsStaleNaN(v) {
+		if !sel && value.IsStaleNaN(v) {
 			continue // the engine drops them from range selections
+		}
+		if n := len(buf); n > 0 && v < buf[n-1].F {
+			resets = true
 		}
 		buf = append(buf, promql.FPoint{T: t, F: v})
 	}
@@ -226,40 +235,14 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate bool) 
 	if err := it.Values.Err(); err != nil {
 		return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
 	}
-	if len(buf) < 2 {
-		return fastSeries{}, nil // no window holds two samples
-	}
 	var (
-		pts    []promql.FPoint
-		lo, hi int
-		open   bool // the last step had a value
-		secs   = w.spec.rng.Seconds()
+		pts []promql.FPoint
+		err error
 	)
-	for ts := r.start; ts <= r.end; ts += r.stp {
-		mint := ts - rng
-		for lo < len(buf) && buf[lo].T <= mint {
-			lo++
-		}
-		hi = max(hi, lo)
-		for hi < len(buf) && buf[hi].T <= ts {
-			hi++
-		}
-		if v, ok := rateFunc(buf[lo:hi], mint, ts, secs, isCounter, isRate); ok {
-			if value.IsStaleNaN(v) {
-				return fastSeries{}, errFallback // would read as a gap
-			}
-			if pts == nil {
-				pts = make([]promql.FPoint, 0, r.steps())
-			}
-			pts = append(pts, promql.FPoint{T: ts, F: v})
-			open = true
-		} else if open {
-			pts = append(pts, promql.FPoint{T: ts, F: staleNaN})
-			open = false
-		}
-		if r.stp <= 0 {
-			break
-		}
+	if sel {
+		pts = w.selectSteps(buf)
+	} else if pts, err = w.rateSteps(buf, isCounter, resets, isRate); err != nil {
+		return fastSeries{}, err
 	}
 	if pts == nil {
 		return fastSeries{}, nil
@@ -270,6 +253,9 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate bool) 
 		w.annos.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, it.ID, len(it.ID)))
 		return fastSeries{}, nil
 	}
+	if sel {
+		return fastSeries{lset: lset, pts: pts}, nil
+	}
 	if isCounter {
 		if name := lset.Get(labels.MetricName); name != "" && !strings.HasSuffix(name, "_total") &&
 			!strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") &&
@@ -278,6 +264,91 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate bool) 
 		}
 	}
 	return fastSeries{lset: lset.DropReserved(schema.IsMetadataLabel), pts: pts}, nil
+}
+
+// stepper appends a series' step values, with a StaleNaN at the first
+// step of each gap.
+type stepper struct {
+	pts   []promql.FPoint
+	open  bool // the last step had a value
+	steps int
+}
+
+func (s *stepper) value(ts int64, v float64) {
+	if s.pts == nil {
+		s.pts = make([]promql.FPoint, 0, s.steps)
+	}
+	s.pts = append(s.pts, promql.FPoint{T: ts, F: v})
+	s.open = true
+}
+
+func (s *stepper) none(ts int64) {
+	if s.open {
+		s.pts = append(s.pts, promql.FPoint{T: ts, F: staleNaN})
+		s.open = false
+	}
+}
+
+// rateSteps computes rate, increase or delta over buf (stale markers
+// dropped) at every step: the window is (ts-range, ts], as the engine's.
+// resets says whether to look for counter resets: false when no sample
+// of the series is below the one before, which skips no operation the
+// engine would do on a value.
+func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate bool) ([]promql.FPoint, error) {
+	if len(buf) < 2 {
+		return nil, nil // no window holds two samples
+	}
+	r, rng, secs := w.r, w.spec.rng.Milliseconds(), w.spec.rng.Seconds()
+	out := stepper{steps: r.steps()}
+	lo, hi := 0, 0
+	for ts := r.start; ts <= r.end; ts += r.stp {
+		mint := ts - rng
+		for lo < len(buf) && buf[lo].T <= mint {
+			lo++
+		}
+		hi = max(hi, lo)
+		for hi < len(buf) && buf[hi].T <= ts {
+			hi++
+		}
+		if v, ok := rateFunc(buf[lo:hi], mint, ts, secs, isCounter, resets, isRate); ok {
+			if value.IsStaleNaN(v) {
+				return nil, errFallback // would read as a gap
+			}
+			out.value(ts, v)
+		} else {
+			out.none(ts)
+		}
+		if r.stp <= 0 {
+			break
+		}
+	}
+	return out.pts, nil
+}
+
+// selectSteps is the engine's instant selector (vectorSelectorSingle)
+// at every step: the latest sample at or before ts, unless it is older
+// than the lookback delta or a staleness marker.
+func (w *fastWorker) selectSteps(buf []promql.FPoint) []promql.FPoint {
+	if len(buf) == 0 {
+		return nil
+	}
+	r := w.r
+	out := stepper{steps: r.steps()}
+	hi := 0
+	for ts := r.start; ts <= r.end; ts += r.stp {
+		for hi < len(buf) && buf[hi].T <= ts {
+			hi++
+		}
+		if p := hi - 1; p >= 0 && buf[p].T > ts-r.lookback && !value.IsStaleNaN(buf[p].F) {
+			out.value(ts, buf[p].F)
+		} else {
+			out.none(ts)
+		}
+		if r.stp <= 0 {
+			break
+		}
+	}
+	return out.pts
 }
 
 // rateFunc is extrapolatedRate; tests replace it with wrong versions to
@@ -291,15 +362,17 @@ var staleNaN = math.Float64frombits(value.StaleNaN)
 // smoothed selectors, which the fast path never sees), written so that
 // every floating-point operation happens in the same order with the same
 // operands: the answer must be bit-identical to the engine's. pts are the
-// window's samples, (rangeStart, rangeEnd].
-func extrapolatedRate(pts []promql.FPoint, rangeStart, rangeEnd int64, rangeSecs float64, isCounter, isRate bool) (float64, bool) {
+// window's samples, (rangeStart, rangeEnd]; resets false promises that no
+// sample in pts is below the one before (the engine's loop would add
+// nothing).
+func extrapolatedRate(pts []promql.FPoint, rangeStart, rangeEnd int64, rangeSecs float64, isCounter, resets, isRate bool) (float64, bool) {
 	if len(pts) < 2 {
 		return 0, false
 	}
 	n1 := len(pts) - 1
 	first, last := pts[0], pts[n1]
 	result := last.F - first.F
-	if isCounter {
+	if isCounter && resets {
 		for i := 1; i <= n1; i++ {
 			if pts[i].F < pts[i-1].F {
 				result += pts[i-1].F // a counter reset

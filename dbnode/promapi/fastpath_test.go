@@ -215,12 +215,15 @@ func TestFastPathComparisonCatchesErrors(t *testing.T) {
 	p := url.Values{"query": {`sum by (job) (rate(http_requests_total[5m]))`}, "start": {fmtTime(d.start, false)},
 		"end": {fmtTime(d.end, false)}, "step": {"60"}}
 	require.Empty(t, pair.diff(t, "/api/v1/query_range", p))
-	for name, broken := range map[string]func(pts []promql.FPoint, rangeStart, rangeEnd int64, rangeSecs float64, isCounter, isRate bool) (float64, bool){
-		"no reset correction": func(pts []promql.FPoint, rs, re int64, secs float64, _, isRate bool) (float64, bool) {
-			return extrapolatedRate(pts, rs, re, secs, false, isRate)
+	for name, broken := range map[string]func(pts []promql.FPoint, rangeStart, rangeEnd int64, rangeSecs float64, isCounter, resets, isRate bool) (float64, bool){
+		"no reset correction": func(pts []promql.FPoint, rs, re int64, secs float64, isCounter, _, isRate bool) (float64, bool) {
+			return extrapolatedRate(pts, rs, re, secs, isCounter, false, isRate)
 		},
-		"one ulp": func(pts []promql.FPoint, rs, re int64, secs float64, isCounter, isRate bool) (float64, bool) {
-			v, ok := extrapolatedRate(pts, rs, re, secs, isCounter, isRate)
+		"no zero point": func(pts []promql.FPoint, rs, re int64, secs float64, _, resets, isRate bool) (float64, bool) {
+			return extrapolatedRate(pts, rs, re, secs, false, resets, isRate)
+		},
+		"one ulp": func(pts []promql.FPoint, rs, re int64, secs float64, isCounter, resets, isRate bool) (float64, bool) {
+			v, ok := extrapolatedRate(pts, rs, re, secs, isCounter, resets, isRate)
 			return v * (1 + 0x1p-52), ok
 		},
 	} {
@@ -261,7 +264,7 @@ func TestFastRewrite(t *testing.T) {
 		`timestamp(rate(x_total[5m]))`:                              0,
 		`irate(x_total[5m])`:                                        0,
 		`rate(x_total[5m] anchored)`:                                0,
-		`topk(scalar(sum(rate(x_total[5m]))), y)`:                   0,
+		`topk(scalar(sum(rate(x_total[5m]))), y)`:                   1, // y only
 		`-rate(x_total[5m]) + 1`:                                    1,
 	} {
 		e, err := fp.ParseExpr(q)

@@ -106,10 +106,41 @@ func (p fastParser) rewrite(e parser.Expr, safe bool) parser.Expr {
 		n.Expr = p.rewrite(n.Expr, safe)
 	case *parser.SubqueryExpr:
 		n.Expr = p.rewrite(n.Expr, false)
-	case *parser.MatrixSelector, *parser.VectorSelector, *parser.NumberLiteral,
-		*parser.StringLiteral, *parser.StepInvariantExpr:
+	case *parser.VectorSelector:
+		// An instant selector (one inside a matrix selector is never
+		// visited): its value at each step, looked back for.
+		if safe && plainSelector(n) {
+			spec := fastSpec{fn: selectFn, pos: n.PosRange}
+			return p.marked(n, spec)
+		}
+	case *parser.MatrixSelector, *parser.NumberLiteral, *parser.StringLiteral, *parser.StepInvariantExpr:
 	}
 	return e
+}
+
+// selectFn is the spec's function of a rewritten instant selector.
+const selectFn = "select"
+
+// plainSelector reports whether vs has no offset, @, anchored or smoothed
+// modifier and no marker-like matcher: the fast path answers it at the
+// query's own steps.
+func plainSelector(vs *parser.VectorSelector) bool {
+	if vs.Offset != 0 || vs.OriginalOffset != 0 || vs.Timestamp != nil || vs.StartOrEnd != 0 || vs.Anchored || vs.Smoothed {
+		return false
+	}
+	for _, m := range vs.LabelMatchers {
+		if strings.HasPrefix(m.Name, "__tessera_fast_") {
+			return false
+		}
+	}
+	return true
+}
+
+// marked is vs with the marker matcher carrying spec.
+func (p fastParser) marked(vs *parser.VectorSelector, spec fastSpec) *parser.VectorSelector {
+	matchers := append(vs.LabelMatchers[:len(vs.LabelMatchers):len(vs.LabelMatchers)],
+		labels.MustNewMatcher(labels.MatchEqual, p.marker, spec.String()))
+	return &parser.VectorSelector{LabelMatchers: matchers, PosRange: spec.pos}
 }
 
 // replace returns the marked vector selector standing for call, or nil
@@ -123,8 +154,7 @@ func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
 		return nil
 	}
 	vs, ok := ms.VectorSelector.(*parser.VectorSelector)
-	if !ok || vs.Offset != 0 || vs.OriginalOffset != 0 || vs.Timestamp != nil ||
-		vs.StartOrEnd != 0 || vs.Anchored || vs.Smoothed || ms.Range <= 0 {
+	if !ok || !plainSelector(vs) || ms.Range <= 0 {
 		return nil
 	}
 	named := false
@@ -132,22 +162,18 @@ func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
 		if m.Name == labels.MetricName && m.Type == labels.MatchEqual && m.Value != "" {
 			named = true
 		}
-		if strings.HasPrefix(m.Name, "__tessera_fast_") {
-			return nil
-		}
 	}
 	if !named {
 		return nil
 	}
-	spec := fastSpec{fn: call.Func.Name, rng: ms.Range, pos: call.Args[0].PositionRange()}
-	matchers := append(vs.LabelMatchers[:len(vs.LabelMatchers):len(vs.LabelMatchers)],
-		labels.MustNewMatcher(labels.MatchEqual, p.marker, spec.String()))
-	return &parser.VectorSelector{LabelMatchers: matchers, PosRange: call.PosRange}
+	out := p.marked(vs, fastSpec{fn: call.Func.Name, rng: ms.Range, pos: call.Args[0].PositionRange()})
+	out.PosRange = call.PosRange
+	return out
 }
 
-// fastSpec is what a marker matcher carries: the function, its range and
-// the position of its argument in the query (for the annotations the
-// engine would have attached there).
+// fastSpec is what a marker matcher carries: the function (selectFn for
+// an instant selector), its range and the position of its argument in
+// the query (for the annotations the engine would have attached there).
 type fastSpec struct {
 	fn  string
 	rng time.Duration
@@ -171,7 +197,7 @@ func parseFastSpec(v string) (fastSpec, error) {
 		}
 		nums[i] = n
 	}
-	if _, ok := fastFuncs[parts[0]]; !ok {
+	if _, ok := fastFuncs[parts[0]]; !ok && parts[0] != selectFn {
 		return fastSpec{}, fmt.Errorf("fast path marker %q: unknown function", v)
 	}
 	return fastSpec{fn: parts[0], rng: time.Duration(nums[0]),
