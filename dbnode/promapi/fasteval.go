@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
 )
@@ -210,6 +211,7 @@ type fastWorker struct {
 	spec  fastSpec
 	annos *annotations.Annotations
 	buf   []promql.FPoint
+	slab  []promql.FPoint // room for the step values of the next series
 	lb    labels.ScratchBuilder
 }
 
@@ -219,30 +221,33 @@ type fastWorker struct {
 // carry the earlier value over the gap.
 func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate bool) (fastSeries, error) {
 	sel := w.spec.fn == selectFn
-	buf := w.buf[:0]
-	resets := false
-	for it.Values.Next() {
-		t, v := it.Values.At()
-		if !sel && value.IsStaleNaN(v) {
-			continue // the engine drops them from range selections
-		}
-		if n := len(buf); n > 0 && v < buf[n-1].F {
-			resets = true
-		}
-		buf = append(buf, promql.FPoint{T: t, F: v})
-	}
-	w.buf = buf
-	if err := it.Values.Err(); err != nil {
-		return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
-	}
-	var (
-		pts []promql.FPoint
-		err error
-	)
+	var pts []promql.FPoint
 	if sel {
-		pts = w.selectSteps(buf)
-	} else if pts, err = w.rateSteps(buf, isCounter, resets, isRate); err != nil {
-		return fastSeries{}, err
+		pts = w.selectSteps(it.Values)
+		if err := it.Values.Err(); err != nil {
+			return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
+		}
+	} else {
+		buf := w.buf[:0]
+		resets := false
+		for it.Values.Next() {
+			t, v := it.Values.At()
+			if value.IsStaleNaN(v) {
+				continue // the engine drops them from range selections
+			}
+			if n := len(buf); n > 0 && v < buf[n-1].F {
+				resets = true
+			}
+			buf = append(buf, promql.FPoint{T: t, F: v})
+		}
+		w.buf = buf
+		if err := it.Values.Err(); err != nil {
+			return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
+		}
+		var err error
+		if pts, err = w.rateSteps(buf, isCounter, resets, isRate); err != nil {
+			return fastSeries{}, err
+		}
 	}
 	if pts == nil {
 		return fastSeries{}, nil
@@ -267,19 +272,33 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate bool) 
 }
 
 // stepper appends a series' step values, with a StaleNaN at the first
-// step of each gap.
+// step of each gap: at most one point per step, so the series' slice,
+// cut from the worker's slab with room for every step, never grows.
 type stepper struct {
-	pts   []promql.FPoint
-	open  bool // the last step had a value
-	steps int
+	w    *fastWorker
+	pts  []promql.FPoint
+	open bool // the last step had a value
 }
 
 func (s *stepper) value(ts int64, v float64) {
 	if s.pts == nil {
-		s.pts = make([]promql.FPoint, 0, s.steps)
+		s.pts = s.w.points()
 	}
 	s.pts = append(s.pts, promql.FPoint{T: ts, F: v})
 	s.open = true
+}
+
+// points returns an empty slice with room for every step, cut from a
+// slab shared by fastChunk series: one allocation per chunk, not per
+// series.
+func (w *fastWorker) points() []promql.FPoint {
+	n := w.r.steps()
+	if cap(w.slab)-len(w.slab) < n {
+		w.slab = make([]promql.FPoint, 0, n*fastChunk)
+	}
+	l := len(w.slab)
+	w.slab = w.slab[:l+n]
+	return w.slab[l : l : l+n]
 }
 
 func (s *stepper) none(ts int64) {
@@ -299,7 +318,7 @@ func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate bo
 		return nil, nil // no window holds two samples
 	}
 	r, rng, secs := w.r, w.spec.rng.Milliseconds(), w.spec.rng.Seconds()
-	out := stepper{steps: r.steps()}
+	out := stepper{w: w}
 	lo, hi := 0, 0
 	for ts := r.start; ts <= r.end; ts += r.stp {
 		mint := ts - rng
@@ -327,20 +346,29 @@ func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate bo
 
 // selectSteps is the engine's instant selector (vectorSelectorSingle)
 // at every step: the latest sample at or before ts, unless it is older
-// than the lookback delta or a staleness marker.
-func (w *fastWorker) selectSteps(buf []promql.FPoint) []promql.FPoint {
-	if len(buf) == 0 {
+// than the lookback delta or a staleness marker. It streams src, holding
+// only the sample before and the one after the step.
+func (w *fastWorker) selectSteps(src encoding.Iterator) []promql.FPoint {
+	var (
+		r          = w.r
+		out        = stepper{w: w}
+		prev, next promql.FPoint
+		hasPrev    bool
+		hasNext    = src.Next()
+	)
+	if !hasNext {
 		return nil
 	}
-	r := w.r
-	out := stepper{steps: r.steps()}
-	hi := 0
+	next.T, next.F = src.At()
 	for ts := r.start; ts <= r.end; ts += r.stp {
-		for hi < len(buf) && buf[hi].T <= ts {
-			hi++
+		for hasNext && next.T <= ts {
+			prev, hasPrev = next, true
+			if hasNext = src.Next(); hasNext {
+				next.T, next.F = src.At()
+			}
 		}
-		if p := hi - 1; p >= 0 && buf[p].T > ts-r.lookback && !value.IsStaleNaN(buf[p].F) {
-			out.value(ts, buf[p].F)
+		if hasPrev && prev.T > ts-r.lookback && !value.IsStaleNaN(prev.F) {
+			out.value(ts, prev.F)
 		} else {
 			out.none(ts)
 		}
