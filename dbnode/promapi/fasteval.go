@@ -46,7 +46,7 @@ type fastRange struct {
 
 // fastStats count the fast path's work, for tests and operators.
 type fastStats struct {
-	computed atomic.Int64 // marked selectors computed
+	computed atomic.Int64 // marked selectors answered by the fast path
 	declined atomic.Int64 // queries handed back to the engine (errFallback)
 }
 
@@ -130,14 +130,10 @@ func (s *fastSet) load() error {
 			return errFallback
 		}
 	}
-	if r.stats != nil {
-		r.stats.computed.Add(1)
-	}
 	out := make([]fastSeries, len(its))
 	workers := min(r.parallelism, (len(its)+fastChunk-1)/fastChunk)
 	var (
 		next    atomic.Int64
-		points  atomic.Int64
 		wg      sync.WaitGroup
 		errs    = make([]error, workers)
 		annos   = make([]annotations.Annotations, workers)
@@ -147,8 +143,12 @@ func (s *fastSet) load() error {
 			if err != nil || len(fs.pts) == 0 {
 				return err
 			}
-			if int(points.Add(int64(len(fs.pts)))) > r.maxSamples {
-				return promql.ErrTooManySamples("query execution")
+			// The engine copies these points into its own matrix: past
+			// half its samples limit, let it evaluate the query alone, so
+			// that the fast path never holds more memory than the limit
+			// allows, and the engine refuses what it would refuse.
+			if int(q.fastPoints.Add(int64(len(fs.pts)))) > r.maxSamples/2 {
+				return errFallback
 			}
 			out[i] = fs
 			return nil
@@ -184,10 +184,6 @@ func (s *fastSet) load() error {
 		if errors.Is(err, errFallback) {
 			return errFallback
 		}
-		var tooMany promql.ErrTooManySamples
-		if errors.As(err, &tooMany) {
-			return tooMany
-		}
 		return err
 	}
 	for i := range annos {
@@ -201,6 +197,9 @@ func (s *fastSet) load() error {
 		}
 	}
 	s.out = kept
+	if r.stats != nil {
+		r.stats.computed.Add(1)
+	}
 	return nil
 }
 

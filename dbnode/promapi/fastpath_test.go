@@ -235,17 +235,32 @@ func TestFastPathComparisonCatchesErrors(t *testing.T) {
 	}
 }
 
-// TestFastPathLimits: the fast path refuses what the engine refuses, with
-// the same answer: the samples limit and the fetched-series limit.
+// TestFastPathLimits: past half the samples limit the fast path hands the
+// query to the engine, which answers or refuses it as it would alone.
 func TestFastPathLimits(t *testing.T) {
 	node, _, d := loadedNode(t)
-	pair := newFastPair(t, node, Options{MaxSamples: 2000})
-	p := url.Values{"query": {`sum(rate(http_requests_total[5m]))`}, "start": {fmtTime(d.start, false)},
-		"end": {fmtTime(d.end, false)}, "step": {"15s"}}
-	require.Empty(t, pair.diff(t, "/api/v1/query_range", p))
-	code, body := rawGet(t, pair.fast.URL+"/api/v1/query_range?"+p.Encode())
-	require.Equal(t, http.StatusUnprocessableEntity, code, body)
-	require.Contains(t, body, "query.maxSamples=2000")
+	q := `sum(rate(http_requests_total[5m])) / sum(rate(http_requests_total[10m]))`
+	p := url.Values{"query": {q}, "start": {fmtTime(d.start, false)}, "end": {fmtTime(d.end, false)}, "step": {"60s"}}
+	// 48 series x 181 steps: ~8,700 step values per selector.
+	for _, tc := range []struct {
+		maxSamples     int
+		code           int
+		fast, fellBack bool
+	}{
+		{100_000, http.StatusOK, true, false},
+		{25_000, http.StatusOK, true, true}, // both selectors: over half
+		{2000, http.StatusUnprocessableEntity, false, true},
+	} {
+		pair := newFastPair(t, node, Options{MaxSamples: tc.maxSamples})
+		require.Empty(t, pair.diff(t, "/api/v1/query_range", p), "maxSamples %d", tc.maxSamples)
+		code, body := rawGet(t, pair.fast.URL+"/api/v1/query_range?"+p.Encode())
+		require.Equal(t, tc.code, code, body)
+		if code != http.StatusOK {
+			require.Contains(t, body, fmt.Sprintf("query.maxSamples=%d", tc.maxSamples))
+		}
+		require.Equal(t, tc.fast, pair.api.fastStats.computed.Load() > 0, "maxSamples %d", tc.maxSamples)
+		require.Equal(t, tc.fellBack, pair.api.fastStats.declined.Load() > 0, "maxSamples %d", tc.maxSamples)
+	}
 }
 
 // TestFastRewrite pins which calls are rewritten.

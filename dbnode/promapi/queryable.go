@@ -47,6 +47,7 @@ type querier struct {
 	limits     *limits.Limits
 	fast       *fastRange
 	fetched    atomic.Int64 // series fetched by all its selects
+	fastPoints atomic.Int64 // step values the fast path holds, all selects
 }
 
 // Select returns the series matching all matchers with samples in the
