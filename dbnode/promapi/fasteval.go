@@ -139,7 +139,7 @@ func (s *fastSet) load() error {
 		annos   = make([]annotations.Annotations, workers)
 		fn      = fastFuncs[s.spec.fn]
 		evalOne = func(w *fastWorker, i int) error {
-			fs, err := w.series(its[i], fn.isCounter, fn.isRate)
+			fs, err := w.series(its[i], fn.isCounter, fn.isRate, fn.instant)
 			if err != nil || len(fs.pts) == 0 {
 				return err
 			}
@@ -218,7 +218,7 @@ type fastWorker struct {
 // looked-back value) at every step. A step without a value right after
 // one with a value gets a StaleNaN, so that the engine's lookback does not
 // carry the earlier value over the gap.
-func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate bool) (fastSeries, error) {
+func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, instant bool) (fastSeries, error) {
 	sel := w.spec.fn == selectFn
 	var pts []promql.FPoint
 	if sel {
@@ -244,7 +244,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate bool) 
 			return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
 		}
 		var err error
-		if pts, err = w.rateSteps(buf, isCounter, resets, isRate); err != nil {
+		if pts, err = w.rateSteps(buf, isCounter, resets, isRate, instant); err != nil {
 			return fastSeries{}, err
 		}
 	}
@@ -260,7 +260,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate bool) 
 	if sel {
 		return fastSeries{lset: lset, pts: pts}, nil
 	}
-	if isCounter {
+	if isCounter && !instant { // the engine says so for rate and increase only
 		if name := lset.Get(labels.MetricName); name != "" && !strings.HasSuffix(name, "_total") &&
 			!strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") &&
 			!strings.HasSuffix(name, "_bucket") {
@@ -312,7 +312,7 @@ func (s *stepper) none(ts int64) {
 // resets says whether to look for counter resets: false when no sample
 // of the series is below the one before, which skips no operation the
 // engine would do on a value.
-func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate bool) ([]promql.FPoint, error) {
+func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate, instant bool) ([]promql.FPoint, error) {
 	if len(buf) < 2 {
 		return nil, nil // no window holds two samples
 	}
@@ -328,7 +328,16 @@ func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate bo
 		for hi < len(buf) && buf[hi].T <= ts {
 			hi++
 		}
-		if v, ok := rateFunc(buf[lo:hi], mint, ts, secs, isCounter, resets, isRate); ok {
+		var (
+			v  float64
+			ok bool
+		)
+		if instant {
+			v, ok = instantRate(buf[lo:hi], isRate)
+		} else {
+			v, ok = rateFunc(buf[lo:hi], mint, ts, secs, isCounter, resets, isRate)
+		}
+		if ok {
 			if value.IsStaleNaN(v) {
 				return nil, errFallback // would read as a gap
 			}
@@ -436,6 +445,28 @@ func extrapolatedRate(pts []promql.FPoint, rangeStart, rangeEnd int64, rangeSecs
 		factor /= rangeSecs
 	}
 	return result * factor, true
+}
+
+// instantRate is Prometheus' irate (isRate) and idelta of float samples
+// without start timestamps (promql/functions.go instantValue), with the
+// same operations in the same order: the last two samples of the window.
+func instantRate(pts []promql.FPoint, isRate bool) (float64, bool) {
+	if len(pts) < 2 {
+		return 0, false
+	}
+	prev, last := pts[len(pts)-2], pts[len(pts)-1]
+	interval := last.T - prev.T
+	if interval == 0 {
+		return 0, false
+	}
+	v := last.F
+	if !isRate || !(last.F < prev.F) {
+		v = last.F - prev.F // a gauge, or a counter without reset
+	}
+	if isRate {
+		v /= float64(interval) / 1000
+	}
+	return v, true
 }
 
 // precomputed is a series of step values as the engine reads it.

@@ -17,8 +17,8 @@ import (
 // on one goroutine, walking a buffered iterator per step; on a 100,000
 // series dashboard query that is most of the query's CPU, and the other
 // cores idle. fastParser rewrites, in the parsed query, each call of a
-// function fastEval computes (rate, increase, delta over a plain matrix
-// selector) into a vector selector carrying a marker matcher. The
+// function fastEval computes (rate, increase, delta, irate, idelta over a
+// plain matrix selector) into a vector selector carrying a marker matcher. The
 // querier recognises the marker, computes the function's value at every
 // step of the query itself, in parallel over the series, and hands the
 // engine one precomputed series per input series, in the order the
@@ -38,10 +38,12 @@ import (
 
 // fastFuncs are the functions fastEval computes, with the flags of
 // Prometheus' extrapolatedRate.
-var fastFuncs = map[string]struct{ isCounter, isRate bool }{
-	"rate":     {true, true},
-	"increase": {true, false},
-	"delta":    {false, false},
+var fastFuncs = map[string]struct{ isCounter, isRate, instant bool }{
+	"rate":     {true, true, false},
+	"increase": {true, false, false},
+	"delta":    {false, false, false},
+	"irate":    {true, true, true},
+	"idelta":   {false, false, true},
 }
 
 // safeParents are the functions whose argument may be a rewritten call:
