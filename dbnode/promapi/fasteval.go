@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,7 @@ type fastSet struct {
 	q        *querier
 	spec     fastSpec
 	matchers []*labels.Matcher
+	sorted   bool // by labels, as Select was asked (the engine asks unsorted)
 
 	loaded   bool
 	out      []fastSeries
@@ -197,6 +199,9 @@ func (s *fastSet) load() error {
 		}
 	}
 	s.out = kept
+	if s.sorted {
+		slices.SortFunc(s.out, func(a, b fastSeries) int { return labels.Compare(a.lset, b.lset) })
+	}
 	if r.stats != nil {
 		r.stats.computed.Add(1)
 	}

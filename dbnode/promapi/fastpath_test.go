@@ -1,6 +1,7 @@
 package promapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
@@ -324,4 +326,29 @@ func TestFastRewrite(t *testing.T) {
 		})
 		require.Equal(t, want, got, q)
 	}
+}
+
+// TestFastSetSorted: a marked selector asked for sorted series (the
+// engine asks unsorted, other callers may not) answers them sorted, as
+// the plain series set does.
+func TestFastSetSorted(t *testing.T) {
+	node, _, d := loadedNode(t)
+	fp := newFastParser()
+	e, err := fp.ParseExpr(`rate(http_requests_total[5m])`)
+	require.NoError(t, err)
+	vs := e.(*parser.VectorSelector)
+	qa := queryable{b: httpapi.Local{DB: node.db}, ns: "default",
+		fast: &fastRange{marker: fp.marker, start: d.start + 3600_000, end: d.start + 7200_000, stp: 60_000,
+			lookback: 300_000, parallelism: 2, maxSamples: 1 << 30}}
+	q, err := qa.Querier(d.start, d.end)
+	require.NoError(t, err)
+	set := q.Select(context.Background(), true, nil, vs.LabelMatchers...)
+	var got []labels.Labels
+	for set.Next() {
+		got = append(got, set.At().Labels())
+	}
+	require.NoError(t, set.Err())
+	require.Greater(t, len(got), 10)
+	require.True(t, slices.IsSortedFunc(got, labels.Compare), "sorted")
+	require.Empty(t, got[0].Get(labels.MetricName), "rate drops the name")
 }

@@ -56,7 +56,7 @@ type querier struct {
 // a query that never expands a selector costs nothing.
 func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, matchers ...*labels.Matcher) storage.SeriesSet {
 	if q.fast != nil {
-		if set := q.selectFast(ctx, matchers); set != nil {
+		if set := q.selectFast(ctx, sortSeries, matchers); set != nil {
 			return set
 		}
 	}
@@ -73,7 +73,7 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 
 // selectFast returns the set of a marked selector, or nil when matchers
 // carry no marker.
-func (q *querier) selectFast(ctx context.Context, matchers []*labels.Matcher) storage.SeriesSet {
+func (q *querier) selectFast(ctx context.Context, sorted bool, matchers []*labels.Matcher) storage.SeriesSet {
 	for i, m := range matchers {
 		if m.Name != q.fast.marker {
 			continue
@@ -83,7 +83,7 @@ func (q *querier) selectFast(ctx context.Context, matchers []*labels.Matcher) st
 			return storage.ErrSeriesSet(err)
 		}
 		rest := slices.Delete(slices.Clone(matchers), i, i+1)
-		return &fastSet{ctx: ctx, q: q, spec: spec, matchers: rest}
+		return &fastSet{ctx: ctx, q: q, spec: spec, matchers: rest, sorted: sorted}
 	}
 	return nil
 }
