@@ -79,7 +79,12 @@ type fastSet struct {
 
 type fastSeries struct {
 	lset labels.Labels
-	pts  []promql.FPoint // values at steps; a StaleNaN ends a run
+	// vals are the values at steps first, first+1, ...: a StaleNaN where
+	// a step has none (so the engine's lookback does not carry the value
+	// before over it), one after the last value unless it is the last
+	// step. Timestamps follow from the index: half the memory of FPoints.
+	vals  []float64
+	first int
 }
 
 func (s *fastSet) Next() bool {
@@ -99,7 +104,8 @@ func (s *fastSet) Next() bool {
 
 func (s *fastSet) At() storage.Series {
 	fs := &s.out[s.i]
-	return &precomputed{lset: fs.lset, pts: fs.pts}
+	r := s.q.fast
+	return &precomputed{lset: fs.lset, vals: fs.vals, t0: r.start + int64(fs.first)*r.stp, stp: r.stp}
 }
 
 func (s *fastSet) Err() error                        { return s.err }
@@ -142,14 +148,14 @@ func (s *fastSet) load() error {
 		fn      = fastFuncs[s.spec.fn]
 		evalOne = func(w *fastWorker, i int) error {
 			fs, err := w.series(its[i], fn.isCounter, fn.isRate, fn.instant)
-			if err != nil || len(fs.pts) == 0 {
+			if err != nil || len(fs.vals) == 0 {
 				return err
 			}
 			// The engine copies these points into its own matrix: past
 			// half its samples limit, let it evaluate the query alone, so
 			// that the fast path never holds more memory than the limit
 			// allows, and the engine refuses what it would refuse.
-			if int(q.fastPoints.Add(int64(len(fs.pts)))) > r.maxSamples/2 {
+			if int(q.fastPoints.Add(int64(len(fs.vals)))) > r.maxSamples/2 {
 				return errFallback
 			}
 			out[i] = fs
@@ -194,7 +200,7 @@ func (s *fastSet) load() error {
 	// Keep the series with values, in order.
 	kept := out[:0]
 	for _, fs := range out {
-		if len(fs.pts) > 0 {
+		if len(fs.vals) > 0 {
 			kept = append(kept, fs)
 		}
 	}
@@ -215,7 +221,7 @@ type fastWorker struct {
 	spec  fastSpec
 	annos *annotations.Annotations
 	buf   []promql.FPoint
-	slab  []promql.FPoint // room for the step values of the next series
+	slab  []float64 // room for the step values of the next series
 	lb    labels.ScratchBuilder
 }
 
@@ -225,7 +231,7 @@ type fastWorker struct {
 // carry the earlier value over the gap.
 func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, instant bool) (fastSeries, error) {
 	sel := w.spec.fn == selectFn
-	var pts []promql.FPoint
+	var pts stepper
 	if sel {
 		pts = w.selectSteps(it.Values)
 		if err := it.Values.Err(); err != nil {
@@ -253,9 +259,10 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 			return fastSeries{}, err
 		}
 	}
-	if pts == nil {
+	if pts.vals == nil {
 		return fastSeries{}, nil
 	}
+	pts.end()
 	lset, err := ident.LabelsWith(&w.lb, it.ID)
 	if err != nil {
 		// As the engine's series set does: leave it out, say so.
@@ -263,7 +270,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 		return fastSeries{}, nil
 	}
 	if sel {
-		return fastSeries{lset: lset, pts: pts}, nil
+		return fastSeries{lset: lset, vals: pts.vals, first: pts.first}, nil
 	}
 	if isCounter && !instant { // the engine says so for rate and increase only
 		if name := lset.Get(labels.MetricName); name != "" && !strings.HasSuffix(name, "_total") &&
@@ -272,44 +279,49 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 			w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.spec.pos))
 		}
 	}
-	return fastSeries{lset: lset.DropReserved(schema.IsMetadataLabel), pts: pts}, nil
+	return fastSeries{lset: lset.DropReserved(schema.IsMetadataLabel), vals: pts.vals, first: pts.first}, nil
 }
 
-// stepper appends a series' step values, with a StaleNaN at the first
-// step of each gap: at most one point per step, so the series' slice,
-// cut from the worker's slab with room for every step, never grows.
+// stepper collects a series' step values: from its first step with a
+// value, StaleNaN at the steps without. At most one value per step, so
+// the slice, cut from the worker's slab with room for every step, never
+// grows.
 type stepper struct {
-	w    *fastWorker
-	pts  []promql.FPoint
-	open bool // the last step had a value
+	w     *fastWorker
+	vals  []float64
+	first int
+	steps int
 }
 
-func (s *stepper) value(ts int64, v float64) {
-	if s.pts == nil {
-		s.pts = s.w.points()
+func (s *stepper) value(step int, v float64) {
+	if s.vals == nil {
+		s.vals, s.first = s.w.floats(), step
 	}
-	s.pts = append(s.pts, promql.FPoint{T: ts, F: v})
-	s.open = true
+	for len(s.vals) < step-s.first {
+		s.vals = append(s.vals, staleNaN)
+	}
+	s.vals = append(s.vals, v)
 }
 
-// points returns an empty slice with room for every step, cut from a
+// end closes the series: a StaleNaN after its last value unless that is
+// at the last step.
+func (s *stepper) end() {
+	if n := s.first + len(s.vals); n < s.steps {
+		s.vals = append(s.vals, staleNaN)
+	}
+}
+
+// floats returns an empty slice with room for every step, cut from a
 // slab shared by fastChunk series: one allocation per chunk, not per
 // series.
-func (w *fastWorker) points() []promql.FPoint {
+func (w *fastWorker) floats() []float64 {
 	n := w.r.steps()
 	if cap(w.slab)-len(w.slab) < n {
-		w.slab = make([]promql.FPoint, 0, n*fastChunk)
+		w.slab = make([]float64, 0, n*fastChunk)
 	}
 	l := len(w.slab)
 	w.slab = w.slab[:l+n]
 	return w.slab[l : l : l+n]
-}
-
-func (s *stepper) none(ts int64) {
-	if s.open {
-		s.pts = append(s.pts, promql.FPoint{T: ts, F: staleNaN})
-		s.open = false
-	}
 }
 
 // rateSteps computes rate, increase or delta over buf (stale markers
@@ -317,14 +329,14 @@ func (s *stepper) none(ts int64) {
 // resets says whether to look for counter resets: false when no sample
 // of the series is below the one before, which skips no operation the
 // engine would do on a value.
-func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate, instant bool) ([]promql.FPoint, error) {
-	if len(buf) < 2 {
-		return nil, nil // no window holds two samples
-	}
+func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate, instant bool) (stepper, error) {
 	r, rng, secs := w.r, w.spec.rng.Milliseconds(), w.spec.rng.Seconds()
-	out := stepper{w: w}
+	out := stepper{w: w, steps: r.steps()}
+	if len(buf) < 2 {
+		return out, nil // no window holds two samples
+	}
 	lo, hi := 0, 0
-	for ts := r.start; ts <= r.end; ts += r.stp {
+	for ts, step := r.start, 0; ts <= r.end; ts, step = ts+r.stp, step+1 {
 		mint := ts - rng
 		for lo < len(buf) && buf[lo].T <= mint {
 			lo++
@@ -344,36 +356,34 @@ func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate, i
 		}
 		if ok {
 			if value.IsStaleNaN(v) {
-				return nil, errFallback // would read as a gap
+				return out, errFallback // would read as a gap
 			}
-			out.value(ts, v)
-		} else {
-			out.none(ts)
+			out.value(step, v)
 		}
 		if r.stp <= 0 {
 			break
 		}
 	}
-	return out.pts, nil
+	return out, nil
 }
 
 // selectSteps is the engine's instant selector (vectorSelectorSingle)
 // at every step: the latest sample at or before ts, unless it is older
 // than the lookback delta or a staleness marker. It streams src, holding
 // only the sample before and the one after the step.
-func (w *fastWorker) selectSteps(src encoding.Iterator) []promql.FPoint {
+func (w *fastWorker) selectSteps(src encoding.Iterator) stepper {
 	var (
 		r          = w.r
-		out        = stepper{w: w}
+		out        = stepper{w: w, steps: r.steps()}
 		prev, next promql.FPoint
 		hasPrev    bool
 		hasNext    = src.Next()
 	)
 	if !hasNext {
-		return nil
+		return out
 	}
 	next.T, next.F = src.At()
-	for ts := r.start; ts <= r.end; ts += r.stp {
+	for ts, step := r.start, 0; ts <= r.end; ts, step = ts+r.stp, step+1 {
 		for hasNext && next.T <= ts {
 			prev, hasPrev = next, true
 			if hasNext = src.Next(); hasNext {
@@ -381,15 +391,13 @@ func (w *fastWorker) selectSteps(src encoding.Iterator) []promql.FPoint {
 			}
 		}
 		if hasPrev && prev.T > ts-r.lookback && !value.IsStaleNaN(prev.F) {
-			out.value(ts, prev.F)
-		} else {
-			out.none(ts)
+			out.value(step, prev.F)
 		}
 		if r.stp <= 0 {
 			break
 		}
 	}
-	return out.pts
+	return out
 }
 
 // rateFunc is extrapolatedRate; tests replace it with wrong versions to
@@ -474,62 +482,67 @@ func instantRate(pts []promql.FPoint, isRate bool) (float64, bool) {
 	return v, true
 }
 
-// precomputed is a series of step values as the engine reads it.
+// precomputed is a series of step values as the engine reads it: vals[i]
+// at t0 + i*stp.
 type precomputed struct {
-	lset labels.Labels
-	pts  []promql.FPoint
+	lset    labels.Labels
+	vals    []float64
+	t0, stp int64
 }
 
 func (p *precomputed) Labels() labels.Labels { return p.lset }
 
 func (p *precomputed) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
-	it, ok := reuse.(*pointIterator)
+	it, ok := reuse.(*stepIterator)
 	if !ok {
-		it = &pointIterator{}
+		it = &stepIterator{}
 	}
-	*it = pointIterator{pts: p.pts, i: -1}
+	*it = stepIterator{vals: p.vals, t0: p.t0, stp: p.stp, i: -1}
 	return it
 }
 
-// pointIterator walks FPoints with chunkenc's Next and Seek contract.
-type pointIterator struct {
-	pts []promql.FPoint
-	i   int
+// stepIterator walks step values with chunkenc's Next and Seek contract.
+type stepIterator struct {
+	vals    []float64
+	t0, stp int64
+	i       int
 }
 
-func (it *pointIterator) Next() chunkenc.ValueType {
-	if it.i < len(it.pts) {
+func (it *stepIterator) t(i int) int64 { return it.t0 + int64(i)*it.stp }
+
+func (it *stepIterator) Next() chunkenc.ValueType {
+	if it.i < len(it.vals) {
 		it.i++
 	}
-	if it.i >= len(it.pts) {
+	if it.i >= len(it.vals) {
 		return chunkenc.ValNone
 	}
 	return chunkenc.ValFloat
 }
 
-func (it *pointIterator) Seek(t int64) chunkenc.ValueType {
+func (it *stepIterator) Seek(t int64) chunkenc.ValueType {
 	if it.i < 0 {
 		it.i = 0
 	}
-	for it.i < len(it.pts) && it.pts[it.i].T < t {
+	for it.i < len(it.vals) && it.t(it.i) < t {
 		it.i++
 	}
-	if it.i >= len(it.pts) {
+	if it.i >= len(it.vals) {
 		return chunkenc.ValNone
 	}
 	return chunkenc.ValFloat
 }
 
-func (it *pointIterator) At() (int64, float64) { p := it.pts[it.i]; return p.T, p.F }
+func (it *stepIterator) At() (int64, float64) { return it.t(it.i), it.vals[it.i] }
 
-func (it *pointIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
-	return it.pts[it.i].T, nil
+func (it *stepIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
+	return it.t(it.i), nil
 }
 
-func (it *pointIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
-	return it.pts[it.i].T, nil
+func (it *stepIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	return it.t(it.i), nil
 }
 
-func (it *pointIterator) AtT() int64  { return it.pts[it.i].T }
-func (it *pointIterator) AtST() int64 { return 0 }
-func (it *pointIterator) Err() error  { return nil }
+func (it *stepIterator) AtT() int64  { return it.t(it.i) }
+func (it *stepIterator) AtST() int64 { return 0 }
+func (it *stepIterator) Err() error  { return nil }
