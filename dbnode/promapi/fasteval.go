@@ -279,7 +279,13 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 			w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.spec.pos))
 		}
 	}
-	return fastSeries{lset: lset.DropReserved(schema.IsMetadataLabel), vals: pts.vals, first: pts.first}, nil
+	dropped := lset.DropReserved(schema.IsMetadataLabel)
+	if lset.Len()-dropped.Len() > 1 {
+		// More than the name went (__type__, __unit__): two series may now
+		// be equal, which the engine refuses with an error; let it.
+		return fastSeries{}, errFallback
+	}
+	return fastSeries{lset: dropped, vals: pts.vals, first: pts.first}, nil
 }
 
 // stepper collects a series' step values: from its first step with a

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
 )
 
 // fastQueries add, to compareQueries, the cases the fast path must get
@@ -351,4 +353,26 @@ func TestFastSetSorted(t *testing.T) {
 	require.Greater(t, len(got), 10)
 	require.True(t, slices.IsSortedFunc(got, labels.Compare), "sorted")
 	require.Empty(t, got[0].Get(labels.MetricName), "rate drops the name")
+}
+
+// TestFastPathMetadataLabels: series told apart only by __type__ become
+// equal once rate drops the metadata labels; the engine refuses that
+// with an error, and the fast path hands such a query to it.
+func TestFastPathMetadataLabels(t *testing.T) {
+	node, _, d := loadedNode(t)
+	for _, typ := range []string{"counter", "gauge"} {
+		id := ident.FromLabels(labels.FromStrings("__name__", "typed_total", "__type__", typ, "a", "1"))
+		batch := []tstorage.Sample{}
+		for k := range 20 {
+			batch = append(batch, tstorage.Sample{ID: id, Shard: node.db.Shard(id), T: d.start + int64(k)*15_000, V: float64(k)})
+		}
+		require.NoError(t, node.db.WriteBatch("default", batch))
+	}
+	pair := newFastPair(t, node, Options{})
+	p := url.Values{"query": {`rate(typed_total[1m])`}, "start": {fmtTime(d.start, false)},
+		"end": {fmtTime(d.start+5*60_000, false)}, "step": {"15s"}}
+	msg, body := pair.diff(t, "/api/v1/query_range", p)
+	require.Empty(t, msg)
+	require.Contains(t, body, "same labelset")
+	require.Positive(t, pair.api.fastStats.declined.Load())
 }
