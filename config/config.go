@@ -137,7 +137,17 @@ type Query struct {
 	MaxSamples int           `yaml:"maxSamples"`
 	// LookbackDelta as in Prometheus. Default 5m.
 	LookbackDelta time.Duration `yaml:"lookbackDelta"`
+	// Parallelism bounds the goroutines one query spends computing
+	// rate, increase, delta and instant selectors over its series (the
+	// fast path: Prometheus' engine alone uses one). Default 0: GOMAXPROCS.
+	Parallelism int `yaml:"parallelism"`
+	// FastPath turns that parallel computation on; answers are the same
+	// to the bit either way. Default true; false is the escape hatch.
+	FastPath *bool `yaml:"fastPath"`
 }
+
+// FastPathEnabled reports the effective query.fastPath switch.
+func (q Query) FastPathEnabled() bool { return q.FastPath == nil || *q.FastPath }
 
 // Cluster configures routing and consistency.
 type Cluster struct {

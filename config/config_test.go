@@ -50,8 +50,13 @@ namespaces:
   - name: metrics
     blockSize: 1h
     coldWrites: false
+query:
+  parallelism: 3
+  fastPath: false
 `))
 	require.NoError(t, err)
+	require.Equal(t, 3, c.Query.Parallelism)
+	require.False(t, c.Query.FastPathEnabled())
 	require.Equal(t, "n2", c.ID)
 	require.Equal(t, 250*time.Millisecond, c.CommitLog.FlushEvery)
 	require.Equal(t, 2*time.Second, c.Storage.TickInterval)
@@ -88,6 +93,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"gc:\n  percent: -5", "gc.percent"},
 		{"gc:\n  minPercent: 200", "gc.minPercent"},
 		{"gc:\n  headroom: -1", "gc.headroom"},
+		{"query:\n  parallelism: -1", "query.parallelism"},
 	} {
 		_, err := Parse(strings.NewReader(tc.yaml))
 		require.Error(t, err, tc.yaml)

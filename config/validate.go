@@ -79,6 +79,9 @@ func (c *Config) Validate() error {
 	if c.Query.MaxSamples <= 0 {
 		bad("query.maxSamples", "must be > 0, got %d", c.Query.MaxSamples)
 	}
+	if c.Query.Parallelism < 0 {
+		bad("query.parallelism", "must be >= 0 (0: GOMAXPROCS), got %d", c.Query.Parallelism)
+	}
 	switch c.Cluster.WriteConsistency {
 	case "one", "majority", "all":
 	default:

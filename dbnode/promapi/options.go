@@ -39,6 +39,12 @@ type Options struct {
 	// EvaluationInterval is the step of subqueries written without one
 	// (x[30m:]), as Prometheus' global evaluation_interval.
 	EvaluationInterval time.Duration
+	// Parallelism bounds the goroutines one query's fast path computes
+	// rate, increase and delta on (rewrite.go). Default GOMAXPROCS.
+	Parallelism int
+	// DisableFastPath evaluates every query with Prometheus' engine
+	// alone.
+	DisableFastPath bool
 	// Exemplars answers /api/v1/query_exemplars (data null when nil).
 	Exemplars Exemplars
 	// BuildInfo is served at /api/v1/status/buildinfo.
@@ -83,6 +89,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxConcurrency <= 0 {
 		o.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if o.Parallelism <= 0 {
+		o.Parallelism = runtime.GOMAXPROCS(0)
 	}
 	if o.LookbackDelta <= 0 {
 		o.LookbackDelta = DefaultLookbackDelta

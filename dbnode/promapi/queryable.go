@@ -26,13 +26,16 @@ type queryable struct {
 	b      httpapi.Backend
 	ns     string
 	limits *limits.Limits
+	// fast, when set, computes the fast path's marked selectors
+	// (rewrite.go) over these steps; nil answers them as plain selectors.
+	fast *fastRange
 }
 
 // Querier returns a querier over [mint, maxt]. The engine takes one per
 // query, so the series its selectors fetch are counted there against
 // limits.maxFetchedSeriesPerQuery.
 func (q queryable) Querier(mint, maxt int64) (storage.Querier, error) {
-	return &querier{b: q.b, ns: q.ns, mint: mint, maxt: maxt, limits: q.limits}, nil
+	return &querier{b: q.b, ns: q.ns, mint: mint, maxt: maxt, limits: q.limits, fast: q.fast}, nil
 }
 
 // querier is scoped to [mint, maxt] (ms, inclusive). It holds no resources:
@@ -42,7 +45,9 @@ type querier struct {
 	ns         string
 	mint, maxt int64
 	limits     *limits.Limits
+	fast       *fastRange
 	fetched    atomic.Int64 // series fetched by all its selects
+	fastPoints atomic.Int64 // step values the fast path holds, all selects
 }
 
 // Select returns the series matching all matchers with samples in the
@@ -50,6 +55,11 @@ type querier struct {
 // only when the set is first advanced, with the context of this call, so
 // a query that never expands a selector costs nothing.
 func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, matchers ...*labels.Matcher) storage.SeriesSet {
+	if q.fast != nil {
+		if set := q.selectFast(ctx, sortSeries, matchers); set != nil {
+			return set
+		}
+	}
 	start, end, limit := q.mint, q.maxt, 0
 	if hints != nil {
 		start, end, limit = hints.Start, hints.End, hints.Limit
@@ -59,6 +69,23 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 		matchers: matchers, start: start, end: end,
 		sorted: sortSeries, limit: limit,
 	}
+}
+
+// selectFast returns the set of a marked selector, or nil when matchers
+// carry no marker.
+func (q *querier) selectFast(ctx context.Context, sorted bool, matchers []*labels.Matcher) storage.SeriesSet {
+	for i, m := range matchers {
+		if m.Name != q.fast.marker {
+			continue
+		}
+		spec, err := parseFastSpec(m.Value)
+		if err != nil {
+			return storage.ErrSeriesSet(err)
+		}
+		rest := slices.Delete(slices.Clone(matchers), i, i+1)
+		return &fastSet{ctx: ctx, q: q, spec: spec, matchers: rest, sorted: sorted}
+	}
+	return nil
 }
 
 // LabelValues returns the sorted values of name among series matching

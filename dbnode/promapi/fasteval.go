@@ -1,0 +1,554 @@
+package promapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/schema"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
+)
+
+// errFallback asks the API to run the query again without the fast path:
+// a selected series holds something fastEval does not compute the way
+// the engine does (native histograms).
+var errFallback = errors.New("fast path declined: evaluate with the engine")
+
+// fastChunk is how many series a worker takes at a time: large enough
+// that the shared counter is not contended, small enough that the
+// workers finish together.
+const fastChunk = 64
+
+// fastRange is the evaluation a query's marked selectors compute: the
+// query's steps, how many goroutines may compute them and the engine's
+// samples limit.
+type fastRange struct {
+	marker          string
+	start, end, stp int64 // ms; stp 0 for an instant query
+	lookback        int64 // ms, the query's lookback delta
+	parallelism     int
+	maxSamples      int
+	stats           *fastStats
+}
+
+// fastStats count the fast path's work, for tests and operators.
+type fastStats struct {
+	computed atomic.Int64 // marked selectors answered by the fast path
+	declined atomic.Int64 // queries handed back to the engine (errFallback)
+}
+
+// steps is the number of evaluation steps.
+func (r *fastRange) steps() int {
+	if r.stp <= 0 {
+		return 1
+	}
+	return int((r.end-r.start)/r.stp) + 1
+}
+
+// fastSet is the SeriesSet of a marked selector: one precomputed series
+// per selected series with at least one value, in the backend's order
+// (the order the engine would have evaluated the call in), computed on
+// the first Next.
+type fastSet struct {
+	ctx      context.Context
+	q        *querier
+	spec     fastSpec
+	matchers []*labels.Matcher
+	sorted   bool // by labels, as Select was asked (the engine asks unsorted)
+
+	loaded   bool
+	out      []fastSeries
+	i        int
+	err      error
+	warnings annotations.Annotations
+}
+
+type fastSeries struct {
+	lset labels.Labels
+	// vals are the values at steps first, first+1, ...: a StaleNaN where
+	// a step has none (so the engine's lookback does not carry the value
+	// before over it), one after the last value unless it is the last
+	// step. Timestamps follow from the index: half the memory of FPoints.
+	vals  []float64
+	first int
+}
+
+func (s *fastSet) Next() bool {
+	if s.err != nil {
+		return false
+	}
+	if !s.loaded {
+		s.loaded = true
+		if s.err = s.load(); s.err != nil {
+			return false
+		}
+		s.i = -1
+	}
+	s.i++
+	return s.i < len(s.out)
+}
+
+func (s *fastSet) At() storage.Series {
+	fs := &s.out[s.i]
+	r := s.q.fast
+	return &precomputed{lset: fs.lset, vals: fs.vals, t0: r.start + int64(fs.first)*r.stp, stp: r.stp}
+}
+
+func (s *fastSet) Err() error                        { return s.err }
+func (s *fastSet) Warnings() annotations.Annotations { return s.warnings }
+
+// load fetches the selected series and computes them on up to
+// parallelism goroutines.
+func (s *fastSet) load() error {
+	q, r := s.q, s.q.fast
+	rng := s.spec.rng.Milliseconds()
+	if s.spec.fn == selectFn {
+		rng = r.lookback
+	}
+	its, err := q.b.Query(s.ctx, q.ns, s.matchers, r.start-rng, r.end)
+	var partial *tstorage.PartialError
+	if errors.As(err, &partial) {
+		for _, w := range partial.Warnings(maxDamageWarnings) {
+			s.warnings.Add(errors.New(w))
+		}
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("query %v in [%d, %d]: %w", s.matchers, r.start-rng, r.end, err)
+	}
+	if err := q.limits.CheckFetchedSeries(int(q.fetched.Add(int64(len(its))))); err != nil {
+		return err
+	}
+	for _, it := range its {
+		if it.Histograms != nil {
+			return errFallback
+		}
+	}
+	out := make([]fastSeries, len(its))
+	workers := min(r.parallelism, (len(its)+fastChunk-1)/fastChunk)
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errs    = make([]error, workers)
+		annos   = make([]annotations.Annotations, workers)
+		fn      = fastFuncs[s.spec.fn]
+		evalOne = func(w *fastWorker, i int) error {
+			fs, err := w.series(its[i], fn.isCounter, fn.isRate, fn.instant)
+			if err != nil || len(fs.vals) == 0 {
+				return err
+			}
+			// The engine copies these points into its own matrix: past
+			// half its samples limit, let it evaluate the query alone, so
+			// that the fast path never holds more memory than the limit
+			// allows, and the engine refuses what it would refuse.
+			if int(q.fastPoints.Add(int64(len(fs.vals)))) > r.maxSamples/2 {
+				return errFallback
+			}
+			out[i] = fs
+			return nil
+		}
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wk := &fastWorker{r: r, spec: s.spec, annos: &annos[w]}
+			for {
+				lo := int(next.Add(1)-1) * fastChunk
+				if lo >= len(its) {
+					return
+				}
+				if err := s.ctx.Err(); err != nil {
+					errs[w] = err
+					next.Store(int64(len(its))) // stop the others
+					return
+				}
+				for i := lo; i < min(lo+fastChunk, len(its)); i++ {
+					if err := evalOne(wk, i); err != nil {
+						errs[w] = err
+						next.Store(int64(len(its)))
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		if errors.Is(err, errFallback) {
+			return errFallback
+		}
+		return err
+	}
+	for i := range annos {
+		s.warnings.Merge(annos[i])
+	}
+	// Keep the series with values, in order.
+	kept := out[:0]
+	for _, fs := range out {
+		if len(fs.vals) > 0 {
+			kept = append(kept, fs)
+		}
+	}
+	s.out = kept
+	if s.sorted {
+		slices.SortFunc(s.out, func(a, b fastSeries) int { return labels.Compare(a.lset, b.lset) })
+	}
+	if r.stats != nil {
+		r.stats.computed.Add(1)
+	}
+	return nil
+}
+
+// fastWorker is one goroutine's state: the decoded samples of its
+// current series and a label builder, reused across series.
+type fastWorker struct {
+	r     *fastRange
+	spec  fastSpec
+	annos *annotations.Annotations
+	buf   []promql.FPoint
+	slab  []float64 // room for the step values of the next series
+	lb    labels.ScratchBuilder
+}
+
+// series decodes it and computes the function (or the selector's
+// looked-back value) at every step. A step without a value right after
+// one with a value gets a StaleNaN, so that the engine's lookback does not
+// carry the earlier value over the gap.
+func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, instant bool) (fastSeries, error) {
+	sel := w.spec.fn == selectFn
+	var pts stepper
+	if sel {
+		pts = w.selectSteps(it.Values)
+		if err := it.Values.Err(); err != nil {
+			return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
+		}
+	} else {
+		buf := w.buf[:0]
+		resets := false
+		for it.Values.Next() {
+			t, v := it.Values.At()
+			if value.IsStaleNaN(v) {
+				continue // the engine drops them from range selections
+			}
+			if n := len(buf); n > 0 && v < buf[n-1].F {
+				resets = true
+			}
+			buf = append(buf, promql.FPoint{T: t, F: v})
+		}
+		w.buf = buf
+		if err := it.Values.Err(); err != nil {
+			return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
+		}
+		var err error
+		if pts, err = w.rateSteps(buf, isCounter, resets, isRate, instant); err != nil {
+			return fastSeries{}, err
+		}
+	}
+	if pts.vals == nil {
+		return fastSeries{}, nil
+	}
+	pts.end()
+	lset, err := ident.LabelsWith(&w.lb, it.ID)
+	if err != nil {
+		// As the engine's series set does: leave it out, say so.
+		w.annos.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, it.ID, len(it.ID)))
+		return fastSeries{}, nil
+	}
+	if sel {
+		return fastSeries{lset: lset, vals: pts.vals, first: pts.first}, nil
+	}
+	if isCounter && !instant { // the engine says so for rate and increase only
+		if name := lset.Get(labels.MetricName); name != "" && !strings.HasSuffix(name, "_total") &&
+			!strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") &&
+			!strings.HasSuffix(name, "_bucket") {
+			w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.spec.pos))
+		}
+	}
+	dropped := lset.DropReserved(schema.IsMetadataLabel)
+	if lset.Len()-dropped.Len() > 1 {
+		// More than the name went (__type__, __unit__): two series may now
+		// be equal, which the engine refuses with an error; let it.
+		return fastSeries{}, errFallback
+	}
+	return fastSeries{lset: dropped, vals: pts.vals, first: pts.first}, nil
+}
+
+// stepper collects a series' step values: from its first step with a
+// value, StaleNaN at the steps without. At most one value per step, so
+// the slice, cut from the worker's slab with room for every step, never
+// grows.
+type stepper struct {
+	w     *fastWorker
+	vals  []float64
+	first int
+	steps int
+}
+
+func (s *stepper) value(step int, v float64) {
+	if s.vals == nil {
+		s.vals, s.first = s.w.floats(), step
+	}
+	for len(s.vals) < step-s.first {
+		s.vals = append(s.vals, staleNaN)
+	}
+	s.vals = append(s.vals, v)
+}
+
+// end closes the series: a StaleNaN after its last value unless that is
+// at the last step.
+func (s *stepper) end() {
+	if n := s.first + len(s.vals); n < s.steps {
+		s.vals = append(s.vals, staleNaN)
+	}
+}
+
+// floats returns an empty slice with room for every step, cut from a
+// slab shared by fastChunk series: one allocation per chunk, not per
+// series.
+func (w *fastWorker) floats() []float64 {
+	n := w.r.steps()
+	if cap(w.slab)-len(w.slab) < n {
+		w.slab = make([]float64, 0, n*fastChunk)
+	}
+	l := len(w.slab)
+	w.slab = w.slab[:l+n]
+	return w.slab[l : l : l+n]
+}
+
+// rateSteps computes rate, increase or delta over buf (stale markers
+// dropped) at every step: the window is (ts-range, ts], as the engine's.
+// resets says whether to look for counter resets: false when no sample
+// of the series is below the one before, which skips no operation the
+// engine would do on a value.
+func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate, instant bool) (stepper, error) {
+	r, rng, secs := w.r, w.spec.rng.Milliseconds(), w.spec.rng.Seconds()
+	out := stepper{w: w, steps: r.steps()}
+	if len(buf) < 2 {
+		return out, nil // no window holds two samples
+	}
+	lo, hi := 0, 0
+	for ts, step := r.start, 0; ts <= r.end; ts, step = ts+r.stp, step+1 {
+		mint := ts - rng
+		for lo < len(buf) && buf[lo].T <= mint {
+			lo++
+		}
+		hi = max(hi, lo)
+		for hi < len(buf) && buf[hi].T <= ts {
+			hi++
+		}
+		var (
+			v  float64
+			ok bool
+		)
+		if instant {
+			v, ok = instantRate(buf[lo:hi], isRate)
+		} else {
+			v, ok = rateFunc(buf[lo:hi], mint, ts, secs, isCounter, resets, isRate)
+		}
+		if ok {
+			if value.IsStaleNaN(v) {
+				return out, errFallback // would read as a gap
+			}
+			out.value(step, v)
+		}
+		if r.stp <= 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+// selectSteps is the engine's instant selector (vectorSelectorSingle)
+// at every step: the latest sample at or before ts, unless it is older
+// than the lookback delta or a staleness marker. It streams src, holding
+// only the sample before and the one after the step.
+func (w *fastWorker) selectSteps(src encoding.Iterator) stepper {
+	var (
+		r          = w.r
+		out        = stepper{w: w, steps: r.steps()}
+		prev, next promql.FPoint
+		hasPrev    bool
+		hasNext    = src.Next()
+	)
+	if !hasNext {
+		return out
+	}
+	next.T, next.F = src.At()
+	for ts, step := r.start, 0; ts <= r.end; ts, step = ts+r.stp, step+1 {
+		for hasNext && next.T <= ts {
+			prev, hasPrev = next, true
+			if hasNext = src.Next(); hasNext {
+				next.T, next.F = src.At()
+			}
+		}
+		if hasPrev && prev.T > ts-r.lookback && !value.IsStaleNaN(prev.F) {
+			out.value(step, prev.F)
+		}
+		if r.stp <= 0 {
+			break
+		}
+	}
+	return out
+}
+
+// rateFunc is extrapolatedRate; tests replace it with wrong versions to
+// show the comparison with the engine catches them.
+var rateFunc = extrapolatedRate
+
+var staleNaN = math.Float64frombits(value.StaleNaN)
+
+// extrapolatedRate is Prometheus' rate, increase and delta of float
+// samples (promql/functions.go, without start timestamps, anchored or
+// smoothed selectors, which the fast path never sees), written so that
+// every floating-point operation happens in the same order with the same
+// operands: the answer must be bit-identical to the engine's. pts are the
+// window's samples, (rangeStart, rangeEnd]; resets false promises that no
+// sample in pts is below the one before (the engine's loop would add
+// nothing).
+func extrapolatedRate(pts []promql.FPoint, rangeStart, rangeEnd int64, rangeSecs float64, isCounter, resets, isRate bool) (float64, bool) {
+	if len(pts) < 2 {
+		return 0, false
+	}
+	n1 := len(pts) - 1
+	first, last := pts[0], pts[n1]
+	result := last.F - first.F
+	if isCounter && resets {
+		for i := 1; i <= n1; i++ {
+			if pts[i].F < pts[i-1].F {
+				result += pts[i-1].F // a counter reset
+			}
+		}
+	}
+	toStart := float64(first.T-rangeStart) / 1000
+	toEnd := float64(rangeEnd-last.T) / 1000
+	sampled := float64(last.T-first.T) / 1000
+	avg := sampled / float64(n1)
+	threshold := avg * 1.1
+	if toStart >= threshold {
+		toStart = avg / 2
+	}
+	if isCounter {
+		// A counter does not go below zero: extrapolate at most to the
+		// time it would have been zero.
+		toZero := toStart
+		if result > 0 && first.F >= 0 {
+			toZero = sampled * (first.F / result)
+		}
+		if toZero < toStart {
+			toStart = toZero
+		}
+	}
+	if toEnd >= threshold {
+		toEnd = avg / 2
+	}
+	factor := 1.0
+	if sampled != 0 {
+		factor = (sampled + toStart + toEnd) / sampled
+	}
+	if isRate {
+		factor /= rangeSecs
+	}
+	return result * factor, true
+}
+
+// instantRate is Prometheus' irate (isRate) and idelta of float samples
+// without start timestamps (promql/functions.go instantValue), with the
+// same operations in the same order: the last two samples of the window.
+func instantRate(pts []promql.FPoint, isRate bool) (float64, bool) {
+	if len(pts) < 2 {
+		return 0, false
+	}
+	prev, last := pts[len(pts)-2], pts[len(pts)-1]
+	interval := last.T - prev.T
+	if interval == 0 {
+		return 0, false
+	}
+	v := last.F
+	if !isRate || !(last.F < prev.F) {
+		v = last.F - prev.F // a gauge, or a counter without reset
+	}
+	if isRate {
+		v /= float64(interval) / 1000
+	}
+	return v, true
+}
+
+// precomputed is a series of step values as the engine reads it: vals[i]
+// at t0 + i*stp.
+type precomputed struct {
+	lset    labels.Labels
+	vals    []float64
+	t0, stp int64
+}
+
+func (p *precomputed) Labels() labels.Labels { return p.lset }
+
+func (p *precomputed) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
+	it, ok := reuse.(*stepIterator)
+	if !ok {
+		it = &stepIterator{}
+	}
+	*it = stepIterator{vals: p.vals, t0: p.t0, stp: p.stp, i: -1}
+	return it
+}
+
+// stepIterator walks step values with chunkenc's Next and Seek contract.
+type stepIterator struct {
+	vals    []float64
+	t0, stp int64
+	i       int
+}
+
+func (it *stepIterator) t(i int) int64 { return it.t0 + int64(i)*it.stp }
+
+func (it *stepIterator) Next() chunkenc.ValueType {
+	if it.i < len(it.vals) {
+		it.i++
+	}
+	if it.i >= len(it.vals) {
+		return chunkenc.ValNone
+	}
+	return chunkenc.ValFloat
+}
+
+func (it *stepIterator) Seek(t int64) chunkenc.ValueType {
+	if it.i < 0 {
+		it.i = 0
+	}
+	for it.i < len(it.vals) && it.t(it.i) < t {
+		it.i++
+	}
+	if it.i >= len(it.vals) {
+		return chunkenc.ValNone
+	}
+	return chunkenc.ValFloat
+}
+
+func (it *stepIterator) At() (int64, float64) { return it.t(it.i), it.vals[it.i] }
+
+func (it *stepIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
+	return it.t(it.i), nil
+}
+
+func (it *stepIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	return it.t(it.i), nil
+}
+
+func (it *stepIterator) AtT() int64  { return it.t(it.i) }
+func (it *stepIterator) AtST() int64 { return 0 }
+func (it *stepIterator) Err() error  { return nil }

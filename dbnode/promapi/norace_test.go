@@ -1,0 +1,5 @@
+//go:build !race
+
+package promapi
+
+const raceEnabled = false

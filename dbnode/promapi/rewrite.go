@@ -1,0 +1,207 @@
+package promapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/promql/parser/posrange"
+)
+
+// The fast path: Prometheus' engine evaluates rate(x[5m]) series by series
+// on one goroutine, walking a buffered iterator per step; on a 100,000
+// series dashboard query that is most of the query's CPU, and the other
+// cores idle. fastParser rewrites, in the parsed query, each call of a
+// function fastEval computes (rate, increase, delta, irate, idelta over a
+// plain matrix selector) into a vector selector carrying a marker matcher. The
+// querier recognises the marker, computes the function's value at every
+// step of the query itself, in parallel over the series, and hands the
+// engine one precomputed series per input series, in the order the
+// engine would have produced them, with a stale marker where a step has
+// no value. The engine then does everything else (aggregation, binary
+// operators, topk, histogram_quantile) unchanged, over the same values in
+// the same order: answers are bit-identical to the unrewritten query's
+// (fastpath_test.go holds them to it).
+//
+// What is never rewritten, so that the engine's own semantics hold:
+// calls under a subquery (their step is not the query's), under any
+// function outside safeParents (absent() reads its argument's matchers),
+// in an aggregation's parameter; selectors with offset or @; selectors
+// without a __name__="..." matcher (dropping the name could then make two
+// series equal, which the engine refuses with an error). A series with
+// native histograms makes the query fall back to the engine (errFallback).
+
+// fastFuncs are the functions fastEval computes, with the flags of
+// Prometheus' extrapolatedRate.
+var fastFuncs = map[string]struct{ isCounter, isRate, instant bool }{
+	"rate":     {true, true, false},
+	"increase": {true, false, false},
+	"delta":    {false, false, false},
+	"irate":    {true, true, true},
+	"idelta":   {false, false, true},
+}
+
+// safeParents are the functions whose argument may be a rewritten call:
+// they read only the argument's samples and labels, which the rewrite
+// keeps, never the syntax of their argument.
+var safeParents = map[string]bool{
+	"abs": true, "ceil": true, "floor": true, "round": true, "exp": true,
+	"ln": true, "log2": true, "log10": true, "sqrt": true, "sgn": true,
+	"clamp": true, "clamp_min": true, "clamp_max": true,
+	"sort": true, "sort_desc": true, "sort_by_label": true, "sort_by_label_desc": true,
+	"histogram_quantile": true, "label_replace": true, "label_join": true,
+}
+
+// fastParser is the engine's parser with the rewrite applied to every
+// query it parses. marker is the name of the marker label, random per
+// API so that no stored series or user query can carry it.
+type fastParser struct {
+	parser.Parser
+	marker string
+}
+
+func newFastParser() fastParser {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fastParser{Parser: parser.NewParser(parser.Options{}), marker: "__tessera_fast_" + hex.EncodeToString(b[:]) + "__"}
+}
+
+// ParseExpr parses input and rewrites the calls the fast path computes.
+func (p fastParser) ParseExpr(input string) (parser.Expr, error) {
+	expr, err := p.Parser.ParseExpr(input)
+	if err != nil {
+		return expr, err
+	}
+	return p.rewrite(expr, true), nil
+}
+
+// rewrite returns e with its eligible calls replaced; safe says whether
+// every ancestor of e lets it be replaced.
+func (p fastParser) rewrite(e parser.Expr, safe bool) parser.Expr {
+	switch n := e.(type) {
+	case *parser.Call:
+		if safe {
+			if vs := p.replace(n); vs != nil {
+				return vs
+			}
+		}
+		argSafe := safe && safeParents[n.Func.Name]
+		for i, a := range n.Args {
+			n.Args[i] = p.rewrite(a, argSafe)
+		}
+	case *parser.AggregateExpr:
+		n.Expr = p.rewrite(n.Expr, safe)
+		if n.Param != nil {
+			n.Param = p.rewrite(n.Param, false)
+		}
+	case *parser.BinaryExpr:
+		n.LHS = p.rewrite(n.LHS, safe)
+		n.RHS = p.rewrite(n.RHS, safe)
+	case *parser.ParenExpr:
+		n.Expr = p.rewrite(n.Expr, safe)
+	case *parser.UnaryExpr:
+		n.Expr = p.rewrite(n.Expr, safe)
+	case *parser.SubqueryExpr:
+		n.Expr = p.rewrite(n.Expr, false)
+	case *parser.VectorSelector:
+		// An instant selector (one inside a matrix selector is never
+		// visited): its value at each step, looked back for.
+		if safe && plainSelector(n) {
+			spec := fastSpec{fn: selectFn, pos: n.PosRange}
+			return p.marked(n, spec)
+		}
+	case *parser.MatrixSelector, *parser.NumberLiteral, *parser.StringLiteral, *parser.StepInvariantExpr:
+	}
+	return e
+}
+
+// selectFn is the spec's function of a rewritten instant selector.
+const selectFn = "select"
+
+// plainSelector reports whether vs has no offset, @, anchored or smoothed
+// modifier and no marker-like matcher: the fast path answers it at the
+// query's own steps.
+func plainSelector(vs *parser.VectorSelector) bool {
+	if vs.Offset != 0 || vs.OriginalOffset != 0 || vs.Timestamp != nil || vs.StartOrEnd != 0 || vs.Anchored || vs.Smoothed {
+		return false
+	}
+	for _, m := range vs.LabelMatchers {
+		if strings.HasPrefix(m.Name, "__tessera_fast_") {
+			return false
+		}
+	}
+	return true
+}
+
+// marked is vs with the marker matcher carrying spec.
+func (p fastParser) marked(vs *parser.VectorSelector, spec fastSpec) *parser.VectorSelector {
+	matchers := append(vs.LabelMatchers[:len(vs.LabelMatchers):len(vs.LabelMatchers)],
+		labels.MustNewMatcher(labels.MatchEqual, p.marker, spec.String()))
+	return &parser.VectorSelector{LabelMatchers: matchers, PosRange: spec.pos}
+}
+
+// replace returns the marked vector selector standing for call, or nil
+// when call is not one the fast path computes.
+func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
+	if _, ok := fastFuncs[call.Func.Name]; !ok || len(call.Args) != 1 {
+		return nil
+	}
+	ms, ok := call.Args[0].(*parser.MatrixSelector)
+	if !ok {
+		return nil
+	}
+	vs, ok := ms.VectorSelector.(*parser.VectorSelector)
+	if !ok || !plainSelector(vs) || ms.Range <= 0 {
+		return nil
+	}
+	named := false
+	for _, m := range vs.LabelMatchers {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual && m.Value != "" {
+			named = true
+		}
+	}
+	if !named {
+		return nil
+	}
+	out := p.marked(vs, fastSpec{fn: call.Func.Name, rng: ms.Range, pos: call.Args[0].PositionRange()})
+	out.PosRange = call.PosRange
+	return out
+}
+
+// fastSpec is what a marker matcher carries: the function (selectFn for
+// an instant selector), its range and the position of its argument in
+// the query (for the annotations the engine would have attached there).
+type fastSpec struct {
+	fn  string
+	rng time.Duration
+	pos posrange.PositionRange
+}
+
+func (s fastSpec) String() string {
+	return fmt.Sprintf("%s:%d:%d:%d", s.fn, int64(s.rng), s.pos.Start, s.pos.End)
+}
+
+func parseFastSpec(v string) (fastSpec, error) {
+	parts := strings.Split(v, ":")
+	if len(parts) != 4 {
+		return fastSpec{}, fmt.Errorf("fast path marker %q: want 4 fields", v)
+	}
+	var nums [3]int64
+	for i, s := range parts[1:] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fastSpec{}, fmt.Errorf("fast path marker %q: %w", v, err)
+		}
+		nums[i] = n
+	}
+	if _, ok := fastFuncs[parts[0]]; !ok && parts[0] != selectFn {
+		return fastSpec{}, fmt.Errorf("fast path marker %q: unknown function", v)
+	}
+	return fastSpec{fn: parts[0], rng: time.Duration(nums[0]),
+		pos: posrange.PositionRange{Start: posrange.Pos(nums[1]), End: posrange.Pos(nums[2])}}, nil
+}
