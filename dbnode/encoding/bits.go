@@ -58,6 +58,11 @@ func (w *bitWriter) bytes() []byte {
 	return b[:k:k]
 }
 
+// size is len(bytes()), without writing anything: what a caller that only
+// counts bytes (memory statistics, every series at every tick) must use,
+// since bytes() may grow a short stream's buffer.
+func (w *bitWriter) size() int { return len(w.buf) + int(w.nacc+7)/8 }
+
 // writeBits appends the low n bits of v, n <= 64. Bits of v above n must
 // be zero.
 func (w *bitWriter) writeBits(v uint64, n uint) {

@@ -73,6 +73,15 @@ func (e *Encoder) Bytes() []byte {
 	return e.w.bytes()
 }
 
+// Size is len(Bytes()) without calling it: Bytes may grow the buffer of a
+// short stream, which a statistic over every series must not do.
+func (e *Encoder) Size() int {
+	if e.count == 0 {
+		return streamHeaderLen
+	}
+	return e.w.size()
+}
+
 // Reset empties the encoder, keeping its buffer for reuse.
 func (e *Encoder) Reset() {
 	buf := e.w.buf

@@ -172,3 +172,18 @@ func TestMedian(t *testing.T) {
 		require.Equal(rt, sorted[len(sorted)/2], median(xs))
 	})
 }
+
+// Size is the length Bytes returns, at every length of a stream, and
+// reading it leaves the buffer as it was (Bytes may grow a short one: a
+// statistic over every series must not).
+func TestEncoderSize(t *testing.T) {
+	e := NewEncoder()
+	require.Equal(t, len(e.Bytes()), e.Size())
+	for i := range 200 {
+		require.NoError(t, e.Append(int64(1000+i*15000+i%3), float64(i*i)+0.5))
+		c := cap(e.w.buf)
+		n := e.Size()
+		require.Equal(t, c, cap(e.w.buf), "Size grew the buffer after %d samples", i+1)
+		require.Equal(t, len(e.Bytes()), n, "after %d samples", i+1)
+	}
+}

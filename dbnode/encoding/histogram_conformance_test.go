@@ -584,3 +584,17 @@ func TestHistogramLayoutChangeKeepsBucketState(t *testing.T) {
 	// each. A restart of the 20 old buckets would cost hundreds of bytes.
 	require.Less(t, b-a, 100, "steady %d bytes, with a new bucket %d", a, b)
 }
+
+// HistogramEncoder.Size is the length Bytes returns, without growing the
+// buffer.
+func TestHistogramEncoderSize(t *testing.T) {
+	e := NewHistogramEncoder()
+	require.Equal(t, len(e.Bytes()), e.Size())
+	for i := range 50 {
+		require.NoError(t, e.AppendHistogram(int64(1000+i*15000), latencyHistogram(i)))
+		c := cap(e.w.buf)
+		n := e.Size()
+		require.Equal(t, c, cap(e.w.buf), "Size grew the buffer after %d samples", i+1)
+		require.Equal(t, len(e.Bytes()), n, "after %d samples", i+1)
+	}
+}

@@ -211,6 +211,14 @@ func (e *HistogramEncoder) Bytes() []byte {
 	return e.w.bytes()
 }
 
+// Size is len(Bytes()) without calling it (see Encoder.Size).
+func (e *HistogramEncoder) Size() int {
+	if e.count == 0 {
+		return histStreamHeaderLen
+	}
+	return e.w.size()
+}
+
 // Reset empties the encoder, keeping its buffers for reuse.
 func (e *HistogramEncoder) Reset() {
 	e.ib.reset()

@@ -688,3 +688,67 @@ func decodeMetadataV1(b []byte) (Metadata, error) {
 	}
 	return m, nil
 }
+
+// LabelsAreID reports whether raw, the label fields of a remote write 1.0
+// TimeSeries (a LabelKey's Raw), are byte for byte what Prometheus'
+// marshaller writes for the labels of the canonical series ID id, in ID
+// order: per label a field 1 holding a Label message of name (field 1)
+// then value (field 2), every length a minimal varint.
+//
+// For one id exactly one raw satisfies it, so a cache that keeps an ID
+// can stand for the label bytes it was decoded from without a copy of
+// them: when LabelsAreID(raw, id) held for the bytes a series was decoded
+// from and holds for a request's bytes, the two are the same bytes, which
+// decode to the same series. It costs two byte comparisons per label;
+// the ID's own length-prefixed name and value are the same bytes as the
+// Label message's name and value fields after their tags.
+func LabelsAreID(raw, id []byte) bool {
+	for len(id) > 0 {
+		// Empty names and values are left out on the wire, and a length
+		// in the ID is a minimal varint: anything else is no ID's form.
+		nl, n := binary.Uvarint(id)
+		if n <= 0 || nl == 0 || uint64(len(id)-n) < nl || (n > 1 && n != uvarintLen(nl)) {
+			return false
+		}
+		name := id[:n+int(nl)] // uvarint(len) name: the name field after its tag
+		vl, m := binary.Uvarint(id[len(name):])
+		if m <= 0 || vl == 0 || uint64(len(id)-len(name)-m) < vl || (m > 1 && m != uvarintLen(vl)) {
+			return false
+		}
+		value := id[len(name) : len(name)+m+int(vl)]
+		id = id[len(name)+len(value):]
+
+		msgLen := 1 + len(name) + 1 + len(value)
+		if len(raw) < 2 || raw[0] != 0x0a { // field 1, bytes: a Label
+			return false
+		}
+		if msgLen < 0x80 { // the usual case: a one-byte length
+			if int(raw[1]) != msgLen {
+				return false
+			}
+			raw = raw[2:]
+		} else {
+			l, k := binary.Uvarint(raw[1:])
+			if k <= 0 || l != uint64(msgLen) || k != uvarintLen(uint64(msgLen)) {
+				return false
+			}
+			raw = raw[1+k:]
+		}
+		if len(raw) < msgLen || raw[0] != 0x0a || raw[1+len(name)] != 0x12 ||
+			string(raw[1:1+len(name)]) != string(name) || string(raw[2+len(name):msgLen]) != string(value) {
+			return false
+		}
+		raw = raw[msgLen:]
+	}
+	return len(raw) == 0
+}
+
+// uvarintLen is the length of v's minimal varint encoding.
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}

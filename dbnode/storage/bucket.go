@@ -133,6 +133,6 @@ func (b *bucket) samples() int {
 
 func (b *bucket) memBytes() int {
 	n := 0
-	b.streams(func(s *encoding.Encoder) bool { n += len(s.Bytes()); return true })
+	b.streams(func(s *encoding.Encoder) bool { n += s.Size(); return true })
 	return n
 }

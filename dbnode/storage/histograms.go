@@ -129,7 +129,7 @@ func (b *histBucket) samples() int {
 func (b *histBucket) memBytes() int {
 	n := 0
 	for _, s := range b.streams {
-		n += len(s.Bytes())
+		n += s.Size()
 	}
 	return n
 }

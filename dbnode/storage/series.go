@@ -15,9 +15,8 @@ import (
 // a *Series is only an opaque handle (Sample.Ref) that spares the next
 // write of the same series the shard map lookup.
 //
-// Its id, hash, ns and seq are immutable and read without the lock; next
-// belongs to the shard's map (guarded by the shard's mu); the rest is
-// guarded by mu.
+// Its id, hash, ns and seq are immutable and read without the lock; the
+// rest is guarded by mu.
 //
 // Layout is for the write path, where every sample touches a different
 // series and each line touched is a likely cache miss (or a line pulled
@@ -35,7 +34,9 @@ type Series struct {
 	id   string     // immutable bytes; ID() returns them as a slice
 	hash uint64     // hashID(id)
 	ns   *namespace // the namespace it belongs to, to check a caller's ref
-	next *Series    // next series with the same hash in the shard's map
+	// 8 bytes free (the shard map's collision chain, before it became an
+	// open-addressing table): they keep mu at the start of the second line.
+	_ [8]byte
 
 	// clRef is the commit log's handle on this series, owned by the log's
 	// flusher once the series has been written (commitlog.SeriesRef).

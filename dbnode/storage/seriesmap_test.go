@@ -1,13 +1,16 @@
 package storage
 
 import (
+	"math"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// IDs that share a hash are chained: each is found, and removing one
-// leaves the others.
+// IDs that share a hash take neighbouring slots: each is found, and
+// removing one leaves the others.
 func TestSeriesMapCollisions(t *testing.T) {
 	m := newSeriesMap()
 	const h = 42 // forced shared hash
@@ -30,6 +33,7 @@ func TestSeriesMapCollisions(t *testing.T) {
 		require.False(t, m.remove(gone), "removed twice")
 		require.Nil(t, m.get(h, gone.ID()))
 	}
+	require.False(t, m.remove(&Series{id: "x", hash: 7}), "another series of the same ID is not the map's")
 	require.Equal(t, 1, m.len())
 	require.Same(t, other, m.get(7, []byte("x")))
 	n := 0
@@ -38,4 +42,79 @@ func TestSeriesMapCollisions(t *testing.T) {
 	m.clear(func(*Series) { n-- })
 	require.Zero(t, n)
 	require.Zero(t, m.len())
+	require.Nil(t, m.get(7, []byte("x")))
+	require.False(t, m.remove(other))
+}
+
+// Against a Go map as the reference: random inserts and removes, with
+// hashes drawn from a small range so that probe runs collide, wrap around
+// the table's end and are shifted back by removals; after every step each
+// series is found, absent ones are not, and each visits exactly the set.
+func TestSeriesMapMatchesReference(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		m := newSeriesMap()
+		ref := map[string]*Series{}
+		var all []*Series
+		for i := range 400 {
+			// Homes at the start or the end of any table (all low bits
+			// set): runs collide and wrap around.
+			h := rng.Uint64N(32)
+			if rng.IntN(2) == 0 {
+				h = math.MaxUint64 - h
+			}
+			all = append(all, &Series{id: "s" + strconv.Itoa(i), hash: h})
+		}
+		for step := range 3000 {
+			s := all[rng.IntN(len(all))]
+			if _, ok := ref[s.id]; ok && rng.IntN(2) == 0 {
+				require.True(t, m.remove(s))
+				delete(ref, s.id)
+			} else if !ok {
+				m.insert(s)
+				ref[s.id] = s
+			}
+			require.Equal(t, len(ref), m.len())
+			if step%50 != 0 {
+				continue
+			}
+			for _, s := range all {
+				got := m.get(s.hash, s.ID())
+				if want, ok := ref[s.id]; ok {
+					require.Same(t, want, got, "seed %d step %d: %s", seed, step, s.id)
+				} else {
+					require.Nil(t, got, "seed %d step %d: %s removed", seed, step, s.id)
+				}
+			}
+			seen := map[string]bool{}
+			m.each(func(s *Series) {
+				require.False(t, seen[s.id], "visited twice")
+				seen[s.id] = true
+			})
+			require.Len(t, seen, len(ref))
+		}
+	}
+}
+
+// BenchmarkSeriesMapGet is a lookup of a present series in a shard of a
+// million-series node (244 series).
+func BenchmarkSeriesMapGet(b *testing.B) {
+	m := newSeriesMap()
+	var ids [][]byte
+	for i := range 244 {
+		id := []byte("series-" + strconv.Itoa(i))
+		ids = append(ids, id)
+		m.insert(&Series{id: string(id), hash: hashID(id)})
+	}
+	hs := make([]uint64, len(ids))
+	for i, id := range ids {
+		hs[i] = hashID(id)
+	}
+	i := 0
+	for b.Loop() {
+		if m.get(hs[i], ids[i]) == nil {
+			b.Fatal("missing")
+		}
+		i = (i + 1) % len(ids)
+	}
 }
