@@ -498,7 +498,7 @@ func (a *otlpAppender) remember(api *API) {
 			}
 			continue
 		}
-		add = append(add, newSeries{s.hash, api.seriesV2.entry(s.id, s.id, s.shard, ref)})
+		add = append(add, newSeries{s.hash, entry(s.id, s.id, s.shard, ref)})
 	}
 	a.promote = add
 	api.seriesV2.update(add)

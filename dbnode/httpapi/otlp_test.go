@@ -482,7 +482,7 @@ func FuzzOTLPDecode(f *testing.F) {
 		st.conv.Reset(&st.app)
 		_, _ = st.conv.FromMetrics(context.Background(), md, otlpSettings)
 		st.conv.Reset(nil)
-		if err := st.app.resolve(newSeriesCache(1024, keyID), (*limits.Limits)(nil).CheckID); err != nil {
+		if err := st.app.resolve(newSeriesCache(1024), (*limits.Limits)(nil).CheckID); err != nil {
 			return
 		}
 		for _, h := range st.app.hists {

@@ -121,7 +121,7 @@ func (a *API) remember(st *writeState, cache *seriesCache, series []remote.Serie
 			}
 		case s.Keyed:
 			key := keys[i]
-			st.add = append(st.add, newSeries{key.Hash, cache.entry(key.Raw, s.ID, st.samples[k-1].Shard, ref)})
+			st.add = append(st.add, newSeries{key.Hash, entry(key.Raw, s.ID, st.samples[k-1].Shard, ref)})
 		}
 	}
 	cache.update(st.add)

@@ -14,21 +14,15 @@ import (
 // Prometheus send carries every series anew) skips label validation, ID
 // encoding, the shard hash and, writing to this node's storage, the series
 // lookup there. Decoding a known series costs a hash of its label bytes,
-// one map lookup and a comparison of those bytes with the entry's.
+// one map lookup and one comparison of those bytes with the cached ones.
 //
-// An entry is only used when a request's label bytes are the ones it was
-// decoded from: decoding is a function of those bytes, so equal bytes are
-// the same series, whatever order or form the labels were sent in, and a
-// hash collision costs a miss, never a wrong series. It does not keep a
-// copy of them when they are the cache's form of the ID (form): the
-// bytes Prometheus' marshaller writes for the ID's labels (remote write
-// 1.0, remote.LabelsAreID), or the ID itself (2.0 and OTLP, keyed by ID).
-// Exactly one byte string has that form for an ID, so comparing a
-// request's bytes with the ID's form is comparing them with the bytes the
-// entry was decoded from. Nearly every sender writes labels sorted, so
-// with a million series this spares about 110 bytes a series (a copy of
-// the label bytes, and the entry's slice), at the price of two short
-// comparisons per label instead of one long one on a hit.
+// An entry keeps the exact label bytes it was decoded from, and is only
+// used when a request's bytes are equal: decoding is a function of those
+// bytes, so equal bytes are the same series, whatever order or form the
+// labels were sent in, and a hash collision costs a miss, never a wrong
+// series. (Keeping the bytes costs about their size again per entry; the
+// alternative, checking that the bytes encode the cached ID, parsed every
+// label of every series of every request.)
 //
 // A request decodes under one read lock (view), taken once, not per
 // series: a lock per series would be two atomic operations each, and on
@@ -42,75 +36,43 @@ import (
 // written age out after two generations.
 type seriesCache struct {
 	perGen   int
-	form     keyForm
 	mu       sync.RWMutex
 	cur, old map[uint64]*cachedSeries
 	gen      uint32 // generation of cur (wrapping: it only decides promotions)
 }
 
-// keyForm is how a cache's keys relate to series IDs.
-type keyForm uint8
-
-const (
-	// keyLabels: keys are remote write 1.0 label fields; an ID's form is
-	// what remote.LabelsAreID accepts.
-	keyLabels keyForm = iota
-	// keyID: keys are series IDs (remote write 2.0, OTLP).
-	keyID
-)
-
-// isFormOf reports whether key is the form of id.
-func (f keyForm) isFormOf(key, id []byte) bool {
-	if f == keyID {
-		return string(key) == string(id)
-	}
-	return remote.LabelsAreID(key, id)
-}
-
-// cachedSeries is one remembered series: its ID and shard, which are
-// immutable, and ref, the storage handle the last local write returned
-// (storage.Sample.Ref), nil when this node has not written the series;
-// ref is only ever replaced by another series of the same ID, never by
-// nil. A node holds one per active series, so it fits 24 bytes: when the
-// storage series holds the ID and the key is the ID's form, which is
-// every series a Prometheus writes to this node, the entry holds no bytes
-// of its own (own is nil); otherwise own holds what the entry needs.
+// cachedSeries is one remembered series: its label bytes (the key), its
+// ID and shard, which are immutable, and ref, the storage handle the last
+// local write returned (storage.Sample.Ref), nil when this node has not
+// written the series. A node holds one per active series, so it is laid
+// out to fit 48 bytes: one slice holds the key and, after it, the ID,
+// unless the ID is the storage series' own (ref is then never nil: it is
+// only ever replaced by another series of the same ID); when the key is
+// the ID (remote write 2.0, OTLP) both are the same bytes.
 type cachedSeries struct {
-	ref   atomic.Pointer[storage.Series]
-	own   *entryBytes // nil: the ID is ref's, the key its form
-	shard uint32
-	gen   uint32 // the generation it is in; guarded by the cache's mu
+	buf    []byte // the key, then the ID if not shared (see idOff)
+	keyLen uint32 // key = buf[:keyLen]
+	idOff  uint32 // id = buf[idOff:]; idOff == len(buf): the ID is ref's
+	shard  uint32
+	gen    uint32 // the generation it is in; guarded by the cache's mu
+	ref    atomic.Pointer[storage.Series]
 }
 
-// entryBytes are the bytes an entry keeps when it cannot borrow them.
-type entryBytes struct {
-	buf    []byte // the key unless formed, then the ID unless ref's
-	keyLen uint32 // key = buf[:keyLen] unless formed
-	idOff  uint32 // id = buf[idOff:]; idOff == len(buf): the ID is ref's
-	formed bool   // the key is the form of the ID: not stored
-}
+// key returns the label bytes the entry was decoded from.
+func (e *cachedSeries) key() []byte { return e.buf[:e.keyLen] }
 
 // idOf returns the series' ID, given ref = e.ref.Load() (the caller loads
 // it once for both).
 func (e *cachedSeries) idOf(ref *storage.Series) []byte {
-	o := e.own
-	if o == nil || (int(o.idOff) == len(o.buf) && ref != nil) {
+	if int(e.idOff) == len(e.buf) && ref != nil {
 		return ref.ID()
 	}
-	return o.buf[o.idOff:]
+	return e.buf[e.idOff:]
 }
 
-// keyIs reports whether key is the label bytes e was decoded from.
-func (e *cachedSeries) keyIs(f keyForm, key []byte) bool {
-	if o := e.own; o != nil && !o.formed {
-		return string(key) == string(o.buf[:o.keyLen])
-	}
-	return f.isFormOf(key, e.idOf(e.ref.Load()))
-}
-
-func newSeriesCache(maxSeries int, form keyForm) *seriesCache {
+func newSeriesCache(maxSeries int) *seriesCache {
 	perGen := max(maxSeries/2, 1)
-	return &seriesCache{perGen: perGen, form: form, cur: make(map[uint64]*cachedSeries)}
+	return &seriesCache{perGen: perGen, cur: make(map[uint64]*cachedSeries)}
 }
 
 // view runs fn with lookups allowed: lookup may be called, from fn's
@@ -142,7 +104,7 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, entries []*ca
 		if e == nil {
 			continue
 		}
-		if !e.keyIs(c.form, keys[i].Raw) {
+		if !bytes.Equal(keys[i].Raw, e.key()) {
 			entries[i] = nil
 			continue
 		}
@@ -162,7 +124,7 @@ func (c *seriesCache) lookupOne(key []byte, h uint64) (e *cachedSeries, promote 
 	if e == nil {
 		e = c.old[h]
 	}
-	if e == nil || !e.keyIs(c.form, key) {
+	if e == nil || !bytes.Equal(key, e.key()) {
 		return nil, false
 	}
 	return e, e.gen != c.gen
@@ -179,25 +141,27 @@ type newSeries struct {
 // to id in shard and which was written to ref (nil if not written
 // locally). The ID is not copied when ref holds it: the series' ID is
 // immutable, and with a million series a second copy of every ID was a
-// tenth of the node's heap. Nor is the key when it is the ID's form (see
-// seriesCache). What must be copied is, side by side in one allocation.
-// Keys and IDs are far below 4 GiB (the label limits bound them).
-func (c *seriesCache) entry(key, id []byte, shard uint32, ref *storage.Series) *cachedSeries {
+// tenth of the node's heap. Otherwise key and id are copied, side by side
+// in one allocation; once when key is id (remote write 2.0 keys series by
+// ID). Keys and IDs are far below 4 GiB (the label limits bound them).
+func entry(key, id []byte, shard uint32, ref *storage.Series) *cachedSeries {
+	sameBytes := len(key) == len(id) && len(id) > 0 && &key[0] == &id[0]
 	e := &cachedSeries{shard: shard}
 	e.ref.Store(ref)
-	shared := ref != nil && bytes.Equal(ref.ID(), id)
-	formed := c.form.isFormOf(key, id)
 	switch {
-	case shared && formed:
-		// nothing of its own: the common case
-	case shared:
-		e.own = &entryBytes{buf: append([]byte(nil), key...), keyLen: uint32(len(key)), idOff: uint32(len(key))}
-	case formed:
-		e.own = &entryBytes{buf: append([]byte(nil), id...), formed: true}
+	case ref != nil && bytes.Equal(ref.ID(), id) && sameBytes:
+		e.buf = ref.ID() // key, and ID at offset 0
+		e.keyLen = uint32(len(id))
+	case ref != nil && bytes.Equal(ref.ID(), id):
+		e.buf = append([]byte(nil), key...)
+		e.keyLen, e.idOff = uint32(len(key)), uint32(len(key)) // ID: ref's
+	case sameBytes:
+		e.buf = append([]byte(nil), id...)
+		e.keyLen = uint32(len(id))
 	default:
-		buf := make([]byte, 0, len(key)+len(id))
-		buf = append(append(buf, key...), id...)
-		e.own = &entryBytes{buf: buf, keyLen: uint32(len(key)), idOff: uint32(len(key))}
+		e.buf = make([]byte, 0, len(key)+len(id))
+		e.buf = append(append(e.buf, key...), id...)
+		e.keyLen, e.idOff = uint32(len(key)), uint32(len(key))
 	}
 	return e
 }

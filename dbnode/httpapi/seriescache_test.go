@@ -118,7 +118,7 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	yRaw, yID := append([]byte(nil), d.Keys[0].Raw...), append([]byte(nil), d.Series[0].ID...)
 	require.NoError(t, d.Decode(zBody))
 	zRaw, zID := d.Keys[0].Raw, d.Series[0].ID
-	f.api.series.update([]newSeries{{h: remote.KeyHash(yRaw), e: f.api.series.entry(zRaw, zID, ident.Shard(zID, 64), nil)}})
+	f.api.series.update([]newSeries{{h: remote.KeyHash(yRaw), e: entry(zRaw, zID, ident.Shard(zID, 64), nil)}})
 
 	code, msg = post(t, url, writeBody(t, ts("up", now-500, 7, prompb.Label{Name: "job", Value: "y"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
@@ -128,9 +128,9 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 
 // The cache holds at most its size: older series age out.
 func TestSeriesCacheIsBounded(t *testing.T) {
-	c := newSeriesCache(4, keyID)
+	c := newSeriesCache(4)
 	for i := range 10 {
-		c.update([]newSeries{{h: uint64(i), e: c.entry([]byte{byte(i)}, []byte{byte(i)}, 0, nil)}})
+		c.update([]newSeries{{h: uint64(i), e: entry([]byte{byte(i)}, []byte{byte(i)}, 0, nil)}})
 		require.LessOrEqual(t, c.len(), 4)
 	}
 	// Two generations of two: 6 and 7 are old, 8 and 9 current, the rest
@@ -146,7 +146,7 @@ func TestSeriesCacheIsBounded(t *testing.T) {
 	require.NotNil(t, e)
 	c.update([]newSeries{{h: 6, e: e}})
 	c.view(func() { require.Same(t, e, c.cur[6]) })
-	c.update([]newSeries{{h: 100, e: c.entry([]byte{100}, []byte{100}, 0, nil)}, {h: 101, e: c.entry([]byte{101}, []byte{101}, 0, nil)}})
+	c.update([]newSeries{{h: 100, e: entry([]byte{100}, []byte{100}, 0, nil)}, {h: 101, e: entry([]byte{101}, []byte{101}, 0, nil)}})
 	c.view(func() { require.Same(t, e, c.old[6]) })
 }
 
@@ -162,13 +162,9 @@ func TestSeriesCacheIgnoresRefusedRequests(t *testing.T) {
 
 // A cached series written to this node's storage keeps the storage
 // series' ID instead of a copy of its own (one ID copy less per series),
-// and, its labels sent sorted as Prometheus does, no copy of its label
-// bytes either; it still hits with the same ID, and other label bytes
-// (the same labels unsorted) miss it.
+// and still hits with the same ID.
 func TestSeriesCacheSharesStorageID(t *testing.T) {
 	f := newFixture(t, 32<<20)
-	rec := &recording{Local: Local{DB: f.db}}
-	f.api.SetBackend(rec)
 	now := time.Now().UnixMilli()
 	url := f.srv.URL + "/api/v1/prom/remote/write"
 	body := writeBody(t, ts("up", now-2000, 1, prompb.Label{Name: "job", Value: "a"}))
@@ -188,68 +184,40 @@ func TestSeriesCacheSharesStorageID(t *testing.T) {
 	id := e.idOf(ref)
 	require.Equal(t, ref.ID(), id)
 	require.Same(t, &ref.ID()[0], &id[0], "the entry shares the series' ID bytes")
-	require.Nil(t, e.own, "sorted labels: the entry holds no bytes of its own")
+	require.Len(t, e.buf, int(e.keyLen), "the entry holds only the key")
+	require.NotEqual(t, e.key(), id)
 
 	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 2, prompb.Label{Name: "job", Value: "a"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
-	require.Same(t, ref, rec.last()[0].Ref, "the sorted labels hit the entry")
 	a := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("a")}})
 	require.Equal(t, []int64{now - 2000, now - 1000}, readIDs(t, f, a, now-5000, now))
-
-	// The same labels in another order are other bytes: a miss, then an
-	// entry of their own that keeps them.
-	unsorted := prompb.TimeSeries{Labels: []prompb.Label{{Name: "job", Value: "a"}, {Name: "__name__", Value: "up"}},
-		Samples: []prompb.Sample{{Timestamp: now - 500, Value: 3}}}
-	code, msg = post(t, url, writeBody(t, unsorted))
-	require.Equal(t, http.StatusNoContent, code, msg)
-	require.Nil(t, rec.last()[0].Ref, "other label bytes miss")
-	require.Equal(t, 2, f.api.series.len())
-	require.Equal(t, []int64{now - 2000, now - 1000, now - 500}, readIDs(t, f, a, now-5000, now))
 }
 
-// Every way an entry is built gives back its ID and recognises its key
-// and only it: with the ID shared with storage or copied, with the key the
-// ID's form (sorted 1.0 labels; 2.0's ID) or not.
+// Every way an entry is built gives back its key and ID: with the ID
+// shared with storage or copied, with the key the ID (2.0) or not.
 func TestSeriesCacheEntryForms(t *testing.T) {
 	db := storagetest.Open(t, 4, nil)
-	pairs := []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("x")}}
-	id := ident.AppendPairs(nil, pairs)
+	id := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}})
 	now := time.Now().UnixMilli()
 	batch := []storage.Sample{{ID: id, Shard: 1, T: now, V: 1}}
 	require.NoError(t, db.WriteBatch("default", batch))
 	ref := batch[0].Ref
 	require.NotNil(t, ref)
-	wire := func(ls ...prompb.Label) []byte {
-		raw, err := (&prompb.TimeSeries{Labels: ls}).Marshal()
-		require.NoError(t, err)
-		return raw
-	}
-	sorted := wire(prompb.Label{Name: "__name__", Value: "up"}, prompb.Label{Name: "job", Value: "x"})
-	unsorted := wire(prompb.Label{Name: "job", Value: "x"}, prompb.Label{Name: "__name__", Value: "up"})
+	key := []byte("label bytes on the wire")
 	otherID := append([]byte(nil), id...)
 	for name, tc := range map[string]struct {
-		form    keyForm
 		key, id []byte
 		ref     *storage.Series
-		owns    bool
 	}{
-		"1.0 sorted, shared ID":   {keyLabels, sorted, otherID, ref, false},
-		"1.0 sorted, copied ID":   {keyLabels, sorted, otherID, nil, true},
-		"1.0 unsorted, shared ID": {keyLabels, unsorted, otherID, ref, true},
-		"1.0 unsorted, copied ID": {keyLabels, unsorted, otherID, nil, true},
-		"2.0, shared ID":          {keyID, otherID, otherID, ref, false},
-		"2.0, copied ID":          {keyID, otherID, otherID, nil, true},
+		"key, shared ID":    {key, otherID, ref},
+		"key, copied ID":    {key, otherID, nil},
+		"key is ID, shared": {otherID, otherID, ref},
+		"key is ID, copied": {otherID, otherID, nil},
 	} {
-		e := (&seriesCache{form: tc.form}).entry(tc.key, tc.id, 7, tc.ref)
-		require.Equal(t, tc.owns, e.own != nil, name)
-		require.True(t, e.keyIs(tc.form, tc.key), name)
-		for _, other := range [][]byte{sorted, unsorted, otherID, nil, []byte("x")} {
-			if string(other) != string(tc.key) {
-				require.False(t, e.keyIs(tc.form, other), "%s: %q", name, other)
-			}
-		}
+		e := entry(tc.key, tc.id, 7, tc.ref)
+		require.Equal(t, tc.key, e.key(), name)
 		require.Equal(t, id, e.idOf(e.ref.Load()), name)
 		require.Equal(t, uint32(7), e.shard, name)
 	}
-	require.Equal(t, uintptr(24), unsafe.Sizeof(cachedSeries{}), "an entry is in the 24-byte size class")
+	require.Equal(t, uintptr(48), unsafe.Sizeof(cachedSeries{}), "an entry is in the 48-byte size class")
 }

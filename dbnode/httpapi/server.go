@@ -134,8 +134,8 @@ func New(opts Options) *API {
 	if opts.MaxExemplars <= 0 {
 		opts.MaxExemplars = 100000
 	}
-	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize, keyLabels),
-		seriesV2: newSeriesCache(opts.SeriesCacheSize, keyID), meta: metadata.New(opts.MetadataMaxMetrics),
+	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize),
+		seriesV2: newSeriesCache(opts.SeriesCacheSize), meta: metadata.New(opts.MetadataMaxMetrics),
 		ex: exemplars.New(opts.MaxExemplars), resend: metadata.Resend{Every: metadataResendEvery, Max: opts.MetadataMaxMetrics}}
 	notReady := "recovering: storage is not open yet"
 	a.readyMsg.Store(&notReady)
