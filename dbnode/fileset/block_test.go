@@ -353,7 +353,7 @@ func FuzzBlockIndexHead(f *testing.F) {
 			}
 			sb := b[s.index.offset : s.index.offset+s.index.size]
 			if h.version == blockIndexVersion {
-				if sb, err = decompressSection(sb, 1<<20, nil); err != nil {
+				if sb, err = decompressSection(sb, 64<<10, nil); err != nil {
 					continue
 				}
 			}

@@ -172,6 +172,15 @@ func decompressSection(b []byte, limit uint32, dec *zstd.Decoder) ([]byte, error
 		}
 		return nil, nil
 	}
+	// A frame that declares its size (not every one does) must declare
+	// the recorded size, checked before n bytes are allocated for it.
+	var h zstd.Header
+	if err := h.Decode(src); err != nil {
+		return nil, fmt.Errorf("frame header: %w", err)
+	}
+	if h.Skippable || (h.HasFCS && h.FrameContentSize != uint64(n)) {
+		return nil, fmt.Errorf("frame declares %d bytes (known %v), section records %d", h.FrameContentSize, h.HasFCS, n)
+	}
 	if dec == nil {
 		dec = pageDecoder()
 	}
