@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 )
 
@@ -102,9 +104,12 @@ type BlockWriter struct {
 	created []fileKind
 
 	sections []shardSection
-	index    []byte // sections, back to back
-	err      error  // first error: the writer is then unusable
-	done     bool
+	index    []byte // sections, back to back (uncompressed until Finish)
+	// indexVersion is blockIndexVersion; tests set blockVersion to write
+	// the uncompressed sections of volumes written before it.
+	indexVersion uint32
+	err          error // first error: the writer is then unusable
+	done         bool
 }
 
 // CreateBlock starts writing volume id of a block; blockSize is in
@@ -143,7 +148,7 @@ func createBlock(fsys vfs.FS, root string, id BlockID, blockSize int64) (*BlockW
 	default:
 		return nil, err
 	}
-	w := &BlockWriter{fs: fsys, root: root, id: id, blockSize: blockSize}
+	w := &BlockWriter{fs: fsys, root: root, id: id, blockSize: blockSize, indexVersion: blockIndexVersion}
 	f, err := fsys.Create(blockFilePath(root, id, kindData))
 	if err != nil {
 		return nil, fmt.Errorf("create data file: %w", err)
@@ -223,6 +228,9 @@ func (w *BlockWriter) writeShard(shard uint32, series []Series) error {
 	}
 	ixStart := len(w.index)
 	w.index = appendSection(w.index, series, entries, pages)
+	if w.indexVersion == blockIndexVersion && len(w.index)-ixStart > maxSectionSize {
+		return fmt.Errorf("%w: index section of %d bytes exceeds %d", ErrInvalidInput, len(w.index)-ixStart, maxSectionSize)
+	}
 	sec.index = sectionRange{offset: int64(ixStart), size: int64(len(w.index) - ixStart), crc: crc32c(w.index[ixStart:])}
 	w.sections = append(w.sections, sec)
 	return nil
@@ -265,7 +273,13 @@ func (w *BlockWriter) finish() error {
 	}
 	dataSum := fileSum{size: w.offset, crc: w.dataCRC}
 
-	head := encodeBlockIndexHead(w.id, w.blockSize, w.sections)
+	var dict []byte
+	if w.indexVersion == blockIndexVersion {
+		if dict, err = w.compressSections(); err != nil {
+			return fmt.Errorf("compress index: %w", err)
+		}
+	}
+	head := encodeBlockIndexHead(w.id, w.blockSize, w.indexVersion, dict, w.sections)
 	ixSum, err := w.writeFile(kindIndex, head, w.index)
 	if err != nil {
 		return err
@@ -282,6 +296,37 @@ func (w *BlockWriter) finish() error {
 		return fmt.Errorf("sync directory after checkpoint: %w", err)
 	}
 	return nil
+}
+
+// compressSections replaces the raw sections in w.index by their
+// compressed form (version 3), with a dictionary sampled from them, and
+// returns the dictionary as the head stores it (itself compressed, without
+// a dictionary).
+func (w *BlockWriter) compressSections() ([]byte, error) {
+	raws := make([][]byte, len(w.sections))
+	for i, s := range w.sections {
+		raws[i] = w.index[s.index.offset : s.index.offset+s.index.size]
+	}
+	dict := buildDict(raws)
+	var enc *zstd.Encoder
+	if len(dict) > 0 {
+		var err error
+		if enc, err = newDictEncoder(dict); err != nil {
+			return nil, err
+		}
+		defer enc.Close()
+	}
+	out := make([]byte, 0, len(w.index)/4+64)
+	for i := range w.sections {
+		start := len(out)
+		var err error
+		if out, err = appendCompressedSection(out, raws[i], enc); err != nil {
+			return nil, err
+		}
+		w.sections[i].index = sectionRange{offset: int64(start), size: int64(len(out) - start), crc: crc32c(out[start:])}
+	}
+	w.index = out
+	return appendCompressedSection(nil, dict, nil)
 }
 
 // writeFile creates one file of the volume from parts, fsyncs and closes
@@ -360,8 +405,8 @@ type ShardSeries struct {
 // encodeBlockIndexHead encodes the index's head: header, what the volume
 // is, the shard table with section offsets made absolute, and the CRC32C
 // of all of it. The sections follow.
-func encodeBlockIndexHead(id BlockID, blockSize int64, sections []shardSection) []byte {
-	b := appendHeaderVersion(make([]byte, 0, 64+len(id.Namespace)+len(sections)*shardRowSize), magicIndex, blockVersion)
+func encodeBlockIndexHead(id BlockID, blockSize int64, version uint32, dict []byte, sections []shardSection) []byte {
+	b := appendHeaderVersion(make([]byte, 0, 64+len(id.Namespace)+len(sections)*shardRowSize+len(dict)), magicIndex, version)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(id.Namespace)))
 	b = append(b, id.Namespace...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(id.BlockStart))
@@ -369,6 +414,9 @@ func encodeBlockIndexHead(id BlockID, blockSize int64, sections []shardSection) 
 	b = binary.LittleEndian.AppendUint32(b, uint32(id.Volume))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(sections)))
 	headSize := int64(len(b) + len(sections)*shardRowSize + 4)
+	if version == blockIndexVersion {
+		headSize += 4 + int64(len(dict))
+	}
 	for _, s := range sections {
 		b = binary.LittleEndian.AppendUint32(b, s.shard)
 		b = binary.LittleEndian.AppendUint64(b, s.seriesCount)
@@ -381,11 +429,17 @@ func encodeBlockIndexHead(id BlockID, blockSize int64, sections []shardSection) 
 			b = binary.LittleEndian.AppendUint32(b, r.crc)
 		}
 	}
+	if version == blockIndexVersion {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(dict)))
+		b = append(b, dict...)
+	}
 	return seal(b)
 }
 
-// blockIndexHead is the decoded head of a version 2 index.
+// blockIndexHead is the decoded head of a per-block index.
 type blockIndexHead struct {
+	version   uint32 // blockVersion: raw sections; blockIndexVersion: compressed
+	dict      []byte // version 3: the sections' zstd dictionary, uncompressed; may be empty
 	id        BlockID
 	blockSize int64
 	sections  []shardSection
@@ -415,11 +469,25 @@ func decodeBlockIndexHead(path string, b []byte, indexSize, dataSize int64) (blo
 	if uint64(n) > uint64(len(d.b))/shardRowSize {
 		return bad("shard count %d exceeds file size", n)
 	}
-	headLen := len(b) - len(d.b) + int(n)*shardRowSize + 4
-	if _, err := unsealVersion(path, b[:headLen], magicIndex, blockVersion); err != nil {
+	version := uint32(blockIndexVersion)
+	if binary.LittleEndian.Uint32(hdr[4:]) == blockVersion {
+		version = blockVersion
+	}
+	tableEnd := len(b) - len(d.b) + int(n)*shardRowSize
+	headLen := tableEnd + 4
+	if version == blockIndexVersion {
+		// The stored dictionary follows the shard table.
+		if tableEnd+4 > len(b) {
+			return bad("head truncated")
+		}
+		headLen += 4 + int(binary.LittleEndian.Uint32(b[tableEnd:]))
+	}
+	if headLen > len(b) || headLen < tableEnd {
+		return bad("head truncated")
+	}
+	if _, err := unsealVersion(path, b[:headLen], magicIndex, version); err != nil {
 		return blockIndexHead{}, err
 	}
-	_ = hdr
 	if vol > maxVolume {
 		return bad("volume %d out of range", vol)
 	}
@@ -427,6 +495,7 @@ func decodeBlockIndexHead(path string, b []byte, indexSize, dataSize int64) (blo
 		return bad("block size %d", blockSize)
 	}
 	h := blockIndexHead{
+		version:   version,
 		id:        BlockID{Namespace: string(ns), BlockStart: bs, Volume: int(vol)},
 		blockSize: blockSize,
 		sections:  make([]shardSection, n),
@@ -459,6 +528,17 @@ func decodeBlockIndexHead(path string, b []byte, indexSize, dataSize int64) (blo
 		}
 		nextIx += s.index.size
 		nextData += s.data.size
+	}
+	if version == blockIndexVersion {
+		stored := d.take(int(d.u32("dictionary length")), "dictionary")
+		if d.err != nil {
+			return bad("%v", d.err)
+		}
+		dict, err := decompressSection(stored, maxDictSize, nil)
+		if err != nil {
+			return bad("dictionary: %v", err)
+		}
+		h.dict = dict
 	}
 	if nextIx != indexSize {
 		return bad("sections end at %d, index has %d bytes", nextIx, indexSize)

@@ -1,7 +1,6 @@
 package fileset
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -324,6 +323,13 @@ func FuzzBlockIndexHead(f *testing.F) {
 	}
 	f.Add(ix, false)
 	f.Add(ix, true)
+	old := filepath.Join(root, "v2")
+	writeBlockIndexVersion(f, old, id, genShards([]uint32{1, 2, 3}, 10, 300), blockVersion)
+	if ix2, err := os.ReadFile(blockFilePath(old, id, kindIndex)); err != nil {
+		f.Fatal(err)
+	} else {
+		f.Add(ix2, true)
+	}
 	f.Add(ix[:len(ix)/2], true)
 	cp, err := os.ReadFile(blockFilePath(root, id, kindCheckpoint))
 	if err != nil {
@@ -335,20 +341,7 @@ func FuzzBlockIndexHead(f *testing.F) {
 		b = append([]byte(nil), b...)
 		if fixCRC {
 			// Reseal the head as the decoder will delimit it.
-			d := decoder{b: b}
-			d.take(headerSize, "")
-			nsLen := d.u16("")
-			d.take(int(nsLen), "")
-			d.u64("")
-			d.u64("")
-			d.u32("")
-			n := d.u32("")
-			if d.err == nil && uint64(n) <= uint64(len(d.b))/shardRowSize {
-				end := len(b) - len(d.b) + int(n)*shardRowSize
-				if end+4 <= len(b) {
-					binary.LittleEndian.PutUint32(b[end:], crc32c(b[:end]))
-				}
-			}
+			resealHead(b)
 		}
 		h, err := decodeBlockIndexHead("index", b, int64(len(b)), st.Size())
 		if err != nil {
@@ -358,7 +351,13 @@ func FuzzBlockIndexHead(f *testing.F) {
 			if s.index.offset < h.size || s.index.offset+s.index.size > int64(len(b)) || s.data.offset < headerSize || s.data.offset+s.data.size > st.Size() {
 				t.Fatalf("accepted section outside its files: %+v", s)
 			}
-			d := decoder{b: b[s.index.offset : s.index.offset+s.index.size]}
+			sb := b[s.index.offset : s.index.offset+s.index.size]
+			if h.version == blockIndexVersion {
+				if sb, err = decompressSection(sb, 64<<10, nil); err != nil {
+					continue
+				}
+			}
+			d := decoder{b: sb}
 			_, _, _, _ = decodeSection(&d, s.seriesCount, s.pageCount, s.data.offset, s.data.offset+s.data.size)
 		}
 	})
@@ -434,19 +433,7 @@ func FuzzOpenBlock(f *testing.F) {
 		} else {
 			ix := append([]byte(nil), content...)
 			if fixSums {
-				d := decoder{b: ix}
-				d.take(headerSize, "")
-				d.take(int(d.u16("")), "")
-				d.u64("")
-				d.u64("")
-				d.u32("")
-				n := d.u32("")
-				if d.err == nil && uint64(n) <= uint64(len(d.b))/shardRowSize {
-					end := len(ix) - len(d.b) + int(n)*shardRowSize
-					if end+4 <= len(ix) {
-						binary.LittleEndian.PutUint32(ix[end:], crc32c(ix[:end]))
-					}
-				}
+				n, _ := resealHead(ix)
 				files[kindCheckpoint] = encodeBlockCheckpoint(blockCheckpoint{
 					id: id, shards: n,
 					index: fileSum{size: int64(len(ix)), crc: crc32c(ix)},

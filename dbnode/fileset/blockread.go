@@ -5,6 +5,8 @@ import (
 	"hash/crc32"
 	"io"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 )
 
@@ -23,6 +25,7 @@ type Volume struct {
 	cp        blockCheckpoint
 	data      *sharedFile
 	cache     *PageCache
+	dec       *zstd.Decoder // version 3 index with a dictionary: its sections' decoder
 	closed    bool
 }
 
@@ -69,13 +72,20 @@ func openBlock(fsys vfs.FS, root string, id BlockID, opts OpenOptions) (*Volume,
 	if err != nil {
 		return nil, err
 	}
+	var dec *zstd.Decoder
+	if len(head.dict) > 0 {
+		if dec, err = newDictDecoder(head.dict); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("%s: %w: dictionary: %v", ixPath, ErrCorrupt, err)
+		}
+	}
 	cache := opts.Cache
 	if cache == nil {
 		cache = defaultPageCache
 	}
 	return &Volume{
 		id: id, blockSize: head.blockSize, ixPath: ixPath, dataPath: dataPath,
-		ix: ix, head: head, cp: cp, data: newSharedFile(f), cache: cache,
+		ix: ix, head: head, cp: cp, data: newSharedFile(f), cache: cache, dec: dec,
 	}, nil
 }
 
@@ -123,6 +133,13 @@ func (v *Volume) openSection(s *shardSection) (*Reader, error) {
 	if got := crc32c(b); got != s.index.crc {
 		return nil, fmt.Errorf("%s: %w: shard %d index section checksum mismatch (computed %08x, table says %08x)",
 			v.ixPath, ErrCorrupt, s.shard, got, s.index.crc)
+	}
+	if v.head.version == blockIndexVersion {
+		raw, err := decompressSection(b, maxSectionSize, v.dec)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w: shard %d index section: %v", v.ixPath, ErrCorrupt, s.shard, err)
+		}
+		b = raw
 	}
 	d := decoder{b: b}
 	ix, samples, payload, err := decodeSection(&d, s.seriesCount, s.pageCount, s.data.offset, s.data.offset+s.data.size)
@@ -187,6 +204,10 @@ func (v *Volume) Close() error {
 	}
 	v.closed = true
 	v.ix = nil
+	if v.dec != nil {
+		v.dec.Close()
+		v.dec = nil
+	}
 	if err := v.data.release(); err != nil {
 		return fmt.Errorf("close volume %v: %w", v.id, err)
 	}
