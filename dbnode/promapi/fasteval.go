@@ -119,7 +119,11 @@ func (s *fastSet) load() error {
 	if s.spec.fn == selectFn {
 		rng = r.lookback
 	}
-	its, err := q.b.Query(s.ctx, q.ns, s.matchers, r.start-rng, r.end)
+	// The engine's selection: (start-range, end], its hints starting one
+	// ms after start-range (getTimeRangesForSelector); the same range, so
+	// that errors naming it read the same.
+	from := r.start - rng + 1
+	its, err := q.b.Query(s.ctx, q.ns, s.matchers, from, r.end)
 	var partial *tstorage.PartialError
 	if errors.As(err, &partial) {
 		for _, w := range partial.Warnings(maxDamageWarnings) {
@@ -128,7 +132,7 @@ func (s *fastSet) load() error {
 		err = nil
 	}
 	if err != nil {
-		return fmt.Errorf("query %v in [%d, %d]: %w", s.matchers, r.start-rng, r.end, err)
+		return fmt.Errorf("query %v in [%d, %d]: %w", s.matchers, from, r.end, err)
 	}
 	if err := q.limits.CheckFetchedSeries(int(q.fetched.Add(int64(len(its))))); err != nil {
 		return err
