@@ -400,7 +400,9 @@ func (w *fastWorker) selectSteps(src encoding.Iterator) stepper {
 				next.T, next.F = src.At()
 			}
 		}
-		if hasPrev && prev.T > ts-r.lookback && !value.IsStaleNaN(prev.F) {
+		// A sample at ts is the engine's (its Seek finds it) whatever the
+		// lookback, which in ms may be 0 (lookback_delta under 1ms).
+		if hasPrev && (prev.T == ts || prev.T > ts-r.lookback) && !value.IsStaleNaN(prev.F) {
 			out.value(step, prev.F)
 		}
 		if r.stp <= 0 {
