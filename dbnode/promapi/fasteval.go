@@ -148,6 +148,7 @@ func (s *fastSet) load() error {
 		next    atomic.Int64
 		wg      sync.WaitGroup
 		errs    = make([]error, workers)
+		panics  = make([]any, workers)
 		annos   = make([]annotations.Annotations, workers)
 		fn      = fastFuncs[s.spec.fn]
 		evalOne = func(w *fastWorker, i int) error {
@@ -170,6 +171,16 @@ func (s *fastSet) load() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				// A panic (a decoder on damaged data) must not end the
+				// process: it is raised again on the engine's goroutine
+				// below, where the engine turns it into the query's error
+				// as it would have had it read the series itself.
+				if v := recover(); v != nil {
+					panics[w] = v
+					next.Store(int64(len(its))) // stop the others
+				}
+			}()
 			wk := &fastWorker{r: r, spec: s.spec, annos: &annos[w]}
 			for {
 				lo := int(next.Add(1)-1) * fastChunk
@@ -192,6 +203,11 @@ func (s *fastSet) load() error {
 		}()
 	}
 	wg.Wait()
+	for _, v := range panics {
+		if v != nil {
+			panic(v)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		if errors.Is(err, errFallback) {
 			return errFallback
