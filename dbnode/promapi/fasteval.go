@@ -243,6 +243,8 @@ type fastWorker struct {
 	buf   []promql.FPoint
 	slab  []float64 // room for the step values of the next series
 	lb    labels.ScratchBuilder
+	// sampled says whether the current series has a sample in range.
+	sampled bool
 }
 
 // series decodes it and computes the function (or the selector's
@@ -251,6 +253,7 @@ type fastWorker struct {
 // carry the earlier value over the gap.
 func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, instant bool) (fastSeries, error) {
 	sel := w.spec.fn == selectFn
+	w.sampled = false
 	var pts stepper
 	if sel {
 		pts = w.selectSteps(it.Values)
@@ -262,6 +265,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 		resets := false
 		for it.Values.Next() {
 			t, v := it.Values.At()
+			w.sampled = true
 			if value.IsStaleNaN(v) {
 				continue // the engine drops them from range selections
 			}
@@ -279,16 +283,21 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 			return fastSeries{}, err
 		}
 	}
+	if !w.sampled {
+		return fastSeries{}, nil
+	}
+	// The engine's series set decodes the labels of every series with a
+	// sample in range, and skips one that does not decode with a warning,
+	// whether or not the series then has a value at some step.
+	lset, err := ident.LabelsWith(&w.lb, it.ID)
+	if err != nil {
+		w.annos.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, it.ID, len(it.ID)))
+		return fastSeries{}, nil
+	}
 	if pts.vals == nil {
 		return fastSeries{}, nil
 	}
 	pts.end()
-	lset, err := ident.LabelsWith(&w.lb, it.ID)
-	if err != nil {
-		// As the engine's series set does: leave it out, say so.
-		w.annos.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, it.ID, len(it.ID)))
-		return fastSeries{}, nil
-	}
 	if sel {
 		return fastSeries{lset: lset, vals: pts.vals, first: pts.first}, nil
 	}
@@ -408,6 +417,7 @@ func (w *fastWorker) selectSteps(src encoding.Iterator) stepper {
 	if !hasNext {
 		return out
 	}
+	w.sampled = true
 	next.T, next.F = src.At()
 	for ts, step := r.start, 0; ts <= r.end; ts, step = ts+r.stp, step+1 {
 		for hasNext && next.T <= ts {
