@@ -85,6 +85,7 @@ type fastSeries struct {
 	// step. Timestamps follow from the index: half the memory of FPoints.
 	vals  []float64
 	first int
+	win   int // the most samples one of its windows holds
 }
 
 func (s *fastSet) Next() bool {
@@ -153,8 +154,12 @@ func (s *fastSet) load() error {
 		fn      = fastFuncs[s.spec.fn]
 		evalOne = func(w *fastWorker, i int) error {
 			fs, err := w.series(its[i], fn.isCounter, fn.isRate, fn.instant)
-			if err != nil || len(fs.vals) == 0 {
+			if err != nil {
 				return err
+			}
+			out[i] = fs // with its win, even without values
+			if len(fs.vals) == 0 {
+				return nil
 			}
 			// The engine copies these points into its own matrix: past
 			// half its samples limit, let it evaluate the query alone, so
@@ -163,7 +168,6 @@ func (s *fastSet) load() error {
 			if int(q.fastPoints.Add(int64(len(fs.vals)))) > r.maxSamples/2 {
 				return errFallback
 			}
-			out[i] = fs
 			return nil
 		}
 	)
@@ -217,6 +221,22 @@ func (s *fastSet) load() error {
 	for i := range annos {
 		s.warnings.Merge(annos[i])
 	}
+	// The engine, computing a call itself, holds the outputs of the
+	// series before this one and this one's window (counted against
+	// query.maxSamples as it loads them): when that could pass the limit,
+	// let it evaluate the query and decide. What the engine holds besides
+	// is estimated by the points of the query's marked selectors so far.
+	mine := 0
+	for i := range out {
+		mine += len(out[i].vals)
+	}
+	acc := int(q.fastPoints.Load()) - mine
+	for i := range out {
+		if acc+out[i].win+len(out[i].vals) > r.maxSamples {
+			return errFallback
+		}
+		acc += len(out[i].vals)
+	}
 	// Keep the series with values, in order.
 	kept := out[:0]
 	for _, fs := range out {
@@ -243,8 +263,11 @@ type fastWorker struct {
 	buf   []promql.FPoint
 	slab  []float64 // room for the step values of the next series
 	lb    labels.ScratchBuilder
-	// sampled says whether the current series has a sample in range.
+	// sampled says whether the current series has a sample in range;
+	// win is the most samples one of its windows holds (the engine counts
+	// them against query.maxSamples).
 	sampled bool
+	win     int
 }
 
 // series decodes it and computes the function (or the selector's
@@ -253,7 +276,7 @@ type fastWorker struct {
 // carry the earlier value over the gap.
 func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, instant bool) (fastSeries, error) {
 	sel := w.spec.fn == selectFn
-	w.sampled = false
+	w.sampled, w.win = false, 0
 	var pts stepper
 	if sel {
 		pts = w.selectSteps(it.Values)
@@ -292,10 +315,10 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 	lset, err := ident.LabelsWith(&w.lb, it.ID)
 	if err != nil {
 		w.annos.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, it.ID, len(it.ID)))
-		return fastSeries{}, nil
+		return fastSeries{win: w.win}, nil
 	}
 	if pts.vals == nil {
-		return fastSeries{}, nil
+		return fastSeries{win: w.win}, nil
 	}
 	pts.end()
 	if sel {
@@ -314,7 +337,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 		// be equal, which the engine refuses with an error; let it.
 		return fastSeries{}, errFallback
 	}
-	return fastSeries{lset: dropped, vals: pts.vals, first: pts.first}, nil
+	return fastSeries{lset: dropped, vals: pts.vals, first: pts.first, win: w.win}, nil
 }
 
 // stepper collects a series' step values: from its first step with a
@@ -367,6 +390,7 @@ func (w *fastWorker) floats() []float64 {
 func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate, instant bool) (stepper, error) {
 	r, rng, secs := w.r, w.spec.rng.Milliseconds(), w.spec.rng.Seconds()
 	out := stepper{w: w, steps: r.steps()}
+	w.win = min(len(buf), 1)
 	if len(buf) < 2 {
 		return out, nil // no window holds two samples
 	}
@@ -380,6 +404,7 @@ func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate, i
 		for hi < len(buf) && buf[hi].T <= ts {
 			hi++
 		}
+		w.win = max(w.win, hi-lo)
 		var (
 			v  float64
 			ok bool
