@@ -150,6 +150,7 @@ func (s *fastSet) load() error {
 		wg      sync.WaitGroup
 		errs    = make([]error, workers)
 		panics  = make([]any, workers)
+		metas   = make([]bool, workers)
 		annos   = make([]annotations.Annotations, workers)
 		fn      = fastFuncs[s.spec.fn]
 		evalOne = func(w *fastWorker, i int) error {
@@ -186,6 +187,7 @@ func (s *fastSet) load() error {
 				}
 			}()
 			wk := &fastWorker{r: r, spec: s.spec, annos: &annos[w]}
+			defer func() { metas[w] = wk.meta }()
 			for {
 				lo := int(next.Add(1)-1) * fastChunk
 				if lo >= len(its) {
@@ -245,6 +247,15 @@ func (s *fastSet) load() error {
 		}
 	}
 	s.out = kept
+	if slices.Contains(metas, true) && sameLabelset(kept) {
+		// The engine merges, or refuses ("vector cannot contain metrics
+		// with the same labelset"), outputs of a function that are equal
+		// once the name and metadata labels are dropped; a vector
+		// selector's series are never checked: let the engine evaluate
+		// the call itself. Only then: series with __type__/__unit__ but
+		// no such twin stay on the fast path.
+		return errFallback
+	}
 	if s.sorted {
 		slices.SortFunc(s.out, func(a, b fastSeries) int { return labels.Compare(a.lset, b.lset) })
 	}
@@ -252,6 +263,21 @@ func (s *fastSet) load() error {
 		r.stats.computed.Add(1)
 	}
 	return nil
+}
+
+// sameLabelset reports whether two of out have the same label set.
+func sameLabelset(out []fastSeries) bool {
+	seen := make(map[uint64][]int, len(out))
+	for i := range out {
+		h := out[i].lset.Hash()
+		for _, j := range seen[h] {
+			if labels.Equal(out[i].lset, out[j].lset) {
+				return true
+			}
+		}
+		seen[h] = append(seen[h], i)
+	}
+	return false
 }
 
 // fastWorker is one goroutine's state: the decoded samples of its
@@ -268,6 +294,9 @@ type fastWorker struct {
 	// them against query.maxSamples).
 	sampled bool
 	win     int
+	// meta is set when a series lost more than its name (__type__,
+	// __unit__) to the drop: two outputs may then be equal.
+	meta bool
 }
 
 // series decodes it and computes the function (or the selector's
@@ -334,8 +363,8 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 	dropped := lset.DropReserved(schema.IsMetadataLabel)
 	if lset.Len()-dropped.Len() > 1 {
 		// More than the name went (__type__, __unit__): two series may now
-		// be equal, which the engine refuses with an error; let it.
-		return fastSeries{}, errFallback
+		// be equal; load checks.
+		w.meta = true
 	}
 	return fastSeries{lset: dropped, vals: pts.vals, first: pts.first, win: w.win}, nil
 }
