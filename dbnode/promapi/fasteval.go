@@ -86,6 +86,9 @@ type fastSeries struct {
 	vals  []float64
 	first int
 	win   int // the most samples one of its windows holds
+	// err is the series' read error after some samples: the engine meets
+	// it evaluating the series, through its iterator.
+	err error
 }
 
 func (s *fastSet) Next() bool {
@@ -106,7 +109,7 @@ func (s *fastSet) Next() bool {
 func (s *fastSet) At() storage.Series {
 	fs := &s.out[s.i]
 	r := s.q.fast
-	return &precomputed{lset: fs.lset, vals: fs.vals, t0: r.start + int64(fs.first)*r.stp, stp: r.stp}
+	return &precomputed{lset: fs.lset, vals: fs.vals, t0: r.start + int64(fs.first)*r.stp, stp: r.stp, err: fs.err}
 }
 
 func (s *fastSet) Err() error                        { return s.err }
@@ -242,7 +245,7 @@ func (s *fastSet) load() error {
 	// Keep the series with values, in order.
 	kept := out[:0]
 	for _, fs := range out {
-		if len(fs.vals) > 0 {
+		if len(fs.vals) > 0 || fs.err != nil {
 			kept = append(kept, fs)
 		}
 	}
@@ -309,9 +312,6 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 	var pts stepper
 	if sel {
 		pts = w.selectSteps(it.Values)
-		if err := it.Values.Err(); err != nil {
-			return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
-		}
 	} else {
 		buf := w.buf[:0]
 		resets := false
@@ -327,15 +327,20 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 			buf = append(buf, promql.FPoint{T: t, F: v})
 		}
 		w.buf = buf
-		if err := it.Values.Err(); err != nil {
-			return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
-		}
-		var err error
-		if pts, err = w.rateSteps(buf, isCounter, resets, isRate, instant); err != nil {
-			return fastSeries{}, err
+		if it.Values.Err() == nil {
+			var err error
+			if pts, err = w.rateSteps(buf, isCounter, resets, isRate, instant); err != nil {
+				return fastSeries{}, err
+			}
 		}
 	}
+	readErr := it.Values.Err()
 	if !w.sampled {
+		if readErr != nil {
+			// The engine's series set fails on it the same way, before
+			// the engine reads any series.
+			return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, readErr)
+		}
 		return fastSeries{}, nil
 	}
 	// The engine's series set decodes the labels of every series with a
@@ -345,6 +350,15 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 	if err != nil {
 		w.annos.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, it.ID, len(it.ID)))
 		return fastSeries{win: w.win}, nil
+	}
+	if readErr != nil {
+		// The engine meets it reading this series, and answers it as it
+		// is: the series' iterator reports it (no values, so the engine's
+		// first Seek finds none and asks), in series order.
+		if !sel {
+			lset = lset.DropReserved(schema.IsMetadataLabel)
+		}
+		return fastSeries{lset: lset, err: readErr, win: w.win}, nil
 	}
 	if pts.vals == nil {
 		return fastSeries{win: w.win}, nil
@@ -580,6 +594,7 @@ type precomputed struct {
 	lset    labels.Labels
 	vals    []float64
 	t0, stp int64
+	err     error // reported by Err once vals are done
 }
 
 func (p *precomputed) Labels() labels.Labels { return p.lset }
@@ -589,7 +604,7 @@ func (p *precomputed) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 	if !ok {
 		it = &stepIterator{}
 	}
-	*it = stepIterator{vals: p.vals, t0: p.t0, stp: p.stp, i: -1}
+	*it = stepIterator{vals: p.vals, t0: p.t0, stp: p.stp, i: -1, err: p.err}
 	return it
 }
 
@@ -598,6 +613,7 @@ type stepIterator struct {
 	vals    []float64
 	t0, stp int64
 	i       int
+	err     error
 }
 
 func (it *stepIterator) t(i int) int64 { return it.t0 + int64(i)*it.stp }
@@ -637,4 +653,4 @@ func (it *stepIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *his
 
 func (it *stepIterator) AtT() int64  { return it.t(it.i) }
 func (it *stepIterator) AtST() int64 { return 0 }
-func (it *stepIterator) Err() error  { return nil }
+func (it *stepIterator) Err() error  { return it.err }

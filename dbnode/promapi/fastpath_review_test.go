@@ -194,8 +194,14 @@ func (b errValuesBackend) Query(ctx context.Context, ns string, ms []*labels.Mat
 func TestReviewSeriesReadError(t *testing.T) {
 	pair := newBackendPair(t, errValuesBackend{counters(), errors.New("checksum mismatch")}, Options{})
 	ts := testBase + 3600*1000
-	for _, p := range []url.Values{instant(`rate(x_total[5m])`, ts), instant(`x_total`, ts)} {
-		if msg := rdiff(pair, t, "/api/v1/query", p); msg != "" {
+	for _, p := range []url.Values{instant(`rate(x_total[5m])`, ts), instant(`x_total`, ts),
+		ranged(`rate(x_total[5m])`, testBase+600_000, ts, "60"), ranged(`x_total`, testBase+600_000, ts, "60"),
+		ranged(`sum(irate(x_total[1m]))`, testBase, ts+600_000, "30")} {
+		path := "/api/v1/query"
+		if p.Has("step") {
+			path += "_range"
+		}
+		if msg := rdiff(pair, t, path, p); msg != "" {
 			t.Error(msg)
 		}
 	}
