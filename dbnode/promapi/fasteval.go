@@ -85,6 +85,10 @@ type fastSeries struct {
 	// step. Timestamps follow from the index: half the memory of FPoints.
 	vals  []float64
 	first int
+	win   int // the most samples one of its windows holds
+	// err is the series' read error after some samples: the engine meets
+	// it evaluating the series, through its iterator.
+	err error
 }
 
 func (s *fastSet) Next() bool {
@@ -105,7 +109,7 @@ func (s *fastSet) Next() bool {
 func (s *fastSet) At() storage.Series {
 	fs := &s.out[s.i]
 	r := s.q.fast
-	return &precomputed{lset: fs.lset, vals: fs.vals, t0: r.start + int64(fs.first)*r.stp, stp: r.stp}
+	return &precomputed{lset: fs.lset, vals: fs.vals, t0: r.start + int64(fs.first)*r.stp, stp: r.stp, err: fs.err}
 }
 
 func (s *fastSet) Err() error                        { return s.err }
@@ -119,7 +123,11 @@ func (s *fastSet) load() error {
 	if s.spec.fn == selectFn {
 		rng = r.lookback
 	}
-	its, err := q.b.Query(s.ctx, q.ns, s.matchers, r.start-rng, r.end)
+	// The engine's selection: (start-range, end], its hints starting one
+	// ms after start-range (getTimeRangesForSelector); the same range, so
+	// that errors naming it read the same.
+	from := r.start - rng + 1
+	its, err := q.b.Query(s.ctx, q.ns, s.matchers, from, r.end)
 	var partial *tstorage.PartialError
 	if errors.As(err, &partial) {
 		for _, w := range partial.Warnings(maxDamageWarnings) {
@@ -128,7 +136,7 @@ func (s *fastSet) load() error {
 		err = nil
 	}
 	if err != nil {
-		return fmt.Errorf("query %v in [%d, %d]: %w", s.matchers, r.start-rng, r.end, err)
+		return fmt.Errorf("query %v in [%d, %d]: %w", s.matchers, from, r.end, err)
 	}
 	if err := q.limits.CheckFetchedSeries(int(q.fetched.Add(int64(len(its))))); err != nil {
 		return err
@@ -144,12 +152,18 @@ func (s *fastSet) load() error {
 		next    atomic.Int64
 		wg      sync.WaitGroup
 		errs    = make([]error, workers)
+		panics  = make([]any, workers)
+		metas   = make([]bool, workers)
 		annos   = make([]annotations.Annotations, workers)
 		fn      = fastFuncs[s.spec.fn]
 		evalOne = func(w *fastWorker, i int) error {
 			fs, err := w.series(its[i], fn.isCounter, fn.isRate, fn.instant)
-			if err != nil || len(fs.vals) == 0 {
+			if err != nil {
 				return err
+			}
+			out[i] = fs // with its win, even without values
+			if len(fs.vals) == 0 {
+				return nil
 			}
 			// The engine copies these points into its own matrix: past
 			// half its samples limit, let it evaluate the query alone, so
@@ -158,7 +172,6 @@ func (s *fastSet) load() error {
 			if int(q.fastPoints.Add(int64(len(fs.vals)))) > r.maxSamples/2 {
 				return errFallback
 			}
-			out[i] = fs
 			return nil
 		}
 	)
@@ -166,7 +179,18 @@ func (s *fastSet) load() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				// A panic (a decoder on damaged data) must not end the
+				// process: it is raised again on the engine's goroutine
+				// below, where the engine turns it into the query's error
+				// as it would have had it read the series itself.
+				if v := recover(); v != nil {
+					panics[w] = v
+					next.Store(int64(len(its))) // stop the others
+				}
+			}()
 			wk := &fastWorker{r: r, spec: s.spec, annos: &annos[w]}
+			defer func() { metas[w] = wk.meta }()
 			for {
 				lo := int(next.Add(1)-1) * fastChunk
 				if lo >= len(its) {
@@ -188,6 +212,11 @@ func (s *fastSet) load() error {
 		}()
 	}
 	wg.Wait()
+	for _, v := range panics {
+		if v != nil {
+			panic(v)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		if errors.Is(err, errFallback) {
 			return errFallback
@@ -197,14 +226,39 @@ func (s *fastSet) load() error {
 	for i := range annos {
 		s.warnings.Merge(annos[i])
 	}
+	// The engine, computing a call itself, holds the outputs of the
+	// series before this one and this one's window (counted against
+	// query.maxSamples as it loads them): when that could pass the limit,
+	// let it evaluate the query and decide. What the engine holds besides
+	// is estimated by the points of the query's marked selectors so far.
+	mine := 0
+	for i := range out {
+		mine += len(out[i].vals)
+	}
+	acc := int(q.fastPoints.Load()) - mine
+	for i := range out {
+		if acc+out[i].win+len(out[i].vals) > r.maxSamples {
+			return errFallback
+		}
+		acc += len(out[i].vals)
+	}
 	// Keep the series with values, in order.
 	kept := out[:0]
 	for _, fs := range out {
-		if len(fs.vals) > 0 {
+		if len(fs.vals) > 0 || fs.err != nil {
 			kept = append(kept, fs)
 		}
 	}
 	s.out = kept
+	if slices.Contains(metas, true) && sameLabelset(kept) {
+		// The engine merges, or refuses ("vector cannot contain metrics
+		// with the same labelset"), outputs of a function that are equal
+		// once the name and metadata labels are dropped; a vector
+		// selector's series are never checked: let the engine evaluate
+		// the call itself. Only then: series with __type__/__unit__ but
+		// no such twin stay on the fast path.
+		return errFallback
+	}
 	if s.sorted {
 		slices.SortFunc(s.out, func(a, b fastSeries) int { return labels.Compare(a.lset, b.lset) })
 	}
@@ -212,6 +266,21 @@ func (s *fastSet) load() error {
 		r.stats.computed.Add(1)
 	}
 	return nil
+}
+
+// sameLabelset reports whether two of out have the same label set.
+func sameLabelset(out []fastSeries) bool {
+	seen := make(map[uint64][]int, len(out))
+	for i := range out {
+		h := out[i].lset.Hash()
+		for _, j := range seen[h] {
+			if labels.Equal(out[i].lset, out[j].lset) {
+				return true
+			}
+		}
+		seen[h] = append(seen[h], i)
+	}
+	return false
 }
 
 // fastWorker is one goroutine's state: the decoded samples of its
@@ -223,6 +292,14 @@ type fastWorker struct {
 	buf   []promql.FPoint
 	slab  []float64 // room for the step values of the next series
 	lb    labels.ScratchBuilder
+	// sampled says whether the current series has a sample in range;
+	// win is the most samples one of its windows holds (the engine counts
+	// them against query.maxSamples).
+	sampled bool
+	win     int
+	// meta is set when a series lost more than its name (__type__,
+	// __unit__) to the drop: two outputs may then be equal.
+	meta bool
 }
 
 // series decodes it and computes the function (or the selector's
@@ -231,17 +308,16 @@ type fastWorker struct {
 // carry the earlier value over the gap.
 func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, instant bool) (fastSeries, error) {
 	sel := w.spec.fn == selectFn
+	w.sampled, w.win = false, 0
 	var pts stepper
 	if sel {
 		pts = w.selectSteps(it.Values)
-		if err := it.Values.Err(); err != nil {
-			return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
-		}
 	} else {
 		buf := w.buf[:0]
 		resets := false
 		for it.Values.Next() {
 			t, v := it.Values.At()
+			w.sampled = true
 			if value.IsStaleNaN(v) {
 				continue // the engine drops them from range selections
 			}
@@ -251,24 +327,43 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 			buf = append(buf, promql.FPoint{T: t, F: v})
 		}
 		w.buf = buf
-		if err := it.Values.Err(); err != nil {
-			return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, err)
-		}
-		var err error
-		if pts, err = w.rateSteps(buf, isCounter, resets, isRate, instant); err != nil {
-			return fastSeries{}, err
+		if it.Values.Err() == nil {
+			var err error
+			if pts, err = w.rateSteps(buf, isCounter, resets, isRate, instant); err != nil {
+				return fastSeries{}, err
+			}
 		}
 	}
-	if pts.vals == nil {
+	readErr := it.Values.Err()
+	if !w.sampled {
+		if readErr != nil {
+			// The engine's series set fails on it the same way, before
+			// the engine reads any series.
+			return fastSeries{}, fmt.Errorf("read series %q: %w", it.ID, readErr)
+		}
 		return fastSeries{}, nil
 	}
-	pts.end()
+	// The engine's series set decodes the labels of every series with a
+	// sample in range, and skips one that does not decode with a warning,
+	// whether or not the series then has a value at some step.
 	lset, err := ident.LabelsWith(&w.lb, it.ID)
 	if err != nil {
-		// As the engine's series set does: leave it out, say so.
 		w.annos.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, it.ID, len(it.ID)))
-		return fastSeries{}, nil
+		return fastSeries{win: w.win}, nil
 	}
+	if readErr != nil {
+		// The engine meets it reading this series, and answers it as it
+		// is: the series' iterator reports it (no values, so the engine's
+		// first Seek finds none and asks), in series order.
+		if !sel {
+			lset = lset.DropReserved(schema.IsMetadataLabel)
+		}
+		return fastSeries{lset: lset, err: readErr, win: w.win}, nil
+	}
+	if pts.vals == nil {
+		return fastSeries{win: w.win}, nil
+	}
+	pts.end()
 	if sel {
 		return fastSeries{lset: lset, vals: pts.vals, first: pts.first}, nil
 	}
@@ -282,10 +377,10 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 	dropped := lset.DropReserved(schema.IsMetadataLabel)
 	if lset.Len()-dropped.Len() > 1 {
 		// More than the name went (__type__, __unit__): two series may now
-		// be equal, which the engine refuses with an error; let it.
-		return fastSeries{}, errFallback
+		// be equal; load checks.
+		w.meta = true
 	}
-	return fastSeries{lset: dropped, vals: pts.vals, first: pts.first}, nil
+	return fastSeries{lset: dropped, vals: pts.vals, first: pts.first, win: w.win}, nil
 }
 
 // stepper collects a series' step values: from its first step with a
@@ -338,6 +433,7 @@ func (w *fastWorker) floats() []float64 {
 func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate, instant bool) (stepper, error) {
 	r, rng, secs := w.r, w.spec.rng.Milliseconds(), w.spec.rng.Seconds()
 	out := stepper{w: w, steps: r.steps()}
+	w.win = min(len(buf), 1)
 	if len(buf) < 2 {
 		return out, nil // no window holds two samples
 	}
@@ -351,6 +447,7 @@ func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate, i
 		for hi < len(buf) && buf[hi].T <= ts {
 			hi++
 		}
+		w.win = max(w.win, hi-lo)
 		var (
 			v  float64
 			ok bool
@@ -388,6 +485,7 @@ func (w *fastWorker) selectSteps(src encoding.Iterator) stepper {
 	if !hasNext {
 		return out
 	}
+	w.sampled = true
 	next.T, next.F = src.At()
 	for ts, step := r.start, 0; ts <= r.end; ts, step = ts+r.stp, step+1 {
 		for hasNext && next.T <= ts {
@@ -396,7 +494,9 @@ func (w *fastWorker) selectSteps(src encoding.Iterator) stepper {
 				next.T, next.F = src.At()
 			}
 		}
-		if hasPrev && prev.T > ts-r.lookback && !value.IsStaleNaN(prev.F) {
+		// A sample at ts is the engine's (its Seek finds it) whatever the
+		// lookback, which in ms may be 0 (lookback_delta under 1ms).
+		if hasPrev && (prev.T == ts || prev.T > ts-r.lookback) && !value.IsStaleNaN(prev.F) {
 			out.value(step, prev.F)
 		}
 		if r.stp <= 0 {
@@ -494,6 +594,7 @@ type precomputed struct {
 	lset    labels.Labels
 	vals    []float64
 	t0, stp int64
+	err     error // reported by Err once vals are done
 }
 
 func (p *precomputed) Labels() labels.Labels { return p.lset }
@@ -503,7 +604,7 @@ func (p *precomputed) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 	if !ok {
 		it = &stepIterator{}
 	}
-	*it = stepIterator{vals: p.vals, t0: p.t0, stp: p.stp, i: -1}
+	*it = stepIterator{vals: p.vals, t0: p.t0, stp: p.stp, i: -1, err: p.err}
 	return it
 }
 
@@ -512,6 +613,7 @@ type stepIterator struct {
 	vals    []float64
 	t0, stp int64
 	i       int
+	err     error
 }
 
 func (it *stepIterator) t(i int) int64 { return it.t0 + int64(i)*it.stp }
@@ -551,4 +653,4 @@ func (it *stepIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *his
 
 func (it *stepIterator) AtT() int64  { return it.t(it.i) }
 func (it *stepIterator) AtST() int64 { return 0 }
-func (it *stepIterator) Err() error  { return nil }
+func (it *stepIterator) Err() error  { return it.err }

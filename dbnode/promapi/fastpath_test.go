@@ -376,3 +376,24 @@ func TestFastPathMetadataLabels(t *testing.T) {
 	require.Contains(t, body, "same labelset")
 	require.Positive(t, pair.api.fastStats.declined.Load())
 }
+
+// TestFastPathMetadataLabelsNoTwin: series with __type__ that stay
+// distinct once rate drops the metadata labels keep the fast path, and
+// answer as the engine does.
+func TestFastPathMetadataLabelsNoTwin(t *testing.T) {
+	b := &memBackend{}
+	for _, job := range []string{"a", "b"} {
+		var ss []tsample
+		for i := range 240 {
+			ss = append(ss, tsample{testBase + int64(i)*15_000, float64(i)})
+		}
+		b.add(labels.FromStrings("__name__", "x_total", "__type__", "counter", "job", job), ss...)
+	}
+	pair := newBackendPair(t, b, Options{})
+	p := url.Values{"query": {`rate(x_total[1m])`}, "start": {msParam(testBase + 5*60_000)},
+		"end": {msParam(testBase + 30*60_000)}, "step": {"60"}}
+	msg, _ := pair.diff(t, "/api/v1/query_range", p)
+	require.Empty(t, msg)
+	require.Zero(t, pair.api.fastStats.declined.Load(), "no twin: no fallback")
+	require.Positive(t, pair.api.fastStats.computed.Load())
+}
