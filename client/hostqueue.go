@@ -26,7 +26,12 @@ type hostQueue struct {
 
 	ops  chan *writeOp
 	stop chan struct{}
-	wg   sync.WaitGroup
+	// exited is closed once every worker has returned: an op still
+	// unanswered then was queued after the workers' last drain (a write
+	// racing Close: the buffered ops channel takes it even after stop)
+	// and will never be sent.
+	exited chan struct{}
+	wg     sync.WaitGroup
 
 	// noStreamsUntil (unix ns): the host answered WriteStream with
 	// Unimplemented (an older node); until then workers send WriteBatch,
@@ -172,7 +177,7 @@ const hostWorkers = 2
 
 func newHostQueue(base context.Context, endpoint string, p Peer, hl *health, maxBatch int, timeout time.Duration) *hostQueue {
 	h := &hostQueue{base: base, endpoint: endpoint, peer: p, health: hl, maxBatch: maxBatch, timeout: timeout,
-		ops: make(chan *writeOp, 1024), stop: make(chan struct{})}
+		ops: make(chan *writeOp, 1024), stop: make(chan struct{}), exited: make(chan struct{})}
 	for i := 0; i < hostWorkers; i++ {
 		h.wg.Add(1)
 		go h.run()
@@ -196,6 +201,15 @@ func (h *hostQueue) write(ctx context.Context, ns string, samples []storage.Samp
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-h.exited:
+		// Workers answer an op before they return: an empty done means
+		// no worker took it.
+		select {
+		case err := <-op.done:
+			return err
+		default:
+			return errHostClosed
+		}
 	}
 }
 
@@ -316,6 +330,7 @@ func (h *hostQueue) send(w *hostWorker, ops []*writeOp) {
 func (h *hostQueue) close() {
 	close(h.stop)
 	h.wg.Wait()
+	close(h.exited)
 }
 
 // writeWithRetry sends req, and again (up to 3 times, backing off) when

@@ -167,3 +167,26 @@ func TestHostWorkersShareOneEncoding(t *testing.T) {
 	require.Greater(t, workers[2].h.noSeqsUntil.Load(), time.Now().UnixNano(), "handles for the older node")
 	require.False(t, workers[2].ws.Broken())
 }
+
+// TestHostQueueWriteAfterCloseReturns: a write racing Close used to land
+// in the buffered ops channel after the workers' last drain (select picks
+// either ready case) and wait for an answer no worker would give: the
+// session's goroutine leaked and the caller hung. Every write after close
+// must answer.
+func TestHostQueueWriteAfterCloseReturns(t *testing.T) {
+	c, _ := serveNode(t, false)
+	h := newHostQueue(context.Background(), "node", c, newHealth("node", "node"), 100, time.Minute)
+	h.close()
+	id := ident.FromLabels(labels.FromStrings("__name__", "up", "job", "a"))
+	batch := []storage.Sample{{ID: id, Shard: ident.Shard(id, 64), T: time.Now().UnixMilli(), V: 1}}
+	for i := 0; i < 64; i++ {
+		done := make(chan error, 1)
+		go func() { done <- h.write(context.Background(), storagetest.Namespace().Name, batch, nil) }()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, errHostClosed)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("write %d after close did not return", i)
+		}
+	}
+}
