@@ -289,14 +289,17 @@ func (p *project) healthy(service string) error {
 
 // cli runs the host's placement CLI against node1's published etcd port.
 //
-// A call that could not reach etcd, or got no answer within the CLI's 5 s
+// A call that could not reach etcd, or got no answer within 20 s
 // (a loaded machine running two compose clusters, or etcd electing a
 // leader after a member restarted), is tried again for up to a minute. Should the first
 // attempt have landed after all, the retry fails loudly (an add finds the
 // instance already there), never silently; any other failure is returned
 // as it is.
 func (p *project) cli(args ...string) (string, error) {
-	argv := append([]string{p.bin, "placement", "--endpoints", p.etcd}, args...)
+	// 20 s per attempt, not the CLI's 5 s default: writing the 4096-shard
+	// placement (~850 KB) waited longer than 5 s on every try for a whole
+	// minute once, with three test suites sharing the machine's disk.
+	argv := append([]string{p.bin, "placement", "--endpoints", p.etcd, "--timeout", "20s"}, args...)
 	// Polled on a ticker with a deadline, as internal/waitfor polls (which
 	// fails the test; here the caller gets the last error instead).
 	deadline := time.Now().Add(time.Minute)
