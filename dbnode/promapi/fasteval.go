@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/prometheus/prometheus/util/kahansum"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
@@ -49,6 +50,9 @@ type fastRange struct {
 type fastStats struct {
 	computed atomic.Int64 // marked selectors answered by the fast path
 	declined atomic.Int64 // queries handed back to the engine (errFallback)
+	// aggregated counts the computed selectors that stood for a sum or
+	// count (fastSet.aggregate).
+	aggregated atomic.Int64
 }
 
 // steps is the number of evaluation steps.
@@ -259,6 +263,14 @@ func (s *fastSet) load() error {
 		// no such twin stay on the fast path.
 		return errFallback
 	}
+	if s.spec.agg != "" {
+		if s.out, err = s.aggregate(s.out); err != nil {
+			return err
+		}
+		if r.stats != nil {
+			r.stats.aggregated.Add(1)
+		}
+	}
 	if s.sorted {
 		slices.SortFunc(s.out, func(a, b fastSeries) int { return labels.Compare(a.lset, b.lset) })
 	}
@@ -266,6 +278,106 @@ func (s *fastSet) load() error {
 		r.stats.computed.Add(1)
 	}
 	return nil
+}
+
+// aggregate computes the spec's aggregation (sum or count by grouping)
+// of in, the step values the engine would have aggregated, in its order:
+// the engine's rangeEvalAgg and aggregation for float samples, with the
+// same grouping keys (a hash of the grouping labels, the group's labels
+// those of its first series), groups in the order their first series
+// comes, and at each step the same operations on the same operands in
+// the same order (sum: kahansum.Inc over the present values in series
+// order, plus the compensation at the end; count: the number present).
+// A value is present at a step when it is not a StaleNaN, as the
+// engine's lookback over the series would find it. The output is in
+// fastSeries form, StaleNaN where a group has no value.
+func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
+	type group struct {
+		lset  labels.Labels
+		sum   []float64 // sum: the running sum; count: the count
+		comp  []float64 // sum's Kahan compensation
+		seen  []bool
+		first int // first step with a value, -1 before one
+	}
+	steps := s.q.fast.steps()
+	var (
+		groups []*group
+		index  = map[uint64]int{}
+		buf    = make([]byte, 0, 1024)
+		isSum  = s.spec.agg == "sum"
+	)
+	for i := range in {
+		fs := &in[i]
+		if fs.err != nil {
+			// The engine fails the query reading this series: let it.
+			return nil, errFallback
+		}
+		var key uint64
+		if len(s.spec.grouping) > 0 {
+			key, buf = fs.lset.HashForLabels(buf, s.spec.grouping...)
+		}
+		gi, ok := index[key]
+		if !ok {
+			g := &group{sum: make([]float64, steps), seen: make([]bool, steps), first: -1}
+			if isSum {
+				g.comp = make([]float64, steps)
+			}
+			if len(s.spec.grouping) > 0 {
+				g.lset = labels.NewBuilder(fs.lset).Keep(s.spec.grouping...).Labels()
+			} else {
+				g.lset = labels.EmptyLabels()
+			}
+			gi = len(groups)
+			index[key] = gi
+			groups = append(groups, g)
+		}
+		g := groups[gi]
+		for k, v := range fs.vals {
+			if value.IsStaleNaN(v) {
+				continue
+			}
+			step := fs.first + k
+			switch {
+			case !g.seen[step]:
+				g.seen[step] = true
+				if isSum {
+					g.sum[step] = v
+				} else {
+					g.sum[step] = 1
+				}
+				if g.first < 0 || step < g.first {
+					g.first = step
+				}
+			case isSum:
+				g.sum[step], g.comp[step] = sumInc(v, g.sum[step], g.comp[step])
+			default:
+				g.sum[step]++
+			}
+		}
+	}
+	out := make([]fastSeries, 0, len(groups))
+	for _, g := range groups {
+		if g.first < 0 {
+			continue
+		}
+		st := stepper{steps: steps, first: g.first, vals: make([]float64, 0, steps-g.first)}
+		for step := g.first; step < steps; step++ {
+			if !g.seen[step] {
+				continue
+			}
+			v := g.sum[step]
+			if isSum {
+				v += g.comp[step]
+			}
+			if value.IsStaleNaN(v) {
+				return nil, errFallback // would read as a gap
+			}
+			st.value(step, v)
+		}
+		st.end()
+		out = append(out, fastSeries{lset: g.lset, vals: st.vals, first: st.first})
+	}
+	return out, nil
 }
 
 // sameLabelset reports whether two of out have the same label set.
@@ -505,6 +617,10 @@ func (w *fastWorker) selectSteps(src encoding.Iterator) stepper {
 	}
 	return out
 }
+
+// sumInc is the engine's Kahan step; tests replace it with wrong
+// versions to show the comparison with the engine catches them.
+var sumInc = kahansum.Inc
 
 // rateFunc is extrapolatedRate; tests replace it with wrong versions to
 // show the comparison with the engine catches them.

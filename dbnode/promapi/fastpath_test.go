@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/kahansum"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -83,6 +84,25 @@ func fastQueries(start int64) []string {
 		`sum by (job) (rate(req_latency_float_seconds[5m]))`,
 		`rate(mixed_metric[5m])`,
 		`increase(hist_stale[5m])`,
+		// Aggregations the fast path computes itself (fastSet.aggregate):
+		// groups appearing and ending, NaN and infinities in sums, a
+		// grouping label some series lack, parentheses, inside operators.
+		`count by (instance) (stale_metric)`,
+		`sum by (instance) (stale_metric)`,
+		`sum(odd_values)`,
+		`count(odd_values)`,
+		`sum by (kind) (odd_values * 1)`,
+		`count(sparse_metric)`,
+		`sum by (job) (sparse_metric)`,
+		`sum by (job, code) (http_requests_total)`,
+		`count by (nope) (rate(http_requests_total[1m]))`,
+		`sum by (job, __name__) (http_requests_total)`,
+		`sum by (instance) ((rate(stale_metric[1m])))`,
+		`count by (instance) (irate(stale_metric[1m]))`,
+		`sum by (job) (rate(http_requests_total[5m])) / count by (job) (http_requests_total)`,
+		`sum(increase(jobs_done_total[5m])) + count(node_temp)`,
+		`sum by (le) (rate(req_latency_seconds[5m]))`,
+		`count(mixed_metric)`,
 	}
 }
 
@@ -259,6 +279,73 @@ func TestFastPathComparisonCatchesErrors(t *testing.T) {
 			require.NotEmpty(t, msg, "a wrong fast path must not pass the comparison")
 		})
 	}
+	// The sum is the fast path's own (fastSet.aggregate): a sum that is
+	// not the engine's Kahan sum in its order is caught too.
+	for name, broken := range map[string]func(inc, sum, c float64) (float64, float64){
+		"no compensation": func(inc, sum, c float64) (float64, float64) { return sum + inc, c },
+		"one ulp": func(inc, sum, c float64) (float64, float64) {
+			s, c := kahansum.Inc(inc, sum, c)
+			return s * (1 + 0x1p-52), c
+		},
+	} {
+		t.Run("sum "+name, func(t *testing.T) {
+			sumInc = broken
+			t.Cleanup(func() { sumInc = kahansum.Inc })
+			msg, _ := pair.diff(t, "/api/v1/query_range", p)
+			require.NotEmpty(t, msg, "a wrong fast path must not pass the comparison")
+		})
+	}
+}
+
+// TestFastPathAggregates: sum and count by (...) of a fast path call
+// or instant selector are computed by the fast path (one marked
+// selector standing for the aggregation), and answer as the engine does.
+func TestFastPathAggregates(t *testing.T) {
+	fp := newFastParser()
+	for q, want := range map[string]string{
+		`sum by (mode, instance) (rate(x_total[5m]))`: "sum",
+		`count by (mode) (x)`:                         "count",
+		`sum((x))`:                                    "sum",
+		`sum without (mode) (x)`:                      "",
+		`avg by (mode) (x)`:                           "",
+		`sum by (mode) (x offset 1m)`:                 "",
+		`sum by (mode) (x * 2)`:                       "",
+	} {
+		e, err := fp.ParseExpr(q)
+		require.NoError(t, err, q)
+		var got []fastSpec
+		parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+			if vs, ok := n.(*parser.VectorSelector); ok {
+				for _, m := range vs.LabelMatchers {
+					if m.Name == fp.marker {
+						spec, err := parseFastSpec(m.Value)
+						require.NoError(t, err)
+						got = append(got, spec)
+					}
+				}
+			}
+			return nil
+		})
+		if want == "" {
+			for _, s := range got {
+				require.Empty(t, s.agg, q)
+			}
+			continue
+		}
+		require.Len(t, got, 1, q)
+		require.Equal(t, want, got[0].agg, q)
+	}
+	spec, err := parseFastSpec(fastSpec{fn: selectFn, agg: "sum", grouping: []string{"a:b", "le"}}.String())
+	require.NoError(t, err)
+	require.Equal(t, []string{"a:b", "le"}, spec.grouping)
+
+	node, _, d := loadedNode(t)
+	pair := newFastPair(t, node, Options{})
+	p := url.Values{"query": {`sum by (job) (rate(http_requests_total[5m])) + count(http_requests_total)`},
+		"start": {fmtTime(d.start, false)}, "end": {fmtTime(d.end, false)}, "step": {"60"}}
+	msg, _ := pair.diff(t, "/api/v1/query_range", p)
+	require.Empty(t, msg)
+	require.EqualValues(t, 2, pair.api.fastStats.aggregated.Load())
 }
 
 // TestFastPathLimits: past half the samples limit the fast path hands the

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,6 +96,11 @@ func (p fastParser) rewrite(e parser.Expr, safe bool) parser.Expr {
 			n.Args[i] = p.rewrite(a, argSafe)
 		}
 	case *parser.AggregateExpr:
+		if safe {
+			if vs := p.replaceAgg(n); vs != nil {
+				return vs
+			}
+		}
 		n.Expr = p.rewrite(n.Expr, safe)
 		if n.Param != nil {
 			n.Param = p.rewrite(n.Param, false)
@@ -173,6 +179,58 @@ func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
 	return out
 }
 
+// fastAggs are the aggregations the fast path computes over the series
+// of a marked selector, in the engine's order and with its operations
+// (fastSet.aggregate): sum (Kahan, series in the engine's order at each
+// step) and count. Both produce one series per group, a few where the
+// input has thousands; the engine would otherwise take every input
+// series' step values on its one goroutine only to add them.
+var fastAggs = map[parser.ItemType]string{parser.SUM: "sum", parser.COUNT: "count"}
+
+// replaceAgg returns the marked vector selector standing for agg, a sum
+// or count by (...) (no without: its groups' hash keeps __type__ and
+// __unit__, which its labels drop, so two groups may share a label set)
+// of a call replace takes or of a plain instant selector; nil otherwise.
+func (p fastParser) replaceAgg(agg *parser.AggregateExpr) *parser.VectorSelector {
+	name, ok := fastAggs[agg.Op]
+	if !ok || agg.Without || agg.Param != nil {
+		return nil
+	}
+	inner := agg.Expr
+	for {
+		pe, ok := inner.(*parser.ParenExpr)
+		if !ok {
+			break
+		}
+		inner = pe.Expr
+	}
+	var vs *parser.VectorSelector
+	switch n := inner.(type) {
+	case *parser.Call:
+		vs = p.replace(n)
+	case *parser.VectorSelector:
+		if plainSelector(n) {
+			vs = p.marked(n, fastSpec{fn: selectFn, pos: n.PosRange})
+		}
+	}
+	if vs == nil {
+		return nil
+	}
+	// The marker is the last matcher (marked): it gains the aggregation.
+	m := vs.LabelMatchers[len(vs.LabelMatchers)-1]
+	spec, err := parseFastSpec(m.Value)
+	if err != nil {
+		return nil
+	}
+	spec.agg = name
+	// The engine sorts the grouping labels in place before using them.
+	spec.grouping = slices.Clone(agg.Grouping)
+	slices.Sort(spec.grouping)
+	vs.LabelMatchers[len(vs.LabelMatchers)-1] = labels.MustNewMatcher(labels.MatchEqual, p.marker, spec.String())
+	vs.PosRange = agg.PosRange
+	return vs
+}
+
 // fastSpec is what a marker matcher carries: the function (selectFn for
 // an instant selector), its range and the position of its argument in
 // the query (for the annotations the engine would have attached there).
@@ -180,19 +238,44 @@ type fastSpec struct {
 	fn  string
 	rng time.Duration
 	pos posrange.PositionRange
+	// agg, when set, is the aggregation (fastAggs) of the selected
+	// series' values by grouping (sorted): the marker then stands for it.
+	agg      string
+	grouping []string
 }
 
+// String is the marker's value; grouping label names (any UTF-8) are
+// hex-encoded so that no name can be mistaken for a separator.
 func (s fastSpec) String() string {
-	return fmt.Sprintf("%s:%d:%d:%d", s.fn, int64(s.rng), s.pos.Start, s.pos.End)
+	g := make([]string, len(s.grouping))
+	for i, n := range s.grouping {
+		g[i] = hex.EncodeToString([]byte(n))
+	}
+	return fmt.Sprintf("%s:%d:%d:%d:%s:%s", s.fn, int64(s.rng), s.pos.Start, s.pos.End, s.agg, strings.Join(g, ","))
 }
 
 func parseFastSpec(v string) (fastSpec, error) {
 	parts := strings.Split(v, ":")
-	if len(parts) != 4 {
-		return fastSpec{}, fmt.Errorf("fast path marker %q: want 4 fields", v)
+	if len(parts) != 6 {
+		return fastSpec{}, fmt.Errorf("fast path marker %q: want 6 fields", v)
+	}
+	var grouping []string
+	if parts[5] != "" {
+		for _, h := range strings.Split(parts[5], ",") {
+			n, err := hex.DecodeString(h)
+			if err != nil {
+				return fastSpec{}, fmt.Errorf("fast path marker %q: grouping: %w", v, err)
+			}
+			grouping = append(grouping, string(n))
+		}
+	}
+	switch parts[4] {
+	case "", "sum", "count":
+	default:
+		return fastSpec{}, fmt.Errorf("fast path marker %q: unknown aggregation", v)
 	}
 	var nums [3]int64
-	for i, s := range parts[1:] {
+	for i, s := range parts[1:4] {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return fastSpec{}, fmt.Errorf("fast path marker %q: %w", v, err)
@@ -203,5 +286,7 @@ func parseFastSpec(v string) (fastSpec, error) {
 		return fastSpec{}, fmt.Errorf("fast path marker %q: unknown function", v)
 	}
 	return fastSpec{fn: parts[0], rng: time.Duration(nums[0]),
-		pos: posrange.PositionRange{Start: posrange.Pos(nums[1]), End: posrange.Pos(nums[2])}}, nil
+		pos:      posrange.PositionRange{Start: posrange.Pos(nums[1]), End: posrange.Pos(nums[2])},
+		agg:      parts[4],
+		grouping: grouping}, nil
 }
