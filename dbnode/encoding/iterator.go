@@ -67,6 +67,17 @@ func StreamLen(stream []byte) int {
 	return min(int(binary.LittleEndian.Uint32(stream[1:5])), 1+4*(len(stream)-streamHeaderLen))
 }
 
+// StreamFirstTimestamp is the timestamp of a stream's first sample, read
+// from its head without decoding (false for an empty, short or foreign
+// stream), so a reader can tell whether the stream lies inside a range
+// before deciding to filter it sample by sample.
+func StreamFirstTimestamp(stream []byte) (int64, bool) {
+	if len(stream) < streamHeaderLen+8 || stream[0] != streamFormat || binary.LittleEndian.Uint32(stream[1:5]) == 0 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(stream[streamHeaderLen:])), true
+}
+
 // reset points it at the start of a non-empty stream.
 func (it *streamIterator) reset(stream []byte) error {
 	*it = streamIterator{}

@@ -10,10 +10,111 @@ func MergeIterators(its ...Iterator) Iterator {
 		return errIterator{}
 	case 1:
 		return its[0]
+	case 2:
+		// The common case (a flushed block and a cold write to it, or a
+		// flushing bucket and the open one): one comparison per sample
+		// instead of the heap's.
+		return &merge2{a: its[0], b: its[1]}
 	}
 	m := &mergeIterator{its: its, heap: make([]mergeHead, 0, len(its))}
 	return m
 }
+
+// merge2 is mergeIterator for two inputs; b wins ties.
+type merge2 struct {
+	a, b       Iterator
+	ta, tb     int64
+	va, vb     float64
+	hasA, hasB bool
+	// usedA, usedB: the input's head was the last sample returned (both
+	// on a tie), to be advanced by the next Next.
+	usedA, usedB bool
+	started      bool
+	t            int64
+	v            float64
+	err          error
+}
+
+func (m *merge2) Next() bool {
+	if m.err != nil {
+		return false
+	}
+	if !m.started {
+		m.started = true
+		m.usedA, m.usedB = true, true
+	}
+	if m.usedA {
+		if m.hasA = m.a.Next(); m.hasA {
+			m.ta, m.va = m.a.At()
+		} else if m.err = m.a.Err(); m.err != nil {
+			return false
+		}
+	}
+	if m.usedB {
+		if m.hasB = m.b.Next(); m.hasB {
+			m.tb, m.vb = m.b.At()
+		} else if m.err = m.b.Err(); m.err != nil {
+			return false
+		}
+	}
+	switch {
+	case m.hasA && (!m.hasB || m.ta < m.tb):
+		m.t, m.v, m.usedA, m.usedB = m.ta, m.va, true, false
+	case m.hasB:
+		m.t, m.v, m.usedA, m.usedB = m.tb, m.vb, m.hasA && m.ta == m.tb, true
+	default:
+		m.usedA, m.usedB = false, false
+		return false
+	}
+	return true
+}
+
+func (m *merge2) At() (int64, float64) { return m.t, m.v }
+func (m *merge2) Err() error           { return m.err }
+
+// ConcatIterators returns the samples of its one after the other: the
+// caller promises that every sample of an input is older than every
+// sample of the next (the blocks of one series), so no merge is needed.
+// Iteration stops at the first error of an input, which Err reports.
+func ConcatIterators(its ...Iterator) Iterator {
+	switch len(its) {
+	case 0:
+		return errIterator{}
+	case 1:
+		return its[0]
+	}
+	return &concatIterator{its: its}
+}
+
+type concatIterator struct {
+	its []Iterator
+	i   int
+	err error
+}
+
+func (c *concatIterator) Next() bool {
+	for c.i < len(c.its) {
+		it := c.its[c.i]
+		if it.Next() {
+			return true
+		}
+		if c.err = it.Err(); c.err != nil {
+			c.i = len(c.its)
+			return false
+		}
+		c.i++
+	}
+	return false
+}
+
+func (c *concatIterator) At() (int64, float64) {
+	if c.i < len(c.its) {
+		return c.its[c.i].At()
+	}
+	return 0, 0
+}
+
+func (c *concatIterator) Err() error { return c.err }
 
 // mergeHead is the current sample of one input.
 type mergeHead struct {

@@ -113,3 +113,49 @@ func TestMergeModel(t *testing.T) {
 		requireSamples(rt, want, MergeIterators(its...))
 	})
 }
+
+// TestMergeTwoReportsFirstError: the two-input merge stops at an error of
+// either input, as the heap merge does.
+func TestMergeTwoReportsFirstError(t *testing.T) {
+	errA := errors.New("a")
+	for _, first := range []bool{true, false} {
+		bad := &sliceIterator{s: []sample{{1, 5}}, err: errA}
+		good := &sliceIterator{s: []sample{{1, 1}, {2, 2}, {3, 3}}}
+		its := []Iterator{bad, good}
+		if !first {
+			its = []Iterator{good, bad}
+		}
+		it := MergeIterators(its...)
+		got := drain(it)
+		require.ErrorIs(t, it.Err(), errA)
+		require.Len(t, got, 1, "merging stops at the error")
+		require.False(t, it.Next())
+	}
+}
+
+// TestConcat: inputs one after the other, stopping at an input's error.
+func TestConcat(t *testing.T) {
+	requireSamples(t, nil, ConcatIterators())
+	requireSamples(t, []sample{{1, 1}, {2, 2}, {10, 3}, {11, 4}}, ConcatIterators(
+		NewIterator(encodeStream(t, []sample{{1, 1}, {2, 2}})),
+		NewIterator(nil),
+		&sliceIterator{s: []sample{{10, 3}, {11, 4}}},
+	))
+	errA := errors.New("a")
+	it := ConcatIterators(&sliceIterator{s: []sample{{1, 1}}, err: errA}, &sliceIterator{s: []sample{{5, 5}}})
+	require.Equal(t, []sample{{1, 1}}, drain(it))
+	require.ErrorIs(t, it.Err(), errA)
+	require.False(t, it.Next())
+}
+
+func TestStreamFirstTimestamp(t *testing.T) {
+	_, ok := StreamFirstTimestamp(nil)
+	require.False(t, ok)
+	_, ok = StreamFirstTimestamp(emptyStream)
+	require.False(t, ok)
+	for _, first := range []int64{math.MinInt64, -1, 0, 1_700_000_000_123, math.MaxInt64 - 1} {
+		got, ok := StreamFirstTimestamp(encodeStream(t, []sample{{first, 1}, {first + 1, 2}}))
+		require.True(t, ok)
+		require.Equal(t, first, got)
+	}
+}

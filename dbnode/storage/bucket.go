@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"math"
+
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 )
 
@@ -115,6 +117,25 @@ func (b *bucket) iterator(copyBytes bool) encoding.Iterator {
 		return true
 	})
 	return encoding.MergeIterators(its...)
+}
+
+// bounds returns timestamps that every sample of the bucket lies within:
+// the first and last of its streams (the bucket's block when a stream's
+// head does not say).
+func (b *bucket) bounds() (lo, hi int64) {
+	lo, hi = math.MaxInt64, math.MinInt64
+	b.streams(func(s *encoding.Encoder) bool {
+		if s.Len() == 0 {
+			return true
+		}
+		first, ok := encoding.StreamFirstTimestamp(s.Bytes())
+		if !ok {
+			first = math.MinInt64
+		}
+		lo, hi = min(lo, first), max(hi, s.LastTimestamp())
+		return true
+	})
+	return lo, hi
 }
 
 func streamBytes(e *encoding.Encoder, copyBytes bool) []byte {

@@ -154,13 +154,25 @@ func (s *Series) soleStream() (stream []byte, n int, ok bool) {
 	return append([]byte(nil), b.first.Bytes()...), b.first.Len(), true
 }
 
-// readIterators appends to its and hits what iterators and histIterators
-// return, under one lock and without slices of their own: a query reads
-// every series it selects.
-func (s *Series) readIterators(its []encoding.Iterator, hits []encoding.HistogramIterator, from, to int64) ([]encoding.Iterator, []encoding.HistogramIterator) {
+// readIterators appends to srcs and hits what iterators and
+// histIterators return, under one lock and without slices of their own:
+// a query reads every series it selects. Each float source comes with
+// its block and the bounds of its samples, so that the reader can
+// concatenate blocks instead of merging them and skip filtering a range
+// the samples lie inside.
+func (s *Series) readIterators(srcs []readSource, hits []encoding.HistogramIterator, from, to int64) ([]readSource, []encoding.HistogramIterator) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.appendIteratorsLocked(its, from, to), s.appendHistIteratorsLocked(hits, from, to)
+	for pass := 0; pass < 2; pass++ {
+		for b := range s.buckets.all() {
+			if b.start < from || b.start > to || b.flushing != (pass == 0) {
+				continue
+			}
+			lo, hi := b.bounds()
+			srcs = append(srcs, readSource{it: b.iterator(true), block: b.start, lo: lo, hi: hi})
+		}
+	}
+	return srcs, s.appendHistIteratorsLocked(hits, from, to)
 }
 
 func (s *Series) appendIteratorsLocked(its []encoding.Iterator, from, to int64) []encoding.Iterator {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+	"github.com/tessera-tsdb/tessera/internal/xtime"
 )
 
 // shard owns the series of one virtual shard of one namespace: the
@@ -59,10 +60,19 @@ func (sh *shard) getOrCreateUpTo(ns *namespace, h uint64, id []byte, max int64) 
 	return s, true
 }
 
-// read returns the iterators over id's float and histogram data in blocks
-// [from, to]: filesets first (oldest), memory last (newest wins on equal
-// timestamps).
-func (sh *shard) read(id []byte, from, to int64) ([]encoding.Iterator, []encoding.HistogramIterator, error) {
+// readSource is one source of a series' float samples for a read: its
+// iterator, the block it holds samples of and timestamps every one of
+// its samples lies within.
+type readSource struct {
+	it     encoding.Iterator
+	block  int64
+	lo, hi int64
+}
+
+// read returns the sources of id's float data and the iterators over its
+// histogram data in blocks [from, to] (blockSize ms each): filesets first
+// (oldest), memory last (newest wins on equal timestamps).
+func (sh *shard) read(id []byte, from, to, blockSize int64) ([]readSource, []encoding.HistogramIterator, error) {
 	sh.mu.RLock()
 	var readers []*fileset.Reader
 	for start, r := range sh.blocks {
@@ -75,7 +85,7 @@ func (sh *shard) read(id []byte, from, to int64) ([]encoding.Iterator, []encodin
 	sort.Slice(readers, func(i, j int) bool { return readers[i].ID().BlockStart < readers[j].ID().BlockStart })
 
 	var (
-		its  []encoding.Iterator
+		its  []readSource
 		hits []encoding.HistogramIterator
 	)
 	for _, r := range readers {
@@ -86,7 +96,8 @@ func (sh *shard) read(id []byte, from, to int64) ([]encoding.Iterator, []encodin
 		if ok {
 			fl, h := encoding.PayloadIterators(data)
 			if fl != nil {
-				its = append(its, fl)
+				bs := r.ID().BlockStart
+				its = append(its, readSource{it: fl, block: bs, lo: bs, hi: xtime.Add(bs, blockSize-1)})
 			}
 			if h != nil {
 				hits = append(hits, h)
