@@ -158,6 +158,7 @@ func (s *fastSet) load() error {
 		errs    = make([]error, workers)
 		panics  = make([]any, workers)
 		metas   = make([]bool, workers)
+		slabs   = make([][][]float64, workers)
 		annos   = make([]annotations.Annotations, workers)
 		fn      = fastFuncs[s.spec.fn]
 		evalOne = func(w *fastWorker, i int) error {
@@ -194,6 +195,9 @@ func (s *fastSet) load() error {
 				}
 			}()
 			wk := &fastWorker{r: r, spec: s.spec, annos: &annos[w]}
+			if s.spec.agg != "" {
+				wk.slabs = &slabs[w]
+			}
 			defer func() { metas[w] = wk.meta }()
 			for {
 				lo := int(next.Add(1)-1) * fastChunk
@@ -264,7 +268,15 @@ func (s *fastSet) load() error {
 		return errFallback
 	}
 	if s.spec.agg != "" {
-		if s.out, err = s.aggregate(s.out); err != nil {
+		s.out, err = s.aggregate(s.out)
+		// Nothing refers to the series' values any more.
+		clear(out)
+		for _, ss := range slabs {
+			for _, sl := range ss {
+				slabPool.Put(&sl)
+			}
+		}
+		if err != nil {
 			return err
 		}
 		if r.stats != nil {
@@ -403,6 +415,9 @@ type fastWorker struct {
 	annos *annotations.Annotations
 	buf   []promql.FPoint
 	slab  []float64 // room for the step values of the next series
+	// slabs, when the selector is aggregated, collects the worker's slabs
+	// so that load gives them back to slabPool once aggregate is done.
+	slabs *[][]float64
 	lb    labels.ScratchBuilder
 	// sampled says whether the current series has a sample in range;
 	// win is the most samples one of its windows holds (the engine counts
@@ -530,7 +545,20 @@ func (s *stepper) end() {
 func (w *fastWorker) floats() []float64 {
 	n := w.r.steps()
 	if cap(w.slab)-len(w.slab) < n {
-		w.slab = make([]float64, 0, n*fastChunk)
+		w.slab = nil
+		if w.slabs != nil {
+			// The series' values die with the aggregation: take a slab
+			// an earlier aggregation gave back, big enough.
+			if p, _ := slabPool.Get().(*[]float64); p != nil && cap(*p) >= n*fastChunk {
+				w.slab = (*p)[:0]
+			}
+		}
+		if w.slab == nil {
+			w.slab = make([]float64, 0, n*fastChunk)
+		}
+		if w.slabs != nil {
+			*w.slabs = append(*w.slabs, w.slab)
+		}
 	}
 	l := len(w.slab)
 	w.slab = w.slab[:l+n]
@@ -617,6 +645,13 @@ func (w *fastWorker) selectSteps(src encoding.Iterator) stepper {
 	}
 	return out
 }
+
+// slabPool holds the step value slabs of aggregated selectors, whose
+// values die with the aggregation (dashboards repeat the same queries,
+// so the slabs fit the next): a 30,000-series count allocated 28 MB of
+// them per query, garbage the collector paid for marking the node's
+// whole heap more often.
+var slabPool sync.Pool
 
 // sumInc is the engine's Kahan step; tests replace it with wrong
 // versions to show the comparison with the engine catches them.
