@@ -292,31 +292,25 @@ func (s *fastSet) load() error {
 	return nil
 }
 
-// aggregate computes the spec's aggregation (sum or count by grouping)
-// of in, the step values the engine would have aggregated, in its order:
-// the engine's rangeEvalAgg and aggregation for float samples, with the
-// same grouping keys (a hash of the grouping labels, the group's labels
-// those of its first series), groups in the order their first series
-// comes, and at each step the same operations on the same operands in
-// the same order (sum: kahansum.Inc over the present values in series
-// order, plus the compensation at the end; count: the number present).
-// A value is present at a step when it is not a StaleNaN, as the
-// engine's lookback over the series would find it. The output is in
-// fastSeries form, StaleNaN where a group has no value.
+// aggregate computes the spec's aggregation (sum, count or avg by
+// grouping) of in, the step values the engine would have aggregated, in
+// its order: the engine's rangeEvalAgg and aggregation for float samples,
+// with the same grouping keys (a hash of the grouping labels, the group's
+// labels those of its first series), groups in the order their first
+// series comes, and at each step the same operations on the same operands
+// in the same order (sum: kahansum.Inc over the present values in series
+// order, plus the compensation at the end; count: the number present;
+// avg: the Kahan sum divided by the count, or the incremental mean once
+// the sum would overflow). A value is present at a step when it is not a
+// StaleNaN, as the engine's lookback over the series would find it. The
+// output is in fastSeries form, StaleNaN where a group has no value.
 func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
-	type group struct {
-		lset  labels.Labels
-		sum   []float64 // sum: the running sum; count: the count
-		comp  []float64 // sum's Kahan compensation
-		seen  []bool
-		first int // first step with a value, -1 before one
-	}
 	steps := s.q.fast.steps()
 	var (
-		groups []*group
+		groups []*aggGroup
 		index  = map[uint64]int{}
 		buf    = make([]byte, 0, 1024)
-		isSum  = s.spec.agg == "sum"
+		op     = s.spec.agg
 	)
 	for i := range in {
 		fs := &in[i]
@@ -330,10 +324,7 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 		}
 		gi, ok := index[key]
 		if !ok {
-			g := &group{sum: make([]float64, steps), seen: make([]bool, steps), first: -1}
-			if isSum {
-				g.comp = make([]float64, steps)
-			}
+			g := newAggGroup(op, steps)
 			if len(s.spec.grouping) > 0 {
 				g.lset = labels.NewBuilder(fs.lset).Keep(s.spec.grouping...).Labels()
 			} else {
@@ -348,23 +339,7 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 			if value.IsStaleNaN(v) {
 				continue
 			}
-			step := fs.first + k
-			switch {
-			case !g.seen[step]:
-				g.seen[step] = true
-				if isSum {
-					g.sum[step] = v
-				} else {
-					g.sum[step] = 1
-				}
-				if g.first < 0 || step < g.first {
-					g.first = step
-				}
-			case isSum:
-				g.sum[step], g.comp[step] = sumInc(v, g.sum[step], g.comp[step])
-			default:
-				g.sum[step]++
-			}
+			g.add(op, fs.first+k, v)
 		}
 	}
 	out := make([]fastSeries, 0, len(groups))
@@ -374,13 +349,10 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 		}
 		st := stepper{steps: steps, first: g.first, vals: make([]float64, 0, steps-g.first)}
 		for step := g.first; step < steps; step++ {
-			if !g.seen[step] {
+			if g.count[step] == 0 {
 				continue
 			}
-			v := g.sum[step]
-			if isSum {
-				v += g.comp[step]
-			}
+			v := g.result(op, step)
 			if value.IsStaleNaN(v) {
 				return nil, errFallback // would read as a gap
 			}
@@ -390,6 +362,82 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 		out = append(out, fastSeries{lset: g.lset, vals: st.vals, first: st.first})
 	}
 	return out, nil
+}
+
+// aggGroup is one output group of aggregate: per step the engine's
+// groupedAggregation fields for floats.
+type aggGroup struct {
+	lset  labels.Labels
+	count []float64 // groupCount; 0: not seen at that step
+	value []float64 // floatValue (sum, avg)
+	comp  []float64 // floatKahanC (sum, avg)
+	mean  []float64 // floatMean (avg)
+	incr  []bool    // floatIncrementalMean (avg)
+	first int       // first step with a value, -1 before one
+}
+
+func newAggGroup(op string, steps int) *aggGroup {
+	g := &aggGroup{count: make([]float64, steps), first: -1}
+	if op != "count" {
+		g.value, g.comp = make([]float64, steps), make([]float64, steps)
+	}
+	if op == "avg" {
+		g.mean, g.incr = make([]float64, steps), make([]bool, steps)
+	}
+	return g
+}
+
+// add is the engine's aggregation of float f into the group at step.
+func (g *aggGroup) add(op string, step int, f float64) {
+	if g.count[step] == 0 {
+		g.count[step] = 1
+		if op != "count" {
+			g.value[step] = f
+		}
+		if op == "avg" {
+			g.mean[step] = f
+		}
+		if g.first < 0 || step < g.first {
+			g.first = step
+		}
+		return
+	}
+	switch op {
+	case "count":
+		g.count[step]++
+	case "sum":
+		g.value[step], g.comp[step] = sumInc(f, g.value[step], g.comp[step])
+	case "avg":
+		g.count[step]++
+		n := g.count[step]
+		if !g.incr[step] {
+			newV, newC := sumInc(f, g.value[step], g.comp[step])
+			if !math.IsInf(newV, 0) {
+				g.value[step], g.comp[step] = newV, newC
+				return
+			}
+			// The sum would overflow: the incremental mean from here on.
+			g.incr[step] = true
+			g.mean[step] = g.value[step] / (n - 1)
+			g.comp[step] /= n - 1
+		}
+		q := (n - 1) / n
+		g.mean[step], g.comp[step] = sumInc(f/n, q*g.mean[step], q*g.comp[step])
+	}
+}
+
+// result is the engine's output of the group at step.
+func (g *aggGroup) result(op string, step int) float64 {
+	switch op {
+	case "count":
+		return g.count[step]
+	case "sum":
+		return g.value[step] + g.comp[step]
+	}
+	if g.incr[step] {
+		return g.mean[step] + g.comp[step]
+	}
+	return g.value[step]/g.count[step] + g.comp[step]/g.count[step]
 }
 
 // sameLabelset reports whether two of out have the same label set.

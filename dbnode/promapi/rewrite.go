@@ -181,14 +181,15 @@ func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
 
 // fastAggs are the aggregations the fast path computes over the series
 // of a marked selector, in the engine's order and with its operations
-// (fastSet.aggregate): sum (Kahan, series in the engine's order at each
-// step) and count. Both produce one series per group, a few where the
+// (fastSet.aggregate): sum and avg (Kahan, series in the engine's order
+// at each step; avg's switch to an incremental mean on overflow) and
+// count. Both produce one series per group, a few where the
 // input has thousands; the engine would otherwise take every input
 // series' step values on its one goroutine only to add them.
-var fastAggs = map[parser.ItemType]string{parser.SUM: "sum", parser.COUNT: "count"}
+var fastAggs = map[parser.ItemType]string{parser.SUM: "sum", parser.COUNT: "count", parser.AVG: "avg"}
 
-// replaceAgg returns the marked vector selector standing for agg, a sum
-// or count by (...) (no without: its groups' hash keeps __type__ and
+// replaceAgg returns the marked vector selector standing for agg, a sum,
+// count or avg by (...) (no without: its groups' hash keeps __type__ and
 // __unit__, which its labels drop, so two groups may share a label set)
 // of a call replace takes or of a plain instant selector; nil otherwise.
 func (p fastParser) replaceAgg(agg *parser.AggregateExpr) *parser.VectorSelector {
@@ -270,7 +271,7 @@ func parseFastSpec(v string) (fastSpec, error) {
 		}
 	}
 	switch parts[4] {
-	case "", "sum", "count":
+	case "", "sum", "count", "avg":
 	default:
 		return fastSpec{}, fmt.Errorf("fast path marker %q: unknown aggregation", v)
 	}
