@@ -17,9 +17,9 @@ import (
 // inline in every in-memory series (storage.Series), where 16 bytes decide
 // the series' size class. So the buffer is a pointer, a 32-bit length and a
 // one-byte capacity code: capacities are 2^e or 3*2^(e-1), Go size classes
-// all of them, so an allocation wastes no rounding and a buffer grows by
-// 1.5 or 1.33 at a time (a 4-sample stream of noisy floats takes 48 bytes,
-// not the 64 that doubling from 32 gave). Owners keep streams under
+// all of them, so an allocation wastes no rounding. A buffer starts at 32
+// bytes, grows to 48 (a 4-sample stream of noisy floats takes 48 bytes, not
+// the 64 that doubling from 32 gave), then doubles. Owners keep streams under
 // maxStreamBytes (ErrTooManySamples), far from the 32-bit length.
 type bitWriter struct {
 	p    *byte  // the buffer, capOf(capc) bytes; nil before the first reset
@@ -66,8 +66,12 @@ func (w *bitWriter) grow(extra int) {
 		panic("encoding: bit stream over 4 GiB")
 	}
 	c := uint8(minBufCode)
-	if w.p != nil {
-		c = w.capc + 1
+	switch {
+	case w.p == nil:
+	case w.capc == minBufCode:
+		c++ // 32 to 48: what 4 samples of a noisy float need
+	default:
+		c = w.capc + 2 // doubling: as few copies (and as little garbage) as append's
 	}
 	for capOf(c) < need {
 		c++

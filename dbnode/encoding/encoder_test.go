@@ -219,8 +219,8 @@ func TestEncoderStreamBytesLimit(t *testing.T) {
 	require.NoError(t, e.Append(2000, 2))
 }
 
-// Buffers grow through Go's size classes (32, 48, 64, 96, ...), by half
-// or a third at a time, and keep what was written.
+// Buffers grow through Go's size classes, 32 to 48 then doubling, and
+// keep what was written.
 func TestBitWriterGrowth(t *testing.T) {
 	var w bitWriter
 	w.reset(streamHeaderLen)
@@ -233,6 +233,6 @@ func TestBitWriterGrowth(t *testing.T) {
 			caps = append(caps, c)
 		}
 	}
-	require.Equal(t, []int{32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048}, caps)
+	require.Equal(t, []int{32, 48, 96, 192, 384, 768, 1536, 3072}, caps)
 	require.Equal(t, append(make([]byte, streamHeaderLen), want...), w.bytes())
 }
