@@ -10,7 +10,18 @@ import (
 
 // generations numbers encoder resets across every log in the process, so a
 // SeriesRef set by one file's encoder is never taken for a ref of another.
+// A SeriesRef keeps 32 bits of it (a storage series is in a smaller size
+// class for it): past 2^32-1 resets an encoder gets generation 0 and uses
+// its own table instead of the caller's refs, so a number is never reused.
 var generations atomic.Uint64
+
+// nextGeneration is the generation of a new file's encoder; 0: none left.
+func nextGeneration() uint32 {
+	if g := generations.Add(1); g <= math.MaxUint32 {
+		return uint32(g)
+	}
+	return 0
+}
 
 // nsState is one namespace's share of a file's ref tables, plus the
 // sample time range the file holds for it.
@@ -31,7 +42,7 @@ type encoder struct {
 	byName     map[string]*nsState
 	namespaces []*nsState // by ref
 	nextSeries uint32
-	gen        uint64 // this file's generation: SeriesRefs of others are stale
+	gen        uint32 // this file's generation: SeriesRefs of others are stale; 0: refs unused
 	seq        uint64 // the file's seq, covered by every frame's checksum
 	record     uint64 // records encoded into this file
 
@@ -55,7 +66,7 @@ func (e *encoder) reset(seq uint64) {
 	e.namespaces = e.namespaces[:0]
 	e.nextSeries = 0
 	e.record = 0
-	e.gen = generations.Add(1)
+	e.gen = nextGeneration()
 }
 
 func (e *encoder) namespace(name string) *nsState {
@@ -175,7 +186,7 @@ func (e *encoder) seriesRef(ns *nsState, id []byte, refp *SeriesRef, nNs, nSerie
 	e.defineNamespace(ns, nNs)
 	ref = e.nextSeries
 	e.nextSeries++
-	if refp != nil {
+	if refp != nil && e.gen != 0 {
 		*refp = SeriesRef{gen: e.gen, ref: ref}
 	} else {
 		ns.series[string(id)] = ref
@@ -203,7 +214,7 @@ func (ns *nsState) stage(t int64) {
 // lookup returns the ref of the series in this file, if it has one: from
 // the caller's SeriesRef when given, else from the namespace's table.
 func (e *encoder) lookup(ns *nsState, id []byte, refp *SeriesRef) (uint32, bool) {
-	if refp != nil {
+	if refp != nil && e.gen != 0 {
 		return refp.ref, refp.gen == e.gen
 	}
 	ref, ok := ns.series[string(id)]

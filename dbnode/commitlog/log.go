@@ -53,7 +53,7 @@ type HistEntry struct {
 // touch it. A caller passes the same SeriesRef only with the same
 // namespace and ID. The zero value is valid (no ref yet).
 type SeriesRef struct {
-	gen uint64 // the encoder generation the ref belongs to; 0: none
+	gen uint32 // the encoder generation the ref belongs to; 0: none
 	ref uint32
 }
 

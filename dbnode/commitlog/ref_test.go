@@ -3,6 +3,7 @@ package commitlog
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"testing"
 
@@ -77,4 +78,54 @@ func TestSeriesRefFromAnotherLogIsStale(t *testing.T) {
 		require.Zero(t, stats.CorruptTails)
 		require.Equal(t, toRecs(e), got)
 	}
+}
+
+// Generations are 32 bits in a SeriesRef: once they run out, an encoder
+// gets generation 0 and keeps refs in its own table, so a file still
+// defines each series once, a caller's refs are left alone (never a
+// number that an earlier file used), and replay gives back what was
+// written.
+func TestSeriesRefGenerationsExhausted(t *testing.T) {
+	old := generations.Load()
+	t.Cleanup(func() { generations.Store(old) })
+
+	generations.Store(math.MaxUint32 - 1)
+	require.Equal(t, uint32(math.MaxUint32), nextGeneration())
+	require.Zero(t, nextGeneration())
+	require.Zero(t, nextGeneration(), "generation 0 stays: numbers are never reused")
+
+	// An earlier file's ref whose number a wrapped counter would give again.
+	stale := SeriesRef{gen: 1, ref: 0}
+	opts := Options{Dir: t.TempDir(), Mode: ModeSync}
+	l, _, err := Open(opts, nil)
+	require.NoError(t, err)
+	refs := []SeriesRef{stale, {}}
+	ids := [][]byte{[]byte("series-a"), []byte("series-b")}
+	var written [][]Entry
+	for r := range 3 {
+		if r == 2 {
+			require.NoError(t, l.Rotate())
+		}
+		b := []Entry{
+			{Namespace: "ns", ID: ids[0], Ref: &refs[0], T: int64(r), V: 1},
+			{Namespace: "ns", ID: ids[1], Ref: &refs[1], T: int64(r), V: 2},
+		}
+		written = append(written, b)
+		require.NoError(t, l.Write(b))
+	}
+	require.NoError(t, l.Close())
+	require.Equal(t, []SeriesRef{stale, {}}, refs, "refs are not written without a generation")
+
+	files := l.Files()
+	require.Len(t, files, 2)
+	for _, f := range files {
+		raw, err := os.ReadFile(f.Path)
+		require.NoError(t, err)
+		for _, id := range ids {
+			require.Equal(t, 1, bytes.Count(raw, id), "%s defined once in %s", id, f.Path)
+		}
+	}
+	got, stats := reopen(t, opts)
+	require.Zero(t, stats.CorruptTails)
+	require.Equal(t, toRecs(written...), got)
 }

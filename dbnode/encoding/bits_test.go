@@ -15,7 +15,7 @@ func TestBitWriterBytesShortSpare(t *testing.T) {
 	for round := 0; round < 200; round++ {
 		var small, roomy bitWriter
 		small.reset(streamHeaderLen)
-		roomy.buf = make([]byte, 0, 4096)
+		roomy.grow(4096)
 		roomy.reset(streamHeaderLen)
 		for f := 0; f < 40; f++ {
 			n := uint(r.Intn(65))
@@ -37,13 +37,13 @@ func TestBitWriterBytesShortSpare(t *testing.T) {
 func TestBitWriterBytesKeepsSmallBuffer(t *testing.T) {
 	var w bitWriter
 	w.reset(streamHeaderLen)
-	c := cap(w.buf)
-	for len(w.buf)+8 <= c {
+	c := w.cap()
+	for int(w.n)+8 <= c {
 		w.writeBits(0, 64) // whole words: len grows by 8, nothing pending
 	}
 	w.writeBits(1, 3) // pending bits, fewer than 8 spare bytes
-	require.Less(t, cap(w.buf)-len(w.buf), 8)
+	require.Less(t, w.cap()-int(w.n), 8)
 	b := w.bytes()
-	require.Equal(t, c, cap(w.buf), "buffer grew")
+	require.Equal(t, c, w.cap(), "buffer grew")
 	require.Equal(t, byte(1<<5), b[len(b)-1])
 }

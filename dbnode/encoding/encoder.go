@@ -21,11 +21,18 @@ var emptyStream = []byte{streamFormat, 0, 0, 0, 0}
 // exclusive access. The zero value is empty and ready;
 // an Encoder may be moved by value (the old copy no longer used), so it can
 // live inline in its owner.
+//
+// It is 104 bytes, 13 words: storage keeps one inline in every in-memory
+// series, and TestEncoderStateSize pins it (storage.TestSeriesLayout counts on
+// it). The writer, timestamp and value coders are 24, 40 and 32 bytes
+// without padding; the sample count and the value coder's count of
+// decimals in a row share the last word.
 type Encoder struct {
-	w     bitWriter
-	count uint32
-	tc    tsCoder
-	vc    valueCoder
+	w      bitWriter
+	tc     tsCoder
+	vc     valueCoder
+	count  uint32
+	intRun uint8 // valueCoder.encode's count of decimals in a row
 }
 
 // NewEncoder returns an empty encoder.
@@ -37,19 +44,19 @@ func NewEncoder() *Encoder { return &Encoder{} }
 func (e *Encoder) Append(t int64, v float64) error {
 	if e.count == 0 {
 		e.w.reset(streamHeaderLen)
-		e.w.buf[0] = streamFormat
+		e.w.buf()[0] = streamFormat
 		e.w.writeBits(uint64(t), 64)
 		e.tc = newTSCoder(t)
-		e.vc.encodeFirst(&e.w, v)
+		e.vc.encodeFirst(&e.w, v, &e.intRun)
 	} else {
 		if t <= e.tc.t {
 			return ErrOutOfOrder
 		}
-		if e.count == math.MaxUint32 {
+		if e.count == math.MaxUint32 || e.w.n >= maxStreamBytes {
 			return ErrTooManySamples
 		}
 		e.tc.encode(&e.w, t)
-		e.vc.encode(&e.w, v)
+		e.vc.encode(&e.w, v, &e.intRun)
 	}
 	e.count++
 	return nil
@@ -69,7 +76,7 @@ func (e *Encoder) Bytes() []byte {
 	if e.count == 0 {
 		return emptyStream[:streamHeaderLen:streamHeaderLen]
 	}
-	binary.LittleEndian.PutUint32(e.w.buf[1:5], e.count)
+	binary.LittleEndian.PutUint32(e.w.buf()[1:5], e.count)
 	return e.w.bytes()
 }
 
@@ -84,7 +91,7 @@ func (e *Encoder) Size() int {
 
 // Reset empties the encoder, keeping its buffer for reuse.
 func (e *Encoder) Reset() {
-	buf := e.w.buf
+	w := e.w
 	*e = Encoder{}
-	e.w.buf = buf
+	e.w.p, e.w.capc = w.p, w.capc
 }

@@ -1,9 +1,11 @@
 package encoding
 
 import (
+	"encoding/binary"
 	"math"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -154,7 +156,8 @@ func TestStreamCosts(t *testing.T) {
 		var w bitWriter
 		w.reset(0)
 		c.reset()
-		c.enterFloat(&w, clock[0].v)
+		var run uint8
+		c.enterFloat(&w, clock[0].v, &run)
 		for _, s := range clock[1:] {
 			c.writeXOR(&w, math.Float64bits(s.v))
 		}
@@ -181,9 +184,55 @@ func TestEncoderSize(t *testing.T) {
 	require.Equal(t, len(e.Bytes()), e.Size())
 	for i := range 200 {
 		require.NoError(t, e.Append(int64(1000+i*15000+i%3), float64(i*i)+0.5))
-		c := cap(e.w.buf)
+		c := e.w.cap()
 		n := e.Size()
-		require.Equal(t, c, cap(e.w.buf), "Size grew the buffer after %d samples", i+1)
+		require.Equal(t, c, e.w.cap(), "Size grew the buffer after %d samples", i+1)
 		require.Equal(t, len(e.Bytes()), n, "after %d samples", i+1)
 	}
+}
+
+// TestEncoderStateSize pins the encoder's state at 104 bytes: storage
+// keeps one inline in every in-memory series, and a word more takes
+// storage.Series out of its size class (storage.TestSeriesLayout).
+func TestEncoderStateSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is for 64-bit platforms")
+	}
+	require.Equal(t, uintptr(24), unsafe.Sizeof(bitWriter{}))
+	require.Equal(t, uintptr(40), unsafe.Sizeof(tsCoder{}))
+	require.Equal(t, uintptr(32), unsafe.Sizeof(valueCoder{}))
+	require.Equal(t, uintptr(104), unsafe.Sizeof(Encoder{}))
+}
+
+// A stream stops taking samples at maxStreamBytes, well before the
+// writer's 32-bit length could wrap, and a refused sample changes nothing.
+func TestEncoderStreamBytesLimit(t *testing.T) {
+	e := NewEncoder()
+	require.NoError(t, e.Append(1000, 1))
+	want := append([]byte(nil), e.Bytes()...)
+	n := e.w.n
+	e.w.n = maxStreamBytes // as if the stream were that long
+	require.ErrorIs(t, e.Append(2000, 2), ErrTooManySamples)
+	require.Equal(t, 1, e.Len())
+	e.w.n = n
+	require.Equal(t, want, e.Bytes())
+	require.NoError(t, e.Append(2000, 2))
+}
+
+// Buffers grow through Go's size classes, 32 to 48 then doubling, and
+// keep what was written.
+func TestBitWriterGrowth(t *testing.T) {
+	var w bitWriter
+	w.reset(streamHeaderLen)
+	caps := []int{w.cap()}
+	var want []byte
+	for i := range 200 {
+		w.writeBits(uint64(i)*0x0101010101010101, 64)
+		want = binary.BigEndian.AppendUint64(want, uint64(i)*0x0101010101010101)
+		if c := w.cap(); c != caps[len(caps)-1] {
+			caps = append(caps, c)
+		}
+	}
+	require.Equal(t, []int{32, 48, 96, 192, 384, 768, 1536, 3072}, caps)
+	require.Equal(t, append(make([]byte, streamHeaderLen), want...), w.bytes())
 }

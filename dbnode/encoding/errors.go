@@ -13,5 +13,6 @@ var ErrOutOfOrder = errors.New("encoding: timestamp not after the last one")
 var ErrCorrupt = errors.New("encoding: corrupt data")
 
 // ErrTooManySamples is returned by Encoder.Append when a stream already holds
-// the most samples its header can count (2^32-1).
+// the most samples its header can count (2^32-1), or 2 GiB (maxStreamBytes):
+// the encoder's state keeps a 32-bit length (bitWriter).
 var ErrTooManySamples = errors.New("encoding: too many samples in one stream")

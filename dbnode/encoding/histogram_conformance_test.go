@@ -592,9 +592,9 @@ func TestHistogramEncoderSize(t *testing.T) {
 	require.Equal(t, len(e.Bytes()), e.Size())
 	for i := range 50 {
 		require.NoError(t, e.AppendHistogram(int64(1000+i*15000), latencyHistogram(i)))
-		c := cap(e.w.buf)
+		c := e.w.cap()
 		n := e.Size()
-		require.Equal(t, c, cap(e.w.buf), "Size grew the buffer after %d samples", i+1)
+		require.Equal(t, c, e.w.cap(), "Size grew the buffer after %d samples", i+1)
 		require.Equal(t, len(e.Bytes()), n, "after %d samples", i+1)
 	}
 }

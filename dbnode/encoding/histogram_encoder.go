@@ -52,7 +52,8 @@ type HistogramEncoder struct {
 	fcount, fzero floatBucket
 	fb            bucketStates[floatBucket]
 	// Both.
-	sum valueCoder
+	sum    valueCoder
+	sumRun uint8 // sum.encode's count of decimals in a row
 }
 
 // NewHistogramEncoder returns an empty encoder.
@@ -79,7 +80,7 @@ func (e *HistogramEncoder) check(t int64, kind histKind, hint histogram.CounterR
 		if t <= e.tc.t {
 			return ErrOutOfOrder
 		}
-		if e.count == math.MaxUint32 {
+		if e.count == math.MaxUint32 || e.w.n >= maxStreamBytes {
 			return ErrTooManySamples
 		}
 	}
@@ -104,7 +105,8 @@ func (e *HistogramEncoder) start(t int64, kind histKind, hint histogram.CounterR
 	schema int32, zt float64, pos, neg []histogram.Span, custom []float64) bool {
 	if e.count == 0 {
 		e.w.reset(histStreamHeaderLen)
-		e.w.buf[0], e.w.buf[1] = histStreamFormat, byte(kind)
+		b := e.w.buf()
+		b[0], b[1] = histStreamFormat, byte(kind)
 		e.kind = kind
 		e.w.writeBits(uint64(t), 64)
 		e.tc = newTSCoder(t)
@@ -142,9 +144,9 @@ func (e *HistogramEncoder) AppendHistogram(t int64, h *histogram.Histogram) erro
 	}
 	e.izero.encode(&e.w, h.ZeroCount)
 	if e.count == 0 {
-		e.sum.encodeFirst(&e.w, h.Sum)
+		e.sum.encodeFirst(&e.w, h.Sum, &e.sumRun)
 	} else {
-		e.sum.encode(&e.w, h.Sum)
+		e.sum.encode(&e.w, h.Sum, &e.sumRun)
 	}
 	pred := h.ZeroCount + e.encodeIntBuckets(e.ib.pos, h.PositiveBuckets) +
 		e.encodeIntBuckets(e.ib.neg, h.NegativeBuckets)
@@ -185,9 +187,9 @@ func (e *HistogramEncoder) AppendFloatHistogram(t int64, h *histogram.FloatHisto
 	e.fcount.encode(&e.w, h.Count)
 	e.fzero.encode(&e.w, h.ZeroCount)
 	if e.count == 0 {
-		e.sum.encodeFirst(&e.w, h.Sum)
+		e.sum.encodeFirst(&e.w, h.Sum, &e.sumRun)
 	} else {
-		e.sum.encode(&e.w, h.Sum)
+		e.sum.encode(&e.w, h.Sum, &e.sumRun)
 	}
 	for i, v := range h.PositiveBuckets {
 		e.fb.pos[i].encode(&e.w, v)
@@ -207,7 +209,7 @@ func (e *HistogramEncoder) Bytes() []byte {
 	if e.count == 0 {
 		return emptyHistStream[:histStreamHeaderLen:histStreamHeaderLen]
 	}
-	binary.LittleEndian.PutUint32(e.w.buf[2:6], e.count)
+	binary.LittleEndian.PutUint32(e.w.buf()[2:6], e.count)
 	return e.w.bytes()
 }
 
@@ -224,7 +226,7 @@ func (e *HistogramEncoder) Reset() {
 	e.ib.reset()
 	e.fb.reset()
 	*e = HistogramEncoder{
-		w:    bitWriter{buf: e.w.buf},
+		w:    bitWriter{p: e.w.p, capc: e.w.capc},
 		ib:   e.ib,
 		fb:   e.fb,
 		lay:  histLayout{pos: e.lay.pos[:0], neg: e.lay.neg[:0]},

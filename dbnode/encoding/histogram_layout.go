@@ -328,15 +328,16 @@ func (c *riceState) read(r *bitReader) uint64 {
 type floatBucket struct {
 	vc   valueCoder
 	seen bool
+	run  uint8 // vc.encode's count of decimals in a row
 }
 
 func (b *floatBucket) encode(w *bitWriter, v float64) {
 	if !b.seen {
 		b.seen = true
-		b.vc.encodeFirst(w, v)
+		b.vc.encodeFirst(w, v, &b.run)
 		return
 	}
-	b.vc.encode(w, v)
+	b.vc.encode(w, v, &b.run)
 }
 
 func (b *floatBucket) decode(r *bitReader) bool {

@@ -89,9 +89,10 @@ func (s *Sealer) seal(out []byte) []byte {
 	out, ok := s.appendIntegers(out)
 	s.w.reset(0)
 	var c valueCoder
-	c.encodeFirst(&s.w, s.vs[0])
+	var run uint8
+	c.encodeFirst(&s.w, s.vs[0], &run)
 	for _, v := range s.vs[1:] {
-		c.encode(&s.w, v)
+		c.encode(&s.w, v, &run)
 	}
 	if ok && len(out)-start <= 1+len(s.w.bytes()) {
 		return out

@@ -13,28 +13,33 @@ import "math/bits"
 // changed), and two equal non-zero offsets move the schedule (its phase
 // changed). In both cases the current timestamp becomes the schedule. All
 // arithmetic wraps, so any int64 timestamps work.
+//
+// It is five words and no flag: every encoder of an in-memory series holds
+// one, and a "have a delta" bool would cost 8 bytes of padding. A delta is
+// never 0 (timestamps strictly increase, so even a wrapped difference is
+// not), so delta == 0 says there is none yet.
 type tsCoder struct {
-	t         int64  // last timestamp
-	sched     uint64 // schedule time of the last timestamp
-	nominal   uint64 // interval
-	delta     uint64 // last delta
-	off       uint64 // last offset from the schedule
-	haveDelta bool
+	t       int64  // last timestamp
+	sched   uint64 // schedule time of the last timestamp
+	nominal uint64 // interval
+	delta   uint64 // last delta; 0: none yet
+	off     uint64 // last offset from the schedule
 }
 
 func newTSCoder(first int64) tsCoder { return tsCoder{t: first, sched: uint64(first)} }
 
 // advance moves the state past t, which was off from the schedule by off.
+// t must be after the last timestamp (so the delta is not 0).
 func (c *tsCoder) advance(t int64, off uint64) {
 	delta := uint64(t) - uint64(c.t)
 	c.sched += c.nominal
 	switch {
-	case !c.haveDelta || delta == c.delta && delta != c.nominal:
+	case c.delta == 0 || delta == c.delta && delta != c.nominal:
 		c.nominal, c.sched = delta, uint64(t)
 	case off != 0 && off == c.off:
 		c.sched = uint64(t)
 	}
-	c.delta, c.off, c.t, c.haveDelta = delta, off, t, true
+	c.delta, c.off, c.t = delta, off, t
 }
 
 // encode writes t, which must be after the last timestamp.

@@ -18,21 +18,26 @@ const noWindow = 0xff
 //
 // The integer state survives a stretch of float mode: a counter that
 // reports one NaN (a staleness marker) comes back to small delta-of-deltas.
+//
+// The words come first and the byte fields fill one word after them, so
+// the coder is 32 bytes: every in-memory series holds one (Encoder). The
+// encoder's count of decimals in a row (intRun) lives with the encoder's
+// owner for the same reason.
 type valueCoder struct {
+	n     uint64 // last integer, wrapping arithmetic
+	delta uint64 // last integer delta
+	bits  uint64 // bit pattern of the last value, in every mode
+
 	intMode  bool
-	intValid bool   // scale, shift, n and delta hold integer state
-	scale    uint8  // of the integer state
-	shift    uint8  // low zero bits of every integer delta-of-delta
-	n        uint64 // last integer, wrapping arithmetic
-	delta    uint64 // last integer delta
-	bits     uint64 // bit pattern of the last value, in every mode
-	lead     uint8  // XOR window: leading zeros, or noWindow
-	trail    uint8  // XOR window: trailing zeros
+	intValid bool  // scale, shift, n and delta hold integer state
+	scale    uint8 // of the integer state
+	shift    uint8 // low zero bits of every integer delta-of-delta
+	lead     uint8 // XOR window: leading zeros, or noWindow
+	trail    uint8 // XOR window: trailing zeros
 
 	// Encoder only.
 	tzMin  uint8 // fewest trailing zeros of delta-of-deltas in this window
 	tzSeen uint8 // non-zero delta-of-deltas in this window
-	intRun uint8 // float mode: consecutive values that are decimals
 }
 
 func (c *valueCoder) reset() { *c = valueCoder{lead: noWindow, tzMin: 63} }
@@ -49,7 +54,6 @@ func (c *valueCoder) setMode(intMode bool, scale, shift uint8) {
 	c.intMode = intMode
 	if !intMode {
 		c.lead = noWindow
-		c.intRun = 0
 		return
 	}
 	if c.carries(scale) {

@@ -21,18 +21,20 @@ const (
 )
 
 // encodeFirst writes the first value of a stream: a descriptor, then the
-// value in that mode.
-func (c *valueCoder) encodeFirst(w *bitWriter, v float64) {
+// value in that mode. run is the encoder's count of decimals in a row in
+// float mode, kept beside the coder (see valueCoder).
+func (c *valueCoder) encodeFirst(w *bitWriter, v float64, run *uint8) {
 	c.reset()
 	if n, s, ok := findScale(v); ok {
 		c.enterInt(w, n, s)
 	} else {
-		c.enterFloat(w, v)
+		c.enterFloat(w, v, run)
 	}
 }
 
-// encode writes v after at least one earlier value.
-func (c *valueCoder) encode(w *bitWriter, v float64) {
+// encode writes v after at least one earlier value; run as for
+// encodeFirst.
+func (c *valueCoder) encode(w *bitWriter, v float64, run *uint8) {
 	vb := math.Float64bits(v)
 	if c.intMode {
 		if n, ok := toInt(v, c.scale); ok {
@@ -45,7 +47,7 @@ func (c *valueCoder) encode(w *bitWriter, v float64) {
 		if n, s, ok := findScale(v); ok {
 			c.enterInt(w, n, s)
 		} else {
-			c.enterFloat(w, v)
+			c.enterFloat(w, v, run)
 		}
 		return
 	}
@@ -55,12 +57,12 @@ func (c *valueCoder) encode(w *bitWriter, v float64) {
 	}
 	n, s, ok := findScale(v)
 	if !ok {
-		c.intRun = 0
+		*run = 0
 		c.writeXOR(w, vb)
 		return
 	}
-	c.intRun++
-	if c.intRun < intRunToSwitch && 13+c.enterIntLen(n, s) >= c.xorLen(vb) {
+	*run++
+	if *run < intRunToSwitch && 13+c.enterIntLen(n, s) >= c.xorLen(vb) {
 		c.writeXOR(w, vb)
 		return
 	}
@@ -98,10 +100,12 @@ func (c *valueCoder) enterInt(w *bitWriter, n int64, scale uint8) {
 	c.bits = math.Float64bits(fromInt(n, scale))
 }
 
-// enterFloat writes a float-mode descriptor and v.
-func (c *valueCoder) enterFloat(w *bitWriter, v float64) {
+// enterFloat writes a float-mode descriptor and v, and starts the count of
+// decimals in a row.
+func (c *valueCoder) enterFloat(w *bitWriter, v float64, run *uint8) {
 	w.writeBits(0, 1)
 	c.setMode(false, 0, 0)
+	*run = 0
 	c.writeXOR(w, math.Float64bits(v))
 }
 

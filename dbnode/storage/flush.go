@@ -136,13 +136,13 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 		byBlock := map[int64][]*Series{}
 		for _, s := range sh.snapshotSeries() {
 			s.mu.Lock()
-			for b := range s.buckets.all() {
+			for b := range s.floatBuckets() {
 				if b.start <= sealedBefore && b.start >= expireBefore {
 					byBlock[b.start] = append(byBlock[b.start], s)
 				}
 			}
-			if s.hist != nil {
-				for _, b := range s.hist.buckets {
+			if h := s.histLocked(); h != nil {
+				for _, b := range h.buckets {
 					if b.start <= sealedBefore && b.start >= expireBefore {
 						byBlock[b.start] = append(byBlock[b.start], s)
 					}

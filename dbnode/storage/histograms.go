@@ -23,9 +23,8 @@ type HistogramSample struct {
 }
 
 // histSeries is a series' unflushed histogram samples: one histBucket per
-// block, as bucket is for floats. It hangs off Series by a pointer past the
-// float write path's cache lines, nil for a series that never had one, so
-// floats pay nothing for it.
+// block, as bucket is for floats. It hangs off Series.more, nil for a
+// series without any, so floats pay nothing for it.
 type histSeries struct {
 	buckets []*histBucket
 }
@@ -142,11 +141,13 @@ func (s *Series) writeHist(blockStart, t int64, h *histogram.Histogram, fh *hist
 	if s.removed {
 		return false, errSeriesRemoved
 	}
-	if s.hist == nil {
-		s.hist = &histSeries{}
+	hs := s.histLocked()
+	if hs == nil {
+		hs = &histSeries{}
+		s.moreLocked().hist = hs
 	}
 	var b *histBucket
-	for _, c := range s.hist.buckets {
+	for _, c := range hs.buckets {
 		if c.start == blockStart && !c.flushing {
 			b = c
 			break
@@ -154,7 +155,7 @@ func (s *Series) writeHist(blockStart, t int64, h *histogram.Histogram, fh *hist
 	}
 	if b == nil {
 		b = &histBucket{start: blockStart}
-		s.hist.buckets = append(s.hist.buckets, b)
+		hs.buckets = append(hs.buckets, b)
 		newBucket = true
 	}
 	return newBucket, b.write(t, h, fh)
@@ -171,11 +172,12 @@ func (s *Series) histIterators(from, to int64) []encoding.HistogramIterator {
 // appendHistIteratorsLocked is appendIteratorsLocked for histograms
 // (called with s.mu held).
 func (s *Series) appendHistIteratorsLocked(its []encoding.HistogramIterator, from, to int64) []encoding.HistogramIterator {
-	if s.hist == nil {
+	hs := s.histLocked()
+	if hs == nil {
 		return its
 	}
 	for pass := 0; pass < 2; pass++ {
-		for _, b := range s.hist.buckets {
+		for _, b := range hs.buckets {
 			if b.start < from || b.start > to || b.flushing != (pass == 0) {
 				continue
 			}
@@ -187,11 +189,12 @@ func (s *Series) appendHistIteratorsLocked(its []encoding.HistogramIterator, fro
 
 // startHistFlush is startFlush for histograms (called with s.mu held).
 func (s *Series) startHistFlushLocked(blockStart int64) encoding.HistogramIterator {
-	if s.hist == nil {
+	hs := s.histLocked()
+	if hs == nil {
 		return nil
 	}
 	var its []encoding.HistogramIterator
-	for _, b := range s.hist.buckets {
+	for _, b := range hs.buckets {
 		if b.start == blockStart {
 			b.flushing = true
 			its = append(its, b.iterator(true))
@@ -206,28 +209,39 @@ func (s *Series) startHistFlushLocked(blockStart int64) encoding.HistogramIterat
 // keepHistBuckets keeps the histogram buckets keep accepts (s.mu held),
 // and drops the histogram state once none is left.
 func (s *Series) keepHistBucketsLocked(keep func(*histBucket) bool) {
-	if s.hist == nil {
+	hs := s.histLocked()
+	if hs == nil {
 		return
 	}
-	kept := s.hist.buckets[:0]
-	for _, b := range s.hist.buckets {
+	kept := hs.buckets[:0]
+	for _, b := range hs.buckets {
 		if keep(b) {
 			kept = append(kept, b)
 		}
 	}
-	for i := len(kept); i < len(s.hist.buckets); i++ {
-		s.hist.buckets[i] = nil
+	for i := len(kept); i < len(hs.buckets); i++ {
+		hs.buckets[i] = nil
 	}
-	s.hist.buckets = kept
+	hs.buckets = kept
 	if len(kept) == 0 {
-		s.hist = nil
+		s.more.hist = nil
+		s.dropMoreIfEmpty()
 	}
+}
+
+// histLocked is the series' histogram state, nil when it has no unflushed
+// histogram sample (s.mu held).
+func (s *Series) histLocked() *histSeries {
+	if s.more == nil {
+		return nil
+	}
+	return s.more.hist
 }
 
 // emptyLocked reports whether the series holds no unflushed sample of
 // either type (s.mu held).
 func (s *Series) emptyLocked() bool {
-	return s.buckets.first == nil && s.hist == nil
+	return s.firstBucket() == nil && s.histLocked() == nil
 }
 
 // WriteHistograms writes native histogram samples to namespace ns, with

@@ -40,7 +40,7 @@ func (db *Database) DropShard(shard uint32) error {
 		sh.series.clear(func(s *Series) {
 			s.mu.Lock()
 			s.removed = true
-			s.buckets, s.hist = bucketList{}, nil
+			s.more, s.inlineUsed, s.inline = nil, false, bucket{}
 			s.mu.Unlock()
 		})
 		sh.mu.Unlock()

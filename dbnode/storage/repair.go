@@ -332,13 +332,13 @@ func appendLayout(b []byte, hint histogram.CounterResetHint, schema int32, zt fl
 func (s *Series) hasBlock(bs int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for b := range s.buckets.all() {
+	for b := range s.floatBuckets() {
 		if b.start == bs {
 			return true
 		}
 	}
-	if s.hist != nil {
-		for _, b := range s.hist.buckets {
+	if h := s.histLocked(); h != nil {
+		for _, b := range h.buckets {
 			if b.start == bs {
 				return true
 			}

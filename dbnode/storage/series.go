@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"iter"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -21,43 +22,55 @@ import (
 // Layout is for the write path, where every sample touches a different
 // series and each line touched is a likely cache miss (or a line pulled
 // from the other core): the bucket most writes go to lives inline, and a
-// write to it touches only the series' four lines: the immutable head,
-// then the lock, the bucket list and the inline bucket's encoder state.
-// Series is in the 256-byte size class, whose objects are 64-byte
-// aligned; TestSeriesLayout keeps it so. It is the largest per-series
-// object of a node (a million active series hold a million of them), so
-// every field is paid for: the ID is a string (no capacity word), the
-// bucket list is two pointers, and there is no "last bucket written"
-// pointer (the first bucket is the one written in all but the minutes
-// after a block boundary).
+// write to it touches only the series' three lines: the head with the
+// lock, then the inline bucket and its encoder state. Series is in the
+// 192-byte size class, whose objects are 64-byte aligned;
+// TestSeriesLayout keeps it so. It is the largest per-series object of a
+// node (a million active series hold a million of them), so every field
+// is paid for: the ID is a string (no capacity word), the commit log's
+// ref is 8 bytes, what few series have (histograms, a second float
+// bucket) is behind one pointer, the float bucket list is that pointer
+// and a flag, and there is no "last bucket written" pointer (the first
+// bucket is the one written in all but the minutes after a block
+// boundary).
 type Series struct {
 	id   string     // immutable bytes; ID() returns them as a slice
 	hash uint64     // hashID(id)
 	ns   *namespace // the namespace it belongs to, to check a caller's ref
-	// 8 bytes free (the shard map's collision chain, before it became an
-	// open-addressing table): they keep mu at the start of the second line.
-	_ [8]byte
 
 	// clRef is the commit log's handle on this series, owned by the log's
 	// flusher once the series has been written (commitlog.SeriesRef).
 	clRef commitlog.SeriesRef
-	// hist holds the native histogram samples (histograms.go); nil for a
-	// series without any unflushed, so floats never touch it. Guarded by mu.
-	hist *histSeries
+	// more is nil for nearly every series (see seriesMore). Guarded by mu.
+	more *seriesMore
 
 	mu sync.Mutex
 	// removed is set when the shard dropped this series from its map after
 	// a flush emptied it; a writer still holding the pointer must look the
 	// series up again instead of writing into an orphan.
 	removed bool
-	// seq is Seq, in the padding after removed: on the lock's line, which
-	// the coordinator's own write of the sample has just touched, and
-	// without taking the series out of its size class.
-	seq uint32
-	// buckets are few: one per open block, plus flushing/cold ones; one
-	// of them may be inline.
-	buckets bucketList
-	inline  bucket
+	// inlineUsed says inline is one of the series' float buckets (the
+	// only one unless more lists them).
+	inlineUsed bool
+	// seq is Seq, in the padding after the flags: on the lock's line,
+	// which the write of the sample touches anyway.
+	seq    uint32
+	inline bucket
+}
+
+// seriesMore is what few series have, behind one pointer (Series.more) so
+// that the others do not pay for it: native histogram samples, and the
+// float buckets of a series that has more than the inline one (a block
+// boundary, a cold write: for minutes), or whose only one is not inline.
+type seriesMore struct {
+	// hist holds the native histogram samples (histograms.go); nil for a
+	// series without any unflushed.
+	hist *histSeries
+	// buckets are all the series' float buckets in the order they were
+	// opened (order matters: of two flushing buckets of one block, the
+	// older folds in first), inline among them if it is in use; nil when
+	// the inline bucket alone (inlineUsed) or nothing is the list.
+	buckets []*bucket
 }
 
 // ID is the series' ID. It never changes and the caller must not modify
@@ -95,11 +108,11 @@ func (s *Series) write(blockStart, t int64, v float64) (newBucket bool, err erro
 	if s.removed {
 		return false, errSeriesRemoved
 	}
-	if b := s.buckets.first; b != nil && b.start == blockStart && !b.flushing {
+	if b := s.firstBucket(); b != nil && b.start == blockStart && !b.flushing {
 		return false, b.write(t, v)
 	}
 	var b *bucket
-	for c := range s.buckets.all() {
+	for c := range s.floatBuckets() {
 		if c.start == blockStart && !c.flushing {
 			b = c
 			break
@@ -117,15 +130,119 @@ func (s *Series) write(blockStart, t int64, v float64) (newBucket bool, err erro
 // its bytes, readers copy them).
 func (s *Series) newBucket(blockStart int64) *bucket {
 	b := &s.inline
-	for c := range s.buckets.all() {
-		if c == b {
-			b = &bucket{}
-			break
-		}
+	if s.inlineUsed {
+		b = &bucket{}
 	}
 	*b = bucket{start: blockStart}
-	s.buckets.append(b)
+	s.addBucket(b)
 	return b
+}
+
+// firstBucket is the oldest float bucket, nil when there is none (s.mu
+// held).
+func (s *Series) firstBucket() *bucket {
+	switch {
+	case s.more != nil && s.more.buckets != nil:
+		return s.more.buckets[0]
+	case s.inlineUsed:
+		return &s.inline
+	}
+	return nil
+}
+
+// floatBuckets yields the float buckets in the order they were opened
+// (s.mu held).
+func (s *Series) floatBuckets() iter.Seq[*bucket] {
+	return func(yield func(*bucket) bool) {
+		if s.more != nil && s.more.buckets != nil {
+			for _, b := range s.more.buckets {
+				if !yield(b) {
+					return
+				}
+			}
+			return
+		}
+		if s.inlineUsed {
+			yield(&s.inline)
+		}
+	}
+}
+
+// bucketCount is the number of float buckets (s.mu held).
+func (s *Series) bucketCount() int {
+	switch {
+	case s.more != nil && s.more.buckets != nil:
+		return len(s.more.buckets)
+	case s.inlineUsed:
+		return 1
+	}
+	return 0
+}
+
+// addBucket appends b, the inline bucket if that is not in use, to the
+// float buckets (s.mu held). Only a second bucket allocates: the list.
+func (s *Series) addBucket(b *bucket) {
+	inline := b == &s.inline
+	if s.more == nil || s.more.buckets == nil {
+		if !s.inlineUsed && inline {
+			s.inlineUsed = true
+			return
+		}
+		list := make([]*bucket, 0, 2)
+		if s.inlineUsed {
+			list = append(list, &s.inline)
+		}
+		s.moreLocked().buckets = append(list, b)
+	} else {
+		s.more.buckets = append(s.more.buckets, b)
+	}
+	s.inlineUsed = s.inlineUsed || inline
+}
+
+// keepBuckets drops the float buckets keep rejects, preserving the order
+// of the rest (s.mu held). A dropped inline bucket lets go of its stream
+// at once. It allocates nothing: it runs on every series at every
+// retention tick.
+func (s *Series) keepBuckets(keep func(*bucket) bool) {
+	if s.more == nil || s.more.buckets == nil {
+		if s.inlineUsed && !keep(&s.inline) {
+			s.inlineUsed, s.inline = false, bucket{}
+		}
+		return
+	}
+	all := s.more.buckets
+	kept, inline := all[:0], false
+	for _, b := range all {
+		if keep(b) {
+			kept = append(kept, b)
+			inline = inline || b == &s.inline
+		}
+	}
+	clear(all[len(kept):])
+	if !inline && s.inlineUsed {
+		s.inlineUsed, s.inline = false, bucket{}
+	}
+	if len(kept) == 0 || len(kept) == 1 && inline {
+		s.more.buckets = nil
+		s.dropMoreIfEmpty()
+		return
+	}
+	s.more.buckets = kept
+}
+
+// moreLocked returns s.more, creating it (s.mu held).
+func (s *Series) moreLocked() *seriesMore {
+	if s.more == nil {
+		s.more = &seriesMore{}
+	}
+	return s.more
+}
+
+// dropMoreIfEmpty frees s.more once it holds nothing (s.mu held).
+func (s *Series) dropMoreIfEmpty() {
+	if s.more != nil && s.more.hist == nil && s.more.buckets == nil {
+		s.more = nil
+	}
 }
 
 // iterators returns copies of the buckets of blocks in [from, to] (block
@@ -144,10 +261,10 @@ func (s *Series) iterators(from, to int64) []encoding.Iterator {
 func (s *Series) soleStream() (stream []byte, n int, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.buckets.len() != 1 {
+	if s.bucketCount() != 1 {
 		return nil, 0, false
 	}
-	b := s.buckets.first
+	b := s.firstBucket()
 	if b.more != nil || b.first.Len() == 0 {
 		return nil, 0, false
 	}
@@ -177,7 +294,7 @@ func (s *Series) readIterators(srcs []readSource, hits []encoding.HistogramItera
 
 func (s *Series) appendIteratorsLocked(its []encoding.Iterator, from, to int64) []encoding.Iterator {
 	for pass := 0; pass < 2; pass++ {
-		for b := range s.buckets.all() {
+		for b := range s.floatBuckets() {
 			if b.start < from || b.start > to || b.flushing != (pass == 0) {
 				continue
 			}
@@ -198,7 +315,7 @@ func (s *Series) startFlush(blockStart int64) (encoding.Iterator, encoding.Histo
 
 func (s *Series) startFloatFlushLocked(blockStart int64) encoding.Iterator {
 	var its []encoding.Iterator
-	for b := range s.buckets.all() {
+	for b := range s.floatBuckets() {
 		if b.start == blockStart {
 			// A bucket already flushing belongs to a failed earlier attempt:
 			// fold it in again; it is older than the open one, so first.
@@ -220,7 +337,7 @@ func (s *Series) startFloatFlushLocked(blockStart int64) encoding.Iterator {
 func (s *Series) finishFlush(blockStart int64) (empty bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.buckets.keep(func(b *bucket) bool { return !(b.start == blockStart && b.flushing) })
+	s.keepBuckets(func(b *bucket) bool { return !(b.start == blockStart && b.flushing) })
 	s.keepHistBucketsLocked(func(b *histBucket) bool { return !(b.start == blockStart && b.flushing) })
 	return s.emptyLocked()
 }
@@ -229,7 +346,7 @@ func (s *Series) finishFlush(blockStart int64) (empty bool) {
 func (s *Series) dropBefore(t int64) (empty bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.buckets.keep(func(b *bucket) bool { return b.start >= t })
+	s.keepBuckets(func(b *bucket) bool { return b.start >= t })
 	s.keepHistBucketsLocked(func(b *histBucket) bool { return b.start >= t })
 	return s.emptyLocked()
 }
@@ -238,11 +355,11 @@ func (s *Series) dropBefore(t int64) (empty bool) {
 func (s *Series) stats(fn func(blockStart int64, samples, bytes int)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for b := range s.buckets.all() {
+	for b := range s.floatBuckets() {
 		fn(b.start, b.samples(), b.memBytes())
 	}
-	if s.hist != nil {
-		for _, b := range s.hist.buckets {
+	if h := s.histLocked(); h != nil {
+		for _, b := range h.buckets {
 			fn(b.start, b.samples(), b.memBytes())
 		}
 	}

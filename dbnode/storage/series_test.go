@@ -7,21 +7,91 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The write path's lines: Series must stay in the 256-byte size class
+// The write path's lines: Series must stay in the 192-byte size class
 // (64-byte aligned objects, and a million of them on a full node), with
-// the lock and the bucket list in the second line and the inline
-// bucket's encoder state ending by the end of the fourth, so a write to
-// its first bucket touches four lines.
+// the commit log's ref, the lock and the bucket list's flag in the first
+// line and the inline bucket, its encoder state included, filling the
+// other two, so a write to its first bucket touches three lines.
 func TestSeriesLayout(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("the layout is laid out for 64-bit platforms")
 	}
 	var s Series
 	size := unsafe.Sizeof(s)
-	require.Greater(t, size, uintptr(240), "below the 256-byte class: objects no longer 64-byte aligned")
-	require.LessOrEqual(t, size, uintptr(256), "above the 256-byte class: 32 or more bytes per series more")
-	require.Equal(t, uintptr(64), unsafe.Offsetof(s.mu), "the lock starts the second line")
+	require.Greater(t, size, uintptr(176), "below the 192-byte class: objects no longer 64-byte aligned")
+	require.LessOrEqual(t, size, uintptr(192), "above the 192-byte class: 16 or more bytes per series more")
+	for name, off := range map[string]uintptr{
+		"clRef": unsafe.Offsetof(s.clRef), "more": unsafe.Offsetof(s.more), "mu": unsafe.Offsetof(s.mu),
+		"inlineUsed": unsafe.Offsetof(s.inlineUsed), "seq": unsafe.Offsetof(s.seq),
+	} {
+		require.Less(t, off, uintptr(64), "%s left the first line", name)
+	}
+	require.Equal(t, uintptr(64), unsafe.Offsetof(s.inline), "the inline bucket starts the second line")
 	encEnd := unsafe.Offsetof(s.inline) + unsafe.Offsetof(s.inline.first) + unsafe.Sizeof(s.inline.first)
-	require.LessOrEqual(t, encEnd, uintptr(256), "inline encoder state spills into a fifth line")
-	require.Less(t, unsafe.Offsetof(s.buckets), uintptr(128), "the bucket list left the lock's line")
+	require.LessOrEqual(t, encEnd, uintptr(192), "inline encoder state spills into a fourth line")
+}
+
+func bucketStarts(t *testing.T, s *Series) []int64 {
+	var out []int64
+	for b := range s.floatBuckets() {
+		out = append(out, b.start)
+	}
+	require.Equal(t, len(out), s.bucketCount())
+	return out
+}
+
+// TestSeriesBucketOrder: the float bucket list keeps opening order through
+// new buckets and filters, whichever bucket a filter drops (the inline
+// one, first, middle, last, all), and goes back to the inline bucket
+// alone, without the overflow pointer, once that is all that is left.
+func TestSeriesBucketOrder(t *testing.T) {
+	var s Series
+	require.Empty(t, bucketStarts(t, &s))
+	require.Nil(t, s.firstBucket())
+	b := s.newBucket(1)
+	require.Same(t, &s.inline, b, "the first bucket is inline")
+	require.Nil(t, s.more, "one bucket: no overflow list")
+	for i := int64(2); i <= 4; i++ {
+		require.NotSame(t, &s.inline, s.newBucket(i))
+	}
+	require.Equal(t, []int64{1, 2, 3, 4}, bucketStarts(t, &s))
+	require.Equal(t, int64(1), s.firstBucket().start)
+
+	s.keepBuckets(func(b *bucket) bool { return b.start != 1 })
+	require.Equal(t, []int64{2, 3, 4}, bucketStarts(t, &s))
+	require.False(t, s.inlineUsed)
+	require.Equal(t, bucket{}, s.inline, "a dropped inline bucket lets go of its stream")
+	require.Same(t, &s.inline, s.newBucket(5), "the free inline bucket is reused")
+	require.Equal(t, []int64{2, 3, 4, 5}, bucketStarts(t, &s))
+	s.keepBuckets(func(b *bucket) bool { return b.start != 3 })
+	require.Equal(t, []int64{2, 4, 5}, bucketStarts(t, &s))
+	s.keepBuckets(func(b *bucket) bool { return b.start == 4 })
+	require.Equal(t, []int64{4}, bucketStarts(t, &s))
+	require.NotNil(t, s.more, "the only bucket is not inline: listed")
+	require.Same(t, &s.inline, s.newBucket(6))
+	require.Equal(t, []int64{4, 6}, bucketStarts(t, &s))
+	s.keepBuckets(func(b *bucket) bool { return b.start == 6 })
+	require.Equal(t, []int64{6}, bucketStarts(t, &s))
+	require.Nil(t, s.more, "inline alone again: the overflow list is freed")
+	require.True(t, s.inlineUsed)
+	s.keepBuckets(func(*bucket) bool { return true })
+	require.Equal(t, []int64{6}, bucketStarts(t, &s))
+	s.keepBuckets(func(*bucket) bool { return false })
+	require.Empty(t, bucketStarts(t, &s))
+	require.True(t, s.emptyLocked())
+	require.Nil(t, s.more)
+	require.False(t, s.inlineUsed)
+	require.Equal(t, bucket{}, s.inline)
+}
+
+// TestSeriesKeepBucketsAllocatesNothing: retention ticks filter every
+// series' buckets; that must not allocate, one bucket or several.
+func TestSeriesKeepBucketsAllocatesNothing(t *testing.T) {
+	var s Series
+	s.newBucket(1)
+	keep := func(b *bucket) bool { return b.start >= 0 }
+	require.Zero(t, testing.AllocsPerRun(100, func() { s.keepBuckets(keep) }))
+	s.newBucket(2)
+	require.Zero(t, testing.AllocsPerRun(100, func() { s.keepBuckets(keep) }))
+	require.Equal(t, []int64{1, 2}, bucketStarts(t, &s))
 }
