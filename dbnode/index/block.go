@@ -18,20 +18,22 @@ type block struct {
 	present presence // lock-free copy of all's membership, for the write path
 
 	mu    sync.RWMutex
-	all   *roaring.Bitmap                // every series in the block
-	names map[string]map[string]postings // name -> value -> refs; empty values are not indexed
-	pairs int                            // number of (name, value) entries, for cost estimates
+	all   *roaring.Bitmap    // every series in the block
+	names map[string]*values // name -> value -> refs; empty values are not indexed
+	pairs int                // number of (name, value) entries, for cost estimates
 }
 
 func newBlock(start int64) *block {
-	return &block{start: start, all: roaring.New(), names: make(map[string]map[string]postings)}
+	return &block{start: start, all: roaring.New(), names: make(map[string]*values)}
 }
 
 // has reports whether ref is already in the block, without locking.
 func (b *block) has(ref uint32) bool { return b.present.has(ref) }
 
 // add records series ref with stored ID id in the block; a no-op if present.
-func (b *block) add(ref uint32, id string) {
+// series is the table the ref comes from: value tables read the values of
+// single-series entries back from their IDs.
+func (b *block) add(ref uint32, id string, series *seriesTable) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.all.CheckedAdd(ref) {
@@ -45,15 +47,12 @@ func (b *block) add(ref uint32, id string) {
 		}
 		vals := b.names[name]
 		if vals == nil {
-			vals = make(map[string]postings)
+			vals = newValues(name)
 			b.names[name] = vals
 		}
-		if p, ok := vals[value]; ok {
-			vals[value] = p.with(ref)
-			return
+		if vals.add(value, ref, series) {
+			b.pairs++
 		}
-		vals[value] = postings{one: ref}
-		b.pairs++
 	})
 	b.present.add(ref)
 }
