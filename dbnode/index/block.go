@@ -10,8 +10,8 @@ import (
 // time. Refs are global to the index, so results of several blocks combine
 // with a plain bitmap union.
 //
-// Label names and values used as map keys are substrings of stored IDs
-// (see labels.go): a block adds no string bytes of its own.
+// Label names and values are substrings of stored IDs or read back from
+// them (see labels.go, values.go): a block adds no string bytes of its own.
 type block struct {
 	start int64
 
@@ -21,6 +21,13 @@ type block struct {
 	all   *roaring.Bitmap    // every series in the block
 	names map[string]*values // name -> value -> refs; empty values are not indexed
 	pairs int                // number of (name, value) entries, for cost estimates
+	// dropped is set (under mu) when retention cuts the block, before any
+	// of its refs is freed; add is a no-op afterwards. A value table
+	// reads the IDs of the block's other series when it adds one, and a
+	// freed ref's ID is cleared without a lock, so nothing may add to a
+	// block whose refs are being freed (an insert that loaded the block
+	// set just before the cut would).
+	dropped bool
 }
 
 func newBlock(start int64) *block {
@@ -36,7 +43,7 @@ func (b *block) has(ref uint32) bool { return b.present.has(ref) }
 func (b *block) add(ref uint32, id string, series *seriesTable) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.all.CheckedAdd(ref) {
+	if b.dropped || !b.all.CheckedAdd(ref) {
 		return
 	}
 	rangeLabels(id, func(name, value string) {
