@@ -105,7 +105,7 @@ func (b *block) labelNames(p plan, all bool, series *seriesTable, found map[stri
 		if _, ok := found[name]; ok {
 			continue
 		}
-		if vals.anyPostings(func(pl postings) bool { return pl.intersects(set) }) {
+		if vals.intersects(set) {
 			found[name] = struct{}{}
 		}
 	}

@@ -33,6 +33,13 @@ type values struct {
 	parts [valueParts]valuePart
 	multi []multiValue // values of two or more series, addressed by slots
 	n     int          // distinct values
+	// singles holds the refs of the values seen by one series. Listing
+	// values walks it in ref order rather than the slots in hash order:
+	// ref order reads the ref -> ID pages sequentially and the IDs
+	// mostly in allocation order, where hash order missed cache twice a
+	// value (5x slower regexps over a unique label in
+	// BenchmarkQueryUniqueLabel). Dense refs cost it about a bit each.
+	singles *roaring.Bitmap
 }
 
 // multiValue is a value seen by at least two series of the block.
@@ -60,7 +67,7 @@ const (
 	slotTagBit = 30 // tag bits kept in a slot
 )
 
-func newValues(name string) *values { return &values{name: name} }
+func newValues(name string) *values { return &values{name: name, singles: roaring.New()} }
 
 // valueHash splits the hash of a value into its part and its tag.
 func valueHash(seed maphash.Seed, v string) (part int, tag uint32) {
@@ -131,6 +138,7 @@ func (vs *values) add(v string, ref uint32, series *seriesTable) bool {
 		p.slots[i] = slotUsed | uint64(tag)<<tagShift | uint64(ref)
 		p.n++
 		vs.n++
+		vs.singles.Add(ref)
 		return true
 	}
 	s := p.slots[i]
@@ -144,6 +152,7 @@ func (vs *values) add(v string, ref uint32, series *seriesTable) bool {
 		idx := uint32(len(vs.multi))
 		vs.multi = append(vs.multi, multiValue{value: v, bm: roaring.BitmapOf(one, ref)})
 		p.slots[i] = slotUsed | uint64(tag)<<tagShift | slotMulti | uint64(idx)
+		vs.singles.Remove(one)
 	}
 	return false
 }
@@ -165,28 +174,28 @@ func (p *valuePart) grow() {
 	}
 }
 
-// each calls fn with every value and its postings, in no particular order.
+// each calls fn with every value and its postings: the values of several
+// series first, then those of one series in ref order.
 func (vs *values) each(series *seriesTable, fn func(v string, p postings)) {
-	for pi := range vs.parts {
-		for _, s := range vs.parts[pi].slots {
-			if s != 0 {
-				fn(vs.valueOf(s, series), vs.postingsOf(s))
-			}
-		}
+	for _, m := range vs.multi {
+		fn(m.value, postings{bm: m.bm})
+	}
+	it := vs.singles.Iterator()
+	for it.HasNext() {
+		ref := it.Next()
+		fn(labelValue(series.id(ref), vs.name), postings{one: ref})
 	}
 }
 
-// anyPostings reports whether fn is true for the postings of some value,
-// without reading the values.
-func (vs *values) anyPostings(fn func(p postings) bool) bool {
-	for pi := range vs.parts {
-		for _, s := range vs.parts[pi].slots {
-			if s != 0 && fn(vs.postingsOf(s)) {
-				return true
-			}
+// intersects reports whether some series with a value of this label is in
+// set, without reading the values.
+func (vs *values) intersects(set *roaring.Bitmap) bool {
+	for _, m := range vs.multi {
+		if m.bm.Intersects(set) {
+			return true
 		}
 	}
-	return false
+	return vs.singles.Intersects(set)
 }
 
 // labelValue returns the value of label name in a stored ID, or "" if the
