@@ -94,7 +94,7 @@ func (ix *Index) insert(id []byte, owned string, blockStart int64) error {
 		// The stripe read lock stays held while adding so that retention
 		// cannot free the ref under us (see seriesTable.release).
 		if b := ix.block(start); b != nil && !b.has(ref) {
-			b.add(ref, ix.series.id(ref))
+			b.add(ref, ix.series.id(ref), ix.series)
 		}
 		st.mu.RUnlock()
 		return nil
@@ -124,7 +124,7 @@ func (ix *Index) insertNew(st *stripe, h uint64, id []byte, owned string, start 
 			return fmt.Errorf("index insert %q: %w", id, err)
 		}
 	}
-	b.add(ref, s)
+	b.add(ref, s, ix.series)
 	return nil
 }
 

@@ -35,18 +35,6 @@ func rangeLabels(id string, fn func(name, value string)) {
 	})
 }
 
-// labelValue returns the value of label name in a stored ID, or "" if the
-// series does not have it (Prometheus treats both the same).
-func labelValue(id, name string) string {
-	var v string
-	rangeLabels(id, func(n, val string) {
-		if n == name {
-			v = val
-		}
-	})
-	return v
-}
-
 // validateID checks that id decodes and is canonical: at least one label,
 // names non-empty and strictly increasing (sorted, no duplicates). Only such
 // IDs give every matcher one unambiguous value per label name.

@@ -14,7 +14,7 @@ func (b *block) match(p plan, series *seriesTable) *roaring.Bitmap {
 			if s.subtract {
 				res = b.all.Clone()
 			} else {
-				res = b.postingsFor(s)
+				res = b.postingsFor(s, series)
 				continue
 			}
 		}
@@ -25,9 +25,9 @@ func (b *block) match(p plan, series *seriesTable) *roaring.Bitmap {
 		case b.cheaperToFilter(res, s):
 			filter(res, s, series)
 		case s.subtract:
-			b.subtractNonMatching(res, s)
+			b.subtractNonMatching(res, s, series)
 		default:
-			res.And(b.postingsFor(s))
+			res.And(b.postingsFor(s, series))
 		}
 	}
 	if res == nil { // no steps, or only match-all ones
@@ -38,43 +38,49 @@ func (b *block) match(p plan, series *seriesTable) *roaring.Bitmap {
 
 // postingsFor returns the series whose value of the step's label matches,
 // for an intersecting step.
-func (b *block) postingsFor(s step) *roaring.Bitmap {
+func (b *block) postingsFor(s step, series *seriesTable) *roaring.Bitmap {
 	vals := b.names[s.m.Name]
 	var u union
+	if vals == nil {
+		return u.build()
+	}
 	if s.lookup != nil {
 		for _, v := range s.lookup {
-			if p, ok := vals[v]; ok {
+			if p, ok := vals.get(v, series); ok {
 				u.add(p)
 			}
 		}
 		return u.build()
 	}
-	for v, p := range vals {
+	vals.each(series, func(v string, p postings) {
 		if s.m.Matches(v) {
 			u.add(p)
 		}
-	}
+	})
 	return u.build()
 }
 
 // subtractNonMatching removes from res the series whose value of the step's
 // label does not match, for a subtracting step (series without the label
 // stay: the matcher accepts "").
-func (b *block) subtractNonMatching(res *roaring.Bitmap, s step) {
+func (b *block) subtractNonMatching(res *roaring.Bitmap, s step, series *seriesTable) {
 	vals := b.names[s.m.Name]
+	if vals == nil {
+		return
+	}
 	if s.lookup != nil {
 		for _, v := range s.lookup {
-			if p, ok := vals[v]; ok {
+			if p, ok := vals.get(v, series); ok {
 				p.removeFrom(res)
 			}
 		}
 		return
 	}
-	for v, p := range vals {
+	vals.each(series, func(v string, p postings) {
 		if !s.m.Matches(v) {
 			p.removeFrom(res)
 		}
-	}
+	})
 }
 
 // cheaperToFilter reports whether testing each candidate's own label value
@@ -85,7 +91,8 @@ func (b *block) cheaperToFilter(res *roaring.Bitmap, s step) bool {
 	if s.lookup != nil {
 		return false
 	}
-	return res.GetCardinality()*4 < uint64(len(b.names[s.m.Name]))
+	vals := b.names[s.m.Name]
+	return vals != nil && res.GetCardinality()*4 < uint64(vals.len())
 }
 
 // filter keeps in res only the series whose own label value satisfies the

@@ -7,23 +7,11 @@ import "github.com/RoaringBitmap/roaring/v2"
 // Most label pairs of a real workload are rare (an instance, a pod, a
 // request path seen by one series), and an empty roaring bitmap with one
 // container costs ~150 bytes of small allocations. So a pair seen by a single
-// series keeps its ref inline and only grows a bitmap at the second series.
-// The zero value is not used: a pair is in the map only once it has a ref.
+// series keeps its ref inline (in its value table's slot: values.go) and
+// only grows a bitmap at the second series.
 type postings struct {
 	bm  *roaring.Bitmap // nil: the set is exactly {one}
 	one uint32
-}
-
-// with returns p with ref added (the caller stores it back in the map).
-func (p postings) with(ref uint32) postings {
-	if p.bm != nil {
-		p.bm.Add(ref)
-		return p
-	}
-	if p.one == ref {
-		return p
-	}
-	return postings{bm: roaring.BitmapOf(p.one, ref)}
 }
 
 // intersects reports whether p and set share a ref.

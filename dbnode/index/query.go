@@ -105,11 +105,8 @@ func (b *block) labelNames(p plan, all bool, series *seriesTable, found map[stri
 		if _, ok := found[name]; ok {
 			continue
 		}
-		for _, pl := range vals {
-			if pl.intersects(set) {
-				found[name] = struct{}{}
-				break
-			}
+		if vals.intersects(set) {
+			found[name] = struct{}{}
 		}
 	}
 }
@@ -137,20 +134,18 @@ func (ix *Index) LabelValues(name string, matchers []*labels.Matcher, start, end
 // The caller holds b.mu.RLock.
 func (b *block) labelValues(name string, p plan, all bool, series *seriesTable, found map[string]struct{}) {
 	vals := b.names[name]
-	if len(vals) == 0 {
+	if vals == nil || vals.len() == 0 {
 		return
 	}
 	if all {
-		for v := range vals {
-			found[v] = struct{}{}
-		}
+		vals.each(series, func(v string, _ postings) { found[v] = struct{}{} })
 		return
 	}
 	set := b.match(p, series)
 	if set.IsEmpty() {
 		return
 	}
-	if set.GetCardinality() < uint64(len(vals)) {
+	if set.GetCardinality() < uint64(vals.len()) {
 		series.each(set, func(_ uint32, id string) {
 			if v := labelValue(id, name); v != "" {
 				found[v] = struct{}{}
@@ -158,11 +153,11 @@ func (b *block) labelValues(name string, p plan, all bool, series *seriesTable, 
 		})
 		return
 	}
-	for v, pl := range vals {
+	vals.each(series, func(v string, pl postings) {
 		if _, ok := found[v]; !ok && pl.intersects(set) {
 			found[v] = struct{}{}
 		}
-	}
+	})
 }
 
 func sortedKeys(m map[string]struct{}) []string {

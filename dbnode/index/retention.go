@@ -60,6 +60,13 @@ func (ix *Index) cutBlocks(t int64) []*block {
 		next.sorted = append(next.sorted, b)
 	}
 	ix.blocks.Store(next)
+	for _, b := range dropped {
+		// Waits for an add already in b (by an insert that loaded the old
+		// set) and turns later ones into no-ops, before any ref is freed.
+		b.mu.Lock()
+		b.dropped = true
+		b.mu.Unlock()
+	}
 	return dropped
 }
 

@@ -54,3 +54,34 @@ func TestDropBlocksBeforeFreesAndReusesRefs(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, names)
 }
+
+// TestAddToCutBlockIsNoop: an insert that found its block just before
+// retention cut it must not add to it, since the block's value tables read
+// the IDs of its other series, which are being freed.
+func TestAddToCutBlockIsNoop(t *testing.T) {
+	ix := New(10)
+	a := sid("v", "x", "n", "1")
+	require.NoError(t, ix.Insert(a, 0))
+	stale := ix.block(0) // what a racing insert loaded before the cut
+	ix.DropBlocksBefore(10)
+	require.Equal(t, 0, ix.NumSeries())
+
+	var ref uint32
+	var id string
+	for _, n := range []string{"2", "3"} { // the second does not reuse a's ref
+		b := sid("v", "y", "n", n)
+		h := ix.series.hash(b)
+		st := ix.series.stripeOf(h)
+		st.mu.Lock()
+		var err error
+		ref, id, err = ix.series.create(st, h, b, "")
+		st.mu.Unlock()
+		require.NoError(t, err)
+	}
+	stale.add(ref, id, ix.series)
+
+	stale.mu.RLock()
+	defer stale.mu.RUnlock()
+	require.False(t, stale.all.Contains(ref))
+	require.Equal(t, 1, stale.names["v"].len())
+}
