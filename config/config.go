@@ -68,9 +68,10 @@ type HTTP struct {
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
 	// SeriesCacheSize is how many series remote write remembers by the
 	// bytes of their labels, to skip decoding and looking up a series it
-	// saw before (each costs about twice its label bytes plus 100 bytes:
-	// it keeps the label bytes and the ID). Set it above the number of
-	// active series. Default 1048576.
+	// saw before (each costs its label bytes plus about 70 bytes when this
+	// node stores the series, whose ID it shares; the ID's bytes on top
+	// when it does not). Set it above the number of active series. Default
+	// 1048576.
 	SeriesCacheSize int `yaml:"seriesCacheSize"`
 	// WebConfigFile is a Prometheus web configuration file
 	// (exporter-toolkit's web.config.file format): tls_server_config turns

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -38,36 +39,46 @@ type seriesCache struct {
 	perGen   int
 	mu       sync.RWMutex
 	cur, old map[uint64]*cachedSeries
-	gen      uint32 // generation of cur (wrapping: it only decides promotions)
+	// gen is the generation of cur. It wraps: it only tells entries of cur
+	// from those of old, the generation before.
+	gen uint8
 }
 
 // cachedSeries is one remembered series: its label bytes (the key), its
 // ID and shard, which are immutable, and ref, the storage handle the last
 // local write returned (storage.Sample.Ref), nil when this node has not
 // written the series. A node holds one per active series, so it is laid
-// out to fit 48 bytes: one slice holds the key and, after it, the ID,
+// out to fit 32 bytes: buf points to the key and, after it, the ID,
 // unless the ID is the storage series' own (ref is then never nil: it is
 // only ever replaced by another series of the same ID); when the key is
-// the ID (remote write 2.0, OTLP) both are the same bytes.
+// the ID (remote write 2.0, OTLP) both are the same bytes. A pointer and
+// two lengths instead of a slice (which also keeps a capacity) and a
+// one-byte generation keep it out of the 48-byte size class: 16 bytes a
+// series, and a hit reads the key as before.
 type cachedSeries struct {
-	buf    []byte // the key, then the ID if not shared (see idOff)
-	keyLen uint32 // key = buf[:keyLen]
-	idOff  uint32 // id = buf[idOff:]; idOff == len(buf): the ID is ref's
-	shard  uint32
-	gen    uint32 // the generation it is in; guarded by the cache's mu
 	ref    atomic.Pointer[storage.Series]
+	buf    *byte  // the key's first byte; the ID's follow unless shared
+	keyLen uint32 // key = buf[:keyLen]
+	idLen  uint32 // id = buf[keyLen:keyLen+idLen]; 0: ref's; see idIsKey
+	shard  uint32
+	gen    uint8 // the generation it is in; guarded by the cache's mu
+	// idIsKey: the key is the ID, copied (ref's when idLen is 0)
+	idIsKey bool
 }
 
 // key returns the label bytes the entry was decoded from.
-func (e *cachedSeries) key() []byte { return e.buf[:e.keyLen] }
+func (e *cachedSeries) key() []byte { return unsafe.Slice(e.buf, e.keyLen) }
 
 // idOf returns the series' ID, given ref = e.ref.Load() (the caller loads
 // it once for both).
 func (e *cachedSeries) idOf(ref *storage.Series) []byte {
-	if int(e.idOff) == len(e.buf) && ref != nil {
+	switch {
+	case e.idIsKey:
+		return e.key()
+	case e.idLen == 0 && ref != nil:
 		return ref.ID()
 	}
-	return e.buf[e.idOff:]
+	return unsafe.Slice(e.buf, e.keyLen+e.idLen)[e.keyLen:]
 }
 
 func newSeriesCache(maxSeries int) *seriesCache {
@@ -148,21 +159,23 @@ func entry(key, id []byte, shard uint32, ref *storage.Series) *cachedSeries {
 	sameBytes := len(key) == len(id) && len(id) > 0 && &key[0] == &id[0]
 	e := &cachedSeries{shard: shard}
 	e.ref.Store(ref)
+	var buf []byte
 	switch {
 	case ref != nil && bytes.Equal(ref.ID(), id) && sameBytes:
-		e.buf = ref.ID() // key, and ID at offset 0
+		buf = ref.ID() // key, and ID at offset 0
 		e.keyLen = uint32(len(id))
 	case ref != nil && bytes.Equal(ref.ID(), id):
-		e.buf = append([]byte(nil), key...)
-		e.keyLen, e.idOff = uint32(len(key)), uint32(len(key)) // ID: ref's
+		buf = append([]byte(nil), key...)
+		e.keyLen = uint32(len(key)) // ID: ref's
 	case sameBytes:
-		e.buf = append([]byte(nil), id...)
-		e.keyLen = uint32(len(id))
+		buf = append([]byte(nil), id...)
+		e.keyLen, e.idIsKey = uint32(len(id)), true
 	default:
-		e.buf = make([]byte, 0, len(key)+len(id))
-		e.buf = append(append(e.buf, key...), id...)
-		e.keyLen, e.idOff = uint32(len(key)), uint32(len(key))
+		buf = make([]byte, 0, len(key)+len(id))
+		buf = append(append(buf, key...), id...)
+		e.keyLen, e.idLen = uint32(len(key)), uint32(len(id))
 	}
+	e.buf = unsafe.SliceData(buf)
 	return e
 }
 

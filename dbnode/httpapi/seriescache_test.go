@@ -184,7 +184,7 @@ func TestSeriesCacheSharesStorageID(t *testing.T) {
 	id := e.idOf(ref)
 	require.Equal(t, ref.ID(), id)
 	require.Same(t, &ref.ID()[0], &id[0], "the entry shares the series' ID bytes")
-	require.Len(t, e.buf, int(e.keyLen), "the entry holds only the key")
+	require.Zero(t, e.idLen, "the entry holds only the key")
 	require.NotEqual(t, e.key(), id)
 
 	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 2, prompb.Label{Name: "job", Value: "a"})))
@@ -216,8 +216,39 @@ func TestSeriesCacheEntryForms(t *testing.T) {
 	} {
 		e := entry(tc.key, tc.id, 7, tc.ref)
 		require.Equal(t, tc.key, e.key(), name)
+		if tc.ref != nil && &tc.key[0] == &tc.id[0] {
+			require.Same(t, &tc.ref.ID()[0], &e.key()[0], "%s: the key is the storage series' ID", name)
+		} else {
+			require.NotSame(t, &tc.key[0], &e.key()[0], "%s: the key is a copy", name)
+		}
 		require.Equal(t, id, e.idOf(e.ref.Load()), name)
 		require.Equal(t, uint32(7), e.shard, name)
 	}
-	require.Equal(t, uintptr(48), unsafe.Sizeof(cachedSeries{}), "an entry is in the 48-byte size class")
+	require.Equal(t, uintptr(32), unsafe.Sizeof(cachedSeries{}), "an entry is in the 32-byte size class")
+}
+
+// The generation number wraps (one byte), and still tells the entries of
+// the current generation from the old one's: through hundreds of
+// generations, an entry of the old one is promoted when hit, and one of
+// the current one is not.
+func TestSeriesCacheGenerationsWrap(t *testing.T) {
+	c := newSeriesCache(2) // generations of one
+	key := func(i int) []byte { return []byte{byte(i), byte(i >> 8), 'k'} }
+	for i := range 700 {
+		c.update([]newSeries{{h: uint64(i), e: entry(key(i), key(i), 0, nil)}})
+		c.view(func() {
+			e, promote := c.lookupOne(key(i), uint64(i))
+			require.NotNil(t, e, "generation %d", i)
+			require.False(t, promote, "generation %d: current", i)
+			if i > 0 {
+				e, promote = c.lookupOne(key(i-1), uint64(i-1))
+				require.NotNil(t, e, "generation %d", i)
+				require.True(t, promote, "generation %d: old", i)
+			}
+			if i > 1 {
+				e, _ = c.lookupOne(key(i-2), uint64(i-2))
+				require.Nil(t, e, "generation %d: dropped", i)
+			}
+		})
+	}
 }
