@@ -281,7 +281,7 @@ func (s *Series) readIterators(srcs []readSource, hits []encoding.HistogramItera
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for pass := 0; pass < 2; pass++ {
-		for b := range s.buckets.all() {
+		for b := range s.floatBuckets() {
 			if b.start < from || b.start > to || b.flushing != (pass == 0) {
 				continue
 			}
