@@ -52,6 +52,10 @@ type Database struct {
 	tickMu      sync.Mutex // one Tick at a time
 	flushedLast bool
 	graveyard   []closer // readers replaced by a newer volume, closed next tick
+	// tickSeries is Tick's reused snapshot of a shard's series (see
+	// shard.appendSeries); guarded by tickMu, cleared after each use so
+	// that it keeps no removed series alive.
+	tickSeries []*Series
 
 	scratchPool sync.Pool // *writeScratch
 	metrics     metrics

@@ -54,7 +54,8 @@ func (db *Database) Tick() error {
 		}
 		flushed = flushed || n > 0
 		for _, sh := range ns.allShards() {
-			for _, s := range sh.snapshotSeries() {
+			db.tickSeries = sh.appendSeries(db.tickSeries[:0])
+			for _, s := range db.tickSeries {
 				memSeries++
 				s.stats(func(bs int64, samples, bytes int) {
 					d[bs] = true
@@ -62,6 +63,7 @@ func (db *Database) Tick() error {
 					memBytes += bytes
 				})
 			}
+			clear(db.tickSeries)
 		}
 		if ns.index != nil {
 			ns.index.DropBlocksBefore(expireBefore)
@@ -134,7 +136,8 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 		sh.mu.Unlock()
 
 		byBlock := map[int64][]*Series{}
-		for _, s := range sh.snapshotSeries() {
+		db.tickSeries = sh.appendSeries(db.tickSeries[:0])
+		for _, s := range db.tickSeries {
 			s.mu.Lock()
 			for b := range s.floatBuckets() {
 				if b.start <= sealedBefore && b.start >= expireBefore {
@@ -153,6 +156,7 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 				emptied[sh] = append(emptied[sh], s)
 			}
 		}
+		clear(db.tickSeries)
 		for bs, ss := range byBlock {
 			toFlush[bs] = append(toFlush[bs], shardFlush{sh: sh, series: dedupe(ss)})
 		}
