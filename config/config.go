@@ -70,8 +70,10 @@ type HTTP struct {
 	// bytes of their labels, to skip decoding and looking up a series it
 	// saw before (each costs its label bytes plus about 70 bytes when this
 	// node stores the series, whose ID it shares; the ID's bytes on top
-	// when it does not). Set it above the number of active series. Default
-	// 1048576.
+	// when it does not). Set it above the number of active series: it
+	// keeps two generations of this many, so it hits for that many series
+	// written round-robin and holds up to twice as many while series churn
+	// (those not written for two generations age out). Default 1048576.
 	SeriesCacheSize int `yaml:"seriesCacheSize"`
 	// WebConfigFile is a Prometheus web configuration file
 	// (exporter-toolkit's web.config.file format): tls_server_config turns
