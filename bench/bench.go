@@ -45,6 +45,8 @@ type Options struct {
 	// Security: credentials and TLS files for a secured node (see
 	// security.go).
 	Security
+	// Hosts sizes the node_exporter workload (WriteNodeExporter).
+	Hosts int
 	// Protocol is the remote write version: 1 (prompb.WriteRequest, the
 	// default when 0) or 2 (io.prometheus.write.v2.Request, whose
 	// written-samples header is checked on every answer).
@@ -220,19 +222,8 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 				} else {
 					raw, b = body(enc, k, raw, nil)
 				}
-				var err error
-				for attempt := 0; attempt < 5; attempt++ {
-					var retry bool
-					retry, err = post(ctx, client, o.URL+"/api/v1/prom/remote/write", b, o.Protocol == 2, n)
-					if err == nil || !retry || ctx.Err() != nil {
-						break
-					}
-					retried.Add(1)
-					select {
-					case <-ctx.Done():
-					case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
-					}
-				}
+				retries, err := postRetrying(ctx, client, o.writeURL(), b, o.Protocol == 2, n)
+				retried.Add(int64(retries))
 				if err != nil {
 					failed.Add(n)
 					msg := err.Error()
@@ -351,6 +342,25 @@ func newRequest(ctx context.Context, url string, body []byte, versionHeader stri
 	req.Header.Set("Content-Type", contentTypeV1)
 	req.Header.Set(versionHeader, "0.1.0")
 	return req, nil
+}
+
+// postRetrying posts one remote write (post), retrying a few times,
+// with growing pauses, what Prometheus would retry (5xx, 429); it returns
+// how many times it retried and the last error.
+func postRetrying(ctx context.Context, c *http.Client, url string, body []byte, v2 bool, n int64) (retries int, err error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		var retry bool
+		retry, err = post(ctx, c, url, body, v2, n)
+		if err == nil || !retry || ctx.Err() != nil {
+			return retries, err
+		}
+		retries++
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
+	}
+	return retries, err
 }
 
 // post sends one remote write (2.0 when v2) of n samples; retry says
