@@ -68,31 +68,13 @@ func BenchmarkQueryUniqueLabel(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for _, q := range []struct {
-		name string
-		ms   []*labels.Matcher
-	}{
+	benchQueries(b, ix, []benchQuery{
 		{"regex_all_values", []*labels.Matcher{mt(b, "series", "=~", "1234.*")}},
 		{"name_and_regex", []*labels.Matcher{mt(b, "__name__", "=", "bench_metric_1"), mt(b, "series", "=~", ".*99")}},
 		{"eq_unique", []*labels.Matcher{mt(b, "series", "=", "77777")}},
 		{"set_unique", []*labels.Matcher{mt(b, "series", "=~", "1|22|333|4444|55555")}},
 		{"not_eq_unique", []*labels.Matcher{mt(b, "group", "=", "7"), mt(b, "series", "!=", "777")}},
-	} {
-		b.Run(q.name, func(b *testing.B) {
-			var n int
-			b.ReportAllocs()
-			cpu := startCPU()
-			for b.Loop() {
-				got, err := ix.Query(q.ms, 0, 1000)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n = len(got)
-			}
-			cpu.report(b, b.N)
-			b.ReportMetric(float64(n), "series")
-		})
-	}
+	})
 	b.Run("label_values_series", func(b *testing.B) {
 		cpu := startCPU()
 		for b.Loop() {
