@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -346,16 +348,7 @@ func CompareResults(a, b Matrix, warm int64) string {
 	if na, nb := dropNames(a), dropNames(b); na != nil && nb != nil && !sameKeys(a, b) && sameKeys(na, nb) {
 		a, b, renamed = na, nb, " (series matched with __name__ dropped: the two differ in keeping it)"
 	}
-	keys := make([]string, 0, len(a)+len(b))
-	for k := range a {
-		keys = append(keys, k)
-	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
+	keys := unionKeys(a, b)
 	note := func(s string) {
 		if first == "" {
 			first = s
@@ -374,16 +367,7 @@ func CompareResults(a, b Matrix, warm int64) string {
 			note(fmt.Sprintf("series %s only in b", k))
 			continue
 		}
-		ts := make([]int64, 0, len(sa)+len(sb))
-		for t := range sa {
-			ts = append(ts, t)
-		}
-		for t := range sb {
-			if _, ok := sa[t]; !ok {
-				ts = append(ts, t)
-			}
-		}
-		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		ts := unionKeys(sa, sb)
 		for _, t := range ts {
 			va, okA := sa[t]
 			vb, okB := sb[t]
@@ -460,4 +444,19 @@ func relDiff(a, b float64) float64 {
 		return math.Inf(1)
 	}
 	return math.Abs(a-b) / max(math.Abs(a), math.Abs(b))
+}
+
+// unionKeys is the keys of a and b, each once, sorted.
+func unionKeys[K cmp.Ordered, V any](a, b map[K]V) []K {
+	keys := make([]K, 0, len(a)+len(b))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
