@@ -17,7 +17,8 @@
 #      than 1% over the last three 5 s readings (at most SETTLE_MAX, 180 s):
 #      the node's first collections and ticks after the burst, VM's
 #      in-memory parts flushed;
-#   4. reports VmRSS (/proc/PID/status) and VmRSS / SERIES; for Tessera
+#   4. reports VmRSS (/proc/PID/status) and VmRSS / SERIES, the store's
+#      CPU during the bench per sample (utime+stime); for Tessera
 #      also the live heap: go_memstats_heap_alloc_bytes on /metrics right
 #      after a forced collection (GET /debug/pprof/heap?gc=1), read after
 #      VmRSS so that the collection does not change the resident figure.
@@ -48,6 +49,7 @@ PORT=${PORT:-19640}
 BENCH_ARGS=${BENCH_ARGS:-}
 ONLY=${ONLY:-}
 KEEP=${KEEP:-0}
+HZ=$(getconf CLK_TCK)
 T_URL=http://127.0.0.1:$PORT
 V_URL=http://127.0.0.1:$((PORT + 5))
 
@@ -117,8 +119,11 @@ settle() {
 	echo "$c $waited"
 }
 
-run() { # run STORE ROUND -> prints "rss_bytes settle_s heap_bytes"
-	local who=$1 dir=$work/$1-$2 url heap=-
+# ticks PID: the process' CPU so far (utime+stime), in clock ticks.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+run() { # run STORE ROUND -> prints "rss_bytes settle_s heap_bytes ingest_ticks"
+	local who=$1 dir=$work/$1-$2 url heap=- t0
 	mkdir -p "$dir"
 	if [ "$who" = tessera ]; then
 		cat >"$dir/node.yml" <<EOF
@@ -146,11 +151,13 @@ EOF
 		wait_up "$V_URL" /health "$dir/vm.log"
 		url=$V_URL/api/v1/write
 	fi
+	t0=$(ticks "$pid")
 	# shellcheck disable=SC2086
 	"$BENCH" bench --url "$url" --series "$SERIES" --samples "$SAMPLES" $BENCH_ARGS >"$dir/bench.log" 2>&1 ||
 		{ echo "bench against $who failed:" >&2; tail -5 "$dir/bench.log" >&2; return 1; }
 	grep -q ' 0 failed samples' "$dir/bench.log" || { echo "bench against $who lost samples:" >&2; tail -3 "$dir/bench.log" >&2; return 1; }
-	local out
+	local out ingest
+	ingest=$(($(ticks "$pid") - t0))
 	out=$(settle)
 	if [ "$who" = tessera ]; then
 		curl -fsS -o /dev/null "$T_URL/debug/pprof/heap?gc=1"
@@ -160,11 +167,11 @@ EOF
 	wait "$pid" 2>/dev/null || true
 	pid=""
 	rm -rf "$dir/data"
-	echo "$out ${heap:--}"
+	echo "$out ${heap:--} $ingest"
 }
 
 echo "series $SERIES x $SAMPLES samples; tessera $TESSERA, vm $VM; load before: $(cat /proc/loadavg)"
-printf '%-5s %-8s %14s %10s %9s %14s %10s %6s\n' round store vmrss_bytes B/series settle_s live_heap heapB/ser load1
+printf '%-5s %-8s %14s %10s %9s %14s %10s %10s %6s\n' round store vmrss_bytes B/series settle_s live_heap heapB/ser ingest_us load1
 results=$work/results
 : >"$results"
 for r in $(seq 1 "$ROUNDS"); do
@@ -173,12 +180,15 @@ for r in $(seq 1 "$ROUNDS"); do
 	for who in "${order[@]}"; do
 		# Not in a subshell: the trap must see the store's pid.
 		run "$who" "$r" >"$work/run.out"
-		read -r rb secs heap <"$work/run.out"
+		read -r rb secs heap ingest <"$work/run.out"
 		[ -n "${rb:-}" ] || { echo "no figure for $who round $r" >&2; exit 1; }
 		hps=-
 		[ "$heap" != - ] && hps=$((heap / SERIES))
-		printf '%-5s %-8s %14s %10s %9s %14s %10s %6s\n' "$r" "$who" "$rb" "$((rb / SERIES))" "$secs" "$heap" "$hps" \
-			"$(cut -d' ' -f1 /proc/loadavg)"
+		# ingest_us: the store's own CPU (utime+stime) during the bench, in
+		# microseconds per sample written.
+		ius=$(awk -v t="$ingest" -v hz="$HZ" -v n="$((SERIES * SAMPLES))" 'BEGIN {printf "%.3f", t / hz * 1e6 / n}')
+		printf '%-5s %-8s %14s %10s %9s %14s %10s %10s %6s\n' "$r" "$who" "$rb" "$((rb / SERIES))" "$secs" "$heap" "$hps" \
+			"$ius" "$(cut -d' ' -f1 /proc/loadavg)"
 		echo "$who $((rb / SERIES))" >>"$results"
 	done
 done
