@@ -162,7 +162,7 @@ func (s *fastSet) load() error {
 		annos   = make([]annotations.Annotations, workers)
 		fn      = fastFuncs[s.spec.fn]
 		evalOne = func(w *fastWorker, i int) error {
-			fs, err := w.series(its[i], fn.isCounter, fn.isRate, fn.instant)
+			fs, err := w.series(its[i], fn)
 			if err != nil {
 				return err
 			}
@@ -481,7 +481,8 @@ type fastWorker struct {
 // looked-back value) at every step. A step without a value right after
 // one with a value gets a StaleNaN, so that the engine's lookback does not
 // carry the earlier value over the gap.
-func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, instant bool) (fastSeries, error) {
+func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries, error) {
+	isCounter, instant := fn.isCounter, fn.instant
 	sel := w.spec.fn == selectFn
 	w.sampled, w.win = false, 0
 	var pts stepper
@@ -504,7 +505,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, isCounter, isRate, insta
 		w.buf = buf
 		if it.Values.Err() == nil {
 			var err error
-			if pts, err = w.rateSteps(buf, isCounter, resets, isRate, instant); err != nil {
+			if pts, err = w.rateSteps(buf, fn, resets); err != nil {
 				return fastSeries{}, err
 			}
 		}
@@ -613,17 +614,19 @@ func (w *fastWorker) floats() []float64 {
 	return w.slab[l : l : l+n]
 }
 
-// rateSteps computes rate, increase or delta over buf (stale markers
-// dropped) at every step: the window is (ts-range, ts], as the engine's.
-// resets says whether to look for counter resets: false when no sample
-// of the series is below the one before, which skips no operation the
-// engine would do on a value.
-func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate, instant bool) (stepper, error) {
+// rateSteps computes fn (rate, increase, delta, irate, idelta or a
+// *_over_time function) over buf (stale markers dropped) at every step:
+// the window is (ts-range, ts], as the engine's. resets says whether to
+// look for counter resets: false when no sample of the series is below
+// the one before, which skips no operation the engine would do on a
+// value.
+func (w *fastWorker) rateSteps(buf []promql.FPoint, fn fastFunc, resets bool) (stepper, error) {
 	r, rng, secs := w.r, w.spec.rng.Milliseconds(), w.spec.rng.Seconds()
+	isCounter, isRate, instant := fn.isCounter, fn.isRate, fn.instant
 	out := stepper{w: w, steps: r.steps()}
 	w.win = min(len(buf), 1)
-	if len(buf) < 2 {
-		return out, nil // no window holds two samples
+	if len(buf) == 0 || (len(buf) < 2 && fn.over == nil) {
+		return out, nil // no window holds the samples a value needs
 	}
 	lo, hi := 0, 0
 	for ts, step := r.start, 0; ts <= r.end; ts, step = ts+r.stp, step+1 {
@@ -640,9 +643,15 @@ func (w *fastWorker) rateSteps(buf []promql.FPoint, isCounter, resets, isRate, i
 			v  float64
 			ok bool
 		)
-		if instant {
+		switch {
+		case fn.over != nil:
+			// The engine calls the function only on a window with samples.
+			if hi > lo {
+				v, ok = fn.over(buf[lo:hi]), true
+			}
+		case instant:
 			v, ok = instantRate(buf[lo:hi], isRate)
-		} else {
+		default:
 			v, ok = rateFunc(buf[lo:hi], mint, ts, secs, isCounter, resets, isRate)
 		}
 		if ok {
@@ -785,6 +794,76 @@ func instantRate(pts []promql.FPoint, isRate bool) (float64, bool) {
 		v /= float64(interval) / 1000
 	}
 	return v, true
+}
+
+// The *_over_time functions of a window's floats (never empty), as
+// Prometheus' funcAvgOverTime, funcSumOverTime, funcCountOverTime and
+// compareOverTime compute them for float samples: the same operations on
+// the same operands in the same order, so the values are bit-identical.
+
+// avgOverTime is the Kahan sum over the count, switching to an
+// incremental mean once the sum would overflow.
+func avgOverTime(pts []promql.FPoint) float64 {
+	var (
+		sum, count      = pts[0].F, 1.
+		mean, kahanC    float64
+		incrementalMean bool
+	)
+	for i, f := range pts[1:] {
+		count = float64(i + 2)
+		if !incrementalMean {
+			newSum, newC := sumInc(f.F, sum, kahanC)
+			if !math.IsInf(newSum, 0) {
+				sum, kahanC = newSum, newC
+				continue
+			}
+			incrementalMean = true
+			mean = sum / (count - 1)
+			kahanC /= count - 1
+		}
+		q := (count - 1) / count
+		mean, kahanC = sumInc(f.F/count, q*mean, q*kahanC)
+	}
+	if incrementalMean {
+		return mean + kahanC
+	}
+	return sum/count + kahanC/count
+}
+
+// sumOverTime is the Kahan sum, without the compensation once infinite.
+func sumOverTime(pts []promql.FPoint) float64 {
+	var sum, c float64
+	for _, f := range pts {
+		sum, c = sumInc(f.F, sum, c)
+	}
+	if math.IsInf(sum, 0) {
+		return sum
+	}
+	return sum + c
+}
+
+func countOverTime(pts []promql.FPoint) float64 { return float64(len(pts)) }
+
+// maxOverTime and minOverTime: the first sample's value replaced by any
+// greater (smaller) one, and any value replacing a NaN.
+func maxOverTime(pts []promql.FPoint) float64 {
+	m := pts[0].F
+	for _, f := range pts {
+		if f.F > m || math.IsNaN(m) {
+			m = f.F
+		}
+	}
+	return m
+}
+
+func minOverTime(pts []promql.FPoint) float64 {
+	m := pts[0].F
+	for _, f := range pts {
+		if f.F < m || math.IsNaN(m) {
+			m = f.F
+		}
+	}
+	return m
 }
 
 // precomputed is a series of step values as the engine reads it: vals[i]

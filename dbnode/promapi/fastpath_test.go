@@ -109,6 +109,36 @@ func fastQueries(start int64) []string {
 		`avg(odd_values)`,
 		`avg by (job, instance) (irate(http_requests_total[1m]))`,
 		`1 - avg by (instance) (rate(stale_metric[2m]))`,
+		// The *_over_time functions the fast path computes: windows
+		// shorter than a scrape (steps without a value), stale markers,
+		// NaN and infinities (odd_values: the incremental mean, NaN in
+		// min and max), gauges and counters, aggregated and inside
+		// operators; last_over_time keeps the name and stays the engine's.
+		`avg_over_time(node_temp[5m])`,
+		`avg_over_time(odd_values[5m])`,
+		`avg_over_time(odd_values[20s])`,
+		`avg_over_time(stale_metric[1m])`,
+		`avg_over_time(sparse_metric[5m])`,
+		`avg_over_time(http_requests_total[10m])`,
+		`sum_over_time(odd_values[3m])`,
+		`sum_over_time(http_requests_total[5m])`,
+		`sum_over_time(stale_metric[20s])`,
+		`count_over_time(stale_metric[1m])`,
+		`count_over_time(sparse_metric[5m])`,
+		`count_over_time(mixed_metric[5m])`,
+		`min_over_time(odd_values[5m])`,
+		`max_over_time(odd_values[5m])`,
+		`max_over_time(odd_values[20s])`,
+		`min_over_time(node_temp[1m])`,
+		`max_over_time(stale_metric[2m])`,
+		`max_over_time(req_latency_seconds[5m])`,
+		`sum by (job) (avg_over_time(http_requests_total[5m]))`,
+		`avg by (instance) (max_over_time(node_temp[2m]))`,
+		`count(count_over_time(stale_metric[30s]))`,
+		`avg_over_time(node_temp[5m]) - min_over_time(node_temp[5m])`,
+		`avg_over_time({__name__=~"node_temp|odd_values"}[5m])`,
+		`avg_over_time(node_temp[5m] offset 5m)`,
+		`last_over_time(node_temp[5m])`,
 	}
 }
 
@@ -298,6 +328,40 @@ func TestFastPathComparisonCatchesErrors(t *testing.T) {
 			sumInc = broken
 			t.Cleanup(func() { sumInc = kahansum.Inc })
 			msg, _ := pair.diff(t, "/api/v1/query_range", p)
+			require.NotEmpty(t, msg, "a wrong fast path must not pass the comparison")
+		})
+	}
+	// The *_over_time functions are the fast path's own too: a mean one
+	// ulp off, a max that keeps a NaN the engine replaces, or a count off
+	// by one fails the comparison, and the right ones pass it, computed
+	// by the fast path.
+	for name, c := range map[string]struct {
+		query, fn string
+		broken    func([]promql.FPoint) float64
+	}{
+		"avg one ulp": {`avg_over_time(node_temp[5m])`, "avg_over_time",
+			func(pts []promql.FPoint) float64 { return avgOverTime(pts) * (1 + 0x1p-52) }},
+		"max keeps NaN": {`max_over_time(odd_values[5m])`, "max_over_time", func(pts []promql.FPoint) float64 {
+			m := pts[0].F
+			for _, f := range pts {
+				m = max(m, f.F)
+			}
+			return m
+		}},
+		"count off by one": {`count_over_time(stale_metric[1m])`, "count_over_time",
+			func(pts []promql.FPoint) float64 { return float64(len(pts) + 1) }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := url.Values{"query": {c.query}, "start": {fmtTime(d.start, false)},
+				"end": {fmtTime(d.end, false)}, "step": {"60"}}
+			before := pair.api.fastStats.computed.Load()
+			msg, _ := pair.diff(t, "/api/v1/query_range", p)
+			require.Empty(t, msg)
+			require.Greater(t, pair.api.fastStats.computed.Load(), before, "the fast path must compute %s", c.fn)
+			right := fastFuncs[c.fn]
+			fastFuncs[c.fn] = fastFunc{over: c.broken}
+			t.Cleanup(func() { fastFuncs[c.fn] = right })
+			msg, _ = pair.diff(t, "/api/v1/query_range", p)
 			require.NotEmpty(t, msg, "a wrong fast path must not pass the comparison")
 		})
 	}
@@ -529,4 +593,32 @@ func TestFastPathAggregatesAtTheEdges(t *testing.T) {
 	}
 	require.Positive(t, pair.api.fastStats.aggregated.Load())
 	require.Zero(t, pair.api.fastStats.declined.Load())
+}
+
+// TestFastPathOverTimeOverflow: avg_over_time and sum_over_time of values
+// whose sum overflows float64 (avg's switch to the incremental mean, sum's
+// infinity without the compensation) answer as the engine does. The
+// generated data set's finite values are too small to overflow.
+func TestFastPathOverTimeOverflow(t *testing.T) {
+	start := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixMilli()
+	d := &dataset{start: start, end: start + 30*60*1000}
+	huge := []float64{1.7e308, 1.6e308, -1.75e308, 9e307, 1.79e308, 1.2e308, -1e308, 1.5e308, 3, 1.78e308}
+	for s := range 3 {
+		var ss []tsample
+		for i, t := 0, start; t <= d.end; i, t = i+1, t+15_000 {
+			ss = append(ss, tsample{t, huge[(i+s)%len(huge)] / float64(1+s%2)})
+		}
+		d.series = append(d.series, memSeries{lset: labels.FromStrings("__name__", "huge", "s", strconv.Itoa(s)), samples: ss})
+	}
+	node := newTesseraNode(t, time.UnixMilli(d.end+30_000), Options{})
+	node.remoteWrite(t, d)
+	pair := newFastPair(t, node, Options{})
+	for _, q := range []string{`avg_over_time(huge[1m])`, `avg_over_time(huge[5m])`, `sum_over_time(huge[2m])`,
+		`max_over_time(huge[1m])`, `sum by (s) (avg_over_time(huge[3m]))`} {
+		p := url.Values{"query": {q}, "start": {fmtTime(d.start, false)}, "end": {fmtTime(d.end, false)}, "step": {"15"}}
+		msg, body := pair.diff(t, "/api/v1/query_range", p)
+		require.Empty(t, msg)
+		require.NotContains(t, body, `"result":[]`, q)
+	}
+	require.Positive(t, pair.api.fastStats.computed.Load())
 }

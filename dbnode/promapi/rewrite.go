@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/parser/posrange"
 )
@@ -18,8 +19,8 @@ import (
 // on one goroutine, walking a buffered iterator per step; on a 100,000
 // series dashboard query that is most of the query's CPU, and the other
 // cores idle. fastParser rewrites, in the parsed query, each call of a
-// function fastEval computes (rate, increase, delta, irate, idelta over a
-// plain matrix selector) into a vector selector carrying a marker matcher. The
+// function fastEval computes (rate, increase, delta, irate, idelta and
+// avg/sum/count/min/max_over_time over a plain matrix selector) into a vector selector carrying a marker matcher. The
 // querier recognises the marker, computes the function's value at every
 // step of the query itself, in parallel over the series, and hands the
 // engine one precomputed series per input series, in the order the
@@ -37,14 +38,31 @@ import (
 // series equal, which the engine refuses with an error). A series with
 // native histograms makes the query fall back to the engine (errFallback).
 
-// fastFuncs are the functions fastEval computes, with the flags of
-// Prometheus' extrapolatedRate.
-var fastFuncs = map[string]struct{ isCounter, isRate, instant bool }{
-	"rate":     {true, true, false},
-	"increase": {true, false, false},
-	"delta":    {false, false, false},
-	"irate":    {true, true, true},
-	"idelta":   {false, false, true},
+// fastFuncs are the functions fastEval computes: rate and its kin with
+// the flags of Prometheus' extrapolatedRate, and the *_over_time
+// functions of a window's floats whose output drops the metric name
+// (last_over_time and first_over_time keep it, so they stay the
+// engine's) with the engine's arithmetic (overTimeFuncs).
+var fastFuncs = map[string]fastFunc{
+	"rate":            {isCounter: true, isRate: true},
+	"increase":        {isCounter: true},
+	"delta":           {},
+	"irate":           {isCounter: true, isRate: true, instant: true},
+	"idelta":          {instant: true},
+	"avg_over_time":   {over: avgOverTime},
+	"sum_over_time":   {over: sumOverTime},
+	"count_over_time": {over: countOverTime},
+	"min_over_time":   {over: minOverTime},
+	"max_over_time":   {over: maxOverTime},
+}
+
+// fastFunc is how fastEval computes a function at a step from the
+// window's float samples: over, when set, is the whole computation (a
+// *_over_time function); otherwise extrapolatedRate or instantRate with
+// these flags.
+type fastFunc struct {
+	isCounter, isRate, instant bool
+	over                       func([]promql.FPoint) float64
 }
 
 // safeParents are the functions whose argument may be a rewritten call:
