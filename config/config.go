@@ -68,9 +68,11 @@ type HTTP struct {
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
 	// SeriesCacheSize is how many series remote write remembers by the
 	// bytes of their labels, to skip decoding and looking up a series it
-	// saw before (each costs its label bytes plus about 70 bytes when this
-	// node stores the series, whose ID it shares; the ID's bytes on top
-	// when it does not). Set it above the number of active series: it
+	// saw before (each costs about 70 bytes when this node stores the
+	// series, whose ID it shares, and its labels come sorted as Prometheus
+	// sends them: a hit compares them with the ID; unsorted labels cost
+	// their bytes on top, a series stored elsewhere its ID's bytes). Set
+	// it above the number of active series: it
 	// keeps two generations of this many, so it hits for that many series
 	// written round-robin and holds up to twice as many while series churn
 	// (those not written for two generations age out). Default 1048576.

@@ -21,9 +21,16 @@ import (
 // used when a request's bytes are equal: decoding is a function of those
 // bytes, so equal bytes are the same series, whatever order or form the
 // labels were sent in, and a hash collision costs a miss, never a wrong
-// series. (Keeping the bytes costs about their size again per entry; the
-// alternative, checking that the bytes encode the cached ID, parsed every
-// label of every series of every request.)
+// series. It keeps no copy of those bytes when they are the form of the
+// series' ID (formed): what Prometheus' marshaller writes for the ID's
+// labels in the ID's order, sorted, which is what nearly every sender
+// writes (labelsAreID). Exactly one byte string is an ID's form, so
+// comparing a request's bytes with the form of the entry's ID compares
+// them with the bytes the entry was decoded from, and with the ID shared
+// with storage such an entry holds no bytes of its own: at a million
+// series about 117 live bytes a series less. A hit then checks the form
+// word by word, a few 8-byte loads per label, where a copy took one
+// memequal (ARCHITECTURE.md, "Series cache hit").
 //
 // A request decodes under one read lock (view), taken once, not per
 // series: a lock per series would be two atomic operations each, and on
@@ -59,9 +66,15 @@ type seriesCache struct {
 // unless the ID is the storage series' own (ref is then never nil: it is
 // only ever replaced by another series of the same ID); when the key is
 // the ID (remote write 2.0, OTLP) both are the same bytes. A pointer and
-// two lengths instead of a slice (which also keeps a capacity) and a
-// one-byte generation keep it out of the 48-byte size class: 16 bytes a
+// two lengths instead of a slice (which also keeps a capacity) and
+// one-byte fields keep it out of the 48-byte size class: 16 bytes a
 // series, and a hit reads the key as before.
+//
+// A formed entry's key is the form of the ID (see seriesCache): buf then
+// holds the ID alone, the storage series' own bytes when it was written
+// here (their own allocation, immutable, kept alive by buf), else a copy;
+// a hit compares the request's bytes with that ID's form, one load from
+// the entry to the bytes as for a kept key, not through ref.
 type cachedSeries struct {
 	ref    atomic.Pointer[storage.Series]
 	buf    *byte  // the key's first byte; the ID's follow unless shared
@@ -71,10 +84,25 @@ type cachedSeries struct {
 	gen    uint8 // the generation it is in; guarded by the cache's mu
 	// idIsKey: the key is the ID, copied (ref's when idLen is 0)
 	idIsKey bool
+	// formed: buf[:keyLen] is the ID (idIsKey is set too), and the label
+	// bytes the entry was decoded from are its form, not kept
+	formed bool
 }
 
-// key returns the label bytes the entry was decoded from.
+// key returns the bytes a hit is checked against: the label bytes the
+// entry was decoded from, or, formed, the ID they are the form of.
 func (e *cachedSeries) key() []byte { return unsafe.Slice(e.buf, e.keyLen) }
+
+// matches reports whether raw are the label bytes the entry was decoded
+// from. It is small enough to be inlined into lookup's loop: a hit pays
+// no call besides the comparison's.
+func (e *cachedSeries) matches(raw []byte) bool {
+	k := unsafe.Slice(e.buf, e.keyLen)
+	if e.formed {
+		return labelsAreID(raw, k)
+	}
+	return string(raw) == string(k)
+}
 
 // idOf returns the series' ID, given ref = e.ref.Load() (the caller loads
 // it once for both).
@@ -122,7 +150,7 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, entries []*ca
 		if e == nil {
 			continue
 		}
-		if !bytes.Equal(keys[i].Raw, e.key()) {
+		if !e.matches(keys[i].Raw) {
 			entries[i] = nil
 			continue
 		}
@@ -142,7 +170,7 @@ func (c *seriesCache) lookupOne(key []byte, h uint64) (e *cachedSeries, promote 
 	if e == nil {
 		e = c.old[h]
 	}
-	if e == nil || !bytes.Equal(key, e.key()) {
+	if e == nil || !e.matches(key) {
 		return nil, false
 	}
 	return e, e.gen != c.gen
@@ -159,15 +187,24 @@ type newSeries struct {
 // to id in shard and which was written to ref (nil if not written
 // locally). The ID is not copied when ref holds it: the series' ID is
 // immutable, and with a million series a second copy of every ID was a
-// tenth of the node's heap. Otherwise key and id are copied, side by side
-// in one allocation; once when key is id (remote write 2.0 keys series by
-// ID). Keys and IDs are far below 4 GiB (the label limits bound them).
+// tenth of the node's heap. Nor is key when it is the ID's form (remote
+// write 1.0 labels sent sorted): the entry is formed. Otherwise key and id
+// are copied, side by side in one allocation; once when key is id (remote
+// write 2.0 keys series by ID). Keys and IDs are far below 4 GiB (the
+// label limits bound them).
 func entry(key, id []byte, shard uint32, ref *storage.Series) *cachedSeries {
 	sameBytes := len(key) == len(id) && len(id) > 0 && &key[0] == &id[0]
 	e := &cachedSeries{shard: shard}
 	e.ref.Store(ref)
 	var buf []byte
 	switch {
+	case !sameBytes && len(id) > 0 && labelsAreID(key, id):
+		if ref != nil && bytes.Equal(ref.ID(), id) {
+			buf = ref.ID()
+		} else {
+			buf = append([]byte(nil), id...)
+		}
+		e.keyLen, e.idIsKey, e.formed = uint32(len(id)), true, true
 	case ref != nil && bytes.Equal(ref.ID(), id) && sameBytes:
 		buf = ref.ID() // key, and ID at offset 0
 		e.keyLen = uint32(len(id))

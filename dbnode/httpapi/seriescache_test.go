@@ -124,6 +124,30 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, code, msg)
 	require.Equal(t, []int64{now - 500}, readIDs(t, f, yID, now-5000, now))
 	require.Empty(t, readIDs(t, f, zID, now-5000, now))
+
+	// The same poison with an entry that keeps no bytes of its own (z
+	// written to storage, its sorted labels the form of its ID): y's bytes
+	// are compared with the form of z's ID, and are not it.
+	code, msg = post(t, url, writeBody(t, ts("up", now-400, 1, prompb.Label{Name: "job", Value: "z"})))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	code, msg = post(t, url, writeBody(t, ts("up", now-350, 1, prompb.Label{Name: "job", Value: "z"})))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	require.NotNil(t, rec.last()[0].Ref, "z's sorted labels hit its entry")
+	var ze *cachedSeries
+	f.api.series.view(func() { ze, _ = f.api.series.lookupOne(zRaw, remote.KeyHash(zRaw)) })
+	require.NotNil(t, ze)
+	require.True(t, ze.formed, "z's entry keeps no copy of its label bytes")
+	require.Same(t, &ze.ref.Load().ID()[0], ze.buf, "z's entry points at its series' ID")
+	f.api.series.update([]newSeries{{h: remote.KeyHash(yRaw), e: ze}})
+	f.api.series.view(func() {
+		e, _ := f.api.series.lookupOne(yRaw, remote.KeyHash(yRaw))
+		require.Nil(t, e, "y's bytes miss z's entry under y's hash")
+	})
+	code, msg = post(t, url, writeBody(t, ts("up", now-300, 8, prompb.Label{Name: "job", Value: "y"})))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	require.Nil(t, rec.last()[0].Ref, "a miss")
+	require.Equal(t, []int64{now - 500, now - 300}, readIDs(t, f, yID, now-5000, now))
+	require.Equal(t, []int64{now - 400, now - 350}, readIDs(t, f, zID, now-5000, now))
 }
 
 // The cache holds at most two generations of its size: older series age
@@ -163,9 +187,13 @@ func TestSeriesCacheIgnoresRefusedRequests(t *testing.T) {
 
 // A cached series written to this node's storage keeps the storage
 // series' ID instead of a copy of its own (one ID copy less per series),
-// and still hits with the same ID.
+// and, its labels sent sorted as Prometheus does, no copy of its label
+// bytes either; it still hits with the same ID, and other label bytes
+// (the same labels unsorted) miss it.
 func TestSeriesCacheSharesStorageID(t *testing.T) {
 	f := newFixture(t, 32<<20)
+	rec := &recording{Local: Local{DB: f.db}}
+	f.api.SetBackend(rec)
 	now := time.Now().UnixMilli()
 	url := f.srv.URL + "/api/v1/prom/remote/write"
 	body := writeBody(t, ts("up", now-2000, 1, prompb.Label{Name: "job", Value: "a"}))
@@ -185,41 +213,77 @@ func TestSeriesCacheSharesStorageID(t *testing.T) {
 	id := e.idOf(ref)
 	require.Equal(t, ref.ID(), id)
 	require.Same(t, &ref.ID()[0], &id[0], "the entry shares the series' ID bytes")
-	require.Zero(t, e.idLen, "the entry holds only the key")
-	require.NotEqual(t, e.key(), id)
+	require.True(t, e.formed, "sorted labels: the entry keeps no copy of them")
+	require.Same(t, &ref.ID()[0], e.buf, "the entry's bytes are the series' ID")
 
 	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 2, prompb.Label{Name: "job", Value: "a"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
+	require.Same(t, ref, rec.last()[0].Ref, "the sorted labels hit the entry")
 	a := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("a")}})
 	require.Equal(t, []int64{now - 2000, now - 1000}, readIDs(t, f, a, now-5000, now))
+
+	// The same labels in another order are other bytes: a miss, then an
+	// entry of their own that keeps them.
+	unsorted := prompb.TimeSeries{Labels: []prompb.Label{{Name: "job", Value: "a"}, {Name: "__name__", Value: "up"}},
+		Samples: []prompb.Sample{{Timestamp: now - 500, Value: 3}}}
+	code, msg = post(t, url, writeBody(t, unsorted))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	require.Nil(t, rec.last()[0].Ref, "other label bytes miss")
+	require.Equal(t, 2, f.api.series.len())
+	require.Equal(t, []int64{now - 2000, now - 1000, now - 500}, readIDs(t, f, a, now-5000, now))
 }
 
-// Every way an entry is built gives back its key and ID: with the ID
-// shared with storage or copied, with the key the ID (2.0) or not.
+// Every way an entry is built gives back its ID and recognises its label
+// bytes and only them: with the ID shared with storage or copied, with the
+// key the ID's form (sorted 1.0 labels: formed), the ID itself (2.0) or
+// other bytes.
 func TestSeriesCacheEntryForms(t *testing.T) {
 	db := storagetest.Open(t, 4, nil)
-	id := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}})
+	id := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("x")}})
 	now := time.Now().UnixMilli()
 	batch := []storage.Sample{{ID: id, Shard: 1, T: now, V: 1}}
 	require.NoError(t, db.WriteBatch("default", batch))
 	ref := batch[0].Ref
 	require.NotNil(t, ref)
+	sorted := wireLabels(t, prompb.Label{Name: "__name__", Value: "up"}, prompb.Label{Name: "job", Value: "x"})
+	unsorted := wireLabels(t, prompb.Label{Name: "job", Value: "x"}, prompb.Label{Name: "__name__", Value: "up"})
 	key := []byte("label bytes on the wire")
 	otherID := append([]byte(nil), id...)
 	for name, tc := range map[string]struct {
 		key, id []byte
 		ref     *storage.Series
+		formed  bool
 	}{
-		"key, shared ID":    {key, otherID, ref},
-		"key, copied ID":    {key, otherID, nil},
-		"key is ID, shared": {otherID, otherID, ref},
-		"key is ID, copied": {otherID, otherID, nil},
+		"key, shared ID":      {key, otherID, ref, false},
+		"key, copied ID":      {key, otherID, nil, false},
+		"unsorted, shared ID": {unsorted, otherID, ref, false},
+		"sorted, shared ID":   {sorted, otherID, ref, true},
+		"sorted, copied ID":   {sorted, otherID, nil, true},
+		"key is ID, shared":   {otherID, otherID, ref, false},
+		"key is ID, copied":   {otherID, otherID, nil, false},
 	} {
 		e := entry(tc.key, tc.id, 7, tc.ref)
-		require.Equal(t, tc.key, e.key(), name)
-		if tc.ref != nil && &tc.key[0] == &tc.id[0] {
+		require.Equal(t, tc.formed, e.formed, name)
+		require.True(t, e.matches(tc.key), name)
+		for _, other := range [][]byte{sorted, unsorted, key, otherID, nil, []byte("x")} {
+			if string(other) != string(tc.key) {
+				require.False(t, e.matches(other), "%s: %q", name, other)
+			}
+		}
+		switch {
+		case tc.formed:
+			require.Equal(t, id, e.key(), "%s: a formed entry holds the ID alone", name)
+			require.NotSame(t, &tc.key[0], e.buf, name)
+			if tc.ref != nil {
+				require.Same(t, &tc.ref.ID()[0], e.buf, "%s: the storage series' ID", name)
+			} else {
+				require.NotSame(t, &tc.id[0], e.buf, "%s: a copy of the ID", name)
+			}
+		case tc.ref != nil && &tc.key[0] == &tc.id[0]:
+			require.Equal(t, tc.key, e.key(), name)
 			require.Same(t, &tc.ref.ID()[0], &e.key()[0], "%s: the key is the storage series' ID", name)
-		} else {
+		default:
+			require.Equal(t, tc.key, e.key(), name)
 			require.NotSame(t, &tc.key[0], &e.key()[0], "%s: the key is a copy", name)
 		}
 		require.Equal(t, id, e.idOf(e.ref.Load()), name)
