@@ -37,6 +37,11 @@ func labelsAreID(raw, id []byte) bool {
 	// value lengths, so little of a label's work waits for the one before.
 	// The ID's lengths are checked by comparing them with raw's: each
 	// segment compared includes its length byte.
+	// Bounds: each label's header is three bytes longer in raw than in
+	// the ID, so at every segment i >= j+3; the unchecked word loads of
+	// segmentEqual and shortSegmentEqual (load64, no bounds checks on
+	// amd64/arm64) stay inside both buffers only because of that. A change
+	// to the headers compared here must keep it.
 	i, j := 0, 0 // raw[i:] and id[j:] are left to compare
 	for i < len(raw) {
 		if len(raw)-i < 8 {
