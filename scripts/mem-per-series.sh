@@ -81,23 +81,8 @@ trap 'exit 130' INT TERM
 
 rss() { awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$1/status"; }
 
-# wait_up URL PATH LOG: poll URL/PATH for up to 120 s, failing at once if
-# the store exited.
-wait_up() {
-	local i
-	for i in $(seq 1 1200); do
-		curl -fsS -o /dev/null "$1$2" 2>/dev/null && return 0
-		if ! kill -0 "$pid" 2>/dev/null; then
-			echo "exited before it was up: $1" >&2
-			tail -5 "$3" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
-	echo "not up after 120 s: $1" >&2
-	tail -5 "$3" >&2
-	return 1
-}
+# ticks and wait_up
+. "$(dirname "$0")/storelib.sh"
 
 # settle: SETTLE seconds, then until three readings 5 s apart are within
 # 1% of each other, or SETTLE_MAX seconds in all; prints the last VmRSS
@@ -118,9 +103,6 @@ settle() {
 	done
 	echo "$c $waited"
 }
-
-# ticks PID: the process' CPU so far (utime+stime), in clock ticks.
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 run() { # run STORE ROUND -> prints "rss_bytes settle_s heap_bytes ingest_ticks"
 	local who=$1 dir=$work/$1-$2 url heap=- t0
@@ -143,12 +125,12 @@ etcd:
 EOF
 		"$TESSERA" node -f "$dir/node.yml" >"$dir/node.log" 2>&1 &
 		pid=$!
-		wait_up "$T_URL" /ready "$dir/node.log"
+		wait_up "$T_URL" /ready "$dir/node.log" "$pid"
 		url=$T_URL
 	else
 		"$VM" -storageDataPath "$dir/data" -httpListenAddr "127.0.0.1:$((PORT + 5))" >"$dir/vm.log" 2>&1 &
 		pid=$!
-		wait_up "$V_URL" /health "$dir/vm.log"
+		wait_up "$V_URL" /health "$dir/vm.log" "$pid"
 		url=$V_URL/api/v1/write
 	fi
 	t0=$(ticks "$pid")

@@ -67,32 +67,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# ticks PID: utime+stime of the process in clock ticks (fields 14 and 15
-# of /proc/PID/stat, the 12th and 13th after the command name's ')').
-ticks() {
-	local s
-	s=$(cat "/proc/$1/stat")
-	s=${s##*) }
-	awk '{print $12 + $13}' <<<"$s"
-}
-
-# wait_up URL PATH LOG PID: poll URL/PATH for up to 120 s, failing at once
-# if the process exited.
-wait_up() {
-	local i
-	for i in $(seq 1 1200); do
-		curl -fsS -o /dev/null "$1$2" 2>/dev/null && return 0
-		if ! kill -0 "$4" 2>/dev/null; then
-			echo "exited before it was up: $1" >&2
-			tail -5 "$3" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
-	echo "not up after 120 s: $1" >&2
-	tail -5 "$3" >&2
-	return 1
-}
+# ticks and wait_up
+. "$(dirname "$0")/storelib.sh"
 
 # instant URL QUERY TIME: the scalar value of an instant query's first
 # result, or empty.
