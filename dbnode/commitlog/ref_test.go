@@ -47,18 +47,7 @@ func TestSeriesRefDefinesOncePerFile(t *testing.T) {
 			require.NoError(t, l.Write(b))
 			require.NoError(t, l.Close())
 
-			files := l.Files()
-			require.Len(t, files, 2)
-			for _, f := range files {
-				raw, err := os.ReadFile(f.Path)
-				require.NoError(t, err)
-				for _, id := range ids {
-					require.Equal(t, 1, bytes.Count(raw, id), "%s defined once in %s", id, f.Path)
-				}
-			}
-			got, stats := reopen(t, opts)
-			require.Zero(t, stats.CorruptTails)
-			require.Equal(t, toRecs(written...), got)
+			requireDefinedOnceAndReplayed(t, l, opts, ids, written)
 		})
 	}
 }
@@ -116,6 +105,14 @@ func TestSeriesRefGenerationsExhausted(t *testing.T) {
 	require.NoError(t, l.Close())
 	require.Equal(t, []SeriesRef{stale, {}}, refs, "refs are not written without a generation")
 
+	requireDefinedOnceAndReplayed(t, l, opts, ids, written)
+}
+
+// requireDefinedOnceAndReplayed checks that each of the log's two files
+// defines every ID exactly once and that replay gives back what was
+// written, unharmed.
+func requireDefinedOnceAndReplayed(t *testing.T, l *Log, opts Options, ids [][]byte, written [][]Entry) {
+	t.Helper()
 	files := l.Files()
 	require.Len(t, files, 2)
 	for _, f := range files {
