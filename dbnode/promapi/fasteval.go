@@ -53,6 +53,7 @@ type fastStats struct {
 	// aggregated counts the computed selectors that stood for a sum or
 	// count (fastSet.aggregate).
 	aggregated atomic.Int64
+	binops     atomic.Int64 // binary operators computed (fastbinop.go)
 }
 
 // steps is the number of evaluation steps.

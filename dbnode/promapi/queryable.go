@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -77,6 +78,9 @@ func (q *querier) selectFast(ctx context.Context, sorted bool, matchers []*label
 	for i, m := range matchers {
 		if m.Name != q.fast.marker {
 			continue
+		}
+		if strings.HasPrefix(m.Value, binPrefix) {
+			return q.selectBinary(ctx, sorted, m.Value)
 		}
 		spec, err := parseFastSpec(m.Value)
 		if err != nil {

@@ -96,7 +96,7 @@ func (p fastParser) ParseExpr(input string) (parser.Expr, error) {
 	if err != nil {
 		return expr, err
 	}
-	return p.rewrite(expr, true), nil
+	return p.rewriteBinary(p.rewrite(expr, true)), nil
 }
 
 // rewrite returns e with its eligible calls replaced; safe says whether
