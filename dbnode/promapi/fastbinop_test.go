@@ -340,3 +340,30 @@ func TestFastBinaryComparisonCatchesErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestFastBinaryLimits: an operator's results count against the samples
+// limit with its operands' (the engine copies them into its matrix):
+// past half the limit the fast path declines and the engine answers, as
+// for a marked selector.
+func TestFastBinaryLimits(t *testing.T) {
+	q := ranged(`a * 2`, testBase, testBase+30*60_000, "15")
+	// n: the points of a (and of a * 2) at the query's steps.
+	_, body := rawGet(t, newBackendPair(t, binData(), Options{}).plain.URL+"/api/v1/query_range?"+q.Encode())
+	n := strings.Count(body, "],[") + strings.Count(body, `"values":[[`)
+	require.Greater(t, n, 500)
+	for _, tc := range []struct {
+		maxSamples int
+		declined   bool
+	}{
+		{100 * n, false},
+		// a's step values (n and the gaps' StaleNaNs, under 1.5n) fit
+		// under half the limit; with the results' n they pass it.
+		{3 * n, true},
+	} {
+		pair := newBackendPair(t, binData(), Options{MaxSamples: tc.maxSamples})
+		require.Equal(t, body, pair.same(t, "/api/v1/query_range", q), "maxSamples %d", tc.maxSamples)
+		require.Positive(t, pair.api.fastStats.computed.Load(), "maxSamples %d: the operand is the fast path's", tc.maxSamples)
+		require.Equal(t, tc.declined, pair.api.fastStats.declined.Load() > 0, "maxSamples %d", tc.maxSamples)
+		require.Equal(t, !tc.declined, pair.api.fastStats.binops.Load() > 0, "maxSamples %d", tc.maxSamples)
+	}
+}

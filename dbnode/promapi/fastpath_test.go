@@ -139,6 +139,21 @@ func fastQueries(start int64) []string {
 		`avg_over_time({__name__=~"node_temp|odd_values"}[5m])`,
 		`avg_over_time(node_temp[5m] offset 5m)`,
 		`last_over_time(node_temp[5m])`,
+		// Arithmetic operators the fast path computes (fastbinop.go):
+		// staleness, scrape intervals that differ, series longer apart
+		// than the lookback, special values, escaped labels; native
+		// histograms in an operand (fall back).
+		`stale_metric / on (instance) node_temp`,
+		`node_temp - on (instance) avg by (instance) (node_temp)`,
+		`1 - sparse_metric / 100`,
+		`odd_values % 3`,
+		`odd_values ^ odd_values`,
+		`100 * (1 - stale_metric / ignoring (instance) stale_metric)`,
+		`jobs_done_total / jobs_done_total`,
+		`request_duration_seconds_sum / request_duration_seconds_count`,
+		`rate(request_duration_seconds_sum[5m]) / on (job, instance) rate(request_duration_seconds_count[5m])`,
+		`mixed_metric * 2`,
+		`mixed_metric / on (instance) node_temp`,
 	}
 }
 
@@ -282,6 +297,7 @@ func TestFastPathMatchesEngine(t *testing.T) {
 	computed, declined := pair.api.fastStats.computed.Load(), pair.api.fastStats.declined.Load()
 	t.Logf("%d requests, %d non-empty; fast path computed %d selectors, declined %d queries", len(cases), nonEmpty, computed, declined)
 	require.Greater(t, computed, minComputed, "the fast path must actually run")
+	require.Positive(t, pair.api.fastStats.binops.Load(), "binary operators too")
 	require.Greater(t, declined, minDeclined, "native histograms must go the engine's way")
 	require.Greater(t, nonEmpty, len(cases)*2/3)
 }
