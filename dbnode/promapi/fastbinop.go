@@ -19,8 +19,8 @@ import (
 )
 
 // Binary operators on the fast path. A query whose outermost expression
-// (parentheses aside) is an arithmetic operator over operands the fast
-// path computes (marked selectors: instant selectors, rates, sum/count/avg
+// (parentheses aside) is an arithmetic or comparison operator over
+// operands the fast path computes (marked selectors: instant selectors, rates, sum/count/avg
 // by) and number literals, e.g. `a / b` or `1 - avg by (i) (rate(x[5m]))`,
 // is rewritten as a whole into one marked selector whose marker carries
 // the operation (binPlan). The querier computes the operands as it
@@ -36,10 +36,14 @@ import (
 //     __name__, __type__, __unit__;
 //   - a point where either side has no value yields none;
 //   - the value is the engine's single float operation on the same
-//     operands (binOps), so NaN and infinities come out as they would;
-//   - result labels: the left side's without __name__, __type__ and
-//     __unit__, then on() keeps the listed labels and ignoring() deletes
-//     them; vector-scalar drops the metadata labels;
+//     operands (binOps), so NaN and infinities come out as they would; a
+//     comparison (binCmps) keeps the vector's value (the left one between
+//     vectors) where it holds and drops the point where not, or with bool
+//     is 1 or 0 at every point;
+//   - result labels: the left side's, without __name__, __type__ and
+//     __unit__ for arithmetic and bool, then on() keeps the listed labels
+//     and ignoring() deletes them; vector-scalar drops the metadata
+//     labels for arithmetic and bool, and keeps them all for a filter;
 //   - results in the left side's order, the order the engine's instant
 //     evaluation gives (a range result is sorted by the engine).
 //
@@ -49,9 +53,8 @@ import (
 // equal labels (the engine's many-to-many, many-to-one and "same
 // labelset" errors, or its merge of such series across steps), a read
 // error in an operand, a result that is bit for bit a StaleNaN. Not
-// rewritten at all: comparisons (filtering, bool), set operators,
-// group_left/group_right, fill modifiers, scalar-scalar operators,
-// operators under any other expression (the engine's range evaluation of
+// rewritten at all: set operators, group_left/group_right, fill
+// modifiers, scalar-scalar operators, operators under any other expression (the engine's range evaluation of
 // a binary operator yields its series in Go map order, so a parent that
 // depends on their order would see another order).
 
@@ -73,10 +76,23 @@ var binOps = map[parser.ItemType]func(l, r float64) float64{
 	parser.ATAN2: math.Atan2,
 }
 
-// binPlan is a binary operator the querier computes: Op between L and R,
-// with vector-vector matching On (else ignoring) Labels.
+// binCmps are the comparison operators the fast path computes, each the
+// engine's float comparison; replaceable by tests as binOps.
+var binCmps = map[parser.ItemType]func(l, r float64) bool{
+	parser.EQLC: func(l, r float64) bool { return l == r },
+	parser.NEQ:  func(l, r float64) bool { return l != r },
+	parser.GTR:  func(l, r float64) bool { return l > r },
+	parser.LSS:  func(l, r float64) bool { return l < r },
+	parser.GTE:  func(l, r float64) bool { return l >= r },
+	parser.LTE:  func(l, r float64) bool { return l <= r },
+}
+
+// binPlan is a binary operator the querier computes: Op (with bool, for a
+// comparison, when Bool) between L and R, with vector-vector matching On
+// (else ignoring) Labels.
 type binPlan struct {
 	Op     parser.ItemType `json:"op"`
+	Bool   bool            `json:"bool,omitempty"`
 	On     bool            `json:"on,omitempty"`
 	Labels []string        `json:"labels,omitempty"`
 	L      binOperand      `json:"l"`
@@ -133,11 +149,12 @@ func unparen(e parser.Expr) parser.Expr {
 // binPlan returns the plan of be, false when the fast path leaves it to
 // the engine.
 func (p fastParser) binPlan(be *parser.BinaryExpr) (*binPlan, bool) {
-	if _, ok := binOps[be.Op]; !ok || be.ReturnBool {
+	_, arith := binOps[be.Op]
+	if _, cmp := binCmps[be.Op]; !arith && !cmp {
 		return nil, false
 	}
 	lt, rt := be.LHS.Type(), be.RHS.Type()
-	plan := &binPlan{Op: be.Op}
+	plan := &binPlan{Op: be.Op, Bool: be.ReturnBool}
 	switch {
 	case lt == parser.ValueTypeVector && rt == parser.ValueTypeVector:
 		m := be.VectorMatching
@@ -258,9 +275,9 @@ func (s *binSet) account() error {
 
 // eval computes plan's result series, in the engine's order.
 func (s *binSet) eval(plan *binPlan) ([]fastSeries, error) {
-	op, known := binOps[plan.Op]
-	if !known {
-		return nil, fmt.Errorf("fast path marker: binary operator %q not computed", plan.Op)
+	elem, err := binElem(plan)
+	if err != nil {
+		return nil, err
 	}
 	lhs, lnum, err := s.operand(plan.L)
 	if err != nil {
@@ -277,13 +294,13 @@ func (s *binSet) eval(plan *binPlan) ([]fastSeries, error) {
 	)
 	switch {
 	case plan.L.Num == nil && plan.R.Num == nil:
-		if out, err = binVectors(op, plan, lhs, rhs, steps); err != nil {
+		if out, err = binVectors(elem, plan, lhs, rhs, steps); err != nil {
 			return nil, err
 		}
 	case plan.L.Num == nil:
-		out, ok = binScalar(lhs, steps, func(v float64) float64 { return op(v, rnum) })
+		out, ok = binScalar(lhs, steps, dropsSchema(plan), func(v float64) (float64, bool) { return elem(v, rnum, v) })
 	case plan.R.Num == nil:
-		out, ok = binScalar(rhs, steps, func(v float64) float64 { return op(lnum, v) })
+		out, ok = binScalar(rhs, steps, dropsSchema(plan), func(v float64) (float64, bool) { return elem(lnum, v, v) })
 	default:
 		return nil, errors.New("fast path marker: binary operator between two numbers")
 	}
@@ -296,6 +313,35 @@ func (s *binSet) eval(plan *binPlan) ([]fastSeries, error) {
 		return nil, errFallback
 	}
 	return out, nil
+}
+
+// binElem is the plan's operation on two values: its result and whether
+// there is one. vec is the vector's value (the left one between vectors),
+// which a comparison without bool keeps where it holds.
+func binElem(plan *binPlan) (func(l, r, vec float64) (float64, bool), error) {
+	if op, ok := binOps[plan.Op]; ok {
+		return func(l, r, _ float64) (float64, bool) { return op(l, r), true }, nil
+	}
+	cmp, ok := binCmps[plan.Op]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("fast path marker: binary operator %q not computed", plan.Op)
+	case plan.Bool:
+		return func(l, r, _ float64) (float64, bool) {
+			if cmp(l, r) {
+				return 1, true
+			}
+			return 0, true
+		}, nil
+	}
+	return func(l, r, vec float64) (float64, bool) { return vec, cmp(l, r) }, nil
+}
+
+// dropsSchema reports whether the plan's results lose the name and the
+// metadata labels (the engine's changesMetricSchema, or bool).
+func dropsSchema(plan *binPlan) bool {
+	_, arith := binOps[plan.Op]
+	return arith || plan.Bool
 }
 
 // operand computes o: its series, or its number.
@@ -349,7 +395,8 @@ func (s *binSet) operand(o binOperand) ([]fastSeries, float64, error) {
 // binVectors is the engine's VectorBinop with one-to-one matching at
 // every step: each left series with its right series of the same
 // signature, in the left side's order.
-func binVectors(op func(l, r float64) float64, plan *binPlan, lhs, rhs []fastSeries, steps int) ([]fastSeries, error) {
+func binVectors(elem func(l, r, vec float64) (float64, bool), plan *binPlan, lhs, rhs []fastSeries, steps int) ([]fastSeries, error) {
+	drop := dropsSchema(plan)
 	sig := binSignature(plan.On, plan.Labels)
 	right := make(map[string]int, len(rhs))
 	for j := range rhs {
@@ -372,16 +419,18 @@ func binVectors(op func(l, r float64) float64, plan *binPlan, lhs, rhs []fastSer
 			return nil, errFallback // many-to-one without group_left, if both have a value at a step
 		}
 		matched[k] = true
-		vals, first, ok := binSteps(&lhs[i], &rhs[j], steps, op)
+		vals, first, ok := binSteps(&lhs[i], &rhs[j], steps, elem)
 		if !ok {
 			return nil, errFallback // a result would read as a gap
 		}
 		if vals == nil {
 			continue
 		}
-		// resultMetric for an operator that changes the metric's schema.
+		// resultMetric.
 		lb.Reset(lhs[i].lset)
-		schema.Metadata{}.SetToLabels(lb)
+		if drop {
+			schema.Metadata{}.SetToLabels(lb)
+		}
 		if plan.On {
 			lb.Keep(plan.Labels...)
 		} else {
@@ -410,7 +459,7 @@ func binSignature(on bool, matching []string) func(labels.Labels) string {
 // and after the last unless at the last step); nil when no step has one.
 // false when a result is bit for bit a StaleNaN, which would read as a
 // gap.
-func binSteps(l, r *fastSeries, steps int, op func(l, r float64) float64) ([]float64, int, bool) {
+func binSteps(l, r *fastSeries, steps int, elem func(l, r, vec float64) (float64, bool)) ([]float64, int, bool) {
 	lo := max(l.first, r.first)
 	hi := min(l.first+len(l.vals), r.first+len(r.vals))
 	var (
@@ -422,7 +471,10 @@ func binSteps(l, r *fastSeries, steps int, op func(l, r float64) float64) ([]flo
 		if value.IsStaleNaN(lv) || value.IsStaleNaN(rv) {
 			continue
 		}
-		v := op(lv, rv)
+		v, ok := elem(lv, rv, lv)
+		if !ok {
+			continue // a comparison that does not hold
+		}
 		if value.IsStaleNaN(v) {
 			return nil, 0, false
 		}
@@ -432,9 +484,10 @@ func binSteps(l, r *fastSeries, steps int, op func(l, r float64) float64) ([]flo
 }
 
 // binScalar is the engine's VectorscalarBinop at every step: f of each
-// value, the metadata labels dropped, in the vector's order; false when a
+// value, the metadata labels dropped when drop, in the vector's order;
+// false when a
 // result is bit for bit a StaleNaN.
-func binScalar(in []fastSeries, steps int, f func(float64) float64) ([]fastSeries, bool) {
+func binScalar(in []fastSeries, steps int, drop bool, f func(float64) (float64, bool)) ([]fastSeries, bool) {
 	out := make([]fastSeries, 0, len(in))
 	for i := range in {
 		s := &in[i]
@@ -446,7 +499,10 @@ func binScalar(in []fastSeries, steps int, f func(float64) float64) ([]fastSerie
 			if value.IsStaleNaN(v) {
 				continue
 			}
-			r := f(v)
+			r, ok := f(v)
+			if !ok {
+				continue
+			}
 			if value.IsStaleNaN(r) {
 				return nil, false
 			}
@@ -455,7 +511,11 @@ func binScalar(in []fastSeries, steps int, f func(float64) float64) ([]fastSerie
 		if vals = binEnd(vals, first, steps); vals == nil {
 			continue
 		}
-		out = append(out, fastSeries{lset: s.lset.DropReserved(schema.IsMetadataLabel), vals: vals, first: first})
+		lset := s.lset
+		if drop {
+			lset = lset.DropReserved(schema.IsMetadataLabel)
+		}
+		out = append(out, fastSeries{lset: lset, vals: vals, first: first})
 	}
 	return out, true
 }

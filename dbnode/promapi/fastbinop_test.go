@@ -74,39 +74,41 @@ func TestFastBinaryRewrite(t *testing.T) {
 		bin   bool
 		specs int
 	}{
-		`a / b`:                          {true, 2},
-		`(a / b)`:                        {true, 2},
-		`1 - a`:                          {true, 1},
-		`a * 100`:                        {true, 1},
-		`a / on (i) b`:                   {true, 2},
-		`a / on () b`:                    {true, 2},
-		`a / ignoring (j) b`:             {true, 2},
-		`a % b`:                          {true, 2},
-		`a ^ 2`:                          {true, 1},
-		`a atan2 b`:                      {true, 2},
-		`100 * (1 - a / b)`:              {true, 2},
-		`(a - b) / (a + b)`:              {true, 4},
-		`rate(a_total[5m]) / b`:          {true, 2},
-		`1 - avg by (i) (rate(x[5m]))`:   {true, 1},
-		`sum by (i) (a) / count(b)`:      {true, 2},
-		`a > b`:                          {false, 2},
-		`a > bool b`:                     {false, 2},
-		`a == 1`:                         {false, 1},
-		`a and b`:                        {false, 2},
-		`a or b`:                         {false, 2},
-		`a unless b`:                     {false, 2},
-		`a / on (i) group_left b`:        {false, 2},
-		`a / on (i) group_right (j) b`:   {false, 2},
-		`1 + 2`:                          {false, 0},
-		`sum(a / b)`:                     {false, 2},
-		`abs(a - b)`:                     {false, 2},
-		`-a + b`:                         {false, 2},
-		`a / b offset 1m`:                {false, 1},
-		`a / scalar(b)`:                  {false, 1},
-		`max by (i) (a) / b`:             {false, 2},
-		`histogram_quantile(0.9, a) * 2`: {false, 1},
-		`a + (b > 1)`:                    {false, 2},
-		`time() - a`:                     {false, 1},
+		`a / b`:                            {true, 2},
+		`(a / b)`:                          {true, 2},
+		`1 - a`:                            {true, 1},
+		`a * 100`:                          {true, 1},
+		`a / on (i) b`:                     {true, 2},
+		`a / on () b`:                      {true, 2},
+		`a / ignoring (j) b`:               {true, 2},
+		`a % b`:                            {true, 2},
+		`a ^ 2`:                            {true, 1},
+		`a atan2 b`:                        {true, 2},
+		`100 * (1 - a / b)`:                {true, 2},
+		`(a - b) / (a + b)`:                {true, 4},
+		`rate(a_total[5m]) / b`:            {true, 2},
+		`1 - avg by (i) (rate(x[5m]))`:     {true, 1},
+		`sum by (i) (a) / count(b)`:        {true, 2},
+		`a > b`:                            {true, 2},
+		`a > bool b`:                       {true, 2},
+		`a == 1`:                           {true, 1},
+		`2 <= bool a`:                      {true, 1},
+		`a and b`:                          {false, 2},
+		`a or b`:                           {false, 2},
+		`a unless b`:                       {false, 2},
+		`a / on (i) group_left b`:          {false, 2},
+		`a / on (i) group_right (j) b`:     {false, 2},
+		`1 + 2`:                            {false, 0},
+		`sum(a / b)`:                       {false, 2},
+		`abs(a - b)`:                       {false, 2},
+		`-a + b`:                           {false, 2},
+		`a / b offset 1m`:                  {false, 1},
+		`a / scalar(b)`:                    {false, 1},
+		`max by (i) (a) / b`:               {false, 2},
+		`histogram_quantile(0.9, a) * 2`:   {false, 1},
+		`a + (b > 1)`:                      {true, 2},
+		`a + on (i) group_left () (b > 1)`: {false, 2},
+		`time() - a`:                       {false, 1},
 	} {
 		e, err := fp.ParseExpr(q)
 		require.NoError(t, err, q)
@@ -233,7 +235,28 @@ func TestFastBinaryMatchesEngine(t *testing.T) {
 			fmt.Sprintf("b %s ignoring (__type__) g", op),
 		)
 	}
+	for _, op := range []string{"==", "!=", ">", "<", ">=", "<="} {
+		for _, b := range []string{"", " bool"} {
+			op := op + b
+			fast = append(fast,
+				fmt.Sprintf("a %s b", op),
+				fmt.Sprintf("a %s on (i, j) b", op),
+				fmt.Sprintf("c %s ignoring (side) a", op),
+				fmt.Sprintf("a{j=\"1\"} %s on (i) d", op),
+				fmt.Sprintf("a %s 2.5", op),
+				fmt.Sprintf("0 %s b", op),
+				fmt.Sprintf("a %s NaN", op),
+				fmt.Sprintf("-Inf %s a", op),
+				fmt.Sprintf("g %s 0", op),
+				fmt.Sprintf("g %s ignoring (__type__) a", op),
+			)
+		}
+	}
 	fast = append(fast,
+		`a > 0 < 5`,
+		`(a - b) > bool 0`,
+		`(a > 1) * 10`,
+		`100 * (1 - a / b) >= 50`,
 		`1 - a / b`,
 		`100 * (1 - a / on (i, j) c)`,
 		`(a - b) / (a + b)`,
@@ -249,14 +272,16 @@ func TestFastBinaryMatchesEngine(t *testing.T) {
 	)
 	// The engine's errors and merges: the fast path declines them.
 	declined := []string{
-		`a / on (i) d`,          // many-to-one without group_left
-		`d / on (i) a`,          // many on the right
-		`a + on () e`,           // many to one on ()
-		`{__name__=~"a|b"} * 2`, // equal labels once the name goes
+		`{__name__=~"a|b"} > ignoring (side) c`, // two lefts with one signature
+		`{__name__=~"a|b"} > bool 0`,            // equal labels once bool drops the name
+		`a / on (i) d`,                          // many-to-one without group_left
+		`d / on (i) a`,                          // many on the right
+		`a + on () e`,                           // many to one on ()
+		`{__name__=~"a|b"} * 2`,                 // equal labels once the name goes
 		`{__name__=~"a|b"} - ignoring (side) c`,
 	}
 	// Left to the engine from the start (not rewritten): a sample.
-	engine := []string{`a > b`, `a > bool b`, `a and b`, `a / on (i) group_left d`, `-a + b`, `sum(a / b)`}
+	engine := []string{`a and b`, `a or b`, `a unless b`, `a / on (i) group_left d`, `-a + b`, `sum(a / b)`, `sum(a > b)`}
 	var seen strings.Builder
 	for _, q := range fast {
 		before := pair.api.fastStats.binops.Load()
@@ -273,7 +298,11 @@ func TestFastBinaryMatchesEngine(t *testing.T) {
 				nonEmpty++
 			}
 		}
-		require.Greater(t, nonEmpty, 0, "%s: nothing to compare", q)
+		// A filter by NaN or -Inf may hold nowhere.
+		special := strings.Contains(q, "NaN") || strings.Contains(q, "Inf")
+		if _, filter := binCmps[binOpOf(t, q)]; !special || !filter || strings.Contains(q, "bool") {
+			require.Greater(t, nonEmpty, 0, "%s: nothing to compare", q)
+		}
 		require.Equal(t, declinedBefore, pair.api.fastStats.declined.Load(), "%s: must stay on the fast path", q)
 		require.Greater(t, pair.api.fastStats.binops.Load(), before, "%s: computed by the fast path", q)
 	}
@@ -339,6 +368,28 @@ func TestFastBinaryComparisonCatchesErrors(t *testing.T) {
 			require.NotEmpty(t, msg, "a wrong operator must not pass the comparison")
 		})
 	}
+	for name, c := range map[string]struct {
+		query  string
+		op     parser.ItemType
+		broken func(l, r float64) bool
+	}{
+		"> as >=":        {`a > 2.5`, parser.GTR, func(l, r float64) bool { return l >= r }},
+		"!= true of NaN": {`a != bool b`, parser.NEQ, func(l, r float64) bool { return l != r && !math.IsNaN(l) }},
+		"< swapped":      {`a < on (i, j) c`, parser.LSS, func(l, r float64) bool { return r < l }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := ranged(c.query, testBase, testBase+30*60_000, "15")
+			before := pair.api.fastStats.binops.Load()
+			msg, _ := pair.diff(t, "/api/v1/query_range", p)
+			require.Empty(t, msg)
+			require.Greater(t, pair.api.fastStats.binops.Load(), before)
+			right := binCmps[c.op]
+			binCmps[c.op] = c.broken
+			t.Cleanup(func() { binCmps[c.op] = right })
+			msg, _ = pair.diff(t, "/api/v1/query_range", p)
+			require.NotEmpty(t, msg, "a wrong comparison must not pass the comparison")
+		})
+	}
 }
 
 // TestFastBinaryLimits: an operator's results count against the samples
@@ -366,4 +417,13 @@ func TestFastBinaryLimits(t *testing.T) {
 		require.Equal(t, tc.declined, pair.api.fastStats.declined.Load() > 0, "maxSamples %d", tc.maxSamples)
 		require.Equal(t, !tc.declined, pair.api.fastStats.binops.Load() > 0, "maxSamples %d", tc.maxSamples)
 	}
+}
+
+// binOpOf is the operator of query q, a binary operator.
+func binOpOf(t *testing.T, q string) parser.ItemType {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(q)
+	require.NoError(t, err, q)
+	be, ok := unparen(e).(*parser.BinaryExpr)
+	require.True(t, ok, q)
+	return be.Op
 }
