@@ -26,7 +26,8 @@ import (
 // engine one precomputed series per input series, in the order the
 // engine would have produced them, with a stale marker where a step has
 // no value. The engine then does everything else (aggregation, binary
-// operators, topk, histogram_quantile) unchanged, over the same values in
+// operators below the top (fastbinop.go takes the top one), topk,
+// histogram_quantile) unchanged, over the same values in
 // the same order: answers are bit-identical to the unrewritten query's
 // (fastpath_test.go holds them to it).
 //
