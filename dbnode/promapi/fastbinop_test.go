@@ -1,10 +1,12 @@
 package promapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -426,4 +428,31 @@ func binOpOf(t *testing.T, q string) parser.ItemType {
 	be, ok := unparen(e).(*parser.BinaryExpr)
 	require.True(t, ok, q)
 	return be.Op
+}
+
+// TestFastBinarySetSorted: a marked operator asked for sorted series (the
+// engine asks unsorted) answers them sorted, as the plain series set
+// does; unsorted, in the left side's order (memBackend's: newest series
+// first).
+func TestFastBinarySetSorted(t *testing.T) {
+	fp := newFastParser()
+	e, err := fp.ParseExpr(`a / b`)
+	require.NoError(t, err)
+	vs := e.(*parser.VectorSelector)
+	qa := queryable{b: binData(), ns: "default",
+		fast: &fastRange{marker: fp.marker, start: testBase, end: testBase + 30*60_000, stp: 15_000,
+			lookback: 300_000, parallelism: 2, maxSamples: 1 << 30}}
+	q, err := qa.Querier(testBase, testBase+30*60_000)
+	require.NoError(t, err)
+	for _, sorted := range []bool{true, false} {
+		set := q.Select(context.Background(), sorted, nil, vs.LabelMatchers...)
+		var got []labels.Labels
+		for set.Next() {
+			got = append(got, set.At().Labels())
+		}
+		require.NoError(t, set.Err())
+		require.Len(t, got, 6, "a and b share 6 label sets")
+		require.Equal(t, sorted, slices.IsSortedFunc(got, labels.Compare), "sorted %v", sorted)
+		require.Empty(t, got[0].Get(labels.MetricName), "arithmetic drops the name")
+	}
 }
