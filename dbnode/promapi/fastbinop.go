@@ -20,10 +20,10 @@ import (
 
 // Binary operators on the fast path. A query whose outermost expression
 // (parentheses aside) is an arithmetic or comparison operator over
-// operands the fast path computes (marked selectors: instant selectors, rates, sum/count/avg
-// by) and number literals, e.g. `a / b` or `1 - avg by (i) (rate(x[5m]))`,
-// is rewritten as a whole into one marked selector whose marker carries
-// the operation (binPlan). The querier computes the operands as it
+// operands the fast path computes (marked selectors: instant selectors,
+// rates, sum/count/avg by) and number literals, e.g. `a / b` or
+// `1 - avg by (i) (rate(x[5m]))`, is rewritten as a whole into one marked
+// selector whose marker carries the operation (binPlan). The querier computes the operands as it
 // computes any marked selector and then the operator per step, so the
 // engine no longer matches both operands' label signatures and builds
 // result labels at every step of the query (fs_used_ratio: ~4,000 and
@@ -52,11 +52,12 @@ import (
 // signature, two matched series on the left with one, two results with
 // equal labels (the engine's many-to-many, many-to-one and "same
 // labelset" errors, or its merge of such series across steps), a read
-// error in an operand, a result that is bit for bit a StaleNaN. Not
-// rewritten at all: set operators, group_left/group_right, fill
-// modifiers, scalar-scalar operators, operators under any other expression (the engine's range evaluation of
-// a binary operator yields its series in Go map order, so a parent that
-// depends on their order would see another order).
+// error in an operand, a result that is bit for bit a StaleNaN, results
+// past half the samples limit with the operands. Not rewritten at all:
+// set operators, group_left/group_right, fill modifiers, scalar-scalar
+// operators, operators under any other expression (the engine's range
+// evaluation of a binary operator yields its series in Go map order, so
+// a parent that depends on their order would see another order).
 
 // binPrefix starts a marker value that carries a binPlan (JSON) instead
 // of a fastSpec.
@@ -233,8 +234,11 @@ func (s *binSet) Next() bool {
 		if s.out, s.err = s.eval(s.plan); s.err != nil {
 			return false
 		}
-		if s.err = s.account(); s.err != nil {
-			return false
+		if s.sorted {
+			slices.SortFunc(s.out, func(a, b fastSeries) int { return labels.Compare(a.lset, b.lset) })
+		}
+		if r := s.q.fast; r.stats != nil {
+			r.stats.binops.Add(1)
 		}
 		s.i = -1
 	}
@@ -251,24 +255,17 @@ func (s *binSet) At() storage.Series {
 func (s *binSet) Err() error                        { return s.err }
 func (s *binSet) Warnings() annotations.Annotations { return s.warnings }
 
-// account adds the results' points to the query's fast path points (the
-// engine copies them into its matrix; the operands' are there already)
-// and declines past half the samples limit, as fastSet.load does; sorts
-// them when asked, and counts the operator.
-func (s *binSet) account() error {
+// account adds out's points to the query's fast path points and declines
+// past half the samples limit, as fastSet.load does: the engine would
+// have held each operator's results besides its operands' (the
+// operands' are counted already), and copies the last into its matrix.
+func (s *binSet) account(out []fastSeries) error {
 	n := 0
-	for i := range s.out {
-		n += len(s.out[i].vals)
+	for i := range out {
+		n += len(out[i].vals)
 	}
-	r := s.q.fast
-	if int(s.q.fastPoints.Add(int64(n))) > r.maxSamples/2 {
+	if int(s.q.fastPoints.Add(int64(n))) > s.q.fast.maxSamples/2 {
 		return errFallback
-	}
-	if s.sorted {
-		slices.SortFunc(s.out, func(a, b fastSeries) int { return labels.Compare(a.lset, b.lset) })
-	}
-	if r.stats != nil {
-		r.stats.binops.Add(1)
 	}
 	return nil
 }
@@ -312,7 +309,7 @@ func (s *binSet) eval(plan *binPlan) ([]fastSeries, error) {
 		// merges them into one series otherwise: its business.
 		return nil, errFallback
 	}
-	return out, nil
+	return out, s.account(out)
 }
 
 // binElem is the plan's operation on two values: its result and whether

@@ -419,6 +419,29 @@ func TestFastBinaryLimits(t *testing.T) {
 		require.Equal(t, tc.declined, pair.api.fastStats.declined.Load() > 0, "maxSamples %d", tc.maxSamples)
 		require.Equal(t, !tc.declined, pair.api.fastStats.binops.Load() > 0, "maxSamples %d", tc.maxSamples)
 	}
+
+	// Nested, each operator's results count: a's step values l, a * 2's
+	// l and (a * 2) * 2's l pass half of 5l, the operand and the last
+	// results alone would not.
+	fp := newFastParser()
+	e, err := fp.ParseExpr(`a`)
+	require.NoError(t, err)
+	qa := queryable{b: binData(), ns: "default",
+		fast: &fastRange{marker: fp.marker, start: testBase, end: testBase + 30*60_000, stp: 15_000,
+			lookback: 300_000, parallelism: 2, maxSamples: 1 << 30}}
+	qr, err := qa.Querier(testBase, testBase+30*60_000)
+	require.NoError(t, err)
+	set := qr.Select(context.Background(), false, nil, e.(*parser.VectorSelector).LabelMatchers...)
+	l := 0
+	for set.Next() {
+		l += len(set.At().(*precomputed).vals)
+	}
+	require.NoError(t, set.Err())
+	q = ranged(`(a * 2) * 2`, testBase, testBase+30*60_000, "15")
+	pair := newBackendPair(t, binData(), Options{MaxSamples: 5 * l})
+	require.NotContains(t, pair.same(t, "/api/v1/query_range", q), `"error"`)
+	require.Positive(t, pair.api.fastStats.declined.Load())
+	require.Zero(t, pair.api.fastStats.binops.Load())
 }
 
 // binOpOf is the operator of query q, a binary operator.
