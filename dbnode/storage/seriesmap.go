@@ -25,14 +25,16 @@ const minMapSlots = 8
 
 func newSeriesMap() seriesMap { return seriesMap{} }
 
-// hashID is the seriesMap key of an ID.
-func hashID(id []byte) uint64 { return xxhash.Sum64(id) }
+// hashID is the seriesMap key of an ID: 32 bits (a shard's table never
+// has 2^32 slots, and past the slot bits the rest only spares comparing
+// IDs), so that Series keeps it in 4 bytes.
+func hashID(id []byte) uint32 { return uint32(xxhash.Sum64(id)) }
 
-func (m *seriesMap) get(h uint64, id []byte) *Series {
+func (m *seriesMap) get(h uint32, id []byte) *Series {
 	if len(m.slots) == 0 {
 		return nil
 	}
-	mask := uint64(len(m.slots) - 1)
+	mask := uint32(len(m.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := m.slots[i]
 		if s == nil {
@@ -54,7 +56,7 @@ func (m *seriesMap) insert(s *Series) {
 }
 
 func (m *seriesMap) place(s *Series) {
-	mask := uint64(len(m.slots) - 1)
+	mask := uint32(len(m.slots) - 1)
 	i := s.hash & mask
 	for m.slots[i] != nil {
 		i = (i + 1) & mask
@@ -79,7 +81,7 @@ func (m *seriesMap) remove(s *Series) bool {
 	if len(m.slots) == 0 {
 		return false
 	}
-	mask := uint64(len(m.slots) - 1)
+	mask := uint32(len(m.slots) - 1)
 	i := s.hash & mask
 	for m.slots[i] != s {
 		if m.slots[i] == nil {

@@ -59,9 +59,9 @@ func TestSeriesMapMatchesReference(t *testing.T) {
 		for i := range 400 {
 			// Homes at the start or the end of any table (all low bits
 			// set): runs collide and wrap around.
-			h := rng.Uint64N(32)
+			h := rng.Uint32N(32)
 			if rng.IntN(2) == 0 {
-				h = math.MaxUint64 - h
+				h = math.MaxUint32 - h
 			}
 			all = append(all, &Series{id: "s" + strconv.Itoa(i), hash: h})
 		}
@@ -106,7 +106,7 @@ func BenchmarkSeriesMapGet(b *testing.B) {
 		ids = append(ids, id)
 		m.insert(&Series{id: string(id), hash: hashID(id)})
 	}
-	hs := make([]uint64, len(ids))
+	hs := make([]uint32, len(ids))
 	for i, id := range ids {
 		hs[i] = hashID(id)
 	}
