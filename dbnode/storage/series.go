@@ -31,8 +31,8 @@ import (
 // writes go to lives inline, so a write touches this one object: its
 // lock, flags and the inline encoder state. It was in the 192-byte class,
 // whose objects are 64-byte aligned (a write touched exactly three
-// lines); a 176-byte object spans three or four, which measured no ingest
-// CPU cost (ARCHITECTURE.md, "Memory per active series").
+// lines); a 176-byte object spans three or four, which measured no cost
+// in steady ingest CPU (ARCHITECTURE.md, "Memory per active series").
 type Series struct {
 	id string // immutable bytes; ID() returns them as a slice
 
