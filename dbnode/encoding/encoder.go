@@ -26,13 +26,20 @@ var emptyStream = []byte{streamFormat, 0, 0, 0, 0}
 // series, and TestEncoderStateSize pins it (storage.TestSeriesLayout counts on
 // it). The writer, timestamp and value coders are 24, 40 and 32 bytes
 // without padding; the sample count and the value coder's count of
-// decimals in a row share the last word.
+// decimals in a row share the last word with the owner's Mark.
 type Encoder struct {
 	w      bitWriter
 	tc     tsCoder
 	vc     valueCoder
 	count  uint32
 	intRun uint8 // valueCoder.encode's count of decimals in a row
+	// Mark is the owner's one flag, never read or changed by the encoder
+	// (the zero value is false; Append, Bytes and Reset keep it): it sits in the
+	// padding of the last word, so that an owner keeping an encoder
+	// inline beside a flag of its own need not pay a word for that flag
+	// (storage's bucket keeps whether it is flushing here, which puts
+	// storage.Series in a smaller size class).
+	Mark bool
 }
 
 // NewEncoder returns an empty encoder.
@@ -89,9 +96,9 @@ func (e *Encoder) Size() int {
 	return e.w.size()
 }
 
-// Reset empties the encoder, keeping its buffer for reuse.
+// Reset empties the encoder, keeping its buffer for reuse (and Mark).
 func (e *Encoder) Reset() {
-	w := e.w
+	w, mark := e.w, e.Mark
 	*e = Encoder{}
-	e.w.p, e.w.capc = w.p, w.capc
+	e.w.p, e.w.capc, e.Mark = w.p, w.capc, mark
 }

@@ -42,6 +42,9 @@ func validateID(id []byte) error {
 	if len(id) == 0 {
 		return fmt.Errorf("%w: no labels", ident.ErrMalformedID)
 	}
+	if uint64(len(id)) > maxIDLen {
+		return fmt.Errorf("%w: %d bytes, over %d", ident.ErrMalformedID, len(id), uint64(maxIDLen))
+	}
 	var prev []byte
 	var bad error
 	first := true

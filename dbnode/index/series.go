@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/tessera-tsdb/tessera/internal/slots"
 )
 
 // ErrFull is returned by Insert when the namespace already holds 2^32-1 live
@@ -63,8 +65,8 @@ func (t *seriesTable) find(st *stripe, h uint64, id []byte) (uint32, bool) {
 		return 0, false
 	}
 	tag := uint32(h >> 32)
-	mask := uint32(len(st.slots) - 1)
-	for i := tag & mask; ; i = (i + 1) & mask {
+	n := len(st.slots)
+	for i := slots.Home(tag, n); ; i = slots.Next(i, n) {
 		s := st.slots[i]
 		if s == 0 {
 			return 0, false

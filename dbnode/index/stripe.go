@@ -1,6 +1,10 @@
 package index
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/tessera-tsdb/tessera/internal/slots"
+)
 
 // stripe is one lock-protected shard of the ID -> ref table: an open
 // addressing hash table with linear probing. A slot is tag<<32 | ref+1, zero
@@ -9,7 +13,7 @@ import "sync"
 // match. Deletion shifts later slots back (no tombstones).
 type stripe struct {
 	mu    sync.RWMutex
-	slots []uint64               // len is 0 or a power of two
+	slots []uint64               // len is 0 or a slots.Grow size
 	n     int                    // occupied slots
 	_     [64 - 24 - 24 - 8]byte // keep stripes on separate cache lines
 }
@@ -28,17 +32,17 @@ func (st *stripe) insert(tag, ref uint32) {
 }
 
 func (st *stripe) place(s uint64) {
-	mask := uint32(len(st.slots) - 1)
-	i := uint32(s>>32) & mask
+	n := len(st.slots)
+	i := slots.Home(uint32(s>>32), n)
 	for st.slots[i] != 0 {
-		i = (i + 1) & mask
+		i = slots.Next(i, n)
 	}
 	st.slots[i] = s
 }
 
 func (st *stripe) grow() {
 	old := st.slots
-	st.slots = make([]uint64, max(minSlots, 2*len(old)))
+	st.slots = make([]uint64, slots.Grow(len(old), minSlots))
 	for _, s := range old {
 		if s != 0 {
 			st.place(s)
@@ -48,17 +52,16 @@ func (st *stripe) grow() {
 
 // remove deletes ref's slot, which must exist. Caller holds mu.
 func (st *stripe) remove(tag, ref uint32) {
-	mask := uint32(len(st.slots) - 1)
+	n := len(st.slots)
 	want := slot(tag, ref)
-	i := tag & mask
+	i := slots.Home(tag, n)
 	for st.slots[i] != want {
-		i = (i + 1) & mask
+		i = slots.Next(i, n)
 	}
 	// Backward-shift: move each later slot of the probe run into the hole
 	// unless its home lies cyclically in (hole, its position].
-	for j := (i + 1) & mask; st.slots[j] != 0; j = (j + 1) & mask {
-		home := uint32(st.slots[j]>>32) & mask
-		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+	for j := slots.Next(i, n); st.slots[j] != 0; j = slots.Next(j, n) {
+		if !slots.Between(i, j, slots.Home(uint32(st.slots[j]>>32), n)) {
 			st.slots[i] = st.slots[j]
 			i = j
 		}

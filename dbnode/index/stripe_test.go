@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
+
+	"github.com/tessera-tsdb/tessera/internal/slots"
 )
 
 // contains probes for ref the way seriesTable.find does, minus the ID check.
@@ -13,8 +15,8 @@ func (st *stripe) contains(tag, ref uint32) bool {
 	if len(st.slots) == 0 {
 		return false
 	}
-	mask := uint32(len(st.slots) - 1)
-	for i := tag & mask; st.slots[i] != 0; i = (i + 1) & mask {
+	n := len(st.slots)
+	for i := slots.Home(tag, n); st.slots[i] != 0; i = slots.Next(i, n) {
 		if st.slots[i] == slot(tag, ref) {
 			return true
 		}
@@ -40,8 +42,12 @@ func TestStripeMatchesMap(t *testing.T) {
 				if _, ok := model[ref]; ok {
 					continue
 				}
-				// Few distinct tags: long collision runs and wrap-around.
-				tag := rapid.Uint32Range(0, 40).Draw(rt, "tag") * 0x1_0001
+				// Few distinct tags: long collision runs, at the start
+				// of the table and at its end (wrapping around).
+				tag := rapid.Uint32Range(0, 40).Draw(rt, "tag") * 0x0600_0001
+				if rapid.Bool().Draw(rt, "atEnd") {
+					tag = ^tag
+				}
 				st.insert(tag, ref)
 				model[ref] = tag
 			}

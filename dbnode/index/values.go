@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/tessera-tsdb/tessera/internal/slots"
 )
 
 // values is one label name's value -> postings table in one block.
@@ -49,7 +51,7 @@ type multiValue struct {
 }
 
 type valuePart struct {
-	slots []uint64 // len is 0 or a power of two; load at most 3/4
+	slots []uint64 // len is 0 or a slots.Grow size; load at most 3/4
 	n     int
 }
 
@@ -98,9 +100,9 @@ func (vs *values) postingsOf(s uint64) postings {
 
 // find returns the index in p of v's slot, or of the empty slot where v
 // would go, and whether v is there. p must have slots.
-func (vs *values) find(p *valuePart, tag uint32, v string, series *seriesTable) (uint32, bool) {
-	mask := uint32(len(p.slots) - 1)
-	for i := tag & mask; ; i = (i + 1) & mask {
+func (vs *values) find(p *valuePart, tag uint32, v string, series *seriesTable) (int, bool) {
+	n := len(p.slots)
+	for i := slots.Home(tag<<(32-slotTagBit), n); ; i = slots.Next(i, n) {
 		s := p.slots[i]
 		if s == 0 {
 			return i, false
@@ -157,18 +159,19 @@ func (vs *values) add(v string, ref uint32, series *seriesTable) bool {
 	return false
 }
 
-// grow doubles the part's slots, re-placing them by their tags.
+// grow enlarges the part's slots (slots.Grow), re-placing them by their
+// tags.
 func (p *valuePart) grow() {
 	old := p.slots
-	p.slots = make([]uint64, max(minValueSlots, 2*len(old)))
-	mask := uint32(len(p.slots) - 1)
+	p.slots = make([]uint64, slots.Grow(len(old), minValueSlots))
+	n := len(p.slots)
 	for _, s := range old {
 		if s == 0 {
 			continue
 		}
-		i := slotTag(s) & mask
+		i := slots.Home(slotTag(s)<<(32-slotTagBit), n)
 		for p.slots[i] != 0 {
-			i = (i + 1) & mask
+			i = slots.Next(i, n)
 		}
 		p.slots[i] = s
 	}

@@ -21,18 +21,25 @@ const maxStreams = 8
 // and MergeIterators lets later streams win. Hence last-write-wins.
 type bucket struct {
 	start int64 // block start, ms
-	// flushing buckets are being written to a fileset: they stay readable
-	// but take no more writes (a write to the same block opens a new
-	// bucket, which the next flush merges in as a cold write).
-	flushing bool
 	// first is stream 0, inline: an in-order series' bucket is one
-	// allocation, its write state beside the series lock. more are the
-	// later streams (nil, or never empty), behind a pointer: only a series
+	// allocation, its write state beside the series lock. Its Mark is
+	// whether the bucket is flushing (see flushing): a bool of its own
+	// would be a word with the padding, and the inline bucket's 120 bytes
+	// are what keeps Series in the 176-byte class. more are the later
+	// streams (nil, or never empty), behind a pointer: only a series
 	// written out of order has them, and a slice header inline would take
 	// every series out of its size class.
 	first encoding.Encoder
 	more  *[]*encoding.Encoder
 }
+
+// flushing buckets are being written to a fileset: they stay readable but
+// take no more writes (a write to the same block opens a new bucket, which
+// the next flush merges in as a cold write).
+func (b *bucket) flushing() bool { return b.first.Mark }
+
+// startFlushing marks the bucket flushing; nothing unmarks it.
+func (b *bucket) startFlushing() { b.first.Mark = true }
 
 // moreStreams returns the streams after the first.
 func (b *bucket) moreStreams() []*encoding.Encoder {
@@ -100,6 +107,7 @@ func (b *bucket) compact() error {
 	if err := it.Err(); err != nil {
 		return err
 	}
+	enc.Mark = b.first.Mark
 	b.first, b.more = enc, nil // moved by value
 	return nil
 }

@@ -367,7 +367,7 @@ func (db *Database) queueBatch(nsName string, batch []Sample, bootstrap bool) (q
 			continue
 		}
 		se := s.Ref
-		if se == nil || se.ns != ns {
+		if se == nil || se.ns != ns.num {
 			var ok bool
 			if se, ok = ns.shard(s.Shard).getOrCreateUpTo(ns, hashID(s.ID), s.ID, maxSeries); !ok {
 				// A replayed or streamed series is history already

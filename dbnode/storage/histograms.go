@@ -330,7 +330,7 @@ func (db *Database) queueHistograms(nsName string, batch []HistogramSample, boot
 			continue
 		}
 		se := s.Ref
-		if se == nil || se.ns != ns {
+		if se == nil || se.ns != ns.num {
 			var ok bool
 			if se, ok = ns.shard(s.Shard).getOrCreateUpTo(ns, hashID(s.ID), s.ID, maxSeries); !ok {
 				reject(i, ReasonSeriesLimit, db.seriesLimitMsg(s.ID))

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,10 @@ import (
 
 // namespace holds the shards and tag index of one namespace.
 type namespace struct {
+	// num is this namespace's number, no other namespace of the process
+	// has it: a series keeps it (Series.ns) to check a caller's ref in 4
+	// bytes instead of a pointer's 8.
+	num       uint32
 	opts      NamespaceOptions
 	blockSize int64        // ms
 	index     *index.Index // nil when the namespace is not indexed
@@ -38,6 +43,7 @@ type releaseKey struct {
 
 func newNamespace(opts NamespaceOptions, numShards uint32, active *atomic.Int64) *namespace {
 	ns := &namespace{
+		num:       nextNamespaceNum(),
 		active:    active,
 		opts:      opts,
 		blockSize: opts.BlockSize.Milliseconds(),
@@ -49,6 +55,20 @@ func newNamespace(opts NamespaceOptions, numShards uint32, active *atomic.Int64)
 		ns.index = index.New(ns.blockSize)
 	}
 	return ns
+}
+
+// namespaceNums numbers the namespaces of the process as they are made.
+var namespaceNums atomic.Uint64
+
+// nextNamespaceNum is a number no namespace made before has. It panics
+// after 2^32-1 namespaces rather than give a number twice (a stale ref of
+// a dropped namespace would then pass for one of the new one's series).
+func nextNamespaceNum() uint32 {
+	n := namespaceNums.Add(1)
+	if n > math.MaxUint32 {
+		panic("storage: 2^32 namespaces made in one process")
+	}
+	return uint32(n)
 }
 
 func (ns *namespace) blockStart(t int64) int64 { return xtime.BlockStart(t, ns.blockSize) }

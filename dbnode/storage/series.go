@@ -19,24 +19,22 @@ import (
 // Its id, hash, ns and seq are immutable and read without the lock; the
 // rest is guarded by mu.
 //
-// Layout is for the write path, where every sample touches a different
-// series and each line touched is a likely cache miss (or a line pulled
-// from the other core): the bucket most writes go to lives inline, and a
-// write to it touches only the series' three lines: the head with the
-// lock, then the inline bucket and its encoder state. Series is in the
-// 192-byte size class, whose objects are 64-byte aligned;
-// TestSeriesLayout keeps it so. It is the largest per-series object of a
-// node (a million active series hold a million of them), so every field
-// is paid for: the ID is a string (no capacity word), the commit log's
-// ref is 8 bytes, what few series have (histograms, a second float
-// bucket) is behind one pointer, the float bucket list is that pointer
-// and a flag, and there is no "last bucket written" pointer (the first
-// bucket is the one written in all but the minutes after a block
-// boundary).
+// It is the largest per-series object of a node (a million active series
+// hold a million of them), so every field is paid for: Series is in the
+// 176-byte size class (TestSeriesLayout). The ID is a string (no capacity
+// word), the map hash and the namespace are 32-bit, the commit log's ref
+// is 8 bytes, what few series have (histograms, a second float bucket) is
+// behind one pointer, the float bucket list is that pointer and a flag,
+// the inline bucket's flushing flag lives in its encoder's padding, and
+// there is no "last bucket written" pointer (the first bucket is the one
+// written in all but the minutes after a block boundary). The bucket most
+// writes go to lives inline, so a write touches this one object: its
+// lock, flags and the inline encoder state. It was in the 192-byte class,
+// whose objects are 64-byte aligned (a write touched exactly three
+// lines); a 176-byte object spans three or four, which measured no cost
+// in steady ingest CPU (ARCHITECTURE.md, "Memory per active series").
 type Series struct {
-	id   string     // immutable bytes; ID() returns them as a slice
-	hash uint64     // hashID(id)
-	ns   *namespace // the namespace it belongs to, to check a caller's ref
+	id string // immutable bytes; ID() returns them as a slice
 
 	// clRef is the commit log's handle on this series, owned by the log's
 	// flusher once the series has been written (commitlog.SeriesRef).
@@ -44,7 +42,13 @@ type Series struct {
 	// more is nil for nearly every series (see seriesMore). Guarded by mu.
 	more *seriesMore
 
-	mu sync.Mutex
+	mu   sync.Mutex
+	hash uint32 // hashID(id)
+	// ns is the number of the namespace it belongs to (namespace.num), to
+	// check a caller's ref: 4 bytes where a pointer took 8.
+	ns uint32
+	// seq is Seq.
+	seq uint32
 	// removed is set when the shard dropped this series from its map after
 	// a flush emptied it; a writer still holding the pointer must look the
 	// series up again instead of writing into an orphan.
@@ -52,10 +56,7 @@ type Series struct {
 	// inlineUsed says inline is one of the series' float buckets (the
 	// only one unless more lists them).
 	inlineUsed bool
-	// seq is Seq, in the padding after the flags: on the lock's line,
-	// which the write of the sample touches anyway.
-	seq    uint32
-	inline bucket
+	inline     bucket
 }
 
 // seriesMore is what few series have, behind one pointer (Series.more) so
@@ -108,12 +109,12 @@ func (s *Series) write(blockStart, t int64, v float64) (newBucket bool, err erro
 	if s.removed {
 		return false, errSeriesRemoved
 	}
-	if b := s.firstBucket(); b != nil && b.start == blockStart && !b.flushing {
+	if b := s.firstBucket(); b != nil && b.start == blockStart && !b.flushing() {
 		return false, b.write(t, v)
 	}
 	var b *bucket
 	for c := range s.floatBuckets() {
-		if c.start == blockStart && !c.flushing {
+		if c.start == blockStart && !c.flushing() {
 			b = c
 			break
 		}
@@ -282,7 +283,7 @@ func (s *Series) readIterators(srcs []readSource, hits []encoding.HistogramItera
 	defer s.mu.Unlock()
 	for pass := 0; pass < 2; pass++ {
 		for b := range s.floatBuckets() {
-			if b.start < from || b.start > to || b.flushing != (pass == 0) {
+			if b.start < from || b.start > to || b.flushing() != (pass == 0) {
 				continue
 			}
 			lo, hi := b.bounds()
@@ -295,7 +296,7 @@ func (s *Series) readIterators(srcs []readSource, hits []encoding.HistogramItera
 func (s *Series) appendIteratorsLocked(its []encoding.Iterator, from, to int64) []encoding.Iterator {
 	for pass := 0; pass < 2; pass++ {
 		for b := range s.floatBuckets() {
-			if b.start < from || b.start > to || b.flushing != (pass == 0) {
+			if b.start < from || b.start > to || b.flushing() != (pass == 0) {
 				continue
 			}
 			its = append(its, b.iterator(true))
@@ -319,7 +320,7 @@ func (s *Series) startFloatFlushLocked(blockStart int64) encoding.Iterator {
 		if b.start == blockStart {
 			// A bucket already flushing belongs to a failed earlier attempt:
 			// fold it in again; it is older than the open one, so first.
-			b.flushing = true
+			b.startFlushing()
 			its = append(its, b.iterator(true))
 		}
 	}
@@ -337,7 +338,7 @@ func (s *Series) startFloatFlushLocked(blockStart int64) encoding.Iterator {
 func (s *Series) finishFlush(blockStart int64) (empty bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.keepBuckets(func(b *bucket) bool { return !(b.start == blockStart && b.flushing) })
+	s.keepBuckets(func(b *bucket) bool { return !(b.start == blockStart && b.flushing()) })
 	s.keepHistBucketsLocked(func(b *histBucket) bool { return !(b.start == blockStart && b.flushing) })
 	return s.emptyLocked()
 }

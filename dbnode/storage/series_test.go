@@ -18,17 +18,46 @@ func TestSeriesLayout(t *testing.T) {
 	}
 	var s Series
 	size := unsafe.Sizeof(s)
-	require.Greater(t, size, uintptr(176), "below the 192-byte class: objects no longer 64-byte aligned")
-	require.LessOrEqual(t, size, uintptr(192), "above the 192-byte class: 16 or more bytes per series more")
-	for name, off := range map[string]uintptr{
-		"clRef": unsafe.Offsetof(s.clRef), "more": unsafe.Offsetof(s.more), "mu": unsafe.Offsetof(s.mu),
-		"inlineUsed": unsafe.Offsetof(s.inlineUsed), "seq": unsafe.Offsetof(s.seq),
-	} {
-		require.Less(t, off, uintptr(64), "%s left the first line", name)
+	require.Greater(t, size, uintptr(160), "below the 176-byte class: update the layout notes")
+	require.LessOrEqual(t, size, uintptr(176), "above the 176-byte class: 16 or more bytes per series more")
+	require.Equal(t, uintptr(120), unsafe.Sizeof(s.inline), "the inline bucket: start, encoder (flushing in its Mark), more")
+	require.Equal(t, size, unsafe.Offsetof(s.inline)+unsafe.Sizeof(s.inline), "no padding after the inline bucket")
+}
+
+// TestBucketFlushingMark: a bucket's flushing flag (its encoder's Mark)
+// survives the writes, reads and compaction a flushing bucket sees, and a
+// new bucket, inline or not, starts open.
+func TestBucketFlushingMark(t *testing.T) {
+	var s Series
+	b := s.newBucket(0)
+	require.NoError(t, b.write(10, 1))
+	require.False(t, b.flushing())
+	require.NotNil(t, s.startFloatFlushLocked(0))
+	require.True(t, b.flushing())
+	_ = b.first.Bytes()
+	require.True(t, b.flushing(), "reading the stream keeps the mark")
+	// A write to the block now opens a new bucket, out of line.
+	newBucket, err := s.write(0, 20, 2)
+	require.NoError(t, err)
+	require.True(t, newBucket)
+	require.Equal(t, 2, s.bucketCount())
+	open := s.more.buckets[1]
+	require.False(t, open.flushing())
+	// Out of order writes, then compaction, keep the open bucket open and
+	// the samples whole.
+	for i := range maxStreams + 2 {
+		_, err := s.write(0, int64(30-i), float64(i))
+		require.NoError(t, err)
 	}
-	require.Equal(t, uintptr(64), unsafe.Offsetof(s.inline), "the inline bucket starts the second line")
-	encEnd := unsafe.Offsetof(s.inline) + unsafe.Offsetof(s.inline.first) + unsafe.Sizeof(s.inline.first)
-	require.LessOrEqual(t, encEnd, uintptr(192), "inline encoder state spills into a fourth line")
+	require.False(t, open.flushing())
+	require.True(t, b.flushing())
+	b.first.Reset()
+	require.True(t, b.flushing(), "Reset keeps the mark")
+	require.True(t, s.finishFlush(0) == false)
+	require.Equal(t, 1, s.bucketCount(), "finishFlush dropped the flushing bucket only")
+	require.False(t, s.firstBucket().flushing())
+	s.inlineUsed, s.more = false, nil
+	require.False(t, s.newBucket(0).flushing(), "a reused inline bucket starts open")
 }
 
 func bucketStarts(t *testing.T, s *Series) []int64 {

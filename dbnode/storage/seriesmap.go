@@ -1,8 +1,12 @@
 package storage
 
-import "github.com/cespare/xxhash/v2"
+import (
+	"github.com/cespare/xxhash/v2"
 
-// seriesMap indexes one shard's in-memory series by a 64-bit hash of their
+	"github.com/tessera-tsdb/tessera/internal/slots"
+)
+
+// seriesMap indexes one shard's in-memory series by a 32-bit hash of their
 // ID: an open-addressing table of series pointers with linear probing,
 // probed by the hash each series keeps (Series.hash), so a lookup compares
 // candidate hashes and only the matching series' ID bytes.
@@ -10,13 +14,13 @@ import "github.com/cespare/xxhash/v2"
 // It replaced a Go map[uint64]*Series for memory: with a million series
 // over 4096 shards (about 244 a shard) a Go map holds 512 slots of 17
 // bytes (key, value, control byte) per shard, 38 bytes a series, where
-// this table holds 512 slots of 8, about 17. Integer hashes rather than
+// this table holds 384 slots of 8 (slots.Grow), about 13. Integer hashes rather than
 // string keys matter on the write path, as they did for the map: a Go map
 // keyed by string compares candidate keys' bytes, one cache miss per
 // candidate. IDs that share a hash take neighbouring slots like any
 // collision. Guarded by the shard's mu.
 type seriesMap struct {
-	slots []*Series // nil or a power of two long; nil slots are free
+	slots []*Series // sized by slots.Grow; nil slots are free
 	n     int
 }
 
@@ -25,15 +29,17 @@ const minMapSlots = 8
 
 func newSeriesMap() seriesMap { return seriesMap{} }
 
-// hashID is the seriesMap key of an ID.
-func hashID(id []byte) uint64 { return xxhash.Sum64(id) }
+// hashID is the seriesMap key of an ID: 32 bits (a shard's table never
+// has 2^32 slots, and past the slot bits the rest only spares comparing
+// IDs), so that Series keeps it in 4 bytes.
+func hashID(id []byte) uint32 { return uint32(xxhash.Sum64(id)) }
 
-func (m *seriesMap) get(h uint64, id []byte) *Series {
+func (m *seriesMap) get(h uint32, id []byte) *Series {
 	if len(m.slots) == 0 {
 		return nil
 	}
-	mask := uint64(len(m.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
+	n := len(m.slots)
+	for i := slots.Home(h, n); ; i = slots.Next(i, n) {
 		s := m.slots[i]
 		if s == nil {
 			return nil
@@ -54,17 +60,17 @@ func (m *seriesMap) insert(s *Series) {
 }
 
 func (m *seriesMap) place(s *Series) {
-	mask := uint64(len(m.slots) - 1)
-	i := s.hash & mask
+	n := len(m.slots)
+	i := slots.Home(s.hash, n)
 	for m.slots[i] != nil {
-		i = (i + 1) & mask
+		i = slots.Next(i, n)
 	}
 	m.slots[i] = s
 }
 
 func (m *seriesMap) grow() {
 	old := m.slots
-	m.slots = make([]*Series, max(minMapSlots, 2*len(old)))
+	m.slots = make([]*Series, slots.Grow(len(old), minMapSlots))
 	for _, s := range old {
 		if s != nil {
 			m.place(s)
@@ -79,19 +85,18 @@ func (m *seriesMap) remove(s *Series) bool {
 	if len(m.slots) == 0 {
 		return false
 	}
-	mask := uint64(len(m.slots) - 1)
-	i := s.hash & mask
+	n := len(m.slots)
+	i := slots.Home(s.hash, n)
 	for m.slots[i] != s {
 		if m.slots[i] == nil {
 			return false
 		}
-		i = (i + 1) & mask
+		i = slots.Next(i, n)
 	}
 	// Backward shift: move each later slot of the run into the hole
 	// unless its home lies cyclically in (hole, its position].
-	for j := (i + 1) & mask; m.slots[j] != nil; j = (j + 1) & mask {
-		home := m.slots[j].hash & mask
-		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+	for j := slots.Next(i, n); m.slots[j] != nil; j = slots.Next(j, n) {
+		if !slots.Between(i, j, slots.Home(m.slots[j].hash, n)) {
 			m.slots[i] = m.slots[j]
 			i = j
 		}

@@ -57,11 +57,12 @@ func TestSeriesMapMatchesReference(t *testing.T) {
 		ref := map[string]*Series{}
 		var all []*Series
 		for i := range 400 {
-			// Homes at the start or the end of any table (all low bits
-			// set): runs collide and wrap around.
-			h := rng.Uint64N(32)
-			if rng.IntN(2) == 0 {
-				h = math.MaxUint64 - h
+			// 32 homes spread over any table (the high bits decide a
+			// home) and a quarter at its very end: runs collide, wrap
+			// around and hold series at their home and past it.
+			h := rng.Uint32N(32)<<27 | rng.Uint32N(4)
+			if rng.IntN(4) == 0 {
+				h = math.MaxUint32 - rng.Uint32N(32)
 			}
 			all = append(all, &Series{id: "s" + strconv.Itoa(i), hash: h})
 		}
@@ -106,7 +107,7 @@ func BenchmarkSeriesMapGet(b *testing.B) {
 		ids = append(ids, id)
 		m.insert(&Series{id: string(id), hash: hashID(id)})
 	}
-	hs := make([]uint64, len(ids))
+	hs := make([]uint32, len(ids))
 	for i, id := range ids {
 		hs[i] = hashID(id)
 	}
@@ -116,5 +117,24 @@ func BenchmarkSeriesMapGet(b *testing.B) {
 			b.Fatal("missing")
 		}
 		i = (i + 1) % len(ids)
+	}
+}
+
+// TestSeriesMapLoad: the table grows in 1.5 and 4/3 steps (slots.Grow),
+// so past its first size it is always between half and 3/4 full; with
+// doubling a million-series node's shards (about 244 series each) held
+// 512 slots, 384 now.
+func TestSeriesMapLoad(t *testing.T) {
+	m := newSeriesMap()
+	for i := range 5000 {
+		id := []byte("series-" + strconv.Itoa(i))
+		m.insert(&Series{id: string(id), hash: hashID(id)})
+		if n := len(m.slots); n > minMapSlots {
+			require.GreaterOrEqual(t, 2*m.len(), n, "%d series in %d slots", m.len(), n)
+		}
+		require.LessOrEqual(t, 4*m.len(), 3*len(m.slots))
+		if m.len() == 244 {
+			require.Len(t, m.slots, 384)
+		}
 	}
 }

@@ -31,7 +31,7 @@ func newShard(id uint32, active *atomic.Int64) *shard {
 
 // getOrCreate returns the series for id (h = hashID(id)) of namespace ns,
 // creating it on first write.
-func (sh *shard) getOrCreate(ns *namespace, h uint64, id []byte) *Series {
+func (sh *shard) getOrCreate(ns *namespace, h uint32, id []byte) *Series {
 	s, _ := sh.getOrCreateUpTo(ns, h, id, 0)
 	return s
 }
@@ -40,7 +40,7 @@ func (sh *shard) getOrCreate(ns *namespace, h uint64, id []byte) *Series {
 // when the node already holds max (0: no limit). The slot is reserved
 // with one atomic add before the series is inserted, so concurrent
 // writers to any shards never take the node past max.
-func (sh *shard) getOrCreateUpTo(ns *namespace, h uint64, id []byte, max int64) (*Series, bool) {
+func (sh *shard) getOrCreateUpTo(ns *namespace, h uint32, id []byte, max int64) (*Series, bool) {
 	sh.mu.RLock()
 	s := sh.series.get(h, id)
 	sh.mu.RUnlock()
@@ -56,7 +56,7 @@ func (sh *shard) getOrCreateUpTo(ns *namespace, h uint64, id []byte, max int64) 
 		sh.active.Add(-1)
 		return nil, false
 	}
-	s = &Series{id: string(id), hash: h, ns: ns, seq: nextSeq()}
+	s = &Series{id: string(id), hash: h, ns: ns.num, seq: nextSeq()}
 	sh.series.insert(s)
 	return s, true
 }
