@@ -475,3 +475,20 @@ func TestSeriesCacheConcurrentWrites(t *testing.T) {
 		require.Equal(t, want[i], got, "series %d", i)
 	}
 }
+
+// Two requests that both missed a series (sent at once) each put an entry
+// for it: the second replaces the first, one entry a key; an entry of
+// other bytes under the same hash is another entry.
+func TestSeriesCacheOneEntryAKey(t *testing.T) {
+	c := newSeriesCache(10)
+	key := []byte("label bytes")
+	c.update([]newSeries{{h: 5, v: newSlot(5, key, key, 0, nil)}})
+	second := newSlot(5, append([]byte(nil), key...), key, 0, nil)
+	c.update([]newSeries{{h: 5, v: second}})
+	require.Equal(t, 1, c.len())
+	var hit slot
+	c.view(func() { hit, _ = c.lookupOne(key, 5) })
+	require.Equal(t, second.p, hit.p, "the later entry")
+	c.update([]newSeries{{h: 5, v: newSlot(5, []byte("other"), []byte("other"), 0, nil)}})
+	require.Equal(t, 2, c.len())
+}
