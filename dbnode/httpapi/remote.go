@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"unsafe"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
@@ -88,7 +89,12 @@ func (a *API) batch(samples []storage.Sample, series []remote.Series, known []sl
 		var ref *storage.Series
 		if s.Known {
 			e := &known[i]
-			ref, id = e.load()
+			if e.kind == kindEntry {
+				ref, id = (*cachedSeries)(e.p).load()
+			} else { // load, inline
+				ref = (*storage.Series)(e.p)
+				id = ref.ID()
+			}
 			shard = uint32(e.shard)
 		} else {
 			shard = ident.Shard(id, a.opts.NumShards)
@@ -116,8 +122,10 @@ func (a *API) remember(st *writeState, cache *seriesCache, series []remote.Serie
 		switch {
 		case s.Known:
 			hits++
-			if u, ok := st.known[i].refreshed(keys[i].Hash, ref); ok {
-				st.add = append(st.add, u)
+			if e := &st.known[i]; ref != nil && e.p != unsafe.Pointer(ref) {
+				if u, ok := e.refreshed(keys[i].Hash, ref); ok {
+					st.add = append(st.add, u)
+				}
 			}
 		case s.Keyed:
 			key := keys[i]

@@ -102,13 +102,18 @@ type slot struct {
 func (s *slot) found() bool { return s.kind >= kindEntry }
 
 // matches reports whether raw are the label bytes the entry was decoded
-// from. It is small enough to be inlined into lookup's loop: a hit pays
-// no call besides the comparison's.
+// from (lookup's loop has it written out, the common case without a call
+// besides the comparison's).
 func (s *slot) matches(raw []byte) bool {
-	switch s.kind {
-	case kindForm:
+	if s.kind == kindForm {
 		return labelsAreID(raw, (*storage.Series)(s.p).ID())
-	case kindID:
+	}
+	return s.matchesOther(raw)
+}
+
+// matchesOther is matches of the kinds other than kindForm.
+func (s *slot) matchesOther(raw []byte) bool {
+	if s.kind == kindID {
 		return string(raw) == string((*storage.Series)(s.p).ID())
 	}
 	return (*cachedSeries)(s.p).matches(raw)
@@ -118,9 +123,7 @@ func (s *slot) matches(raw []byte) bool {
 // it) and ID.
 func (s *slot) load() (ref *storage.Series, id []byte) {
 	if s.kind == kindEntry {
-		e := (*cachedSeries)(s.p)
-		ref = e.ref.Load()
-		return ref, e.idOf(ref)
+		return (*cachedSeries)(s.p).load()
 	}
 	ref = (*storage.Series)(s.p)
 	return ref, ref.ID()
@@ -204,6 +207,12 @@ func (e *cachedSeries) matches(raw []byte) bool {
 	return string(raw) == string(k)
 }
 
+// load returns the entry's storage ref and the series' ID.
+func (e *cachedSeries) load() (*storage.Series, []byte) {
+	ref := e.ref.Load()
+	return ref, e.idOf(ref)
+}
+
 // idOf returns the series' ID, given ref = e.ref.Load() (the caller loads
 // it once for both).
 func (e *cachedSeries) idOf(ref *storage.Series) []byte {
@@ -265,10 +274,16 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, 
 	}
 	for i := range hits {
 		s := &hits[i]
-		if s.kind == kindEmpty {
+		var ok bool
+		switch s.kind { // matches, with its common case inline
+		case kindEmpty:
 			continue
+		case kindForm:
+			ok = labelsAreID(keys[i].Raw, (*storage.Series)(s.p).ID())
+		default:
+			ok = s.matchesOther(keys[i].Raw)
 		}
-		if !s.matches(keys[i].Raw) {
+		if !ok {
 			*s = slot{}
 			continue
 		}
