@@ -33,13 +33,13 @@ import (
 // memequal (ARCHITECTURE.md, "Series cache hit").
 //
 // The entries are the slots of one open-addressing table (linear probing,
-// at most 3/4 full counting tombstones): a series written to this node's
+// at most 13/16 full counting tombstones): a series written to this node's
 // storage whose key is its ID or the ID's form, nearly all of them, is a
 // 16-byte slot that points at the storage series (which holds the ID) and
 // holds the shard; any other is a slot that points at a cachedSeries. Two
 // Go maps of entry pointers and a 32-byte entry each cost ~67 bytes a
-// series at a million; the table, grown by doubling, 16-32
-// (ARCHITECTURE.md, "Memory per active series"). A request keeps copies of
+// series at a million; the table 20-30, 28.6 at a million (ARCHITECTURE.md,
+// "Memory per active series"). A request keeps copies of
 // the slots it hit across its write, never their addresses: the table may
 // be rebuilt meanwhile, and what a copy points at (a storage series, an
 // entry) is immutable but for the entry's ref, and kept alive by the copy.
@@ -66,7 +66,7 @@ import (
 type seriesCache struct {
 	perGen int
 	mu     sync.RWMutex
-	slots  []slot // a power of two of them
+	slots  []slot // any number of them: see home
 	// cur and old count the slots of the current generation and of the
 	// one before; used counts the slots that are not empty (tombstones
 	// too: they lengthen probes until the table is rebuilt).
@@ -228,6 +228,30 @@ func (e *cachedSeries) idOf(ref *storage.Series) []byte {
 // minSlots is the size of an empty cache's table.
 const minSlots = 16
 
+// The table is rebuilt when more than maxLoadNum/maxLoadDen of its slots
+// are used (tombstones too), to growNum/growDen slots a live entry: a
+// table of any size, from 54% to 81% full, where powers of two were
+// 37-75% (a slot is 16 bytes: 20-30 bytes a series; at a million 1.79 M
+// slots, 28.6 bytes a series, where the power of two was 2 M, 33.5).
+// Linear probing at 81% takes ~3 slots for a hit, ~15 for a miss, in
+// one to four cache lines.
+const (
+	maxLoadNum, maxLoadDen = 13, 16
+	growNum, growDen       = 24, 13
+)
+
+// home is where hash bits h start probing in a table of n slots: h scaled
+// to n (a multiply and a shift where a mask needs a power of two).
+func home(h uint32, n int) int { return int(uint64(h) * uint64(n) >> 32) }
+
+// next is the slot after i in a table of n, wrapping.
+func next(i, n int) int {
+	if i++; i == n {
+		return 0
+	}
+	return i
+}
+
 func newSeriesCache(maxSeries int) *seriesCache {
 	perGen := max(maxSeries, 1)
 	return &seriesCache{perGen: perGen, slots: make([]slot, minSlots)}
@@ -245,14 +269,30 @@ func (c *seriesCache) view(fn func()) {
 // same 32 hash bits (the zero slot if there is none): the candidate, whose
 // key the caller compares.
 func (c *seriesCache) probe(h uint64) slot {
-	mask := uint32(len(c.slots) - 1)
 	h32 := uint32(h)
-	for i := h32 & mask; ; i = (i + 1) & mask {
+	for i := home(h32, len(c.slots)); ; i = next(i, len(c.slots)) {
 		s := &c.slots[i]
 		if s.kind == kindEmpty {
 			return slot{}
 		}
 		if s.h == h32 && s.kind >= kindEntry {
+			return *s
+		}
+	}
+}
+
+// find is probe and the comparison of the key, past live slots with the
+// same 32 hash bits but another key: two keys whose hashes share them (at
+// a million series about a hundred pairs) are both found, in the second
+// lookup's slow path.
+func (c *seriesCache) find(key []byte, h uint64) slot {
+	h32 := uint32(h)
+	for i := home(h32, len(c.slots)); ; i = next(i, len(c.slots)) {
+		s := &c.slots[i]
+		if s.kind == kindEmpty {
+			return slot{}
+		}
+		if s.h == h32 && s.kind >= kindEntry && s.matches(key) {
 			return *s
 		}
 	}
@@ -266,8 +306,8 @@ func (c *seriesCache) probe(h uint64) slot {
 // The probes run in a loop of their own: they do not depend on each
 // other, so the CPU overlaps their cache misses, and the comparisons with
 // the cached label bytes come after. A probe stops at the first live slot
-// with the same 32 hash bits: two keys in one table whose hashes share
-// them miss each other (a miss, never a wrong series).
+// with the same 32 hash bits; when its key is not the request's, find
+// goes on past it.
 func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, promote []newSeries) []newSeries {
 	for i := range keys {
 		hits[i] = c.probe(keys[i].Hash)
@@ -284,8 +324,9 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, 
 			ok = s.matchesOther(keys[i].Raw)
 		}
 		if !ok {
-			*s = slot{}
-			continue
+			if *s = c.find(keys[i].Raw, keys[i].Hash); !s.found() {
+				continue
+			}
 		}
 		known[i] = true
 		if s.gen != c.gen {
@@ -300,8 +341,13 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, 
 // newSeries{h, s, s.p} to update, to keep it). Only inside view.
 func (c *seriesCache) lookupOne(key []byte, h uint64) (s slot, promote bool) {
 	s = c.probe(h)
-	if !s.found() || !s.matches(key) {
+	if !s.found() {
 		return slot{}, false
+	}
+	if !s.matches(key) {
+		if s = c.find(key, h); !s.found() {
+			return slot{}, false
+		}
 	}
 	return s, s.gen != c.gen
 }
@@ -398,9 +444,8 @@ func (c *seriesCache) update(add []newSeries) {
 func (c *seriesCache) put(a *newSeries) {
 	v := a.v
 	v.h, v.gen = uint32(a.h), c.gen
-	mask := uint32(len(c.slots) - 1)
 	free := -1
-	for i := v.h & mask; ; i = (i + 1) & mask {
+	for i := home(v.h, len(c.slots)); ; i = next(i, len(c.slots)) {
 		s := &c.slots[i]
 		switch {
 		case s.kind == kindEmpty:
@@ -410,7 +455,7 @@ func (c *seriesCache) put(a *newSeries) {
 			}
 			c.slots[free] = v
 			c.cur++
-			if c.used*4 > len(c.slots)*3 {
+			if c.used*maxLoadDen > len(c.slots)*maxLoadNum {
 				c.rebuild()
 			}
 			return
@@ -453,25 +498,21 @@ func (c *seriesCache) turnOver() {
 }
 
 // rebuild moves the live entries into a new table at most half full,
-// dropping the tombstones: the old table is garbage at once (no request
-// holds a slot's address).
+// dropping the tombstones, sized by growNum/growDen: the old table is
+// garbage at once (no request holds a slot's address).
 func (c *seriesCache) rebuild() {
 	live := c.cur + c.old
-	n := minSlots
-	for n < 2*(live+1) {
-		n *= 2
-	}
+	n := max(minSlots, (live+1)*growNum/growDen)
 	old := c.slots
 	c.slots = make([]slot, n)
-	mask := uint32(n - 1)
 	for i := range old {
 		s := &old[i]
 		if s.kind < kindEntry {
 			continue
 		}
-		j := s.h & mask
+		j := home(s.h, n)
 		for c.slots[j].kind != kindEmpty {
-			j = (j + 1) & mask
+			j = next(j, n)
 		}
 		c.slots[j] = *s
 	}
