@@ -320,6 +320,8 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, 
 			continue
 		case kindForm:
 			ok = labelsAreID(keys[i].Raw, (*storage.Series)(s.p).ID())
+		case kindID:
+			ok = string(keys[i].Raw) == string((*storage.Series)(s.p).ID())
 		default:
 			ok = s.matchesOther(keys[i].Raw)
 		}
