@@ -141,14 +141,15 @@ var errHistogramsNotStored = errors.New("native histograms are not stored by thi
 // histogramBatch turns a request's decoded histograms into storage
 // samples with their series' IDs and shards (known series take them from
 // the cache entry).
-func (a *API) histogramBatch(out []storage.HistogramSample, hs []remote.Histogram, series []remote.Series, known []*cachedSeries) []storage.HistogramSample {
+func (a *API) histogramBatch(out []storage.HistogramSample, hs []remote.Histogram, series []remote.Series, known []slot) []storage.HistogramSample {
 	for _, h := range hs {
 		s := series[h.Series]
 		id := s.ID
 		var shard uint32
 		if s.Known {
-			e := known[h.Series]
-			id, shard = e.idOf(e.ref.Load()), e.shard
+			e := &known[h.Series]
+			_, id = e.load()
+			shard = uint32(e.shard)
 		} else {
 			shard = ident.Shard(id, a.opts.NumShards)
 		}

@@ -423,7 +423,7 @@ type otlpSeries struct {
 	hash  uint64
 	last  int
 	shard uint32
-	e     *cachedSeries
+	e     slot // found() if the cache knew the series
 	ref   *tstorage.Series
 }
 
@@ -442,14 +442,15 @@ func (a *otlpAppender) resolve(cache *seriesCache, check func(id []byte) error) 
 			s := &a.series[i]
 			var promote bool
 			if s.e, promote = cache.lookupOne(s.id, s.hash); promote {
-				a.promote = append(a.promote, newSeries{s.hash, s.e})
+				a.promote = append(a.promote, newSeries{h: s.hash, v: s.e, old: s.e.p})
 			}
 		}
 	})
 	for i := range a.series {
 		s := &a.series[i]
-		if s.e != nil {
-			s.shard, s.ref = s.e.shard, s.e.ref.Load()
+		if s.e.found() {
+			s.shard = uint32(s.e.shard)
+			s.ref, _ = s.e.load()
 			continue
 		}
 		if err := check(s.id); err != nil {
@@ -491,14 +492,14 @@ func (a *otlpAppender) remember(api *API) {
 		if s.last >= 0 { // a series with histograms only has none
 			ref = a.samples[s.last].Ref
 		}
-		if s.e != nil {
+		if s.e.found() {
 			hits++
-			if ref != nil && s.e.ref.Load() != ref {
-				s.e.ref.Store(ref)
+			if u, ok := s.e.refreshed(s.hash, ref); ok {
+				add = append(add, u)
 			}
 			continue
 		}
-		add = append(add, newSeries{s.hash, entry(s.id, s.id, s.shard, ref)})
+		add = append(add, newSeries{h: s.hash, v: newSlot(s.hash, s.id, s.id, s.shard, ref)})
 	}
 	a.promote = add
 	api.seriesV2.update(add)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"unsafe"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
@@ -81,15 +82,20 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 // batch appends the samples of decoded series to samples, with each
 // series' ID and shard, and its storage ref when the series cache knew it
 // (known[i], where series[i].Known).
-func (a *API) batch(samples []storage.Sample, series []remote.Series, known []*cachedSeries) []storage.Sample {
+func (a *API) batch(samples []storage.Sample, series []remote.Series, known []slot) []storage.Sample {
 	for i, s := range series {
 		id := s.ID
 		var shard uint32
 		var ref *storage.Series
 		if s.Known {
-			e := known[i]
-			ref = e.ref.Load()
-			id, shard = e.idOf(ref), e.shard
+			e := &known[i]
+			if e.kind == kindEntry {
+				ref, id = (*cachedSeries)(e.p).load()
+			} else { // load, inline
+				ref = (*storage.Series)(e.p)
+				id = ref.ID()
+			}
+			shard = uint32(e.shard)
 		} else {
 			shard = ident.Shard(id, a.opts.NumShards)
 		}
@@ -116,12 +122,14 @@ func (a *API) remember(st *writeState, cache *seriesCache, series []remote.Serie
 		switch {
 		case s.Known:
 			hits++
-			if e := st.known[i]; ref != nil && e.ref.Load() != ref {
-				e.ref.Store(ref)
+			if e := &st.known[i]; ref != nil && e.p != unsafe.Pointer(ref) {
+				if u, ok := e.refreshed(keys[i].Hash, ref); ok {
+					st.add = append(st.add, u)
+				}
 			}
 		case s.Keyed:
 			key := keys[i]
-			st.add = append(st.add, newSeries{key.Hash, entry(key.Raw, s.ID, st.samples[k-1].Shard, ref)})
+			st.add = append(st.add, newSeries{h: key.Hash, v: newSlot(key.Hash, key.Raw, s.ID, st.samples[k-1].Shard, ref)})
 		}
 	}
 	cache.update(st.add)

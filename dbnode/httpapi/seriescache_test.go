@@ -3,12 +3,16 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/prometheus/prometheus/prompb"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -118,7 +122,7 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	yRaw, yID := append([]byte(nil), d.Keys[0].Raw...), append([]byte(nil), d.Series[0].ID...)
 	require.NoError(t, d.Decode(zBody))
 	zRaw, zID := d.Keys[0].Raw, d.Series[0].ID
-	f.api.series.update([]newSeries{{h: remote.KeyHash(yRaw), e: entry(zRaw, zID, ident.Shard(zID, 64), nil)}})
+	f.api.series.update([]newSeries{{h: remote.KeyHash(yRaw), v: newSlot(remote.KeyHash(yRaw), zRaw, zID, ident.Shard(zID, 64), nil)}})
 
 	code, msg = post(t, url, writeBody(t, ts("up", now-500, 7, prompb.Label{Name: "job", Value: "y"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
@@ -133,19 +137,23 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	code, msg = post(t, url, writeBody(t, ts("up", now-350, 1, prompb.Label{Name: "job", Value: "z"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
 	require.NotNil(t, rec.last()[0].Ref, "z's sorted labels hit its entry")
-	var ze *cachedSeries
+	var ze slot
 	f.api.series.view(func() { ze, _ = f.api.series.lookupOne(zRaw, remote.KeyHash(zRaw)) })
-	require.NotNil(t, ze)
-	require.True(t, ze.formed, "z's entry keeps no copy of its label bytes")
-	require.Same(t, &ze.ref.Load().ID()[0], ze.buf, "z's entry points at its series' ID")
-	f.api.series.update([]newSeries{{h: remote.KeyHash(yRaw), e: ze}})
+	require.True(t, ze.found())
+	require.Equal(t, kindForm, ze.kind, "z's entry keeps no copy of its label bytes")
+	zref, zid := ze.load()
+	require.Same(t, &zref.ID()[0], &zid[0], "z's entry is its storage series")
+	f.api.series.update([]newSeries{{h: remote.KeyHash(yRaw), v: ze}})
 	f.api.series.view(func() {
 		e, _ := f.api.series.lookupOne(yRaw, remote.KeyHash(yRaw))
-		require.Nil(t, e, "y's bytes miss z's entry under y's hash")
+		require.True(t, e.found(), "y's own entry, past z's under y's hash")
+		_, id := e.load()
+		require.Equal(t, yID, id, "y's bytes miss z's entry under y's hash")
 	})
 	code, msg = post(t, url, writeBody(t, ts("up", now-300, 8, prompb.Label{Name: "job", Value: "y"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
-	require.Nil(t, rec.last()[0].Ref, "a miss")
+	require.NotNil(t, rec.last()[0].Ref, "a hit of y's own entry")
+	require.Equal(t, yID, rec.last()[0].Ref.ID(), "y's own entry")
 	require.Equal(t, []int64{now - 500, now - 300}, readIDs(t, f, yID, now-5000, now))
 	require.Equal(t, []int64{now - 400, now - 350}, readIDs(t, f, zID, now-5000, now))
 }
@@ -154,25 +162,37 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 // out.
 func TestSeriesCacheIsBounded(t *testing.T) {
 	c := newSeriesCache(2)
+	put := func(i int) newSeries {
+		return newSeries{h: uint64(i), v: newSlot(uint64(i), []byte{byte(i)}, []byte{byte(i)}, 0, nil)}
+	}
+	get := func(i int) (e slot, promote bool) {
+		c.view(func() { e, promote = c.lookupOne([]byte{byte(i)}, uint64(i)) })
+		return e, promote
+	}
 	for i := range 10 {
-		c.update([]newSeries{{h: uint64(i), e: entry([]byte{byte(i)}, []byte{byte(i)}, 0, nil)}})
+		c.update([]newSeries{put(i)})
 		require.LessOrEqual(t, c.len(), 4)
 	}
 	// Two generations of two: 6 and 7 are old, 8 and 9 current, the rest
 	// gone. A hit in the old generation is kept by promoting it.
-	var e *cachedSeries
-	c.view(func() {
-		for i := range 6 {
-			require.Nil(t, c.cur[uint64(i)])
-			require.Nil(t, c.old[uint64(i)])
-		}
-		e = c.old[6]
-	})
-	require.NotNil(t, e)
-	c.update([]newSeries{{h: 6, e: e}})
-	c.view(func() { require.Same(t, e, c.cur[6]) })
-	c.update([]newSeries{{h: 100, e: entry([]byte{100}, []byte{100}, 0, nil)}, {h: 101, e: entry([]byte{101}, []byte{101}, 0, nil)}})
-	c.view(func() { require.Same(t, e, c.old[6]) })
+	for i := range 6 {
+		e, _ := get(i)
+		require.False(t, e.found(), "%d", i)
+	}
+	e, promote := get(6)
+	require.True(t, e.found())
+	require.True(t, promote, "6 is old")
+	_, promote = get(8)
+	require.False(t, promote, "8 is current")
+	c.update([]newSeries{{h: 6, v: e, old: e.p}})
+	e6, promote := get(6)
+	require.Equal(t, e.p, e6.p)
+	require.False(t, promote, "6 is current")
+	c.update([]newSeries{put(100), put(101)})
+	e6, promote = get(6)
+	require.Equal(t, e.p, e6.p)
+	require.True(t, promote, "6 is old again")
+	require.Equal(t, 3, c.len(), "6 and 100 old, 101 current")
 }
 
 // A request refused as bad input adds nothing to the cache.
@@ -201,20 +221,21 @@ func TestSeriesCacheSharesStorageID(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, code, msg)
 
 	f.api.series.mu.RLock()
-	var entries []*cachedSeries
-	for _, e := range f.api.series.cur {
-		entries = append(entries, e)
+	var entries []slot
+	for _, e := range f.api.series.slots {
+		if e.found() {
+			entries = append(entries, e)
+		}
 	}
 	f.api.series.mu.RUnlock()
 	require.Len(t, entries, 1)
 	e := entries[0]
-	ref := e.ref.Load()
+	ref, id := e.load()
 	require.NotNil(t, ref, "written locally: the entry holds the storage series")
-	id := e.idOf(ref)
 	require.Equal(t, ref.ID(), id)
 	require.Same(t, &ref.ID()[0], &id[0], "the entry shares the series' ID bytes")
-	require.True(t, e.formed, "sorted labels: the entry keeps no copy of them")
-	require.Same(t, &ref.ID()[0], e.buf, "the entry's bytes are the series' ID")
+	require.Equal(t, kindForm, e.kind, "sorted labels: the entry keeps no copy of them, nor an entry of its own")
+	require.Equal(t, unsafe.Pointer(ref), e.p, "the entry is the storage series")
 
 	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 2, prompb.Label{Name: "job", Value: "a"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
@@ -252,43 +273,50 @@ func TestSeriesCacheEntryForms(t *testing.T) {
 	for name, tc := range map[string]struct {
 		key, id []byte
 		ref     *storage.Series
-		formed  bool
+		kind    uint8 // of the slot
+		formed  bool  // of the entry (kindEntry)
 	}{
-		"key, shared ID":      {key, otherID, ref, false},
-		"key, copied ID":      {key, otherID, nil, false},
-		"unsorted, shared ID": {unsorted, otherID, ref, false},
-		"sorted, shared ID":   {sorted, otherID, ref, true},
-		"sorted, copied ID":   {sorted, otherID, nil, true},
-		"key is ID, shared":   {otherID, otherID, ref, false},
-		"key is ID, copied":   {otherID, otherID, nil, false},
+		"key, shared ID":      {key, otherID, ref, kindEntry, false},
+		"key, copied ID":      {key, otherID, nil, kindEntry, false},
+		"unsorted, shared ID": {unsorted, otherID, ref, kindEntry, false},
+		"sorted, shared ID":   {sorted, otherID, ref, kindForm, false},
+		"sorted, copied ID":   {sorted, otherID, nil, kindEntry, true},
+		"key is ID, shared":   {otherID, otherID, ref, kindID, false},
+		"key is ID, copied":   {otherID, otherID, nil, kindEntry, false},
 	} {
-		e := entry(tc.key, tc.id, 7, tc.ref)
-		require.Equal(t, tc.formed, e.formed, name)
-		require.True(t, e.matches(tc.key), name)
+		s := newSlot(99, tc.key, tc.id, 7, tc.ref)
+		require.Equal(t, tc.kind, s.kind, name)
+		require.True(t, s.matches(tc.key), name)
 		for _, other := range [][]byte{sorted, unsorted, key, otherID, nil, []byte("x")} {
 			if string(other) != string(tc.key) {
-				require.False(t, e.matches(other), "%s: %q", name, other)
+				require.False(t, s.matches(other), "%s: %q", name, other)
 			}
 		}
-		switch {
-		case tc.formed:
-			require.Equal(t, id, e.key(), "%s: a formed entry holds the ID alone", name)
-			require.NotSame(t, &tc.key[0], e.buf, name)
-			if tc.ref != nil {
-				require.Same(t, &tc.ref.ID()[0], e.buf, "%s: the storage series' ID", name)
-			} else {
+		if tc.kind != kindEntry {
+			require.Equal(t, unsafe.Pointer(tc.ref), s.p, "%s: the slot is the storage series", name)
+		} else {
+			e := (*cachedSeries)(s.p)
+			require.Equal(t, tc.formed, e.formed, name)
+			switch {
+			case tc.formed:
+				require.Equal(t, id, e.key(), "%s: a formed entry holds the ID alone", name)
+				require.NotSame(t, &tc.key[0], e.buf, name)
 				require.NotSame(t, &tc.id[0], e.buf, "%s: a copy of the ID", name)
+			default:
+				require.Equal(t, tc.key, e.key(), name)
+				require.NotSame(t, &tc.key[0], &e.key()[0], "%s: the key is a copy", name)
 			}
-		case tc.ref != nil && &tc.key[0] == &tc.id[0]:
-			require.Equal(t, tc.key, e.key(), name)
-			require.Same(t, &tc.ref.ID()[0], &e.key()[0], "%s: the key is the storage series' ID", name)
-		default:
-			require.Equal(t, tc.key, e.key(), name)
-			require.NotSame(t, &tc.key[0], &e.key()[0], "%s: the key is a copy", name)
 		}
-		require.Equal(t, id, e.idOf(e.ref.Load()), name)
-		require.Equal(t, uint32(7), e.shard, name)
+		r, gotID := s.load()
+		require.Equal(t, id, gotID, name)
+		require.Same(t, tc.ref, r, name)
+		if tc.ref != nil {
+			require.Same(t, &tc.ref.ID()[0], &gotID[0], "%s: the storage series' ID, not a copy", name)
+		}
+		require.Equal(t, uint16(7), s.shard, name)
+		require.Equal(t, uint32(99), s.h, name)
 	}
+	require.Equal(t, uintptr(16), unsafe.Sizeof(slot{}), "a slot is 16 bytes")
 	require.Equal(t, uintptr(32), unsafe.Sizeof(cachedSeries{}), "an entry is in the 32-byte size class")
 }
 
@@ -300,19 +328,19 @@ func TestSeriesCacheGenerationsWrap(t *testing.T) {
 	c := newSeriesCache(1) // generations of one
 	key := func(i int) []byte { return []byte{byte(i), byte(i >> 8), 'k'} }
 	for i := range 700 {
-		c.update([]newSeries{{h: uint64(i), e: entry(key(i), key(i), 0, nil)}})
+		c.update([]newSeries{{h: uint64(i), v: newSlot(uint64(i), key(i), key(i), 0, nil)}})
 		c.view(func() {
 			e, promote := c.lookupOne(key(i), uint64(i))
-			require.NotNil(t, e, "generation %d", i)
+			require.True(t, e.found(), "generation %d", i)
 			require.False(t, promote, "generation %d: current", i)
 			if i > 0 {
 				e, promote = c.lookupOne(key(i-1), uint64(i-1))
-				require.NotNil(t, e, "generation %d", i)
+				require.True(t, e.found(), "generation %d", i)
 				require.True(t, promote, "generation %d: old", i)
 			}
 			if i > 1 {
 				e, _ = c.lookupOne(key(i-2), uint64(i-2))
-				require.Nil(t, e, "generation %d: dropped", i)
+				require.False(t, e.found(), "generation %d: dropped", i)
 			}
 		})
 	}
@@ -329,15 +357,15 @@ func TestSeriesCacheHoldsItsSizeRoundRobin(t *testing.T) {
 	for round := range 4 {
 		misses := 0
 		for i := range n {
-			var e *cachedSeries
+			var e slot
 			var promote bool
 			c.view(func() { e, promote = c.lookupOne(key(i), uint64(i)) })
 			switch {
-			case e == nil:
+			case !e.found():
 				misses++
-				c.update([]newSeries{{h: uint64(i), e: entry(key(i), key(i), 0, nil)}})
+				c.update([]newSeries{{h: uint64(i), v: newSlot(uint64(i), key(i), key(i), 0, nil)}})
 			case promote:
-				c.update([]newSeries{{h: uint64(i), e: e}})
+				c.update([]newSeries{{h: uint64(i), v: e, old: e.p}})
 			}
 		}
 		if round == 0 {
@@ -346,5 +374,159 @@ func TestSeriesCacheHoldsItsSizeRoundRobin(t *testing.T) {
 			require.Zero(t, misses, "round %d", round)
 		}
 		require.LessOrEqual(t, c.len(), 2*n)
+	}
+}
+
+// A slot that holds the storage series itself takes the new series a
+// write hands back (the storage series dropped and made anew, same ID)
+// in place: one entry, now pointing at the new one.
+func TestSeriesCacheRefreshesHeldSeries(t *testing.T) {
+	id := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("x")}})
+	now := time.Now().UnixMilli()
+	write := func() *storage.Series {
+		batch := []storage.Sample{{ID: id, Shard: 1, T: now, V: 1}}
+		require.NoError(t, storagetest.Open(t, 4, nil).WriteBatch("default", batch))
+		require.NotNil(t, batch[0].Ref)
+		return batch[0].Ref
+	}
+	ref1, ref2 := write(), write()
+	require.NotSame(t, ref1, ref2)
+	raw := wireLabels(t, prompb.Label{Name: "__name__", Value: "up"}, prompb.Label{Name: "job", Value: "x"})
+	h := remote.KeyHash(raw)
+	c := newSeriesCache(10)
+	c.update([]newSeries{{h: h, v: newSlot(h, raw, id, 1, ref1)}})
+	var hit slot
+	c.view(func() { hit, _ = c.lookupOne(raw, h) })
+	require.Equal(t, kindForm, hit.kind)
+	_, ok := hit.refreshed(h, ref1)
+	require.False(t, ok, "the same series: nothing to do")
+	_, ok = hit.refreshed(h, nil)
+	require.False(t, ok, "no ref (a failed write): nothing to do")
+	u, ok := hit.refreshed(h, ref2)
+	require.True(t, ok)
+	c.update([]newSeries{u})
+	c.view(func() { hit, _ = c.lookupOne(raw, h) })
+	got, _ := hit.load()
+	require.Same(t, ref2, got)
+	require.Equal(t, 1, c.len())
+}
+
+// Concurrent remote writes through a cache far smaller than their series
+// (generations turning over, the table rebuilt, entries promoted, the same
+// series sent sorted and unsorted by several requests at once) store
+// every sample in its own series, and the cache stays bounded. Run with
+// -race.
+func TestSeriesCacheConcurrentWrites(t *testing.T) {
+	db := storagetest.Open(t, 64, nil)
+	api := New(Options{Namespace: "default", MaxBodyBytes: 32 << 20, NumShards: 64, SeriesCacheSize: 40})
+	api.SetBackend(Local{DB: db})
+	api.SetReady("")
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	const writers, requests, perRequest, series = 4, 30, 25, 200
+	base := time.Now().UnixMilli() - 1_000_000
+	labels := func(i int, unsorted bool) []prompb.Label {
+		ls := []prompb.Label{{Name: "__name__", Value: "up"}, {Name: "i", Value: strconv.Itoa(i)}, {Name: "job", Value: "w"}}
+		if unsorted {
+			ls[0], ls[2] = ls[2], ls[0]
+		}
+		return ls
+	}
+	want := make([][]int64, series)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range requests {
+				tsAt := base + int64(g*requests+r)
+				var body []prompb.TimeSeries
+				for k := range perRequest {
+					i := (g*7 + r*perRequest + k) % series
+					body = append(body, prompb.TimeSeries{Labels: labels(i, (g+r+k)%3 == 0),
+						Samples: []prompb.Sample{{Timestamp: tsAt, Value: float64(i)}}})
+				}
+				code, msg := post(t, srv.URL+"/api/v1/prom/remote/write", writeBody(t, body...))
+				if !assert.Equal(t, http.StatusNoContent, code, msg) {
+					return
+				}
+				mu.Lock()
+				for k := range perRequest {
+					i := (g*7 + r*perRequest + k) % series
+					want[i] = append(want[i], tsAt)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.LessOrEqual(t, api.series.len(), 80)
+	for i := range series {
+		id := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")},
+			{Name: []byte("i"), Value: []byte(strconv.Itoa(i))}, {Name: []byte("job"), Value: []byte("w")}})
+		it, err := db.Read("default", id, base-1, base+writers*requests+1)
+		require.NoError(t, err)
+		var got []int64
+		for it.Next() {
+			ts, v := it.At()
+			require.Equal(t, float64(i), v, "series %d holds only its own samples", i)
+			got = append(got, ts)
+		}
+		require.NoError(t, it.Err())
+		slices.Sort(want[i])
+		require.Equal(t, want[i], got, "series %d", i)
+	}
+}
+
+// Two requests that both missed a series (sent at once) each put an entry
+// for it: the second replaces the first, one entry a key; an entry of
+// other bytes under the same hash is another entry.
+func TestSeriesCacheOneEntryAKey(t *testing.T) {
+	c := newSeriesCache(10)
+	key := []byte("label bytes")
+	c.update([]newSeries{{h: 5, v: newSlot(5, key, key, 0, nil)}})
+	second := newSlot(5, append([]byte(nil), key...), key, 0, nil)
+	c.update([]newSeries{{h: 5, v: second}})
+	require.Equal(t, 1, c.len())
+	var hit slot
+	c.view(func() { hit, _ = c.lookupOne(key, 5) })
+	require.Equal(t, second.p, hit.p, "the later entry")
+	c.update([]newSeries{{h: 5, v: newSlot(5, []byte("other"), []byte("other"), 0, nil)}})
+	require.Equal(t, 2, c.len())
+}
+
+// The table grows in steps of any size, staying between 54% and 81% full
+// (it was half empty on average with powers of two), and every entry is
+// found through its rebuilds.
+func TestSeriesCacheTableLoad(t *testing.T) {
+	const n = 50_000
+	c := newSeriesCache(n)
+	key := func(i int) []byte { return []byte("series-" + strconv.Itoa(i)) }
+	minLoad := 1.0
+	for i := range n {
+		k := key(i)
+		c.update([]newSeries{{h: remote.KeyHash(k), v: newSlot(remote.KeyHash(k), k, k, 0, nil)}})
+		load := float64(c.used) / float64(len(c.slots))
+		require.LessOrEqual(t, load, 13.0/16, "%d entries", i+1)
+		if i > 1000 {
+			minLoad = min(minLoad, load)
+		}
+	}
+	require.Greater(t, minLoad, 0.53)
+	keys := make([]remote.LabelKey, n)
+	for i := range n {
+		k := key(i)
+		keys[i] = remote.LabelKey{Raw: k, Hash: remote.KeyHash(k)}
+		var e slot
+		c.view(func() { e, _ = c.lookupOne(k, remote.KeyHash(k)) })
+		require.True(t, e.found(), "%d", i)
+	}
+	known, hits := make([]bool, n), make([]slot, n)
+	c.view(func() { c.lookup(keys, known, hits, nil) })
+	for i := range n {
+		require.True(t, known[i], "%d", i)
+		_, id := hits[i].load()
+		require.Equal(t, keys[i].Raw, id, "%d", i)
 	}
 }
