@@ -73,12 +73,13 @@ func countDataset(start int64) *dataset {
 	return d
 }
 
-// TestFastPathCountMatchesEngine holds count by (...), computed in the
-// fast path's workers (countGroups), to the engine: every answer
-// byte-identical, with groups that several workers count, at steps
-// shorter and longer than the scrape interval and a lookback shorter
-// than the step.
-func TestFastPathCountMatchesEngine(t *testing.T) {
+// TestFastPathGroupsMatchEngine holds count by (...), computed in the
+// fast path's workers (countGroups), and sum and avg by (...), whose
+// groups are added up on several goroutines (aggregateGroups), to the
+// engine: every answer byte-identical, with groups that several workers
+// count, at steps shorter and longer than the scrape interval and a
+// lookback shorter than the step.
+func TestFastPathGroupsMatchEngine(t *testing.T) {
 	d := countDataset(time.Now().Add(-90 * time.Minute).Truncate(time.Hour).UnixMilli())
 	node := newTesseraNode(t, time.UnixMilli(d.end+30_000), Options{})
 	node.remoteWrite(t, d)
@@ -92,6 +93,10 @@ func TestFastPathCountMatchesEngine(t *testing.T) {
 		`count by (cpu) (irate(cnt_seconds_total[45s]))`,
 		`count(count_over_time(cnt_gauge[30s]))`,
 		`count by (mode) (cnt_gauge) / ignoring(mode) group_left count(cnt_gauge)`,
+		`sum by (mode) (rate(cnt_seconds_total[1m]))`,
+		`avg by (instance) (cnt_gauge)`,
+		`sum by (cpu) (cnt_seconds_total)`,
+		`avg by (mode, cpu) (irate(cnt_seconds_total[45s]))`,
 	}
 	var cases []url.Values
 	for _, q := range queries {
@@ -126,7 +131,7 @@ func TestFastPathCountMatchesEngine(t *testing.T) {
 		}
 	}
 	require.Greater(t, nonEmpty, len(cases)*9/10, "answers the comparison could get wrong")
-	require.GreaterOrEqual(t, pair.api.fastStats.aggregated.Load()-before, int64(len(cases)), "the fast path must count")
+	require.GreaterOrEqual(t, pair.api.fastStats.aggregated.Load()-before, int64(len(cases)), "the fast path must aggregate")
 }
 
 // TestMergeCounts: the workers' partial counts add up, and the groups

@@ -328,6 +328,7 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 		index  = map[uint64]int{}
 		buf    = make([]byte, 0, 1024)
 		op     = s.spec.agg
+		gis    = make([]int, len(in)) // each series' group
 	)
 	for i := range in {
 		fs := &in[i]
@@ -351,14 +352,9 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 			index[key] = gi
 			groups = append(groups, g)
 		}
-		g := groups[gi]
-		for k, v := range fs.vals {
-			if value.IsStaleNaN(v) {
-				continue
-			}
-			g.add(op, fs.first+k, v)
-		}
+		gis[i] = gi
 	}
+	aggregateGroups(in, gis, groups, op, min(s.q.fast.parallelism, len(groups)))
 	out := make([]fastSeries, 0, len(groups))
 	for _, g := range groups {
 		if g.first < 0 {
@@ -379,6 +375,40 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 		out = append(out, fastSeries{lset: g.lset, vals: st.vals, first: st.first})
 	}
 	return out, nil
+}
+
+// aggregateGroups adds each series of in to its group (gis) at every
+// step where it has a value, in series order, on up to par goroutines:
+// each takes the groups whose index is its own modulo par, so every
+// group's operations are the same, in the same order, as on one
+// goroutine, and no two goroutines touch a group. Alone on one goroutine
+// this pass was a tenth of sum by (mode) (rate(...))'s CPU with the other
+// cores idle.
+func aggregateGroups(in []fastSeries, gis []int, groups []*aggGroup, op string, par int) {
+	add := func(part int) {
+		for i := range in {
+			if gis[i]%par != part {
+				continue
+			}
+			fs, g := &in[i], groups[gis[i]]
+			for k, v := range fs.vals {
+				if value.IsStaleNaN(v) {
+					continue
+				}
+				g.add(op, fs.first+k, v)
+			}
+		}
+	}
+	if par <= 1 || len(in) < fastChunk {
+		par = 1
+		add(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for part := range par {
+		wg.Go(func() { add(part) })
+	}
+	wg.Wait()
 }
 
 // aggGroup is one output group of aggregate: per step the engine's
