@@ -25,6 +25,11 @@ type bucket struct {
 	// but take no more writes (a write to the same block opens a new
 	// bucket, which the next flush merges in as a cold write).
 	flushing bool
+	// moreSeen is how many samples the streams after the first held at
+	// the previous tick (mod 2^32): the tick merges the streams once
+	// that stops changing, when out-of-order writes to the bucket have
+	// ended (tickNamespace). It sits in the padding after flushing.
+	moreSeen uint32
 	// first is stream 0, inline: an in-order series' bucket is one
 	// allocation, its write state beside the series lock. more are the
 	// later streams (nil, or never empty), behind a pointer: only a series
@@ -68,6 +73,23 @@ func (b *bucket) write(t int64, v float64) error {
 	return s.Append(t, v)
 }
 
+// settledStreams reports whether the bucket has streams after the first
+// that took no sample since the previous call (the tick's), and
+// remembers their samples for the next call.
+func (b *bucket) settledStreams() bool {
+	if b.more == nil {
+		b.moreSeen = 0
+		return false
+	}
+	var n uint32
+	for _, s := range *b.more {
+		n += uint32(s.Len())
+	}
+	settled := n == b.moreSeen
+	b.moreSeen = n
+	return settled
+}
+
 // streams calls fn for each stream in order, stopping when it returns false.
 func (b *bucket) streams(fn func(*encoding.Encoder) bool) {
 	if !fn(&b.first) {
@@ -100,7 +122,7 @@ func (b *bucket) compact() error {
 	if err := it.Err(); err != nil {
 		return err
 	}
-	b.first, b.more = enc, nil // moved by value
+	b.first, b.more, b.moreSeen = enc, nil, 0 // moved by value
 	return nil
 }
 

@@ -144,11 +144,14 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 				if b.start <= sealedBefore && b.start >= expireBefore {
 					byBlock[b.start] = append(byBlock[b.start], s)
 				}
-				if b.more != nil && !b.flushing {
+				if !b.flushing && b.settledStreams() {
 					// Out-of-order writes left several streams, which
 					// every read merges sample by sample until the block
-					// is flushed (over two hours): merge them once here.
-					// On error the bucket is left as it was.
+					// is flushed (over two hours): once they have taken
+					// no sample for a tick, merge them. A series written
+					// out of order all along keeps its streams (as
+					// before), rather than being merged every tick. On
+					// error the bucket is left as it was.
 					if err := b.compact(); err != nil {
 						compactErr = fmt.Errorf("compact the buckets of a series: %w", err)
 					}

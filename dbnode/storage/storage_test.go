@@ -334,8 +334,9 @@ var _ = encoding.ErrOutOfOrder
 
 // TestTickCompactsOutOfOrderStreams: a tick merges the streams that
 // out-of-order writes left in a bucket (reads would otherwise merge them
-// sample by sample until the block is flushed), and the series reads the
-// same before and after, duplicates resolved last-write-wins.
+// sample by sample until the block is flushed) once they took no sample
+// for a tick, and the series reads the same before and after, duplicates
+// resolved last-write-wins.
 func TestTickCompactsOutOfOrderStreams(t *testing.T) {
 	clk := &clock{t: t0.Add(30 * time.Minute)}
 	db := openDB(t, testOpts(t.TempDir(), clk))
@@ -371,13 +372,20 @@ func TestTickCompactsOutOfOrderStreams(t *testing.T) {
 	require.Len(t, before, 60)
 	require.Equal(t, tv{base + 7000, -7}, before[7])
 	require.NoError(t, db.Tick())
-	require.Equal(t, 1, streams(), "the tick merges the bucket's streams")
+	// Still written out of order since the previous tick: left alone.
+	require.NoError(t, db.WriteBatch("default", []Sample{{ID: id, Shard: db.Shard(id), T: base + 7500, V: 7.5}}))
+	require.NoError(t, db.Tick())
+	require.Greater(t, streams(), 1, "streams still taking samples are not merged")
+	before = readAll(t, db, id, base, base+100_000)
+	require.Len(t, before, 61)
+	require.NoError(t, db.Tick())
+	require.Equal(t, 1, streams(), "a tick merges the streams that took no sample since the previous one")
 	require.Equal(t, before, readAll(t, db, id, base, base+100_000))
 	// Writes after the merge go on, in order or not.
 	require.NoError(t, db.WriteBatch("default", []Sample{{ID: id, Shard: db.Shard(id), T: base + 60_000, V: 60},
 		{ID: id, Shard: db.Shard(id), T: base + 500, V: 0.5}}))
 	got := readAll(t, db, id, base, base+100_000)
-	require.Len(t, got, 62)
+	require.Len(t, got, 63)
 	require.Equal(t, tv{base + 500, 0.5}, got[1])
-	require.Equal(t, tv{base + 60_000, 60}, got[61])
+	require.Equal(t, tv{base + 60_000, 60}, got[62])
 }
