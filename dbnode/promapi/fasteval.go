@@ -90,7 +90,10 @@ type fastSeries struct {
 	// step. Timestamps follow from the index: half the memory of FPoints.
 	vals  []float64
 	first int
-	win   int // the most samples one of its windows holds
+	// n is the number of step values (len(vals)), kept when a count
+	// computed in the workers (countGroups) has taken the values.
+	n   int
+	win int // the most samples one of its windows holds
 	// err is the series' read error after some samples: the engine meets
 	// it evaluating the series, through its iterator.
 	err error
@@ -160,6 +163,7 @@ func (s *fastSet) load() error {
 		panics  = make([]any, workers)
 		metas   = make([]bool, workers)
 		slabs   = make([][][]float64, workers)
+		counts  = make([]*countGroups, workers)
 		annos   = make([]annotations.Annotations, workers)
 		fn      = fastFuncs[s.spec.fn]
 		evalOne = func(w *fastWorker, i int) error {
@@ -167,15 +171,20 @@ func (s *fastSet) load() error {
 			if err != nil {
 				return err
 			}
+			fs.n = len(fs.vals)
+			if w.counts != nil && fs.n > 0 && fs.err == nil {
+				w.counts.add(i, &fs)
+				fs.vals = nil
+			}
 			out[i] = fs // with its win, even without values
-			if len(fs.vals) == 0 {
+			if fs.n == 0 {
 				return nil
 			}
 			// The engine copies these points into its own matrix: past
 			// half its samples limit, let it evaluate the query alone, so
 			// that the fast path never holds more memory than the limit
 			// allows, and the engine refuses what it would refuse.
-			if int(q.fastPoints.Add(int64(len(fs.vals)))) > r.maxSamples/2 {
+			if int(q.fastPoints.Add(int64(fs.n))) > r.maxSamples/2 {
 				return errFallback
 			}
 			return nil
@@ -198,6 +207,10 @@ func (s *fastSet) load() error {
 			wk := &fastWorker{r: r, spec: s.spec, annos: &annos[w]}
 			if s.spec.agg != "" {
 				wk.slabs = &slabs[w]
+			}
+			if s.spec.agg == "count" {
+				wk.counts = newCountGroups(s.spec.grouping, r.steps())
+				counts[w] = wk.counts
 			}
 			defer func() { metas[w] = wk.meta }()
 			for {
@@ -242,19 +255,19 @@ func (s *fastSet) load() error {
 	// is estimated by the points of the query's marked selectors so far.
 	mine := 0
 	for i := range out {
-		mine += len(out[i].vals)
+		mine += out[i].n
 	}
 	acc := int(q.fastPoints.Load()) - mine
 	for i := range out {
-		if acc+out[i].win+len(out[i].vals) > r.maxSamples {
+		if acc+out[i].win+out[i].n > r.maxSamples {
 			return errFallback
 		}
-		acc += len(out[i].vals)
+		acc += out[i].n
 	}
 	// Keep the series with values, in order.
 	kept := out[:0]
 	for _, fs := range out {
-		if len(fs.vals) > 0 || fs.err != nil {
+		if fs.n > 0 || fs.err != nil {
 			kept = append(kept, fs)
 		}
 	}
@@ -269,7 +282,11 @@ func (s *fastSet) load() error {
 		return errFallback
 	}
 	if s.spec.agg != "" {
-		s.out, err = s.aggregate(s.out)
+		if s.spec.agg == "count" {
+			s.out, err = s.countOut(counts) // counted in the workers
+		} else {
+			s.out, err = s.aggregate(s.out)
+		}
 		// Nothing refers to the series' values any more.
 		clear(out)
 		for _, ss := range slabs {
@@ -312,6 +329,7 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 		index  = map[uint64]int{}
 		buf    = make([]byte, 0, 1024)
 		op     = s.spec.agg
+		gis    = make([]int, len(in)) // each series' group
 	)
 	for i := range in {
 		fs := &in[i]
@@ -335,14 +353,9 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 			index[key] = gi
 			groups = append(groups, g)
 		}
-		g := groups[gi]
-		for k, v := range fs.vals {
-			if value.IsStaleNaN(v) {
-				continue
-			}
-			g.add(op, fs.first+k, v)
-		}
+		gis[i] = gi
 	}
+	aggregateGroups(in, gis, groups, op, min(s.q.fast.parallelism, len(groups)))
 	out := make([]fastSeries, 0, len(groups))
 	for _, g := range groups {
 		if g.first < 0 {
@@ -363,6 +376,40 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 		out = append(out, fastSeries{lset: g.lset, vals: st.vals, first: st.first})
 	}
 	return out, nil
+}
+
+// aggregateGroups adds each series of in to its group (gis) at every
+// step where it has a value, in series order, on up to par goroutines:
+// each takes the groups whose index is its own modulo par, so every
+// group's operations are the same, in the same order, as on one
+// goroutine, and no two goroutines touch a group. Alone on one goroutine
+// this pass was a tenth of sum by (mode) (rate(...))'s CPU with the other
+// cores idle.
+func aggregateGroups(in []fastSeries, gis []int, groups []*aggGroup, op string, par int) {
+	add := func(part int) {
+		for i := range in {
+			if gis[i]%par != part {
+				continue
+			}
+			fs, g := &in[i], groups[gis[i]]
+			for k, v := range fs.vals {
+				if value.IsStaleNaN(v) {
+					continue
+				}
+				g.add(op, fs.first+k, v)
+			}
+		}
+	}
+	if par <= 1 || len(in) < fastChunk {
+		par = 1
+		add(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for part := range par {
+		wg.Go(func() { add(part) })
+	}
+	wg.Wait()
 }
 
 // aggGroup is one output group of aggregate: per step the engine's
@@ -467,7 +514,10 @@ type fastWorker struct {
 	// slabs, when the selector is aggregated, collects the worker's slabs
 	// so that load gives them back to slabPool once aggregate is done.
 	slabs *[][]float64
-	lb    labels.ScratchBuilder
+	// counts, for a count by (...), counts each series' values as it is
+	// computed, which then need no slab (countGroups).
+	counts *countGroups
+	lb     labels.ScratchBuilder
 	// sampled says whether the current series has a sample in range;
 	// win is the most samples one of its windows holds (the engine counts
 	// them against query.maxSamples).
@@ -593,6 +643,9 @@ func (s *stepper) end() {
 // slab shared by fastChunk series: one allocation per chunk, not per
 // series.
 func (w *fastWorker) floats() []float64 {
+	if w.counts != nil {
+		return w.counts.floats()
+	}
 	n := w.r.steps()
 	if cap(w.slab)-len(w.slab) < n {
 		w.slab = nil

@@ -30,7 +30,17 @@ type bucket struct {
 	// written out of order has them, and a slice header inline would take
 	// every series out of its size class.
 	first encoding.Encoder
-	more  *[]*encoding.Encoder
+	more  *overflow
+}
+
+// overflow is a bucket's streams after the first, and what the tick
+// needs to know whether they have settled.
+type overflow struct {
+	streams []*encoding.Encoder
+	// seen is how many samples the streams held at the previous tick
+	// (mod 2^32): the tick merges the streams once that stops changing,
+	// when out-of-order writes to the bucket have ended (tickNamespace).
+	seen uint32
 }
 
 // flushing buckets are being written to a fileset: they stay readable but
@@ -46,7 +56,7 @@ func (b *bucket) moreStreams() []*encoding.Encoder {
 	if b.more == nil {
 		return nil
 	}
-	return *b.more
+	return b.more.streams
 }
 
 func (b *bucket) write(t int64, v float64) error {
@@ -68,11 +78,27 @@ func (b *bucket) write(t int64, v float64) error {
 	}
 	s := encoding.NewEncoder()
 	if b.more == nil {
-		b.more = &[]*encoding.Encoder{s}
+		b.more = &overflow{streams: []*encoding.Encoder{s}}
 	} else {
-		*b.more = append(*b.more, s)
+		b.more.streams = append(b.more.streams, s)
 	}
 	return s.Append(t, v)
+}
+
+// settledStreams reports whether the bucket has streams after the first
+// that took no sample since the previous call (the tick's), and
+// remembers their samples for the next call.
+func (b *bucket) settledStreams() bool {
+	if b.more == nil {
+		return false
+	}
+	var n uint32
+	for _, s := range b.more.streams {
+		n += uint32(s.Len())
+	}
+	settled := n == b.more.seen
+	b.more.seen = n
+	return settled
 }
 
 // streams calls fn for each stream in order, stopping when it returns false.
@@ -119,7 +145,7 @@ func (b *bucket) iterator(copyBytes bool) encoding.Iterator {
 	if b.more == nil {
 		return encoding.NewIterator(streamBytes(&b.first, copyBytes))
 	}
-	its := make([]encoding.Iterator, 0, 1+len(*b.more))
+	its := make([]encoding.Iterator, 0, 1+len(b.more.streams))
 	b.streams(func(s *encoding.Encoder) bool {
 		its = append(its, encoding.NewIterator(streamBytes(s, copyBytes)))
 		return true

@@ -123,6 +123,7 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 	shards := ns.allShards()
 	toFlush := map[int64][]shardFlush{}
 	emptied := map[*shard][]*Series{}
+	var compactErr error // the last, reported once the tick is done
 	for _, sh := range shards {
 		// Expire first: nothing below is flushed only to be deleted.
 		sh.mu.Lock()
@@ -142,6 +143,18 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 			for b := range s.floatBuckets() {
 				if b.start <= sealedBefore && b.start >= expireBefore {
 					byBlock[b.start] = append(byBlock[b.start], s)
+				}
+				if !b.flushing() && b.settledStreams() {
+					// Out-of-order writes left several streams, which
+					// every read merges sample by sample until the block
+					// is flushed (over two hours): once they have taken
+					// no sample for a tick, merge them. A series written
+					// out of order all along keeps its streams (as
+					// before), rather than being merged every tick. On
+					// error the bucket is left as it was.
+					if err := b.compact(); err != nil {
+						compactErr = fmt.Errorf("compact the buckets of a series: %w", err)
+					}
 				}
 			}
 			if h := s.histLocked(); h != nil {
@@ -180,6 +193,9 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 	}
 	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
 	var errs []error
+	if compactErr != nil {
+		errs = append(errs, fmt.Errorf("namespace %s: %w", ns.opts.Name, compactErr))
+	}
 	n := 0
 	for _, bs := range starts {
 		items := toFlush[bs]

@@ -331,3 +331,61 @@ func contains(s, sub string) bool {
 }
 
 var _ = encoding.ErrOutOfOrder
+
+// TestTickCompactsOutOfOrderStreams: a tick merges the streams that
+// out-of-order writes left in a bucket (reads would otherwise merge them
+// sample by sample until the block is flushed) once they took no sample
+// for a tick, and the series reads the same before and after, duplicates
+// resolved last-write-wins.
+func TestTickCompactsOutOfOrderStreams(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	db := openDB(t, testOpts(t.TempDir(), clk))
+	id := sid("ooo-tick")
+	base := ms(t0)
+	// Batches of ten in order, the batches in a shuffled order: several
+	// streams, fewer than the write path's own compaction threshold.
+	for _, k := range []int{3, 0, 5, 1, 4, 2} {
+		var batch []Sample
+		for i := range 10 {
+			batch = append(batch, Sample{ID: id, Shard: db.Shard(id), T: base + int64(k*10+i)*1000, V: float64(k*10 + i)})
+		}
+		require.NoError(t, db.WriteBatch("default", batch))
+	}
+	require.NoError(t, db.WriteBatch("default", []Sample{{ID: id, Shard: db.Shard(id), T: base + 7000, V: -7}}))
+	streams := func() int {
+		ns, err := db.namespace("default")
+		require.NoError(t, err)
+		sh := ns.existingShard(db.Shard(id))
+		sh.mu.RLock()
+		se := sh.series.get(hashID(id), id)
+		sh.mu.RUnlock()
+		se.mu.Lock()
+		defer se.mu.Unlock()
+		n := 0
+		for b := range se.floatBuckets() {
+			b.streams(func(*encoding.Encoder) bool { n++; return true })
+		}
+		return n
+	}
+	require.Greater(t, streams(), 1)
+	before := readAll(t, db, id, base, base+100_000)
+	require.Len(t, before, 60)
+	require.Equal(t, tv{base + 7000, -7}, before[7])
+	require.NoError(t, db.Tick())
+	// Still written out of order since the previous tick: left alone.
+	require.NoError(t, db.WriteBatch("default", []Sample{{ID: id, Shard: db.Shard(id), T: base + 7500, V: 7.5}}))
+	require.NoError(t, db.Tick())
+	require.Greater(t, streams(), 1, "streams still taking samples are not merged")
+	before = readAll(t, db, id, base, base+100_000)
+	require.Len(t, before, 61)
+	require.NoError(t, db.Tick())
+	require.Equal(t, 1, streams(), "a tick merges the streams that took no sample since the previous one")
+	require.Equal(t, before, readAll(t, db, id, base, base+100_000))
+	// Writes after the merge go on, in order or not.
+	require.NoError(t, db.WriteBatch("default", []Sample{{ID: id, Shard: db.Shard(id), T: base + 60_000, V: 60},
+		{ID: id, Shard: db.Shard(id), T: base + 500, V: 0.5}}))
+	got := readAll(t, db, id, base, base+100_000)
+	require.Len(t, got, 63)
+	require.Equal(t, tv{base + 500, 0.5}, got[1])
+	require.Equal(t, tv{base + 60_000, 60}, got[62])
+}
