@@ -246,11 +246,7 @@ func (s *binSet) Next() bool {
 	return s.i < len(s.out)
 }
 
-func (s *binSet) At() storage.Series {
-	fs := &s.out[s.i]
-	r := s.q.fast
-	return &precomputed{lset: fs.lset, vals: fs.vals, t0: r.start + int64(fs.first)*r.stp, stp: r.stp}
-}
+func (s *binSet) At() storage.Series { return s.q.fast.series(&s.out[s.i]) }
 
 func (s *binSet) Err() error                        { return s.err }
 func (s *binSet) Warnings() annotations.Annotations { return s.warnings }

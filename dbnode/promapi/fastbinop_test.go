@@ -357,18 +357,7 @@ func TestFastBinaryComparisonCatchesErrors(t *testing.T) {
 		}},
 		"mod as remainder": {`a % b`, parser.MOD, math.Remainder},
 	} {
-		t.Run(name, func(t *testing.T) {
-			p := ranged(c.query, testBase, testBase+30*60_000, "15")
-			before := pair.api.fastStats.binops.Load()
-			msg, _ := pair.diff(t, "/api/v1/query_range", p)
-			require.Empty(t, msg)
-			require.Greater(t, pair.api.fastStats.binops.Load(), before)
-			right := binOps[c.op]
-			binOps[c.op] = c.broken
-			t.Cleanup(func() { binOps[c.op] = right })
-			msg, _ = pair.diff(t, "/api/v1/query_range", p)
-			require.NotEmpty(t, msg, "a wrong operator must not pass the comparison")
-		})
+		t.Run(name, func(t *testing.T) { breakOperator(t, pair, c.query, binOps, c.op, c.broken) })
 	}
 	for name, c := range map[string]struct {
 		query  string
@@ -379,19 +368,26 @@ func TestFastBinaryComparisonCatchesErrors(t *testing.T) {
 		"!= true of NaN": {`a != bool b`, parser.NEQ, func(l, r float64) bool { return l != r && !math.IsNaN(l) }},
 		"< swapped":      {`a < on (i, j) c`, parser.LSS, func(l, r float64) bool { return r < l }},
 	} {
-		t.Run(name, func(t *testing.T) {
-			p := ranged(c.query, testBase, testBase+30*60_000, "15")
-			before := pair.api.fastStats.binops.Load()
-			msg, _ := pair.diff(t, "/api/v1/query_range", p)
-			require.Empty(t, msg)
-			require.Greater(t, pair.api.fastStats.binops.Load(), before)
-			right := binCmps[c.op]
-			binCmps[c.op] = c.broken
-			t.Cleanup(func() { binCmps[c.op] = right })
-			msg, _ = pair.diff(t, "/api/v1/query_range", p)
-			require.NotEmpty(t, msg, "a wrong comparison must not pass the comparison")
-		})
+		t.Run(name, func(t *testing.T) { breakOperator(t, pair, c.query, binCmps, c.op, c.broken) })
 	}
+}
+
+// breakOperator checks that query agrees with the engine on the fast
+// path, then replaces op's function in table (binOps or binCmps) with
+// broken, for the rest of the test, and checks that the comparison now
+// fails.
+func breakOperator[F any](t *testing.T, pair fastPair, query string, table map[parser.ItemType]F, op parser.ItemType, broken F) {
+	t.Helper()
+	p := ranged(query, testBase, testBase+30*60_000, "15")
+	before := pair.api.fastStats.binops.Load()
+	msg, _ := pair.diff(t, "/api/v1/query_range", p)
+	require.Empty(t, msg)
+	require.Greater(t, pair.api.fastStats.binops.Load(), before)
+	right := table[op]
+	table[op] = broken
+	t.Cleanup(func() { table[op] = right })
+	msg, _ = pair.diff(t, "/api/v1/query_range", p)
+	require.NotEmpty(t, msg, "a wrong operator must not pass the comparison")
 }
 
 // TestFastBinaryLimits: an operator's results count against the samples

@@ -114,9 +114,11 @@ func (s *fastSet) Next() bool {
 	return s.i < len(s.out)
 }
 
-func (s *fastSet) At() storage.Series {
-	fs := &s.out[s.i]
-	r := s.q.fast
+func (s *fastSet) At() storage.Series { return s.q.fast.series(&s.out[s.i]) }
+
+// series is fs as the engine reads it: its step values from its first
+// step on.
+func (r *fastRange) series(fs *fastSeries) *precomputed {
 	return &precomputed{lset: fs.lset, vals: fs.vals, t0: r.start + int64(fs.first)*r.stp, stp: r.stp, err: fs.err}
 }
 
