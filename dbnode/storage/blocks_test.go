@@ -256,6 +256,12 @@ func TestReadUnflushedSoleStreamAsReencoded(t *testing.T) {
 
 func mustIterators(t *testing.T, db *Database, id []byte) []encoding.Iterator {
 	t.Helper()
+	return storedSeries(t, db, id).iterators(-1<<62, 1<<62)
+}
+
+// storedSeries is the series id of namespace "default", which must exist.
+func storedSeries(t *testing.T, db *Database, id []byte) *Series {
+	t.Helper()
 	ns, err := db.namespace("default")
 	require.NoError(t, err)
 	sh := ns.existingShard(db.Shard(id))
@@ -263,5 +269,5 @@ func mustIterators(t *testing.T, db *Database, id []byte) []encoding.Iterator {
 	se := sh.series.get(hashID(id), id)
 	sh.mu.RUnlock()
 	require.NotNil(t, se)
-	return se.iterators(-1<<62, 1<<62)
+	return se
 }

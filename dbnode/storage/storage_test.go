@@ -353,12 +353,7 @@ func TestTickCompactsOutOfOrderStreams(t *testing.T) {
 	}
 	require.NoError(t, db.WriteBatch("default", []Sample{{ID: id, Shard: db.Shard(id), T: base + 7000, V: -7}}))
 	streams := func() int {
-		ns, err := db.namespace("default")
-		require.NoError(t, err)
-		sh := ns.existingShard(db.Shard(id))
-		sh.mu.RLock()
-		se := sh.series.get(hashID(id), id)
-		sh.mu.RUnlock()
+		se := storedSeries(t, db, id)
 		se.mu.Lock()
 		defer se.mu.Unlock()
 		n := 0
