@@ -108,21 +108,7 @@ run() { # run STORE ROUND -> prints "rss_bytes settle_s heap_bytes ingest_ticks"
 	local who=$1 dir=$work/$1-$2 url heap=- t0
 	mkdir -p "$dir"
 	if [ "$who" = tessera ]; then
-		cat >"$dir/node.yml" <<EOF
-id: node1
-dataDir: $dir/data
-http:
-  listen: 127.0.0.1:$PORT
-rpc:
-  listen: 127.0.0.1:$((PORT + 1))
-cluster:
-  autoInit: true
-etcd:
-  embedded:
-    enabled: true
-    clientURL: http://127.0.0.1:$((PORT + 2))
-    peerURL: http://127.0.0.1:$((PORT + 3))
-EOF
+		node_yml "$dir" "$PORT" >"$dir/node.yml"
 		"$TESSERA" node -f "$dir/node.yml" >"$dir/node.log" 2>&1 &
 		pid=$!
 		wait_up "$T_URL" /ready "$dir/node.log" "$pid"

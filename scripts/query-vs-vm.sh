@@ -93,21 +93,7 @@ wait_for() {
 }
 
 mkdir -p "$work/tessera" "$work/vm"
-cat >"$work/tessera/node.yml" <<EOF
-id: node1
-dataDir: $work/tessera/data
-http:
-  listen: 127.0.0.1:$PORT
-rpc:
-  listen: 127.0.0.1:$((PORT + 1))
-cluster:
-  autoInit: true
-etcd:
-  embedded:
-    enabled: true
-    clientURL: http://127.0.0.1:$((PORT + 2))
-    peerURL: http://127.0.0.1:$((PORT + 3))
-EOF
+node_yml "$work/tessera" "$PORT" >"$work/tessera/node.yml"
 "$TESSERA" node -f "$work/tessera/node.yml" >"$work/tessera/node.log" 2>&1 &
 pids+=($!)
 tpid=$!

@@ -28,3 +28,24 @@ wait_up() {
 	tail -5 "$3" >&2
 	return 1
 }
+
+# node_yml DIR PORT: a one-node Tessera config on its embedded defaults
+# (own etcd, placement initialised) with its data in DIR/data and its
+# ports PORT to PORT+3.
+node_yml() {
+	cat <<EOF
+id: node1
+dataDir: $1/data
+http:
+  listen: 127.0.0.1:$2
+rpc:
+  listen: 127.0.0.1:$(($2 + 1))
+cluster:
+  autoInit: true
+etcd:
+  embedded:
+    enabled: true
+    clientURL: http://127.0.0.1:$(($2 + 2))
+    peerURL: http://127.0.0.1:$(($2 + 3))
+EOF
+}
