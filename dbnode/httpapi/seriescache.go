@@ -8,6 +8,7 @@ import (
 
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/internal/slots"
 )
 
 // seriesCache remembers the series remote write requests carried, keyed by
@@ -240,18 +241,6 @@ const (
 	growNum, growDen       = 24, 13
 )
 
-// home is where hash bits h start probing in a table of n slots: h scaled
-// to n (a multiply and a shift where a mask needs a power of two).
-func home(h uint32, n int) int { return int(uint64(h) * uint64(n) >> 32) }
-
-// next is the slot after i in a table of n, wrapping.
-func next(i, n int) int {
-	if i++; i == n {
-		return 0
-	}
-	return i
-}
-
 func newSeriesCache(maxSeries int) *seriesCache {
 	perGen := max(maxSeries, 1)
 	return &seriesCache{perGen: perGen, slots: make([]slot, minSlots)}
@@ -270,7 +259,7 @@ func (c *seriesCache) view(fn func()) {
 // key the caller compares.
 func (c *seriesCache) probe(h uint64) slot {
 	h32 := uint32(h)
-	for i := home(h32, len(c.slots)); ; i = next(i, len(c.slots)) {
+	for i := slots.Home(h32, len(c.slots)); ; i = slots.Next(i, len(c.slots)) {
 		s := &c.slots[i]
 		if s.kind == kindEmpty {
 			return slot{}
@@ -287,7 +276,7 @@ func (c *seriesCache) probe(h uint64) slot {
 // lookup's slow path.
 func (c *seriesCache) find(key []byte, h uint64) slot {
 	h32 := uint32(h)
-	for i := home(h32, len(c.slots)); ; i = next(i, len(c.slots)) {
+	for i := slots.Home(h32, len(c.slots)); ; i = slots.Next(i, len(c.slots)) {
 		s := &c.slots[i]
 		if s.kind == kindEmpty {
 			return slot{}
@@ -447,7 +436,7 @@ func (c *seriesCache) put(a *newSeries) {
 	v := a.v
 	v.h, v.gen = uint32(a.h), c.gen
 	free := -1
-	for i := home(v.h, len(c.slots)); ; i = next(i, len(c.slots)) {
+	for i := slots.Home(v.h, len(c.slots)); ; i = slots.Next(i, len(c.slots)) {
 		s := &c.slots[i]
 		switch {
 		case s.kind == kindEmpty:
@@ -512,9 +501,9 @@ func (c *seriesCache) rebuild() {
 		if s.kind < kindEntry {
 			continue
 		}
-		j := home(s.h, n)
+		j := slots.Home(s.h, n)
 		for c.slots[j].kind != kindEmpty {
-			j = next(j, n)
+			j = slots.Next(j, n)
 		}
 		c.slots[j] = *s
 	}
