@@ -23,6 +23,7 @@ func main() {
 	root.SetVersionTemplate(version.Get().String() + "\n")
 	root.AddCommand(nodeCommand(), benchCommand(), readyCommand(), versionCommand(), repairCommand())
 	root.AddCommand(placementCommand()...)
+	refuseUnknownSubcommands(root)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tessera:", err)
 		os.Exit(1)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -350,4 +351,23 @@ func exported(base string) (map[string]bool, error) {
 		}
 	}
 	return have, nil
+}
+
+// A typo in a subcommand exits non-zero naming it; before, `tessera placement
+// getx` printed the group's help and exited 0.
+func TestUnknownSubcommandFails(t *testing.T) {
+	for _, args := range [][]string{{"placement", "getx"}, {"repair", "stat"}, {"nodex"}} {
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+			t.Errorf("tessera %v: err %v, want a non-zero exit; output:\n%s", args, err, out)
+			continue
+		}
+		if !strings.Contains(string(out), "unknown command") || !strings.Contains(string(out), args[len(args)-1]) {
+			t.Errorf("tessera %v: output does not name the unknown command:\n%s", args, out)
+		}
+	}
+	if out, err := exec.Command(binary, "placement").CombinedOutput(); err != nil || !strings.Contains(string(out), "Available Commands") {
+		t.Errorf("tessera placement alone: err %v, want its help:\n%s", err, out)
+	}
 }
