@@ -65,7 +65,7 @@ type HTTP struct {
 	Listen string `yaml:"listen"`
 	// MaxBodyBytes bounds a remote write/read body, compressed and
 	// decompressed. Default 32 MiB.
-	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+	MaxBodyBytes int64 `yaml:"maxBodyBytes" unit:"bytes"`
 	// SeriesCacheSize is how many series remote write remembers by the
 	// bytes of their labels, to skip decoding and looking up a series it
 	// saw before (each costs about 70 bytes when this node stores the
@@ -110,10 +110,10 @@ type CommitLog struct {
 	// FlushEvery is the async fsync interval. Default 1s.
 	FlushEvery time.Duration `yaml:"flushEvery"`
 	// MaxFileSize rotates the active file past this many bytes. Default 256 MiB.
-	MaxFileSize int64 `yaml:"maxFileSize"`
+	MaxFileSize int64 `yaml:"maxFileSize" unit:"bytes"`
 	// MaxPendingBytes bounds buffered, unwritten data; past it writes get 503.
 	// Default 64 MiB.
-	MaxPendingBytes int64 `yaml:"maxPendingBytes"`
+	MaxPendingBytes int64 `yaml:"maxPendingBytes" unit:"bytes"`
 }
 
 // Namespace is one retention/resolution domain.
@@ -257,7 +257,7 @@ type Storage struct {
 // mark-available CAS that ends it.
 type Bootstrap struct {
 	// MaxBytesPerSecond rate-limits peer streaming on both sides. 0 = unlimited.
-	MaxBytesPerSecond int64 `yaml:"maxBytesPerSecond"`
+	MaxBytesPerSecond int64 `yaml:"maxBytesPerSecond" unit:"bytes"`
 	// Workers is how many batches of shards stream at once. Default 4.
 	Workers int `yaml:"workers"`
 	// ShardsPerFetch is how many shards with the same peers share one
@@ -318,12 +318,12 @@ type Hints struct {
 	Enabled *bool `yaml:"enabled"`
 	// MaxBytesPerTarget bounds one target's queue on disk; past it the
 	// oldest hints are dropped (counted, logged). Default 1 GiB.
-	MaxBytesPerTarget int64 `yaml:"maxBytesPerTarget"`
+	MaxBytesPerTarget int64 `yaml:"maxBytesPerTarget" unit:"bytes"`
 	// MaxAge: older hints are dropped instead of replayed. Default 3h.
 	MaxAge time.Duration `yaml:"maxAge"`
 	// ReplayBytesPerSecond paces each target's replay (bytes of hints on
 	// disk). 0 = unpaced. Default 8 MiB.
-	ReplayBytesPerSecond int64 `yaml:"replayBytesPerSecond"`
+	ReplayBytesPerSecond int64 `yaml:"replayBytesPerSecond" unit:"bytes"`
 }
 
 // Default returns the embedded default: one seed node on loopback.

@@ -67,8 +67,8 @@ query:
 
 func TestErrorsNameTheField(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
-		{"bogus: 1", "field bogus not found"},
-		{"http:\n  listn: x", "field listn not found"},
+		{"bogus: 1", "bogus: unknown field"},
+		{"http:\n  listn: x", "http.listn: unknown field"},
 		{"commitlog:\n  mode: sometimes", "commitlog.mode"},
 		{"http:\n  listen: nope", "http.listen"},
 		{"http:\n  seriesCacheSize: -1", "http.seriesCacheSize"},
@@ -122,7 +122,7 @@ func TestLimitsDefaultsAndValidation(t *testing.T) {
 		{"limits:\n  maxSeriesPerRequest: -5", "limits.maxSeriesPerRequest"},
 		{"limits:\n  maxLabelValueLength: 16777216", "limits.maxLabelValueLength: must be in 1..16777215"},
 		{"limits:\n  maxLabelNameLength: -1", "limits.maxLabelNameLength: must be in 1..16777215"},
-		{"limits:\n  maxLabelNames: 3", "field maxLabelNames not found"},
+		{"limits:\n  maxLabelNames: 3", "limits.maxLabelNames: unknown field"},
 	} {
 		_, err := Parse(strings.NewReader(tc.yaml))
 		require.Error(t, err, tc.yaml)

@@ -61,16 +61,22 @@ type edit struct {
 }
 
 // normalizeDurations returns raw with every duration scalar of a
-// Config-shaped document rewritten in Go's form, or an error naming the
-// first field whose value is not a duration.
+// Config-shaped document rewritten in Go's form and every byte size
+// (bytes.go) as a plain integer, or an error naming the first field whose
+// value is neither, or every key that names no field (by path, with a
+// did-you-mean: yaml.v3 names the Go type instead).
 func normalizeDurations(raw []byte) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		return raw, nil // the strict decode reports it, with its context
 	}
 	var edits []edit
-	if err := walkDurations(&doc, reflect.TypeOf(Config{}), "", &edits); err != nil {
+	var unknown []string
+	if err := walkDurations(&doc, reflect.TypeOf(Config{}), "", &edits, &unknown); err != nil {
 		return nil, err
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(unknown, "; "))
 	}
 	if len(edits) == 0 {
 		return raw, nil
@@ -104,14 +110,14 @@ func normalizeDurations(raw []byte) ([]byte, error) {
 // walkDurations follows n along the Go type t and records an edit for
 // every scalar that decodes into a time.Duration. path is the field's name
 // as Validate spells it (namespaces[0].retention).
-func walkDurations(n *yaml.Node, t reflect.Type, path string, edits *[]edit) error {
+func walkDurations(n *yaml.Node, t reflect.Type, path string, edits *[]edit, unknown *[]string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			if err := walkDurations(c, t, path, edits); err != nil {
+			if err := walkDurations(c, t, path, edits, unknown); err != nil {
 				return err
 			}
 		}
@@ -149,9 +155,18 @@ func walkDurations(n *yaml.Node, t reflect.Type, path string, edits *[]edit) err
 			key, val := n.Content[i].Value, n.Content[i+1]
 			f, ok := fieldByYAMLName(t, key)
 			if !ok {
-				continue // the strict decode names unknown fields
+				if key != "<<" { // a merge key: yaml reports what it merges
+					*unknown = append(*unknown, unknownKey(t, join(path, key), key, n.Content[i].Line))
+				}
+				continue
 			}
-			if err := walkDurations(val, f.Type, join(path, key), edits); err != nil {
+			if isByteSize(f) {
+				if err := byteSizeEdit(val, join(path, key), edits); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := walkDurations(val, f.Type, join(path, key), edits, unknown); err != nil {
 				return err
 			}
 		}
@@ -160,7 +175,7 @@ func walkDurations(n *yaml.Node, t reflect.Type, path string, edits *[]edit) err
 			return nil
 		}
 		for i, c := range n.Content {
-			if err := walkDurations(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), edits); err != nil {
+			if err := walkDurations(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), edits, unknown); err != nil {
 				return err
 			}
 		}
@@ -169,7 +184,7 @@ func walkDurations(n *yaml.Node, t reflect.Type, path string, edits *[]edit) err
 			return nil
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := walkDurations(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), edits); err != nil {
+			if err := walkDurations(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), edits, unknown); err != nil {
 				return err
 			}
 		}

@@ -15,7 +15,7 @@ type GC struct {
 	MinPercent int `yaml:"minPercent"`
 	// Headroom is the most room for garbage, in bytes, above
 	// MinPercent of the live heap. Default 256 MiB.
-	Headroom int64 `yaml:"headroom"`
+	Headroom int64 `yaml:"headroom" unit:"bytes"`
 }
 
 // defaults is called by Config.Defaults.

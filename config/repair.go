@@ -20,7 +20,7 @@ type Repair struct {
 	Every time.Duration `yaml:"every"`
 	// MaxBytesPerSecond paces the bytes a pass receives from peers
 	// (digests, checksums and pulled series). 0 = unlimited. Default 8 MiB.
-	MaxBytesPerSecond int64 `yaml:"maxBytesPerSecond"`
+	MaxBytesPerSecond int64 `yaml:"maxBytesPerSecond" unit:"bytes"`
 	// SettleMargin: only samples older than now - bufferPast - SettleMargin
 	// are compared, so writes still on their way to replicas do not look
 	// like differences. Default 1m.
