@@ -231,6 +231,11 @@ type EmbeddedEtcd struct {
 	PeerURL string `yaml:"peerURL"`
 	// InitialCluster: name=peerURL,... Default: this member alone.
 	InitialCluster string `yaml:"initialCluster"`
+	// InitialClusterState is "new" when the seeds in InitialCluster start
+	// a cluster together, "existing" when this member joins a running one
+	// after `tessera etcd add-member` (docs/etcd.md). Read only when the
+	// member's data directory is empty. Default "new".
+	InitialClusterState string `yaml:"initialClusterState"`
 	// ListenClientURL and ListenPeerURL, when set, are where the member
 	// listens if that differs from what it advertises (0.0.0.0 in a
 	// container). Default: the advertised URLs.
@@ -404,6 +409,7 @@ func (c *Config) Defaults() {
 	def(&c.Etcd.Embedded.ClientURL, "http://127.0.0.1:2379")
 	def(&c.Etcd.Embedded.PeerURL, "http://127.0.0.1:2380")
 	def(&c.Etcd.Embedded.InitialCluster, c.Etcd.Embedded.Name+"="+c.Etcd.Embedded.PeerURL)
+	def(&c.Etcd.Embedded.InitialClusterState, "new")
 	if len(c.Etcd.Endpoints) == 0 {
 		c.Etcd.Endpoints = []string{trimScheme(c.Etcd.Embedded.ClientURL)}
 	}

@@ -129,3 +129,17 @@ func TestLimitsDefaultsAndValidation(t *testing.T) {
 		require.Contains(t, err.Error(), tc.want, tc.yaml)
 	}
 }
+
+// A seed joining a running etcd cluster after `tessera etcd add-member`
+// says initialClusterState: existing; anything but new or existing is
+// refused by name.
+func TestEmbeddedEtcdInitialClusterState(t *testing.T) {
+	c, err := Parse(strings.NewReader("etcd:\n  embedded:\n    enabled: true\n"))
+	require.NoError(t, err)
+	require.Equal(t, "new", c.Etcd.Embedded.InitialClusterState)
+	c, err = Parse(strings.NewReader("etcd:\n  embedded:\n    enabled: true\n    initialClusterState: existing\n"))
+	require.NoError(t, err)
+	require.Equal(t, "existing", c.Etcd.Embedded.InitialClusterState)
+	_, err = Parse(strings.NewReader("etcd:\n  embedded:\n    enabled: true\n    initialClusterState: join\n"))
+	require.ErrorContains(t, err, "etcd.embedded.initialClusterState")
+}

@@ -125,6 +125,11 @@ func (c *Config) Validate() error {
 				bad(u.f, "%q is not an http(s)://host:port URL", u.v)
 			}
 		}
+		switch c.Etcd.Embedded.InitialClusterState {
+		case "new", "existing":
+		default:
+			bad("etcd.embedded.initialClusterState", "must be new or existing, got %q", c.Etcd.Embedded.InitialClusterState)
+		}
 		for _, m := range strings.Split(c.Etcd.Embedded.InitialCluster, ",") {
 			if !strings.Contains(m, "=") {
 				bad("etcd.embedded.initialCluster", "member %q is not name=peerURL", m)

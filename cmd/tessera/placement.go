@@ -5,4 +5,6 @@ import (
 	"github.com/tessera-tsdb/tessera/placement/cli"
 )
 
-func placementCommand() []*cobra.Command { return []*cobra.Command{cli.NewCommand()} }
+func placementCommand() []*cobra.Command {
+	return []*cobra.Command{cli.NewCommand(), cli.NewEtcdCommand()}
+}

@@ -58,6 +58,9 @@ func startEmbeddedEtcd(cfg config.Config, free func(string) (uint64, error), log
 	ec.InitialCluster = e.InitialCluster
 	ec.InitialClusterToken = "tessera-" + cfg.Cluster.Name
 	ec.ClusterState = embed.ClusterStateFlagNew
+	if e.InitialClusterState == "existing" {
+		ec.ClusterState = embed.ClusterStateFlagExisting // joins after `tessera etcd add-member`
+	}
 	// One log format: etcd's zap logs go through the node's logger, its
 	// routine chatter demoted (zap.go).
 	ec.Logger = "zap"

@@ -86,6 +86,19 @@ func quiet(cmd *cobra.Command) {
 // mutates says whether fn may write: a deadline that passes once etcd was
 // reached then means the write may have landed, which the error says.
 func (o *options) run(cmd *cobra.Command, mutates bool, fn func(context.Context, *placement.Store) (placement.Placement, error)) error {
+	return o.withClient(cmd, mutates, func(ctx context.Context, client *clientv3.Client) error {
+		p, err := fn(ctx, placement.NewStore(client, placement.StoreOptions{Cluster: o.cluster}))
+		if err != nil {
+			return err
+		}
+		return o.print(cmd.OutOrStdout(), p)
+	})
+}
+
+// withClient connects to etcd (saying why when it cannot), runs fn within
+// the timeout, and turns its error into one line that says why: no
+// quorum, a deadline after a change was sent, or fn's own error.
+func (o *options) withClient(cmd *cobra.Command, mutates bool, fn func(context.Context, *clientv3.Client) error) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
@@ -105,13 +118,26 @@ func (o *options) run(cmd *cobra.Command, mutates bool, fn func(context.Context,
 	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 	defer cancel()
 	if !connect(ctx, client) {
-		return oneLine(fmt.Errorf("etcd unreachable at %s within %v: could not connect", strings.Join(o.endpoints, ","), o.timeout))
+		return oneLine(diagnoseConnect(o.endpoints, ec.TLS, probeTimeout(o.timeout)))
 	}
-	p, err := fn(ctx, placement.NewStore(client, placement.StoreOptions{Cluster: o.cluster}))
-	if err != nil {
+	if err := fn(ctx, client); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			if qerr := quorumProblem(client, o.endpoints, probeTimeout(o.timeout)); qerr != nil {
+				if mutates {
+					qerr = fmt.Errorf("%w; once it is back, check with `tessera placement get` whether the change was applied", qerr)
+				}
+				return oneLine(qerr)
+			}
+		}
 		return oneLine(o.explain(err, mutates))
 	}
-	return oneLine(o.print(cmd.OutOrStdout(), p))
+	return nil
+}
+
+// probeTimeout bounds each diagnostic probe after the request's own
+// timeout was spent.
+func probeTimeout(timeout time.Duration) time.Duration {
+	return min(timeout, 2*time.Second)
 }
 
 // connect waits until the client holds a ready connection to one of the

@@ -212,9 +212,16 @@ func TestCLISecuredEtcd(t *testing.T) {
 	r = runEnv(env[:3], "get")
 	require.NotZero(t, r.code)
 	requireOneLine(t, r.stderr)
+	// No TLS at all against a TLS-only etcd: said so, not "unreachable".
 	r = runEnv(nil, "--timeout", "2s", "get")
 	require.NotZero(t, r.code)
 	requireOneLine(t, r.stderr)
+	require.Contains(t, r.stderr, "requires TLS: pass --ca-file")
+	// The CA but no client certificate where etcd requires one.
+	r = runEnv(env[:1], "--timeout", "2s", "get")
+	require.NotZero(t, r.code)
+	requireOneLine(t, r.stderr)
+	require.Contains(t, r.stderr, "requires a client certificate")
 	r = runEnv(nil, "--ca-file", filepath.Join(dir, "missing.crt"), "get")
 	require.NotZero(t, r.code)
 	require.Contains(t, r.stderr, "missing.crt")

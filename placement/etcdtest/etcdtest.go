@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,9 @@ type Server struct {
 	client url.URL
 	peer   url.URL
 	etcd   *embed.Etcd
+	// name and cluster are the member's name and the initial cluster
+	// (name=peerURL,...); one member alone when empty.
+	name, cluster string
 }
 
 // TLS serves the client URL over TLS with the key pair, requiring client
@@ -93,12 +97,18 @@ func (s *Server) Restart() {
 func (s *Server) start() error {
 	cfg := embed.NewConfig()
 	cfg.Name = "etcdtest"
+	if s.name != "" {
+		cfg.Name = s.name
+	}
 	cfg.Dir = s.dir
 	cfg.ListenClientUrls = []url.URL{s.client}
 	cfg.AdvertiseClientUrls = []url.URL{s.client}
 	cfg.ListenPeerUrls = []url.URL{s.peer}
 	cfg.AdvertisePeerUrls = []url.URL{s.peer}
 	cfg.InitialCluster = fmt.Sprintf("%s=%s", cfg.Name, s.peer.String())
+	if s.cluster != "" {
+		cfg.InitialCluster = s.cluster
+	}
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.LogLevel = "error"
 	if s.tls.CertFile != "" {
@@ -117,6 +127,37 @@ func (s *Server) start() error {
 		e.Close()
 		return fmt.Errorf("embedded etcd not ready after 30s")
 	}
+}
+
+// StartCluster runs n embedded members forming one etcd cluster until the
+// test ends (members named m0, m1, ...). Each can be stopped alone, to
+// take quorum away.
+func StartCluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	servers := make([]*Server, n)
+	var peers []string
+	for i := range servers {
+		s := &Server{t: t, dir: t.TempDir(), name: fmt.Sprintf("m%d", i), client: freeURL(t), peer: freeURL(t)}
+		servers[i] = s
+		peers = append(peers, s.name+"="+s.peer.String())
+	}
+	errs := make(chan error, n)
+	for _, s := range servers {
+		s.cluster = strings.Join(peers, ",")
+		go func() { errs <- s.start() }() // members wait for each other
+	}
+	for range servers {
+		if err := <-errs; err != nil {
+			for _, s := range servers {
+				s.Stop()
+			}
+			t.Fatalf("start embedded etcd cluster: %v", err)
+		}
+	}
+	for _, s := range servers {
+		t.Cleanup(s.Stop)
+	}
+	return servers
 }
 
 func freeURL(t testing.TB) url.URL {
