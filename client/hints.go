@@ -122,6 +122,12 @@ func (h *hinter) replay(target string) {
 	ctx := s.ctx
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 2 * time.Second
 	backoff := minBackoff
+	// The pacing is a rate, not a pause per write: each write may start
+	// once the bytes before it would have taken their time at
+	// ReplayBytesPerSecond (due), so a write's own duration counts
+	// towards it. Time spent waiting on a target that does not answer
+	// gives no credit: due never lies before the write that starts now.
+	var due time.Time
 	fail := func() {
 		_ = ctxsleep.Sleep(ctx, backoff)
 		backoff = min(2*backoff, maxBackoff)
@@ -169,6 +175,7 @@ func (h *hinter) replay(target string) {
 			fail()
 			continue
 		}
+		sent := time.Now()
 		if err := h.deliver(ctx, q, host, m, rec); err != nil {
 			s.opts.Logger.Debug("hint replay: target not answering yet", "target", target, "err", err)
 			fail()
@@ -178,9 +185,21 @@ func (h *hinter) replay(target string) {
 		q.Replayed(rec)
 		q.Ack(rec)
 		if r := h.opts.ReplayBytesPerSecond; r > 0 {
-			_ = ctxsleep.Sleep(ctx, time.Duration(float64(rec.Size)/float64(r)*float64(time.Second)))
+			due = paceDue(due, sent, rec.Size, r)
+			_ = ctxsleep.Sleep(ctx, time.Until(due))
 		}
 	}
+}
+
+// paceDue returns when the replay after a write of size bytes, started
+// at sent, may start at rate bytes per second: size's share of a second
+// after the previous due time, or after sent when that is later (the
+// replay was idle or backing off, which earns no burst).
+func paceDue(due, sent time.Time, size, rate int64) time.Time {
+	if sent.After(due) {
+		due = sent
+	}
+	return due.Add(time.Duration(float64(size) / float64(rate) * float64(time.Second)))
 }
 
 // deliver sends one record's samples of shards the target still holds

@@ -381,3 +381,21 @@ func TestHintsReplayFillOnly(t *testing.T) {
 		}
 	}
 }
+
+// The replay's pacing is a rate: a write's own duration counts towards
+// its share of time, and idle time earns no burst.
+func TestHintPaceDue(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const rate = 1 << 20
+	// 1 MiB at 1 MiB/s started at t0: the next may start at t0+1s, even
+	// though the write itself took 400 ms (the old pacing slept a full
+	// second after it, holding the replay to 1/1.4 of the rate).
+	due := paceDue(time.Time{}, t0, rate, rate)
+	require.Equal(t, t0.Add(time.Second), due)
+	// The next write starts on time: due moves on by its share.
+	require.Equal(t, t0.Add(1500*time.Millisecond), paceDue(due, due, rate/2, rate))
+	// A write after a pause (backoff, an empty queue) starts its own
+	// share from when it was sent.
+	late := t0.Add(time.Minute)
+	require.Equal(t, late.Add(time.Second), paceDue(due, late, rate, rate))
+}

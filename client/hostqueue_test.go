@@ -21,7 +21,7 @@ import (
 // serveNode starts a real node RPC server over a real storage engine on a
 // loopback port. old makes it answer WriteStream as a node that predates
 // it does (Unimplemented, nothing written).
-func serveNode(t *testing.T, old bool) (*rpc.Client, *storage.Database) {
+func serveNode(t testing.TB, old bool) (*rpc.Client, *storage.Database) {
 	t.Helper()
 	db := storagetest.Open(t, 64, nil)
 	srv := rpc.NewServer(db, nil, rpc.ServerOptions{})

@@ -136,6 +136,12 @@ func wantFrozenNamed(err error) error {
 // (no embedded etcd), so the test can SIGSTOP it; cleanup resumes and
 // kills it.
 func startBinaryReplica(t *testing.T, id, group, etcd string) (*tnode, *exec.Cmd) {
+	return startBinaryReplicaWith(t, id, group, etcd, "")
+}
+
+// startBinaryReplicaWith is startBinaryReplica with extra lines of YAML
+// appended to the node's config.
+func startBinaryReplicaWith(t *testing.T, id, group, etcd, extra string) (*tnode, *exec.Cmd) {
 	dir := t.TempDir()
 	httpAddr, rpcAddr := freePort(t), freePort(t)
 	conf := filepath.Join(dir, id+".yml")
@@ -148,7 +154,7 @@ rpc:
   listen: %s
 etcd:
   endpoints: [%s]
-`, id, group, filepath.Join(dir, "data"), httpAddr, rpcAddr, etcd)), 0o644))
+%s`, id, group, filepath.Join(dir, "data"), httpAddr, rpcAddr, etcd, extra)), 0o644))
 	cmd := exec.Command(tesseraBinary(t), "node", "-f", conf)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {

@@ -82,3 +82,34 @@ func TestWriteHistogramsFillOnlyKeepsHeld(t *testing.T) {
 	require.Equal(t, map[int64]uint64{0: rpcHist(1).Count, 1000: rpcHist(2).Count, 2000: rpcHist(30).Count}, read(a))
 	require.Equal(t, map[int64]uint64{0: rpcHist(7).Count}, read(b))
 }
+
+// A hint replay interleaves its series (one sample of each of many series
+// per record): the fill-only check reads each series once over its
+// samples' range, not once per sample, and keeps the batch's order.
+func TestDropHeldReadsEachSeriesOnce(t *testing.T) {
+	type smp struct {
+		id string
+		t  int64
+	}
+	var batch []smp
+	for k := int64(0); k < 4; k++ {
+		batch = append(batch, smp{"a", k}, smp{"b", k}, smp{"c", k})
+	}
+	held := map[string]map[int64]bool{"a": {1: true, 3: true}, "c": {0: true}}
+	reads := map[string][2]int64{}
+	kept, err := dropHeld(batch, func(x *smp) ([]byte, int64) { return []byte(x.id), x.t },
+		func(id []byte, lo, hi int64, out map[int64]struct{}) error {
+			_, again := reads[string(id)]
+			require.False(t, again, "series %s read twice", id)
+			reads[string(id)] = [2]int64{lo, hi}
+			for ts := range held[string(id)] {
+				if ts >= lo && ts <= hi {
+					out[ts] = struct{}{}
+				}
+			}
+			return nil
+		})
+	require.NoError(t, err)
+	require.Equal(t, map[string][2]int64{"a": {0, 3}, "b": {0, 3}, "c": {0, 3}}, reads)
+	require.Equal(t, []smp{{"a", 0}, {"b", 0}, {"b", 1}, {"c", 1}, {"a", 2}, {"b", 2}, {"c", 2}, {"b", 3}, {"c", 3}}, kept)
+}

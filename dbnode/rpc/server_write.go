@@ -7,7 +7,6 @@ import (
 
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
-	"github.com/tessera-tsdb/tessera/ident"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -306,33 +305,54 @@ func (s *Server) withoutHeldHistograms(ns string, batch []storage.HistogramSampl
 		})
 }
 
-// dropHeld keeps, in place, the samples of batch whose timestamp is not
-// among those readHeld reports for their series, reading once per run of
-// samples of one series over the run's time range.
+// dropHeld keeps, in place and in order, the samples of batch whose
+// timestamp is not among those readHeld reports for their series. It
+// reads once per series of the batch, over the range of that series'
+// timestamps, wherever its samples are in the batch: a hint replay sends
+// many records one after another, each holding one sample of each of
+// many series, and a read per sample (each decoding the series' block up
+// to its timestamp) held the replay to a fraction of its configured rate.
 func dropHeld[S any](batch []S, key func(*S) ([]byte, int64), readHeld func(id []byte, lo, hi int64, held map[int64]struct{}) error) ([]S, error) {
-	kept := batch[:0]
-	held := map[int64]struct{}{}
-	for i := 0; i < len(batch); {
-		id, lo := key(&batch[i])
-		hi := lo
-		j := i + 1
-		for ; j < len(batch); j++ {
-			jid, t := key(&batch[j])
-			if !ident.Same(jid, id) {
-				break
-			}
-			lo, hi = min(lo, t), max(hi, t)
+	type series struct {
+		lo, hi int64
+		at     []int32 // indices in batch of its samples, in order
+	}
+	index := make(map[string]int, len(batch))
+	var all []series
+	for i := range batch {
+		id, t := key(&batch[i])
+		g, ok := index[string(id)]
+		if !ok {
+			g = len(all)
+			index[string(id)] = g
+			all = append(all, series{lo: t, hi: t})
 		}
+		sr := &all[g]
+		sr.lo, sr.hi = min(sr.lo, t), max(sr.hi, t)
+		sr.at = append(sr.at, int32(i))
+	}
+	drop := make([]bool, len(batch))
+	held := map[int64]struct{}{}
+	for _, sr := range all {
+		id, _ := key(&batch[sr.at[0]])
 		clear(held)
-		if err := readHeld(id, lo, hi, held); err != nil {
+		if err := readHeld(id, sr.lo, sr.hi, held); err != nil {
 			return nil, fmt.Errorf("read series %q: %w", id, err)
 		}
-		for k := i; k < j; k++ {
-			if _, t := key(&batch[k]); !has(held, t) {
-				kept = append(kept, batch[k])
+		if len(held) == 0 {
+			continue
+		}
+		for _, k := range sr.at {
+			if _, t := key(&batch[k]); has(held, t) {
+				drop[k] = true
 			}
 		}
-		i = j
+	}
+	kept := batch[:0]
+	for i := range batch {
+		if !drop[i] {
+			kept = append(kept, batch[i])
+		}
 	}
 	return kept, nil
 }
