@@ -185,7 +185,11 @@ func TestNodeBuildInfoAndLogs(t *testing.T) {
 	require.NotEmpty(t, bi.Data["prometheusVersion"])
 
 	out := n.stop()
-	require.Contains(t, out, `msg="node serving"`)
+	// Start, replay and stop each say so: an operator reading the log of a
+	// slow start or of a stop sees which step it is in.
+	for _, want := range []string{`msg="storage recovering: replaying commit log"`, `msg="node serving"`, `msg="node shutting down"`, `msg="node stopped"`} {
+		require.Contains(t, out, want)
+	}
 	keyValue := regexp.MustCompile(`^time=\S+ level=(DEBUG|INFO|WARN|ERROR) msg=`)
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		require.Regexp(t, keyValue, line, "every line is ours, key=value")

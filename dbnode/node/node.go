@@ -156,8 +156,14 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	// placement store, storage): it stops first, before the stack
 	// unwinds, whether start-up failed half-way or the node served.
 	defer func() {
+		start := time.Now()
 		shutdown(srv)
 		err = errors.Join(err, stack.unwind())
+		if err != nil {
+			n.log.Error("node stopped", "id", n.cfg.ID, "took", time.Since(start), "err", err)
+		} else {
+			n.log.Info("node stopped", "id", n.cfg.ID, "took", time.Since(start))
+		}
 	}()
 	stack.push("metrics", n.closer.Close)
 	// Closed here in case Run fails before the gRPC server owns it (which
@@ -304,8 +310,10 @@ func (n *Node) Run(ctx context.Context) (err error) {
 
 	select {
 	case <-ctx.Done():
+		n.log.Info("node shutting down", "id", n.cfg.ID, "reason", context.Cause(ctx))
 	case err = <-srvErr:
 		err = fmt.Errorf("server: %w", err)
+		n.log.Error("node shutting down", "id", n.cfg.ID, "reason", err)
 	}
 	n.api.SetReady("shutting down")
 	return err

@@ -2,8 +2,11 @@ package node
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -38,6 +41,21 @@ var routineStart = map[string]bool{
 	"simple token is not cryptographically signed":                                         true,
 }
 
+// slowness are the warnings an embedded member repeats, every few
+// hundred milliseconds, while its machine is loaded: each is worth
+// seeing, but not a hundred times a minute over the node's own lines.
+// The first of each kind in a minute is a warning; the rest are debug.
+var slowness = []string{
+	"leader failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk",
+	"apply request took too long",
+	"slow fdatasync",
+	"request stats",
+	"waiting for ReadIndex response took too long, retrying",
+}
+
+// slownessEvery is how often each slowness warning is let through.
+const slownessEvery = time.Minute
+
 // etcdServerPolicy demotes embedded etcd's routine messages. Once the
 // member announces it is closing (embed.Etcd.Close logs "closing etcd
 // server" first), its warnings are about its own peer connections and
@@ -45,6 +63,24 @@ var routineStart = map[string]bool{
 // unless they are one of routineShutdown.
 type etcdServerPolicy struct {
 	stopping atomic.Bool
+	// lastSlow is when each slowness warning last went out as one.
+	mu       sync.Mutex
+	lastSlow map[string]time.Time
+}
+
+// rateLimited says whether a slowness warning at t comes within
+// slownessEvery of the last one of its kind that went out.
+func (p *etcdServerPolicy) rateLimited(msg string, t time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if last, ok := p.lastSlow[msg]; ok && t.Sub(last) < slownessEvery {
+		return true
+	}
+	if p.lastSlow == nil {
+		p.lastSlow = map[string]time.Time{}
+	}
+	p.lastSlow[msg] = t
+	return false
 }
 
 func (p *etcdServerPolicy) level(e zapcore.Entry, fields map[string]any) slog.Level {
@@ -55,6 +91,9 @@ func (p *etcdServerPolicy) level(e zapcore.Entry, fields map[string]any) slog.Le
 		return slog.LevelDebug
 	}
 	if e.Level == zapcore.WarnLevel && p.stopping.Load() {
+		return slog.LevelDebug
+	}
+	if e.Level == zapcore.WarnLevel && slices.Contains(slowness, e.Message) && p.rateLimited(e.Message, e.Time) {
 		return slog.LevelDebug
 	}
 	if e.Level >= zapcore.WarnLevel {

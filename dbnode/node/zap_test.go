@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -31,4 +32,30 @@ func TestEtcdServerLogLevels(t *testing.T) {
 	require.Contains(t, lines[0], `level=WARN msg="leader failed to send out heartbeat`)
 	require.Contains(t, lines[1], `level=ERROR msg="failed to save snapshot" component=etcd error="disk full"`)
 	require.Contains(t, lines[2], `level=ERROR msg="failed to publish"`)
+}
+
+// TestEtcdSlownessWarningsRateLimited: on a loaded machine an embedded
+// member repeats its heartbeat and slow-apply warnings several times a
+// second; each kind goes out once a minute, the rest at debug, so the
+// node's own lines stay readable while the slowness stays visible.
+func TestEtcdSlownessWarningsRateLimited(t *testing.T) {
+	var buf bytes.Buffer
+	z := etcdServerLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	for range 50 {
+		z.Warn("leader failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk")
+		z.Warn("apply request took too long")
+	}
+	z.Warn("some other warning")
+	z.Warn("some other warning")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 4, buf.String())
+	require.Equal(t, 1, strings.Count(buf.String(), "heartbeat on time"))
+	require.Equal(t, 1, strings.Count(buf.String(), "apply request took too long"))
+	require.Equal(t, 2, strings.Count(buf.String(), "some other warning"), "other warnings are not limited")
+
+	p := &etcdServerPolicy{}
+	t0 := time.Now()
+	require.False(t, p.rateLimited("slow fdatasync", t0))
+	require.True(t, p.rateLimited("slow fdatasync", t0.Add(59*time.Second)))
+	require.False(t, p.rateLimited("slow fdatasync", t0.Add(61*time.Second)), "again after a minute")
 }

@@ -137,9 +137,11 @@ func Open(opts Options) (*Database, error) {
 		return nil, fmt.Errorf("storage: create data dir: %w", err)
 	}
 	start := time.Now()
+	opts.Logger.Info("storage recovering: reading filesets", "dir", db.dataDir())
 	if err := db.loadFilesets(); err != nil {
 		return nil, err
 	}
+	opts.Logger.Info("storage recovering: replaying commit log", "filesets_took", time.Since(start))
 	stats, err := db.openCommitLog()
 	if err != nil {
 		db.closeReaders()
