@@ -280,7 +280,7 @@ type Bootstrap struct {
 
 // Limits bound what one client can make a node store or compute; each
 // refusal names its field and is counted in
-// tessera_limits_refused{limit="limits.<field>"}. Names follow Grafana
+// tessera_limits_refused_total{limit="limits.<field>"}. Names follow Grafana
 // Mimir's limits; ARCHITECTURE.md ("Limits") gives the reason for each
 // default. A count limit of 0 takes its default; -1 turns it off. A
 // duration limit of 0 takes its default; a negative one turns it off.

@@ -237,8 +237,8 @@ func TestClusterExemplarsAndMetadata(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		for _, want := range []string{`tessera_session_aux_writes{kind="exemplars",result="failed"} `,
-			`tessera_session_aux_writes{kind="exemplars",result="sent"} `} {
+		for _, want := range []string{`tessera_session_aux_writes_total{kind="exemplars",result="failed"} `,
+			`tessera_session_aux_writes_total{kind="exemplars",result="sent"} `} {
 			if !strings.Contains(string(b), want) {
 				return fmt.Errorf("no %s in node1's metrics", want)
 			}

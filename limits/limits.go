@@ -9,7 +9,7 @@
 // ("limits.maxLabelValueLength") and the offending value or series, with
 // the HTTP status to answer (400 for what can never succeed, 429 where a
 // retry may, 422 for a query over a query limit), and is counted in
-// tessera_limits_refused{limit="<field>"}.
+// tessera_limits_refused_total{limit="<field>"}.
 package limits
 
 import (
@@ -80,7 +80,7 @@ type Limits struct {
 }
 
 // New returns the limits of cfg, counting refusals in scope (the node
-// passes its "limits" sub-scope: tessera_limits_refused{limit=...}).
+// passes its "limits" sub-scope: tessera_limits_refused_total{limit=...}).
 func New(cfg Config, scope tally.Scope) *Limits {
 	if scope == nil {
 		scope = tally.NoopScope

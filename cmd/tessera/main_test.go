@@ -225,7 +225,7 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	// The areas the dashboard covers, each by at least one metric.
 	for _, prefix := range []string{"tessera_http_remote_write_", "tessera_query_", "tessera_storage_commitlog_",
 		"tessera_storage_flush", "tessera_bootstrap_", "tessera_placement_shards", "tessera_repair_",
-		"tessera_hints_", "tessera_limits_refused"} {
+		"tessera_hints_", "tessera_limits_refused_total"} {
 		found := false
 		for name := range wanted {
 			found = found || strings.HasPrefix(name, prefix)
@@ -236,7 +236,7 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	// Hints a previous run left for an instance that has since left the
 	// placement: the node opens that queue at start (its gauges and
 	// counters appear) and drops its records, counted as
-	// tessera_hints_dropped{reason="removed"}, which appears only then.
+	// tessera_hints_dropped_total{reason="removed"}, which appears only then.
 	n := startNodeWith(t, func(dataDir string) {
 		st, err := hints.Open(filepath.Join(dataDir, "hints"), hints.Options{MaxBytes: 1 << 20, MaxAge: time.Hour})
 		require.NoError(t, err)
@@ -374,4 +374,22 @@ func TestUnknownSubcommandFails(t *testing.T) {
 	if out, err := exec.Command(binary, "placement").CombinedOutput(); err != nil || !strings.Contains(string(out), "Available Commands") {
 		t.Errorf("tessera placement alone: err %v, want its help:\n%s", err, out)
 	}
+}
+
+// Every counter the node exports ends in _total, as Prometheus' naming
+// conventions ask (Prometheus 3 annotates a rate() over a counter
+// without it); before, tally's names went out bare.
+func TestCountersEndInTotal(t *testing.T) {
+	n := startNode(t)
+	body := string(n.get(t, "/metrics"))
+	counters := 0
+	for _, line := range strings.Split(body, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 4 && f[0] == "#" && f[1] == "TYPE" && f[3] == "counter" && strings.HasPrefix(f[2], "tessera_") {
+			counters++
+			require.True(t, strings.HasSuffix(f[2], "_total"), "counter %s", f[2])
+		}
+	}
+	require.Greater(t, counters, 10, "the node exports its counters")
+	n.stop()
 }

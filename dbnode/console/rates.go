@@ -8,12 +8,12 @@ import (
 // The counters the rates are computed from (this node's own metrics).
 const (
 	// MetricIngest counts samples received by this node's remote write.
-	MetricIngest = "tessera_http_remote_write_samples"
+	MetricIngest = "tessera_http_remote_write_samples_total"
 	// MetricStored counts samples this node's storage wrote (its own and
 	// replicas' shares).
-	MetricStored = "tessera_storage_samples_written"
+	MetricStored = "tessera_storage_samples_written_total"
 	// MetricQueries counts PromQL API requests served by this node.
-	MetricQueries = "tessera_query_requests"
+	MetricQueries = "tessera_query_requests_total"
 )
 
 // Rates are per-second rates of this node's counters between two polls of

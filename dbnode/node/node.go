@@ -68,7 +68,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 	// /metrics carries the Go runtime and process collectors too.
 	reg := prom.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reporter := promreporter.NewReporter(promreporter.Options{Registerer: reg})
+	reporter := totalCounters{promreporter.NewReporter(promreporter.Options{Registerer: reg})}
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
 		Prefix:         "tessera",
 		CachedReporter: reporter,

@@ -10,7 +10,7 @@ import (
 )
 
 // Instrument counts and times the query API's requests on their way to
-// next (the node's root handler): tessera_query_requests{endpoint,code}
+// next (the node's root handler): tessera_query_requests_total{endpoint,code}
 // and tessera_query_request_duration_seconds{endpoint} with scope
 // "tessera_query". Other paths pass through untouched. It sits in front
 // of the mux rather than inside Register so the routes stay one list.
