@@ -5,6 +5,19 @@ import (
 	"strconv"
 )
 
+// Security holds the node-wide security switches.
+type Security struct {
+	// AllowInsecure lets a node start although one of its surfaces (HTTP,
+	// node RPC, embedded etcd client or peer URL) listens on a
+	// non-loopback address without authentication. Without it such a node
+	// refuses to start and names each open surface and the setting that
+	// closes it; with it the node warns once per surface at start and
+	// says so on /metrics (tessera_security_insecure_surfaces) and in the
+	// console. For networks the operator closes by other means (a private
+	// container network, a firewall). Default false.
+	AllowInsecure bool `yaml:"allowInsecure"`
+}
+
 // TLSFiles names PEM files: a certificate and its key, and the
 // certificate authority that verifies the other side.
 type TLSFiles struct {

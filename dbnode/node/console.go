@@ -27,7 +27,12 @@ func (n *Node) registerConsole(store *placement.Store, reg prom.Gatherer) {
 			probe = &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: n.sec.rpcClient.Clone()}}
 		}
 	}
+	var insecure []console.InsecureSurface
+	for _, s := range n.insecure {
+		insecure = append(insecure, console.InsecureSurface{Surface: s.Name, Listen: s.Addr})
+	}
 	console.New(console.Options{
+		Insecure:  insecure,
 		Self:      n.cfg.ID,
 		Placement: store.Get,
 		Cached: func() *placement.Placement {

@@ -48,6 +48,10 @@ type Node struct {
 	limits *limits.Limits
 	sec    *security
 	reg    *prom.Registry // this node's metrics, read by the console
+	// insecure lists the surfaces open beyond loopback that
+	// security.allowInsecure let through (/metrics and the console show
+	// them).
+	insecure []openSurface
 
 	httpLn net.Listener
 	rpcLn  net.Listener
@@ -82,6 +86,11 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	n.sec = sec
+	if n.insecure, err = checkExposure(cfg, sec.httpClientCerts, log); err != nil {
+		closer.Close()
+		return nil, err
+	}
+	insecureGauge(reg, n.insecure)
 	n.api = httpapi.New(httpapi.Options{
 		Namespace:          cfg.Namespaces[0].Name,
 		MaxBodyBytes:       cfg.HTTP.MaxBodyBytes,

@@ -20,10 +20,13 @@ import (
 // security is what the node needs from its TLS and auth settings, built
 // once in New so a bad file fails start-up with its name.
 type security struct {
-	auth      *httpauth.Authenticator
-	httpsOn   bool
-	rpcServer *tls.Config // nil: plaintext
-	rpcClient *tls.Config
+	auth    *httpauth.Authenticator
+	httpsOn bool
+	// httpClientCerts: the web config requires client certificates, which
+	// authenticates every HTTP caller.
+	httpClientCerts bool
+	rpcServer       *tls.Config // nil: plaintext
+	rpcClient       *tls.Config
 }
 
 func newSecurity(cfg config.Config, log *slog.Logger, metrics tally.Scope) (*security, error) {
@@ -35,6 +38,7 @@ func newSecurity(cfg config.Config, log *slog.Logger, metrics tally.Scope) (*sec
 			return nil, fmt.Errorf("http.webConfigFile: %w", err)
 		}
 		s.httpsOn = webconfig.TLSEnabled(wc)
+		s.httpClientCerts = webconfig.ClientCertsRequired(wc)
 		if len(wc.Users) > 0 {
 			opts.Users = func() (map[string]string, error) { return webconfig.Users(f) }
 		}
@@ -69,21 +73,15 @@ func newSecurity(cfg config.Config, log *slog.Logger, metrics tally.Scope) (*sec
 	return s, nil
 }
 
-// warnIfOpen logs, once at start, that an HTTP API reachable beyond this
-// machine takes any caller: the embedded default listens on loopback, so
-// only a deliberate change of http.listen gets here.
+// warnIfOpen logs, once at start, that credentials cross the network in
+// clear: an HTTP API with authentication reachable beyond this machine
+// over plain HTTP. (Without authentication there, the node refuses to
+// start unless security.allowInsecure says otherwise: checkExposure.)
 func (s *security) warnIfOpen(log *slog.Logger, addr net.Addr) {
-	if isLoopback(addr) {
+	if isLoopback(addr) || !s.auth.Enabled() || s.httpsOn {
 		return
 	}
-	if s.auth.Enabled() {
-		if !s.httpsOn {
-			log.Warn("HTTP API listens on a non-loopback address with authentication but WITHOUT TLS: passwords and tokens cross the network in clear; add tls_server_config to http.webConfigFile",
-				"http", addr.String())
-		}
-		return
-	}
-	log.Warn("HTTP API listens on a non-loopback address WITHOUT authentication: anyone who reaches it can write, read, change the placement and read profiles; set http.auth (and http.webConfigFile for TLS)",
+	log.Warn("HTTP API listens on a non-loopback address with authentication but WITHOUT TLS: passwords and tokens cross the network in clear; add tls_server_config to http.webConfigFile",
 		"http", addr.String())
 }
 
