@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/httpauth"
 	"github.com/tessera-tsdb/tessera/dbnode/webconfig"
+	"github.com/tessera-tsdb/tessera/internal/nodeident"
 	"github.com/tessera-tsdb/tessera/internal/tlsfiles"
 	"github.com/uber-go/tally/v4"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,6 +28,10 @@ type security struct {
 	httpClientCerts bool
 	rpcServer       *tls.Config // nil: plaintext
 	rpcClient       *tls.Config
+	// httpsProbe is rpc.tls as a plain client of the cluster CA, for the
+	// console's probes of other nodes' HTTPS (which need not serve node
+	// certificates).
+	httpsProbe *tls.Config
 }
 
 func newSecurity(cfg config.Config, log *slog.Logger, metrics tally.Scope) (*security, error) {
@@ -62,13 +67,25 @@ func newSecurity(cfg config.Config, log *slog.Logger, metrics tally.Scope) (*sec
 		return nil, fmt.Errorf("http.auth: %w", err)
 	}
 	if r := cfg.RPC.TLS; r.Enabled() {
+		// Both ends of the node RPC must be nodes (internal/nodeident),
+		// not merely hold a certificate from the CA: the operator's etcd
+		// client certificate comes from the same CA.
+		id, err := nodeident.CheckOwn(r.CertFile)
+		if err != nil {
+			return nil, fmt.Errorf("rpc.tls.certFile: %w", err)
+		}
+		if id != cfg.ID {
+			log.Warn("the node certificate names another node ID than this node's", "certificate", id, "id", cfg.ID, "file", r.CertFile)
+		}
 		files := tlsFiles(r)
 		if s.rpcServer, err = tlsfiles.ServerMutual(files); err != nil {
 			return nil, fmt.Errorf("rpc.tls: %w", err)
 		}
-		if s.rpcClient, err = tlsfiles.Client(files); err != nil {
+		nodeident.Require(s.rpcServer, nodeident.ServerSide)
+		if s.httpsProbe, err = tlsfiles.Client(files); err != nil {
 			return nil, fmt.Errorf("rpc.tls: %w", err)
 		}
+		s.rpcClient = nodeident.Require(s.httpsProbe.Clone(), nodeident.ClientSide)
 	}
 	return s, nil
 }
