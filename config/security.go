@@ -36,8 +36,9 @@ func (t TLSFiles) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" ||
 // read (remote read, PromQL API, series, labels, placement reads,
 // /metrics), admin (everything, including placement changes and
 // /debug/pprof). /health and /ready stay open. With no user and no token
-// the API is open to anyone who reaches it (the embedded default listens
-// on loopback only; a node on another address warns at start).
+// the API is open to anyone who reaches it: the embedded default listens
+// on loopback only, and a node on another address refuses to start
+// unless security.allowInsecure is set.
 type HTTPAuth struct {
 	// Users maps each basic auth user of the web config file
 	// (basic_auth_users) to its role.
