@@ -39,6 +39,7 @@ type Config struct {
 	Ingest     Ingest      `yaml:"ingest"`
 	Repair     Repair      `yaml:"repair"`
 	GC         GC          `yaml:"gc"`
+	Security   Security    `yaml:"security"`
 }
 
 // Ingest bounds what remote write brings besides samples, kept in memory

@@ -5,6 +5,19 @@ import (
 	"strconv"
 )
 
+// Security holds the node-wide security switches.
+type Security struct {
+	// AllowInsecure lets a node start although one of its surfaces (HTTP,
+	// node RPC, embedded etcd client or peer URL) listens on a
+	// non-loopback address without authentication. Without it such a node
+	// refuses to start and names each open surface and the setting that
+	// closes it; with it the node warns once per surface at start and
+	// says so on /metrics (tessera_security_insecure_surfaces) and in the
+	// console. For networks the operator closes by other means (a private
+	// container network, a firewall). Default false.
+	AllowInsecure bool `yaml:"allowInsecure"`
+}
+
 // TLSFiles names PEM files: a certificate and its key, and the
 // certificate authority that verifies the other side.
 type TLSFiles struct {
@@ -23,8 +36,9 @@ func (t TLSFiles) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" ||
 // read (remote read, PromQL API, series, labels, placement reads,
 // /metrics), admin (everything, including placement changes and
 // /debug/pprof). /health and /ready stay open. With no user and no token
-// the API is open to anyone who reaches it (the embedded default listens
-// on loopback only; a node on another address warns at start).
+// the API is open to anyone who reaches it: the embedded default listens
+// on loopback only, and a node on another address refuses to start
+// unless security.allowInsecure is set.
 type HTTPAuth struct {
 	// Users maps each basic auth user of the web config file
 	// (basic_auth_users) to its role.

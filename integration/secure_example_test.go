@@ -12,11 +12,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/config"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/internal/testcerts"
 	"github.com/tessera-tsdb/tessera/internal/tlsfiles"
 	"github.com/tessera-tsdb/tessera/placement"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // secureClient trusts the cluster CA and adds one Authorization header
@@ -62,7 +66,7 @@ func TestSecureExampleStarts(t *testing.T) {
 	}
 
 	// The operator's view: etcd over TLS with the client certificate.
-	tc, err := tlsfiles.Client(tlsfiles.Files{CAFile: creds.CAFile, CertFile: creds.ClientCert, KeyFile: creds.ClientKey})
+	tc, err := tlsfiles.Client(tlsfiles.Files{CAFile: creds.CAFile, CertFile: creds.OperatorCert, KeyFile: creds.OperatorKey})
 	require.NoError(t, err)
 	ec, err := clientv3.New(clientv3.Config{Endpoints: nodes[0].cfg.Etcd.Endpoints, TLS: tc, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
@@ -112,4 +116,26 @@ func TestSecureExampleStarts(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "plain HTTP on the HTTPS port")
 	}
+
+	// The operator's certificate, which just wrote the placement through
+	// etcd, is from the same CA but is no node: the node RPC, which
+	// writes, overwrites and reads every series without roles, refuses it
+	// on every call (issue 32, case 2). A node's certificate is served.
+	nodeCert, err := tlsfiles.Client(tlsfiles.Files{CAFile: creds.CAFile,
+		CertFile: filepath.Join(dir, "secure", "node2.crt"), KeyFile: filepath.Join(dir, "secure", "node2.key")})
+	require.NoError(t, err)
+	asNode, err := rpc.Dial(nodes[0].n.RPCAddr(), rpc.ClientOptions{TLS: nodeCert, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer asNode.Close()
+	_, err = asNode.Health(t.Context())
+	require.NoError(t, err, "a node certificate is served")
+
+	asOperator, err := rpc.Dial(nodes[0].n.RPCAddr(), rpc.ClientOptions{TLS: tc, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer asOperator.Close()
+	_, err = asOperator.WriteBatch(t.Context(), "default", []storage.Sample{{ID: []byte(`{__name__="evil"}`), Shard: 0, T: now, V: 1}})
+	require.Error(t, err, "the operator certificate must not write over the node RPC")
+	_, err = asOperator.Health(t.Context())
+	require.Error(t, err, "nor reach anything else on it")
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 }

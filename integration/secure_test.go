@@ -62,7 +62,7 @@ func TestSecureClusterMTLSAndRoles(t *testing.T) {
 	var i int
 	secure := func(c *config.Config) {
 		i++
-		f, err := ca.WriteLeaf(dir, c.ID, "127.0.0.1", "localhost")
+		f, err := ca.WriteNode(dir, c.ID, "127.0.0.1", "localhost")
 		require.NoError(t, err)
 		c.RPC.TLS = config.TLSFiles{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA}
 		c.HTTP.WebConfigFile = web

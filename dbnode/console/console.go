@@ -62,6 +62,9 @@ type Options struct {
 	// ProbeTimeout bounds each instance probe (default 1s) and the
 	// placement read (4x).
 	ProbeTimeout time.Duration
+	// Insecure lists this node's surfaces open beyond loopback without
+	// authentication (security.allowInsecure): the page shows a banner.
+	Insecure []InsecureSurface
 	// Now is the clock for the rates; nil: time.Now.
 	Now func() time.Time
 }
@@ -125,6 +128,15 @@ type Cluster struct {
 	Repair      json.RawMessage `json:"repair,omitempty"`
 	RepairError string          `json:"repairError,omitempty"`
 	Rates       Rates           `json:"rates"`
+	// InsecureSurfaces is Options.Insecure: what this node serves beyond
+	// loopback without authentication.
+	InsecureSurfaces []InsecureSurface `json:"insecureSurfaces,omitempty"`
+}
+
+// InsecureSurface is one listener open to anyone who reaches it.
+type InsecureSurface struct {
+	Surface string `json:"surface"` // http, rpc, etcd-client, etcd-peer
+	Listen  string `json:"listen"`
 }
 
 // PlacementView is the placement's header.
@@ -178,7 +190,8 @@ func (c *Console) serveCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) gather(ctx context.Context) Cluster {
-	out := Cluster{Self: c.opts.Self, Time: c.opts.Now().UTC().Format(time.RFC3339), Instances: []InstanceView{}}
+	out := Cluster{Self: c.opts.Self, Time: c.opts.Now().UTC().Format(time.RFC3339), Instances: []InstanceView{},
+		InsecureSurfaces: c.opts.Insecure}
 	p, src, perr := c.placement(ctx)
 	out.PlacementSource = src
 	if perr != nil {

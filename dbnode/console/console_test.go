@@ -229,3 +229,31 @@ func TestPageAndAssetsAreServed(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, 404, resp.StatusCode)
 }
+
+// TestInsecureSurfacesShown: the surfaces security.allowInsecure let
+// through are in the JSON the page polls (and the page has the banner
+// that shows them); a closed node sends none.
+func TestInsecureSurfacesShown(t *testing.T) {
+	mux := http.NewServeMux()
+	New(Options{Insecure: []InsecureSurface{{Surface: "rpc", Listen: "0.0.0.0:9000"}}}).Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	get := func(path string) string {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	require.Contains(t, get(Path), `"insecureSurfaces":[{"surface":"rpc","listen":"0.0.0.0:9000"}]`)
+	require.Contains(t, get("/"), `id="insecure"`)
+	require.Contains(t, get("/console/console.js"), "renderInsecure(data.insecureSurfaces)")
+	require.NotContains(t, string(mustJSON(t, New(Options{}).gather(context.Background()))), "insecureSurfaces")
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}

@@ -23,11 +23,16 @@ func (n *Node) registerConsole(store *placement.Store, reg prom.Gatherer) {
 		// Other nodes' HTTPS certificates are checked against the system
 		// roots, and against the cluster CA when node RPC has one (a
 		// secured cluster usually signs both with it).
-		if n.sec.rpcClient != nil {
-			probe = &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: n.sec.rpcClient.Clone()}}
+		if n.sec.httpsProbe != nil {
+			probe = &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: n.sec.httpsProbe.Clone()}}
 		}
 	}
+	var insecure []console.InsecureSurface
+	for _, s := range n.insecure {
+		insecure = append(insecure, console.InsecureSurface{Surface: s.Name, Listen: s.Addr})
+	}
 	console.New(console.Options{
+		Insecure:  insecure,
 		Self:      n.cfg.ID,
 		Placement: store.Get,
 		Cached: func() *placement.Placement {

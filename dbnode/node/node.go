@@ -24,6 +24,7 @@ import (
 	"github.com/tessera-tsdb/tessera/client"
 	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/crosssite"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
 	"github.com/tessera-tsdb/tessera/dbnode/promapi"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
@@ -48,6 +49,10 @@ type Node struct {
 	limits *limits.Limits
 	sec    *security
 	reg    *prom.Registry // this node's metrics, read by the console
+	// insecure lists the surfaces open beyond loopback that
+	// security.allowInsecure let through (/metrics and the console show
+	// them).
+	insecure []openSurface
 
 	httpLn net.Listener
 	rpcLn  net.Listener
@@ -82,6 +87,11 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	n.sec = sec
+	if n.insecure, err = checkExposure(cfg, sec.httpClientCerts, log); err != nil {
+		closer.Close()
+		return nil, err
+	}
+	insecureGauge(reg, n.insecure)
 	n.api = httpapi.New(httpapi.Options{
 		Namespace:          cfg.Namespaces[0].Name,
 		MaxBodyBytes:       cfg.HTTP.MaxBodyBytes,
@@ -148,7 +158,11 @@ func (n *Node) DB() *storage.Database { return n.db }
 func (n *Node) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv := &http.Server{Handler: n.sec.handler(promapi.Instrument(n.api.Handler(), n.scope.SubScope("query"))), ReadHeaderTimeout: 10 * time.Second}
+	// Cross-site checks come first: a page in an operator's browser gets
+	// no further than them, credentials or not.
+	h := crosssite.Guard(n.sec.handler(promapi.Instrument(n.api.Handler(), n.scope.SubScope("query"))),
+		crosssite.Options{LoopbackOnly: isLoopback(n.httpLn.Addr())})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 2)
 	go func() { srvErr <- webconfig.Serve(n.httpLn, srv, n.cfg.HTTP.WebConfigFile, n.log) }()
 	var stack cleanupStack

@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/httpauth"
 	"github.com/tessera-tsdb/tessera/dbnode/webconfig"
+	"github.com/tessera-tsdb/tessera/internal/nodeident"
 	"github.com/tessera-tsdb/tessera/internal/tlsfiles"
 	"github.com/uber-go/tally/v4"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -20,10 +21,17 @@ import (
 // security is what the node needs from its TLS and auth settings, built
 // once in New so a bad file fails start-up with its name.
 type security struct {
-	auth      *httpauth.Authenticator
-	httpsOn   bool
-	rpcServer *tls.Config // nil: plaintext
-	rpcClient *tls.Config
+	auth    *httpauth.Authenticator
+	httpsOn bool
+	// httpClientCerts: the web config requires client certificates, which
+	// authenticates every HTTP caller.
+	httpClientCerts bool
+	rpcServer       *tls.Config // nil: plaintext
+	rpcClient       *tls.Config
+	// httpsProbe is rpc.tls as a plain client of the cluster CA, for the
+	// console's probes of other nodes' HTTPS (which need not serve node
+	// certificates).
+	httpsProbe *tls.Config
 }
 
 func newSecurity(cfg config.Config, log *slog.Logger, metrics tally.Scope) (*security, error) {
@@ -35,6 +43,7 @@ func newSecurity(cfg config.Config, log *slog.Logger, metrics tally.Scope) (*sec
 			return nil, fmt.Errorf("http.webConfigFile: %w", err)
 		}
 		s.httpsOn = webconfig.TLSEnabled(wc)
+		s.httpClientCerts = webconfig.ClientCertsRequired(wc)
 		if len(wc.Users) > 0 {
 			opts.Users = func() (map[string]string, error) { return webconfig.Users(f) }
 		}
@@ -58,32 +67,38 @@ func newSecurity(cfg config.Config, log *slog.Logger, metrics tally.Scope) (*sec
 		return nil, fmt.Errorf("http.auth: %w", err)
 	}
 	if r := cfg.RPC.TLS; r.Enabled() {
+		// Both ends of the node RPC must be nodes (internal/nodeident),
+		// not merely hold a certificate from the CA: the operator's etcd
+		// client certificate comes from the same CA.
+		id, err := nodeident.CheckOwn(r.CertFile)
+		if err != nil {
+			return nil, fmt.Errorf("rpc.tls.certFile: %w", err)
+		}
+		if id != cfg.ID {
+			log.Warn("the node certificate names another node ID than this node's", "certificate", id, "id", cfg.ID, "file", r.CertFile)
+		}
 		files := tlsFiles(r)
 		if s.rpcServer, err = tlsfiles.ServerMutual(files); err != nil {
 			return nil, fmt.Errorf("rpc.tls: %w", err)
 		}
-		if s.rpcClient, err = tlsfiles.Client(files); err != nil {
+		nodeident.Require(s.rpcServer, nodeident.ServerSide)
+		if s.httpsProbe, err = tlsfiles.Client(files); err != nil {
 			return nil, fmt.Errorf("rpc.tls: %w", err)
 		}
+		s.rpcClient = nodeident.Require(s.httpsProbe.Clone(), nodeident.ClientSide)
 	}
 	return s, nil
 }
 
-// warnIfOpen logs, once at start, that an HTTP API reachable beyond this
-// machine takes any caller: the embedded default listens on loopback, so
-// only a deliberate change of http.listen gets here.
+// warnIfOpen logs, once at start, that credentials cross the network in
+// clear: an HTTP API with authentication reachable beyond this machine
+// over plain HTTP. (Without authentication there, the node refuses to
+// start unless security.allowInsecure says otherwise: checkExposure.)
 func (s *security) warnIfOpen(log *slog.Logger, addr net.Addr) {
-	if isLoopback(addr) {
+	if isLoopback(addr) || !s.auth.Enabled() || s.httpsOn {
 		return
 	}
-	if s.auth.Enabled() {
-		if !s.httpsOn {
-			log.Warn("HTTP API listens on a non-loopback address with authentication but WITHOUT TLS: passwords and tokens cross the network in clear; add tls_server_config to http.webConfigFile",
-				"http", addr.String())
-		}
-		return
-	}
-	log.Warn("HTTP API listens on a non-loopback address WITHOUT authentication: anyone who reaches it can write, read, change the placement and read profiles; set http.auth (and http.webConfigFile for TLS)",
+	log.Warn("HTTP API listens on a non-loopback address with authentication but WITHOUT TLS: passwords and tokens cross the network in clear; add tls_server_config to http.webConfigFile",
 		"http", addr.String())
 }
 

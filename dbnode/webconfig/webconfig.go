@@ -69,6 +69,14 @@ func Users(path string) (map[string]string, error) {
 // TLSEnabled reports whether the file configures HTTPS.
 func TLSEnabled(c *web.Config) bool { return c != nil && c.TLSConfig.IsEnabled() }
 
+// ClientCertsRequired reports whether the file makes HTTPS require and
+// verify a client certificate (client_auth_type:
+// RequireAndVerifyClientCert): then every caller authenticates by its
+// certificate.
+func ClientCertsRequired(c *web.Config) bool {
+	return TLSEnabled(c) && c.TLSConfig.ClientAuth == "RequireAndVerifyClientCert"
+}
+
 // Serve serves srv on ln: plain HTTP when path is empty or the file has no
 // tls_server_config, else HTTPS with the configuration re-read at every
 // handshake. A handshake whose re-read fails (a half-written file) is

@@ -36,7 +36,7 @@ func TestComposeSecureCluster(t *testing.T) {
 	require.NoError(t, err)
 	p.env = append(p.env, "TESSERA_SECURE_DIR="+creds.Dir,
 		// The host's placement CLI (p.cli) takes its etcd TLS files from these.
-		"TESSERA_ETCD_CA="+creds.CAFile, "TESSERA_ETCD_CERT="+creds.ClientCert, "TESSERA_ETCD_KEY="+creds.ClientKey)
+		"TESSERA_ETCD_CA="+creds.CAFile, "TESSERA_ETCD_CERT="+creds.OperatorCert, "TESSERA_ETCD_KEY="+creds.OperatorKey)
 	t.Logf("compose %q, project %s, image %s, certificates in %s", strings.Join(compose, " "), p.name, p.image, creds.Dir)
 
 	start := time.Now()

@@ -18,15 +18,18 @@ type Cluster struct {
 	WriteToken   string // in write.token
 	ReaderUser   string // basic auth user with the read role
 	ReaderPass   string // its password (only its bcrypt hash is on disk, in each web config)
-	ClientCert   string // client.crt/.key: for etcd and the placement CLI
-	ClientKey    string
+	OperatorCert string // operator.crt/.key: for etcd and the placement CLI, refused on the node RPC
+	OperatorKey  string
 	NodeWebFiles map[string]string // node -> web-<node>.yml
 }
 
 // WriteCluster writes a throwaway cluster CA and, into dir, everything the
 // secure example (config/examples/secure) reads: ca.crt; <node>.crt and
-// <node>.key for each node (SANs: the node name and hosts, for RPC, etcd
-// and HTTPS alike); client.crt/.key for operators; web-<node>.yml
+// <node>.key for each node (a node certificate: URI SAN
+// spiffe://tessera/node/<node>, DNS/IP SANs the node name and hosts; for
+// RPC, etcd and HTTPS alike); operator.crt/.key for operators (client
+// authentication only, no node identity: etcd takes it, the node RPC
+// refuses it); web-<node>.yml
 // (tls_server_config and one basic auth user, "grafana", with a random
 // password); write.token and admin.token. The CA's key is not written:
 // the set is for trying things out, and a new node needs a new set.
@@ -45,7 +48,7 @@ func WriteCluster(dir string, nodes []string, hosts ...string) (Cluster, error) 
 		return Cluster{}, err
 	}
 	for _, n := range nodes {
-		if _, err := ca.WriteLeaf(dir, n, append([]string{n}, hosts...)...); err != nil {
+		if _, err := ca.WriteNode(dir, n, append([]string{n}, hosts...)...); err != nil {
 			return Cluster{}, err
 		}
 		web := filepath.Join(dir, "web-"+n+".yml")
@@ -57,11 +60,11 @@ func WriteCluster(dir string, nodes []string, hosts ...string) (Cluster, error) 
 		}
 		c.NodeWebFiles[n] = web
 	}
-	f, err := ca.WriteLeaf(dir, "client", hosts...)
+	f, err := ca.WriteOperator(dir, "operator")
 	if err != nil {
 		return Cluster{}, err
 	}
-	c.CAFile, c.ClientCert, c.ClientKey = f.CA, f.Cert, f.Key
+	c.CAFile, c.OperatorCert, c.OperatorKey = f.CA, f.Cert, f.Key
 	for name, tok := range map[string]string{"admin.token": c.AdminToken, "write.token": c.WriteToken} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(tok+"\n"), 0o600); err != nil {
 			return Cluster{}, err

@@ -14,9 +14,12 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/tessera-tsdb/tessera/internal/nodeident"
 )
 
 // CA is a self-signed certificate authority that can sign leaves.
@@ -61,9 +64,36 @@ type Leaf struct {
 }
 
 // Issue signs a certificate for name, usable as both a TLS server and a
-// TLS client certificate (nodes are both to each other). hosts are its
-// SANs: IP addresses become IP SANs, anything else a DNS SAN.
+// TLS client certificate, with no node identity: what an HTTPS server or
+// a generic client holds. hosts are its SANs: IP addresses become IP
+// SANs, anything else a DNS SAN.
 func (ca *CA) Issue(name string, hosts ...string) (Leaf, error) {
+	return ca.issue(name, nil, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, hosts)
+}
+
+// IssueNode signs a node certificate for node id: server and client
+// (nodes are both to each other), with the node URI SAN the node RPC
+// requires (internal/nodeident) besides hosts.
+func (ca *CA) IssueNode(id string, hosts ...string) (Leaf, error) {
+	return ca.issue(id, []*url.URL{nodeident.URI(id)}, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, hosts)
+}
+
+// OperatorURIPrefix starts an operator certificate's URI SAN (a name for
+// audit logs; nothing grants rights by it).
+const OperatorURIPrefix = "spiffe://tessera/operator/"
+
+// IssueOperator signs an operator's client certificate: client
+// authentication only (it cannot serve), no node identity, so the node
+// RPC refuses it while etcd (client certificates from the CA) takes it.
+func (ca *CA) IssueOperator(name string) (Leaf, error) {
+	u, err := url.Parse(OperatorURIPrefix + name)
+	if err != nil {
+		return Leaf{}, fmt.Errorf("operator name %q: %w", name, err)
+	}
+	return ca.issue(name, []*url.URL{u}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil)
+}
+
+func (ca *CA) issue(name string, uris []*url.URL, eku []x509.ExtKeyUsage, hosts []string) (Leaf, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Leaf{}, fmt.Errorf("leaf key: %w", err)
@@ -74,7 +104,8 @@ func (ca *CA) Issue(name string, hosts ...string) (Leaf, error) {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(Validity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage:  eku,
+		URIs:         uris,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -103,13 +134,38 @@ func (ca *CA) WriteCA(dir string) (string, error) {
 	return p, os.WriteFile(p, ca.CertPEM, 0o644)
 }
 
-// WriteLeaf issues a leaf for name and writes dir/<name>.crt, dir/<name>.key
-// and dir/ca.crt.
+// WriteLeaf issues a leaf for name (Issue: no node identity) and writes
+// dir/<name>.crt, dir/<name>.key and dir/ca.crt.
 func (ca *CA) WriteLeaf(dir, name string, hosts ...string) (Files, error) {
 	l, err := ca.Issue(name, hosts...)
 	if err != nil {
 		return Files{}, err
 	}
+	return ca.write(dir, name, l)
+}
+
+// WriteNode issues a node certificate for id (IssueNode) and writes
+// dir/<id>.crt, dir/<id>.key and dir/ca.crt.
+func (ca *CA) WriteNode(dir, id string, hosts ...string) (Files, error) {
+	l, err := ca.IssueNode(id, hosts...)
+	if err != nil {
+		return Files{}, err
+	}
+	return ca.write(dir, id, l)
+}
+
+// WriteOperator issues an operator certificate (IssueOperator) and writes
+// dir/<name>.crt, dir/<name>.key and dir/ca.crt.
+func (ca *CA) WriteOperator(dir, name string) (Files, error) {
+	l, err := ca.IssueOperator(name)
+	if err != nil {
+		return Files{}, err
+	}
+	return ca.write(dir, name, l)
+}
+
+func (ca *CA) write(dir, name string, l Leaf) (Files, error) {
+	var err error
 	f := Files{Cert: filepath.Join(dir, name+".crt"), Key: filepath.Join(dir, name+".key")}
 	if err := os.WriteFile(f.Cert, l.CertPEM, 0o644); err != nil {
 		return Files{}, err

@@ -4,8 +4,16 @@
 //
 //	go run ./scripts/gencerts -dir ./secure   # the loopback example and docker-compose.secure.yml alike
 //
-// Each node's certificate carries its own name (node1..node3: the compose
-// service names) and -hosts.
+// Three kinds of certificate, all from one throwaway CA:
+//   - node certificates, <node>.crt: server and client authentication,
+//     the URI SAN spiffe://tessera/node/<node> (what the node RPC requires
+//     of both ends), DNS SANs the node's name (node1..node3: the compose
+//     service names) and -hosts; the node's RPC, HTTPS, embedded etcd
+//     member and etcd client;
+//   - the operator certificate, operator.crt: client authentication only,
+//     URI SAN spiffe://tessera/operator/operator, no node identity: etcd
+//     (and so the placement) takes it, the node RPC refuses it;
+//   - the CA certificate, ca.crt, for every client.
 package main
 
 import (
@@ -32,10 +40,10 @@ func main() {
 	}
 	fmt.Printf(`wrote a throwaway CA and certificates to %s (valid for %v; the CA key is not kept)
 
-read role (basic auth):  %s / %s
-write role (bearer):     $(cat %s/write.token)
-admin role (bearer):     $(cat %s/admin.token)
-CA for clients:          %s
-etcd/placement client:   --ca-file %s --cert-file %s --key-file %s
-`, c.Dir, *valid, c.ReaderUser, c.ReaderPass, c.Dir, c.Dir, c.CAFile, c.CAFile, c.ClientCert, c.ClientKey)
+read role (basic auth):     %s / %s
+write role (bearer):        $(cat %s/write.token)
+admin role (bearer):        $(cat %s/admin.token)
+CA for clients:             %s
+operator (etcd, placement): --ca-file %s --cert-file %s --key-file %s
+`, c.Dir, *valid, c.ReaderUser, c.ReaderPass, c.Dir, c.Dir, c.CAFile, c.CAFile, c.OperatorCert, c.OperatorKey)
 }

@@ -151,6 +151,16 @@ function renderRepair(data) {
   e.replaceChildren(el("pre", {}, JSON.stringify(data.repair, null, 1)));
 }
 
+// renderInsecure shows, above everything, the surfaces this node serves
+// beyond loopback without authentication (security.allowInsecure).
+function renderInsecure(list) {
+  const e = document.getElementById("insecure");
+  if (!list || list.length === 0) { e.hidden = true; return; }
+  e.hidden = false;
+  e.textContent = "INSECURE: security.allowInsecure is on and this node listens beyond loopback without authentication on: " +
+    list.map((s) => s.surface + " (" + s.listen + ")").join(", ") + ". Anyone who reaches these can read, write or change the cluster.";
+}
+
 let failures = 0;
 async function poll() {
   const st = document.getElementById("status");
@@ -159,6 +169,7 @@ async function poll() {
     if (!resp.ok) throw new Error("HTTP " + resp.status + " " + (await resp.text()).trim());
     const data = await resp.json();
     document.getElementById("self").textContent = "console of " + data.self;
+    renderInsecure(data.insecureSurfaces);
     renderSummary(data);
     renderGroups(data);
     renderRates(data.rates);
