@@ -149,14 +149,18 @@ func removeBlockFiles(fsys vfs.FS, root string, id BlockID) error {
 // the caller's next directory fsync, which precedes any state that relies
 // on it: see kindPending).
 func markPending(fsys vfs.FS, root string, id BlockID) error {
-	f, err := fsys.Create(blockFilePath(root, id, kindPending))
-	if err != nil {
-		return fmt.Errorf("create pending marker: %w", err)
-	}
-	if err := f.Close(); err != nil {
+	if err := createEmpty(fsys, blockFilePath(root, id, kindPending)); err != nil {
 		return fmt.Errorf("create pending marker: %w", err)
 	}
 	return nil
+}
+
+func createEmpty(fsys vfs.FS, path string) error {
+	f, err := fsys.Create(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // DamagedBlock is a volume found without a valid checkpoint and without

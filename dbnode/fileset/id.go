@@ -61,11 +61,12 @@ const (
 	kindDigest     fileKind = "digest"
 	kindCheckpoint fileKind = "checkpoint"
 	// kindPending is the empty marker of a version 2 volume being
-	// written or removed: the evidence that its files without a valid
-	// checkpoint are an interrupted flush or removal, not damage. The
-	// writer creates it before the data file and removes it only after
-	// the checkpoint and the directory are fsynced; RemoveBlock creates it
-	// before deleting the checkpoint and removes it last. Both rely on
+	// written or removed, or of a version 1 fileset being removed: the
+	// evidence that its files without a valid checkpoint are an
+	// interrupted flush or removal, not damage. The writer creates it
+	// before the data file and removes it only after the checkpoint and
+	// the directory are fsynced; RemoveBlock and Remove create it before
+	// deleting the checkpoint and remove it last. Both rely on
 	// the directory fsync that follows to make the marker durable no
 	// later than the state it vouches for; should a file system persist
 	// them out of order, the volume is taken for damage and moved aside,

@@ -82,7 +82,7 @@ func scan(fsys vfs.FS, root, namespace string, shard uint32) ([]group, error) {
 			continue
 		}
 		bs, vol, kind, ok := parseFileName(e.Name())
-		if !ok || kind == kindPending { // a version 2 marker, not a version 1 file
+		if !ok {
 			continue
 		}
 		id := ID{Namespace: namespace, Shard: shard, BlockStart: bs, Volume: vol}

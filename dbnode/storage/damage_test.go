@@ -13,7 +13,9 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -290,4 +292,31 @@ func truncateHalf(t *testing.T, path string) {
 	st, err := os.Stat(path)
 	require.NoError(t, err)
 	require.NoError(t, os.Truncate(path, st.Size()/2))
+}
+
+// TestOldLayoutFilesetWithoutCheckpointIsKept: a version 1 (per-shard)
+// fileset whose checkpoint was deleted is moved aside and reported, like
+// a version 2 volume; before, it was deleted as incomplete with one WARN.
+func TestOldLayoutFilesetWithoutCheckpointIsKept(t *testing.T) {
+	clk := &clock{t: t0.Add(3 * time.Hour)}
+	opts := testOpts(t.TempDir(), clk)
+	opts.NumShards = 1
+	root := filepath.Join(opts.Dir, "data")
+	enc := encoding.NewEncoder()
+	require.NoError(t, enc.Append(ms(t0)+1000, 1))
+	sealed, err := encoding.Seal(enc.Bytes())
+	require.NoError(t, err)
+	id := fileset.ID{Namespace: "default", Shard: 0, BlockStart: ms(t0)}
+	require.NoError(t, fileset.Write(vfs.OS(), root, id, 2*3600*1000, []fileset.Series{{ID: sid("v1"), Data: sealed, Samples: 1}}))
+	require.NoError(t, os.Remove(fileset.FilePath(root, id, "checkpoint")))
+
+	scope := tally.NewTestScope("", nil)
+	opts.Metrics = scope
+	db := openDB(t, opts)
+	require.Len(t, db.Recovery().UnreadableFilesets, 1)
+	require.Contains(t, db.Recovery().UnreadableFilesets[0], "checkpoint missing")
+	require.Equal(t, int64(1), scope.Snapshot().Counters()["filesets_unreadable+"].Value())
+	aside, err := filepath.Glob(filepath.Join(fileset.ShardDir(root, "default", 0), "fileset-*"+fileset.CorruptSuffix))
+	require.NoError(t, err)
+	require.Len(t, aside, 4, "data, index, info, digest kept")
 }
