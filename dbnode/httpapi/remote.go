@@ -321,6 +321,9 @@ func (a *API) damagedSeries(err error, leftOut *int) error {
 		"left_out", len(partial.Damaged), "first", partial.Damaged[0].Err)
 	lines := make([]string, 0, 1)
 	for _, d := range partial.Damaged {
+		if len(lines) == maxReportedDamage {
+			break // ReportDamage keeps no more
+		}
 		l := fmt.Sprintf("damaged fileset data met by a read, its series are left out of answers: %v", d.Err)
 		if !slices.Contains(lines, l) {
 			lines = append(lines, l)

@@ -56,6 +56,7 @@ type API struct {
 	readyMsg atomic.Pointer[string]
 	damage   atomic.Pointer[[]string] // see SetDamage, ReportDamage
 	damageMu sync.Mutex               // serialises changes to damage
+	reported int                      // lines ReportDamage added, under damageMu
 	mux      *http.ServeMux
 
 	bufs   sync.Pool // *[]byte request bodies
@@ -238,10 +239,13 @@ func (a *API) ReportDamage(lines ...string) {
 	}
 	next := slices.Clone(cur)
 	for _, l := range lines {
-		if len(next) >= len(cur)+maxReportedDamage || slices.Contains(next, l) {
-			continue
+		if a.reported >= maxReportedDamage {
+			break
 		}
-		next = append(next, l)
+		if !slices.Contains(next, l) {
+			next = append(next, l)
+			a.reported++
+		}
 	}
 	if len(next) > len(cur) {
 		a.damage.Store(&next)
