@@ -61,6 +61,15 @@ func TestBinaryRestartsAfterDiskFull(t *testing.T) {
 	select {
 	case err := <-done:
 		t.Logf("node stopped: %v", err)
+		if err != nil { // say why, from the end of its log
+			logs, _ := filepath.Glob(filepath.Join(b.dir, "node-*.log"))
+			for _, l := range logs {
+				if out, rerr := os.ReadFile(l); rerr == nil {
+					lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+					t.Logf("%s ends: %s", filepath.Base(l), strings.Join(lines[max(0, len(lines)-3):], "\n"))
+				}
+			}
+		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("node did not stop on SIGTERM")
 	}
