@@ -52,8 +52,15 @@ type binaryNode struct {
 	cmd  *exec.Cmd
 }
 
-func newBinaryNode(t *testing.T) *binaryNode {
+func newBinaryNode(t *testing.T) *binaryNode { return newBinaryNodeOn(t, "") }
+
+// newBinaryNodeOn is newBinaryNode with its data directory at dataDir
+// ("": beside its configuration, in a test temp directory).
+func newBinaryNodeOn(t *testing.T, dataDir string) *binaryNode {
 	dir := t.TempDir()
+	if dataDir == "" {
+		dataDir = filepath.Join(dir, "data")
+	}
 	b := &binaryNode{t: t, bin: tesseraBinary(t), dir: dir, http: freePort(t)}
 	etcdClient := freePort(t)
 	conf := fmt.Sprintf(`id: solo
@@ -72,7 +79,7 @@ etcd:
     enabled: true
     clientURL: http://%s
     peerURL: http://%s
-`, filepath.Join(dir, "data"), b.http, freePort(t), etcdClient, etcdClient, freePort(t))
+`, dataDir, b.http, freePort(t), etcdClient, etcdClient, freePort(t))
 	b.conf = filepath.Join(dir, "node.yml")
 	require.NoError(t, os.WriteFile(b.conf, []byte(conf), 0o644))
 	return b

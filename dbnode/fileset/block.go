@@ -89,8 +89,11 @@ const shardRowSize = 4 + 4*8 + 2*(8+8+4)
 //
 // Nothing is visible before Finish writes the checkpoint, after the data
 // and index files and the directory are fsynced: whatever a crash or an
-// error leaves behind has no valid checkpoint, so ListBlocks ignores it and
-// RemoveIncompleteBlocks deletes it. Abort deletes what was written.
+// error leaves behind has no valid checkpoint, so ListBlocks ignores it.
+// It also has the volume's pending marker, created before the data file
+// and removed only after the checkpoint is durable (kindPending), so
+// ResolveIncompleteBlocks deletes it as an interrupted flush instead of
+// taking it for damage. Abort deletes what was written, marker last.
 type BlockWriter struct {
 	fs        vfs.FS
 	root      string
@@ -149,6 +152,10 @@ func createBlock(fsys vfs.FS, root string, id BlockID, blockSize int64) (*BlockW
 		return nil, err
 	}
 	w := &BlockWriter{fs: fsys, root: root, id: id, blockSize: blockSize, indexVersion: blockIndexVersion}
+	if err := markPending(fsys, root, id); err != nil {
+		return nil, err
+	}
+	w.created = append(w.created, kindPending)
 	f, err := fsys.Create(blockFilePath(root, id, kindData))
 	if err != nil {
 		return nil, fmt.Errorf("create data file: %w", err)
@@ -239,8 +246,8 @@ func (w *BlockWriter) writeShard(shard uint32, series []Series) error {
 // Finish makes the volume durable and complete: it fsyncs the data file,
 // writes and fsyncs the index, fsyncs the directory, then writes and
 // fsyncs the checkpoint and fsyncs the directory again: five fsyncs per
-// volume, whatever the number of shards. On error it removes what it
-// wrote (checkpoint first).
+// volume, whatever the number of shards. Then it removes the pending
+// marker. On error it removes what it wrote (checkpoint first).
 func (w *BlockWriter) Finish() error {
 	if w.err != nil {
 		return fmt.Errorf("write volume %v: writer failed earlier: %w", w.id, w.err)
@@ -294,6 +301,11 @@ func (w *BlockWriter) finish() error {
 	}
 	if err := w.fs.SyncDir(dir); err != nil {
 		return fmt.Errorf("sync directory after checkpoint: %w", err)
+	}
+	// Not made durable here: a marker beside a valid checkpoint is
+	// removed at the next start (ResolveIncompleteBlocks).
+	if err := w.fs.Remove(blockFilePath(w.root, w.id, kindPending)); err != nil {
+		return fmt.Errorf("remove pending marker: %w", err)
 	}
 	return nil
 }

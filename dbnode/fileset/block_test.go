@@ -191,24 +191,62 @@ func TestBlockHeadDamage(t *testing.T) {
 	}
 }
 
-func TestRemoveIncompleteBlocksAndMoveAside(t *testing.T) {
+// TestResolveIncompleteBlocks: a volume without a valid checkpoint is
+// deleted only when its pending marker shows an interrupted flush or
+// removal; otherwise (the checkpoint deleted or damaged) it is moved aside
+// and reported, never deleted. A stale marker beside a valid checkpoint
+// goes. Before the marker, the two damaged volumes here were deleted.
+func TestResolveIncompleteBlocks(t *testing.T) {
 	root := t.TempDir()
-	ok, torn := testBlockID(0), testBlockID(1)
-	require.NoError(t, WriteBlock(vfs.OS(), root, ok, testBlockSize, genShards([]uint32{1}, 5, 10)))
-	require.NoError(t, WriteBlock(vfs.OS(), root, torn, testBlockSize, genShards([]uint32{1}, 5, 10)))
+	ok, torn, gone, flushing, tornFlushing, onlyMarker := testBlockID(0), testBlockID(1), testBlockID(2), testBlockID(3), testBlockID(4), testBlockID(5)
+	for _, id := range []BlockID{ok, torn, gone, flushing, tornFlushing} {
+		require.NoError(t, WriteBlock(vfs.OS(), root, id, testBlockSize, genShards([]uint32{1}, 5, 10)))
+		require.NoFileExists(t, blockFilePath(root, id, kindPending), "removed by Finish")
+	}
 	flipByte(t, blockFilePath(root, torn, kindCheckpoint), -1)
+	require.NoError(t, os.Remove(blockFilePath(root, gone, kindCheckpoint)))
+	// What a crash before the checkpoint leaves (with its marker), and a
+	// stale marker beside a complete volume.
+	for _, id := range []BlockID{ok, flushing, tornFlushing, onlyMarker} {
+		require.NoError(t, markPending(vfs.OS(), root, id))
+	}
+	require.NoError(t, os.Remove(blockFilePath(root, flushing, kindCheckpoint)))
+	flipByte(t, blockFilePath(root, tornFlushing, kindCheckpoint), -1)
 	// A shard directory and a foreign file stay.
 	require.NoError(t, os.MkdirAll(ShardDir(root, "default", 1), 0o755))
 	foreign := filepath.Join(NamespaceDir(root, "default"), "fileset-1-2-info.db")
 	require.NoError(t, os.WriteFile(foreign, nil, 0o644))
 
-	n, err := RemoveIncompleteBlocks(vfs.OS(), root, "default")
+	n, damaged, err := ResolveIncompleteBlocks(vfs.OS(), root, "default")
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.Equal(t, 2, n, "the two interrupted flushes")
+	require.Len(t, damaged, 2)
+	require.Equal(t, torn, damaged[0].ID)
+	require.Equal(t, gone, damaged[1].ID)
+	require.Len(t, damaged[0].Moved, 3)
+	require.Len(t, damaged[1].Moved, 2, "data and index; the checkpoint was deleted")
+	require.ErrorIs(t, damaged[1].Err, ErrCorrupt)
+	require.Contains(t, damaged[1].Err.Error(), "checkpoint missing")
+	for _, d := range damaged {
+		for _, p := range d.Moved {
+			require.True(t, strings.HasSuffix(p, CorruptSuffix))
+			require.FileExists(t, p)
+		}
+	}
 	ids, err := ListBlocks(vfs.OS(), root, "default")
 	require.NoError(t, err)
 	require.Equal(t, []BlockID{ok}, ids)
 	require.FileExists(t, foreign)
+	var left []string
+	entries, err := os.ReadDir(NamespaceDir(root, "default"))
+	require.NoError(t, err)
+	for _, e := range entries {
+		if !e.IsDir() && !strings.HasSuffix(e.Name(), CorruptSuffix) {
+			left = append(left, e.Name())
+		}
+	}
+	require.ElementsMatch(t, []string{"fileset-1-2-info.db", blockFileName(ok, kindData), blockFileName(ok, kindIndex), blockFileName(ok, kindCheckpoint)}, left,
+		"interrupted flushes and every marker gone")
 
 	moved, err := MoveBlockAside(vfs.OS(), root, ok)
 	require.NoError(t, err)
@@ -365,7 +403,8 @@ func FuzzBlockIndexHead(f *testing.F) {
 
 // TestRemoveBlockFaultLeavesIncomplete: a removal that fails after the
 // checkpoint went leaves an incomplete volume, which ListBlocks ignores
-// and RemoveIncompleteBlocks finishes; one failing on the checkpoint
+// and ResolveIncompleteBlocks finishes (its pending marker says it is
+// not damage); one failing on the checkpoint
 // leaves the volume complete and readable.
 func TestRemoveBlockFaultLeavesIncomplete(t *testing.T) {
 	for _, tc := range []struct {
@@ -389,9 +428,10 @@ func TestRemoveBlockFaultLeavesIncomplete(t *testing.T) {
 				return
 			}
 			require.Empty(t, ids)
-			n, err := RemoveIncompleteBlocks(vfs.OS(), root, "default")
+			n, damaged, err := ResolveIncompleteBlocks(vfs.OS(), root, "default")
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
+			require.Empty(t, damaged, "an interrupted removal is not damage")
 			entries, err := os.ReadDir(NamespaceDir(root, "default"))
 			require.NoError(t, err)
 			require.Empty(t, entries)

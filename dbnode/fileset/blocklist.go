@@ -70,7 +70,7 @@ func scanBlocks(fsys vfs.FS, root, namespace string) ([]blockGroup, error) {
 			continue
 		}
 		bs, vol, kind, ok := parseFileName(e.Name())
-		if !ok || !slices.Contains(blockKinds, kind) {
+		if !ok || !slices.Contains(blockKinds, kind) && kind != kindPending {
 			continue
 		}
 		id := BlockID{Namespace: namespace, BlockStart: bs, Volume: vol}
@@ -97,10 +97,12 @@ func compareBlockIDs(a, b BlockID) int {
 	)
 }
 
-// RemoveBlock deletes the files of a volume: the checkpoint first, made
-// durable before the others go, so a crash midway leaves an incomplete
-// volume. A volume that does not exist is not an error; readers already
-// open keep working until closed (on POSIX file systems).
+// RemoveBlock deletes the files of a volume: it marks the volume pending
+// (kindPending), deletes the checkpoint and makes both durable before the
+// other files go, so a crash midway leaves an incomplete volume that the
+// next start recognises as an interrupted removal. A volume that does not
+// exist is not an error; readers already open keep working until closed
+// (on POSIX file systems).
 func RemoveBlock(fsys vfs.FS, root string, id BlockID) error {
 	if err := id.validate(); err != nil {
 		return fmt.Errorf("remove volume %v: %w", id, err)
@@ -116,6 +118,9 @@ func removeBlockFiles(fsys vfs.FS, root string, id BlockID) error {
 	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	if err := markPending(fsys, root, id); err != nil {
+		return err
+	}
 	if err := removeIfExists(fsys, blockFilePath(root, id, kindCheckpoint)); err != nil {
 		return err
 	}
@@ -130,38 +135,104 @@ func removeBlockFiles(fsys vfs.FS, root string, id BlockID) error {
 			return err
 		}
 	}
+	// The marker goes last: until then a crash leaves it with the files.
+	if err := removeIfExists(fsys, blockFilePath(root, id, kindPending)); err != nil {
+		return err
+	}
 	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("sync directory: %w", err)
 	}
 	return nil
 }
 
-// RemoveIncompleteBlocks deletes every version 2 volume of a namespace
-// without a valid checkpoint and returns how many it removed. It must not
-// run concurrently with a BlockWriter of the namespace; the storage engine
-// calls it at startup, before flushing.
-func RemoveIncompleteBlocks(fsys vfs.FS, root, namespace string) (int, error) {
+// markPending creates the volume's pending marker (empty; made durable by
+// the caller's next directory fsync, which precedes any state that relies
+// on it: see kindPending).
+func markPending(fsys vfs.FS, root string, id BlockID) error {
+	if err := createEmpty(fsys, blockFilePath(root, id, kindPending)); err != nil {
+		return fmt.Errorf("create pending marker: %w", err)
+	}
+	return nil
+}
+
+func createEmpty(fsys vfs.FS, path string) error {
+	f, err := fsys.Create(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// DamagedBlock is a volume found without a valid checkpoint and without
+// the pending marker of an interrupted flush or removal: its files were
+// moved aside (Moved) and Err says what is wrong.
+type DamagedBlock struct {
+	ID    BlockID
+	Err   error
+	Moved []string
+}
+
+// ResolveIncompleteBlocks sorts out every version 2 volume of a namespace
+// without a valid checkpoint, by the evidence the writer and RemoveBlock
+// leave (kindPending):
+//
+//   - with a pending marker it is an interrupted flush (its data is still
+//     in the commit log or in the volumes it was to replace, which are
+//     retired only after it is complete) or an interrupted removal (its
+//     data is no longer served): its files are deleted, and counted in
+//     removed;
+//   - without one it is damage (a deleted or damaged checkpoint): its
+//     files are moved aside as MoveBlockAside does, never deleted, and
+//     returned in damaged.
+//
+// A marker beside a valid checkpoint (a crash after the checkpoint was
+// durable but before the marker's removal was) is removed. It must not run
+// concurrently with a BlockWriter or RemoveBlock of the namespace; the
+// storage engine calls it at startup, before flushing.
+func ResolveIncompleteBlocks(fsys vfs.FS, root, namespace string) (removed int, damaged []DamagedBlock, err error) {
 	groups, err := scanBlocks(fsys, root, namespace)
 	if err != nil {
-		return 0, fmt.Errorf("remove incomplete volumes of %s: %w", namespace, err)
+		return 0, nil, fmt.Errorf("resolve incomplete volumes of %s: %w", namespace, err)
 	}
-	removed := 0
 	for _, g := range groups {
+		cpErr := fs.ErrNotExist
 		if g.kinds[kindCheckpoint] {
-			ok, err := blockComplete(fsys, root, g.id)
+			cpErr = nil
+			_, err := readBlockCheckpoint(fsys, blockFilePath(root, g.id, kindCheckpoint), g.id)
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrCorrupt), errors.Is(err, fs.ErrNotExist):
+				cpErr = err
+			default:
+				return removed, damaged, fmt.Errorf("resolve incomplete volumes of %s: %w", namespace, err)
+			}
+		}
+		switch {
+		case cpErr == nil && g.kinds[kindPending]:
+			if err := removeIfExists(fsys, blockFilePath(root, g.id, kindPending)); err != nil {
+				return removed, damaged, fmt.Errorf("remove stale pending marker of %v: %w", g.id, err)
+			}
+		case cpErr == nil:
+		case g.kinds[kindPending]:
+			if err := removeBlockFiles(fsys, root, g.id); err != nil {
+				return removed, damaged, fmt.Errorf("remove incomplete volume %v: %w", g.id, err)
+			}
+			if g.kinds[kindData] || g.kinds[kindIndex] || g.kinds[kindCheckpoint] {
+				removed++
+			}
+		default:
+			if errors.Is(cpErr, fs.ErrNotExist) {
+				cpErr = fmt.Errorf("%s: %w: checkpoint missing, and no flush or removal of the volume was in progress",
+					blockFilePath(root, g.id, kindCheckpoint), ErrCorrupt)
+			}
+			moved, err := MoveBlockAside(fsys, root, g.id)
 			if err != nil {
-				return removed, fmt.Errorf("remove incomplete volumes of %s: %w", namespace, err)
+				return removed, damaged, fmt.Errorf("damaged volume %v (%v): %w", g.id, cpErr, err)
 			}
-			if ok {
-				continue
-			}
+			damaged = append(damaged, DamagedBlock{ID: g.id, Err: cpErr, Moved: moved})
 		}
-		if err := removeBlockFiles(fsys, root, g.id); err != nil {
-			return removed, fmt.Errorf("remove incomplete volume %v: %w", g.id, err)
-		}
-		removed++
 	}
-	return removed, nil
+	return removed, damaged, nil
 }
 
 // MoveBlockAside renames the files of a volume that failed its checks to

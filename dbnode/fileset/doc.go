@@ -24,9 +24,12 @@
 // Write creates info, index, data and digest under their final names, fsyncs
 // them and the directory, and only then writes and fsyncs the checkpoint
 // (and the directory again). A crash at any point before that leaves files
-// without a checkpoint, which List ignores and RemoveIncomplete deletes.
-// Remove deletes the checkpoint first (and fsyncs the directory) for the
-// same reason: a crash midway leaves an incomplete, ignored fileset.
+// without a checkpoint, which List ignores; at start ResolveIncomplete
+// moves such files aside as damage (Write leaves no marker; the storage
+// engine writes version 2 volumes, whose writer does). Remove marks the
+// fileset pending and deletes the checkpoint first (and fsyncs the
+// directory): a crash midway leaves an incomplete, ignored fileset with
+// its marker, which ResolveIncomplete deletes.
 //
 // Volumes: a cold write to a block that was already flushed makes the
 // storage engine write the merged block as volume+1. Once that volume is
@@ -39,7 +42,7 @@
 //	(none) ------------------------------> partial ------------------> complete
 //	  ^       fsynced + dir fsync            |        fsynced, dir fsync  |
 //	  |                                      | crash / error              | Remove: checkpoint
-//	  |        RemoveIncomplete              v                            | first, then the rest
+//	  |   ResolveIncomplete (if pending)     v                            | first, then the rest
 //	  +------------------------------- incomplete <-----------------------+
 //
 // Readers (Open) hold the index (IDs and data locations) in memory and read

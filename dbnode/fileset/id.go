@@ -60,6 +60,18 @@ const (
 	kindData       fileKind = "data"
 	kindDigest     fileKind = "digest"
 	kindCheckpoint fileKind = "checkpoint"
+	// kindPending is the empty marker of a version 2 volume being
+	// written or removed, or of a version 1 fileset being removed: the
+	// evidence that its files without a valid checkpoint are an
+	// interrupted flush or removal, not damage. The writer creates it
+	// before the data file and removes it only after the checkpoint and
+	// the directory are fsynced; RemoveBlock and Remove create it before
+	// deleting the checkpoint and remove it last. Both rely on
+	// the directory fsync that follows to make the marker durable no
+	// later than the state it vouches for; should a file system persist
+	// them out of order, the volume is taken for damage and moved aside,
+	// never deleted (docs/format/fileset.md, "Incomplete volumes").
+	kindPending fileKind = "pending"
 )
 
 // kinds lists the files in write order; the checkpoint is always last.
@@ -124,7 +136,7 @@ func parseFileName(name string) (blockStart int64, volume int, kind fileKind, ok
 		return 0, 0, "", false
 	}
 	switch kind {
-	case kindInfo, kindIndex, kindData, kindDigest, kindCheckpoint:
+	case kindInfo, kindIndex, kindData, kindDigest, kindCheckpoint, kindPending:
 	default:
 		return 0, 0, "", false
 	}

@@ -3,6 +3,7 @@ package fileset
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,15 +66,28 @@ func TestListIgnoresIncompleteFilesets(t *testing.T) {
 		require.Error(t, err, "%v", id)
 	}
 
-	n, err := RemoveIncomplete(vfs.OS(), root, "default", 7)
+	// Without Remove's pending marker, none of the four is an
+	// interrupted removal: each is damage, moved aside, never deleted.
+	n, damaged, err := ResolveIncomplete(vfs.OS(), root, "default", 7)
 	require.NoError(t, err)
-	require.Equal(t, 4, n)
+	require.Zero(t, n)
+	require.Len(t, damaged, 4)
+	for _, d := range damaged {
+		require.ErrorIs(t, d.Err, ErrCorrupt, "%v", d.ID)
+	}
+	require.Contains(t, damaged[0].Err.Error(), "checkpoint missing")
 	entries, err := os.ReadDir(ShardDir(root, "default", 7))
 	require.NoError(t, err)
 	var names []string
+	aside := 0
 	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), CorruptSuffix) {
+			aside++
+			continue
+		}
 		names = append(names, e.Name())
 	}
+	require.Equal(t, 4*5-1, aside, "every file but the deleted checkpoint kept")
 	require.ElementsMatch(t, []string{
 		"notes.txt",
 		"fileset-0-0-info.db", "fileset-0-0-index.db", "fileset-0-0-data.db",
@@ -82,9 +96,10 @@ func TestListIgnoresIncompleteFilesets(t *testing.T) {
 	r := openTest(t, vfs.OS(), root, good)
 	require.NoError(t, r.Verify())
 
-	n, err = RemoveIncomplete(vfs.OS(), root, "default", 7)
+	n, damaged, err = ResolveIncomplete(vfs.OS(), root, "default", 7)
 	require.NoError(t, err)
 	require.Zero(t, n)
+	require.Empty(t, damaged)
 }
 
 func TestShards(t *testing.T) {
@@ -134,9 +149,13 @@ func TestRemoveFailingMidwayLeavesIncompleteFileset(t *testing.T) {
 	ids, err := List(vfs.OS(), root, "default", 7)
 	require.NoError(t, err)
 	require.Empty(t, ids, "checkpoint went first")
-	n, err := RemoveIncomplete(vfs.OS(), root, "default", 7)
+	n, damaged, err := ResolveIncomplete(vfs.OS(), root, "default", 7)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
+	require.Empty(t, damaged, "an interrupted removal (its pending marker) is not damage")
+	entries, err := os.ReadDir(ShardDir(root, "default", 7))
+	require.NoError(t, err)
+	require.Empty(t, entries)
 }
 
 func (id ID) withShard(s uint32) ID { id.Shard = s; return id }

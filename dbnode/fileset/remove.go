@@ -8,9 +8,11 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 )
 
-// Remove deletes every file of a fileset. The checkpoint goes first and
-// its removal is made durable before the other files are touched, so a
-// crash midway leaves an incomplete fileset that List ignores. Removing a
+// Remove deletes every file of a fileset. It marks the fileset pending
+// (see kindPending), and the checkpoint goes first, both made durable
+// before the other files are touched, so a crash midway leaves an
+// incomplete fileset that List ignores and the next start recognises as an
+// interrupted removal. Removing a
 // fileset that does not exist is not an error. Readers already open on it
 // keep working until closed (on POSIX file systems).
 func Remove(fsys vfs.FS, root string, id ID) error {
@@ -28,6 +30,9 @@ func removeFiles(fsys vfs.FS, root string, id ID) error {
 	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	if err := createEmpty(fsys, filePath(root, id, kindPending)); err != nil {
+		return fmt.Errorf("create pending marker: %w", err)
+	}
 	if err := removeIfExists(fsys, filePath(root, id, kindCheckpoint)); err != nil {
 		return err
 	}
@@ -42,6 +47,9 @@ func removeFiles(fsys vfs.FS, root string, id ID) error {
 			return err
 		}
 	}
+	if err := removeIfExists(fsys, filePath(root, id, kindPending)); err != nil {
+		return err
+	}
 	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("sync directory: %w", err)
 	}
@@ -55,46 +63,75 @@ func removeIfExists(fsys vfs.FS, path string) error {
 	return nil
 }
 
-// RemoveIncomplete deletes the files of every fileset in a shard that has
-// no valid checkpoint (left by a crash or a failed Write) and returns how
-// many filesets it removed. It must not run concurrently with a Write to the
-// same shard, whose files are incomplete until its last step; the storage
-// engine calls it at startup, before flushing.
-func RemoveIncomplete(fsys vfs.FS, root, namespace string, shard uint32) (int, error) {
-	n, err := removeIncomplete(fsys, root, namespace, shard)
-	if err != nil {
-		return n, fmt.Errorf("remove incomplete filesets %s/%d: %w", namespace, shard, err)
-	}
-	return n, nil
+// Damaged is a fileset found without a valid checkpoint and without the
+// pending marker of an interrupted removal: its files were moved aside
+// (Moved) and Err says what is wrong.
+type Damaged struct {
+	ID    ID
+	Err   error
+	Moved []string
 }
 
-func removeIncomplete(fsys vfs.FS, root, namespace string, shard uint32) (int, error) {
+// ResolveIncomplete sorts out every fileset of a shard without a valid
+// checkpoint, as ResolveIncompleteBlocks does for version 2 volumes: with
+// the pending marker Remove leaves (an interrupted removal) its files are
+// deleted and counted in removed; without it (a deleted or damaged
+// checkpoint, or a crash of a Write, which the storage engine no longer
+// does) they are moved aside, never deleted, and returned in damaged. It
+// must not run concurrently with a Write or Remove in the shard; the
+// storage engine calls it at startup, before flushing.
+func ResolveIncomplete(fsys vfs.FS, root, namespace string, shard uint32) (removed int, damaged []Damaged, err error) {
+	removed, damaged, err = resolveIncomplete(fsys, root, namespace, shard)
+	if err != nil {
+		return removed, damaged, fmt.Errorf("resolve incomplete filesets %s/%d: %w", namespace, shard, err)
+	}
+	return removed, damaged, nil
+}
+
+func resolveIncomplete(fsys vfs.FS, root, namespace string, shard uint32) (removed int, damaged []Damaged, err error) {
 	groups, err := scan(fsys, root, namespace, shard)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	removed := 0
 	for _, g := range groups {
+		var cpErr error = fs.ErrNotExist
 		if g.kinds[kindCheckpoint] {
-			ok, err := complete(fsys, root, g.id)
+			_, cpErr = readCheckpoint(fsys, filePath(root, g.id, kindCheckpoint), g.id)
+			if cpErr != nil && !errors.Is(cpErr, ErrCorrupt) && !errors.Is(cpErr, fs.ErrNotExist) {
+				return removed, damaged, cpErr
+			}
+		}
+		switch {
+		case cpErr == nil && g.kinds[kindPending]:
+			if err := removeIfExists(fsys, filePath(root, g.id, kindPending)); err != nil {
+				return removed, damaged, fmt.Errorf("remove stale pending marker of %v: %w", g.id, err)
+			}
+		case cpErr == nil:
+		case g.kinds[kindPending]:
+			if err := removeFiles(fsys, root, g.id); err != nil {
+				return removed, damaged, fmt.Errorf("fileset %v: %w", g.id, err)
+			}
+			if len(g.kinds) > 1 {
+				removed++
+			}
+		default:
+			if errors.Is(cpErr, fs.ErrNotExist) {
+				cpErr = fmt.Errorf("%s: %w: checkpoint missing, and no removal of the fileset was in progress",
+					filePath(root, g.id, kindCheckpoint), ErrCorrupt)
+			}
+			moved, err := MoveAside(fsys, root, g.id)
 			if err != nil {
-				return removed, err
+				return removed, damaged, fmt.Errorf("damaged fileset %v (%v): %w", g.id, cpErr, err)
 			}
-			if ok {
-				continue
-			}
+			damaged = append(damaged, Damaged{ID: g.id, Err: cpErr, Moved: moved})
 		}
-		if err := removeFiles(fsys, root, g.id); err != nil {
-			return removed, fmt.Errorf("fileset %v: %w", g.id, err)
-		}
-		removed++
 	}
-	return removed, nil
+	return removed, damaged, nil
 }
 
 // CorruptSuffix is appended to the names of a fileset's files by
 // MoveAside. Such names are not fileset names: List, Open and
-// RemoveIncomplete ignore them, so nothing deletes them.
+// ResolveIncomplete ignore them, so nothing deletes them.
 const CorruptSuffix = ".corrupt"
 
 // MoveAside renames the files of a fileset that failed its checks to

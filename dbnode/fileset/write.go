@@ -36,7 +36,7 @@ type Series struct {
 // after every other file and the directory have been fsynced. On any error
 // Write removes what it wrote (checkpoint first), so a failed Write leaves
 // no complete fileset; leftovers it could not remove are incomplete and
-// RemoveIncomplete deletes them. Write never touches other filesets, and
+// ResolveIncomplete moves them aside. Write never touches other filesets, and
 // returns ErrExists if id is already complete on disk. Concurrent Writes of
 // the same id are not supported.
 func Write(fsys vfs.FS, root string, id ID, blockSize int64, series []Series) error {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -232,4 +233,19 @@ func TestRemoteReadStreamedXORChunks(t *testing.T) {
 	require.Len(t, got["x"], 300)
 	require.Equal(t, 1.5*299, got["x"][299][1])
 	require.Equal(t, uint64(0x7ff0000000000002), math.Float64bits(got["y"][0][1]))
+}
+
+// TestReportDamageIsBounded: damage met while serving is listed on /ready
+// once per distinct line, after what start found, and at most
+// maxReportedDamage lines in all, however many reads report it.
+func TestReportDamageIsBounded(t *testing.T) {
+	a := New(Options{})
+	a.SetDamage([]string{"at start"})
+	a.ReportDamage("page 1", "page 1", "page 2")
+	a.ReportDamage("page 2")
+	require.Equal(t, []string{"at start", "page 1", "page 2"}, *a.damage.Load())
+	for i := range 3 * maxReportedDamage {
+		a.ReportDamage("page x" + strconv.Itoa(i))
+	}
+	require.Len(t, *a.damage.Load(), 1+maxReportedDamage)
 }

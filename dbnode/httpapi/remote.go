@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"unsafe"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -179,13 +182,14 @@ func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
 		return a.remoteReadStreamed(w, r, backend, req)
 	}
 	resp := &prompb.ReadResponse{Results: make([]*prompb.QueryResult, 0, len(req.Queries))}
+	leftOut := 0
 	for _, q := range req.Queries {
 		ms, err := remote.Matchers(q.Matchers)
 		if err != nil {
 			return err
 		}
 		series, err := backend.Query(r.Context(), a.namespace(r), ms, q.StartTimestampMs, q.EndTimestampMs)
-		if err != nil {
+		if err = a.damagedSeries(err, &leftOut); err != nil {
 			return err
 		}
 		if err := a.opts.Limits.CheckFetchedSeries(len(series)); err != nil {
@@ -239,6 +243,7 @@ func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	setPartialHeader(w, leftOut)
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	w.Header().Set("Content-Encoding", "snappy")
 	_, err = w.Write(out)
@@ -262,8 +267,10 @@ func (a *API) remoteReadStreamed(w http.ResponseWriter, r *http.Request, backend
 	// instead of ending a 200 stream early, which a client would take for
 	// a complete answer.
 	results := make([][]storage.SeriesIterator, len(req.Queries))
+	leftOut := 0
 	for i, q := range req.Queries {
 		series, err := backend.Query(r.Context(), a.namespace(r), matchers[i], q.StartTimestampMs, q.EndTimestampMs)
+		err = a.damagedSeries(err, &leftOut)
 		if err == nil {
 			err = a.opts.Limits.CheckFetchedSeries(len(series))
 		}
@@ -272,6 +279,7 @@ func (a *API) remoteReadStreamed(w http.ResponseWriter, r *http.Request, backend
 		}
 		results[i] = series
 	}
+	setPartialHeader(w, leftOut)
 	w.Header().Set("Content-Type", StreamedContentType)
 	w.WriteHeader(http.StatusOK)
 	var buf []byte
@@ -283,4 +291,50 @@ func (a *API) remoteReadStreamed(w http.ResponseWriter, r *http.Request, backend
 		}
 	}
 	return nil
+}
+
+// PartialHeader is set on a remote read answer that left out series
+// whose stored data is damaged: the number left out. Prometheus' remote
+// read protocol has no field for warnings, so this header is the only
+// sign a client gets; the node also logs the damage, counts it
+// (remote_read_series_damaged, storage's query_series_unreadable) and
+// lists it on /ready.
+const PartialHeader = "X-Tessera-Partial-Series-Left-Out"
+
+// damagedSeries handles a query's error: a storage.PartialError (some
+// series' stored data is damaged) costs only those series, as in PromQL,
+// which answers the others with warnings: it is reported and the
+// query's other series answered (nil). Other errors are returned.
+//
+// A 5xx instead would make a Prometheus server reading remotely drop the
+// whole answer (it shows a failed remote read as a warning and answers
+// from its local data): one damaged page would hide every series of the
+// query, which is what the PromQL API already does not do.
+func (a *API) damagedSeries(err error, leftOut *int) error {
+	var partial *storage.PartialError
+	if !errors.As(err, &partial) {
+		return err
+	}
+	*leftOut += len(partial.Damaged)
+	a.m.readSeriesDamaged.Inc(int64(len(partial.Damaged)))
+	a.opts.Logger.Warn("remote read answered without series whose stored data is damaged",
+		"left_out", len(partial.Damaged), "first", partial.Damaged[0].Err)
+	lines := make([]string, 0, 1)
+	for _, d := range partial.Damaged {
+		if len(lines) == maxReportedDamage {
+			break // ReportDamage keeps no more
+		}
+		l := fmt.Sprintf("damaged fileset data met by a read, its series are left out of answers: %v", d.Err)
+		if !slices.Contains(lines, l) {
+			lines = append(lines, l)
+		}
+	}
+	a.ReportDamage(lines...)
+	return nil
+}
+
+func setPartialHeader(w http.ResponseWriter, leftOut int) {
+	if leftOut > 0 {
+		w.Header().Set(PartialHeader, strconv.Itoa(leftOut))
+	}
 }

@@ -54,7 +54,9 @@ type API struct {
 	opts     Options
 	backend  atomic.Pointer[backendBox]
 	readyMsg atomic.Pointer[string]
-	damage   atomic.Pointer[[]string] // see SetDamage
+	damage   atomic.Pointer[[]string] // see SetDamage, ReportDamage
+	damageMu sync.Mutex               // serialises changes to damage
+	reported int                      // lines ReportDamage added, under damageMu
 	mux      *http.ServeMux
 
 	bufs   sync.Pool // *[]byte request bodies
@@ -107,8 +109,11 @@ type apiMetrics struct {
 	seriesIn    tally.Counter
 	cacheHits   tally.Counter
 	cacheMisses tally.Counter
-	writeErrors func(reason string) tally.Counter
-	latency     func(handler string) tally.Histogram
+	// readSeriesDamaged counts series remote read left out of answers
+	// because their stored data is damaged.
+	readSeriesDamaged tally.Counter
+	writeErrors       func(reason string) tally.Counter
+	latency           func(handler string) tally.Histogram
 }
 
 // New builds the API; mount it with Handler.
@@ -146,11 +151,12 @@ func New(opts Options) *API {
 	var latMu sync.Mutex
 	lat := map[string]tally.Histogram{}
 	a.m = apiMetrics{
-		samplesIn:   opts.Metrics.Counter("remote_write_samples"),
-		exemplarsIn: opts.Metrics.Counter("remote_write_exemplars"),
-		seriesIn:    opts.Metrics.Counter("remote_write_series"),
-		cacheHits:   opts.Metrics.Counter("remote_write_series_cache_hits"),
-		cacheMisses: opts.Metrics.Counter("remote_write_series_cache_misses"),
+		samplesIn:         opts.Metrics.Counter("remote_write_samples"),
+		exemplarsIn:       opts.Metrics.Counter("remote_write_exemplars"),
+		seriesIn:          opts.Metrics.Counter("remote_write_series"),
+		cacheHits:         opts.Metrics.Counter("remote_write_series_cache_hits"),
+		cacheMisses:       opts.Metrics.Counter("remote_write_series_cache_misses"),
+		readSeriesDamaged: opts.Metrics.Counter("remote_read_series_damaged"),
 		writeErrors: func(reason string) tally.Counter {
 			errMu.Lock()
 			defer errMu.Unlock()
@@ -211,7 +217,40 @@ func (a *API) SetReady(msg string) { a.readyMsg.Store(&msg) }
 // commit log range skipped, an unreadable fileset): /ready shows it under
 // "damage" until the node restarts. It does not make the node unready:
 // the node serves everything that was not damaged.
-func (a *API) SetDamage(lines []string) { a.damage.Store(&lines) }
+func (a *API) SetDamage(lines []string) {
+	a.damageMu.Lock()
+	defer a.damageMu.Unlock()
+	a.damage.Store(&lines)
+}
+
+// maxReportedDamage bounds the lines ReportDamage adds to /ready: one per
+// distinct damaged page read, so a disk going bad cannot grow it without
+// end; the logs and the metrics still count the rest.
+const maxReportedDamage = 100
+
+// ReportDamage adds damage found while serving (a damaged fileset page a
+// read met) to what /ready lists, once per distinct line, until restart.
+func (a *API) ReportDamage(lines ...string) {
+	a.damageMu.Lock()
+	defer a.damageMu.Unlock()
+	var cur []string
+	if d := a.damage.Load(); d != nil {
+		cur = *d
+	}
+	next := slices.Clone(cur)
+	for _, l := range lines {
+		if a.reported >= maxReportedDamage {
+			break
+		}
+		if !slices.Contains(next, l) {
+			next = append(next, l)
+			a.reported++
+		}
+	}
+	if len(next) > len(cur) {
+		a.damage.Store(&next)
+	}
+}
 
 func (a *API) ready(w http.ResponseWriter, _ *http.Request) {
 	msg := *a.readyMsg.Load()
@@ -291,10 +330,9 @@ func classify(err error) (int, string) {
 		}
 		return http.StatusBadRequest, reason
 	case errors.As(err, new(*storage.PartialError)):
-		// Some series' stored data is damaged. Remote read has no way to
-		// say "partial", so the read fails, naming the damage, rather than
-		// answering incomplete data as complete; Prometheus shows a failed
-		// remote read as a warning on its query. Retrying does not help.
+		// Some series' stored data is damaged. Remote read answers the
+		// others (see remoteRead); a handler that cannot fails, naming
+		// the damage. Retrying does not help.
 		return http.StatusInternalServerError, "damaged_data"
 	case errors.Is(err, storage.ErrUnknownNamespace):
 		return http.StatusBadRequest, "unknown_namespace"

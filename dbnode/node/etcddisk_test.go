@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/config"
+	"go.etcd.io/etcd/server/v3/storage/wal"
+	"golang.org/x/sys/unix"
 )
 
 // etcdConfig is a one-member embedded etcd on free loopback ports with
@@ -47,7 +49,9 @@ func TestEmbeddedEtcdRefusesTooLittleDisk(t *testing.T) {
 	require.Error(t, err)
 	etcdDir := filepath.Join(dir, "etcd")
 	require.Equal(t, etcdDir, asked, "the space is measured where etcd writes")
-	for _, want := range []string{etcdDir, "41943040 bytes", fmt.Sprintf("%d bytes", etcdDiskNeeded()), "needed"} {
+	need, _, nerr := etcdDiskNeeded(etcdDir)
+	require.NoError(t, nerr)
+	for _, want := range []string{etcdDir, "41943040 bytes", fmt.Sprintf("%d bytes", need), "needed", "a new member"} {
 		require.Contains(t, err.Error(), want)
 	}
 	entries, _ := os.ReadDir(etcdDir)
@@ -79,8 +83,42 @@ func TestEmbeddedEtcdOnASmallTmpfs(t *testing.T) {
 	_, err = startEmbeddedEtcd(etcdConfig(t, small), freeBytes, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "not enough free disk space in "+filepath.Join(small, "etcd"))
 
-	big := mount(fmt.Sprintf("%dm", etcdDiskNeeded()>>20+8))
+	need, _, err := etcdDiskNeeded(filepath.Join(small, "etcd"))
+	require.NoError(t, err)
+	big := mount(fmt.Sprintf("%dm", need>>20+8))
 	e, err := startEmbeddedEtcd(etcdConfig(t, big), freeBytes, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	e.Close()
+}
+
+// TestEmbeddedEtcdRestartNeedsOneSegment: a member whose WAL exists
+// restarts with one WAL segment free (what it preallocates at once),
+// less what a leftover 0.tmp already holds; before, it asked for two
+// fresh segments and headroom (138 MiB) and a node whose disk had filled
+// could not start again.
+func TestEmbeddedEtcdRestartNeedsOneSegment(t *testing.T) {
+	dir := t.TempDir()
+	cfg := etcdConfig(t, dir)
+	plenty := func(string) (uint64, error) { return 1 << 40, nil }
+	e, err := startEmbeddedEtcd(cfg, plenty, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	e.Close()
+
+	etcdDir := filepath.Join(dir, "etcd")
+	_, err = startEmbeddedEtcd(cfg, func(string) (uint64, error) { return uint64(wal.SegmentSizeBytes - 1), nil }, slog.New(slog.DiscardHandler))
+	require.ErrorContains(t, err, "not enough free disk space in "+etcdDir)
+	require.ErrorContains(t, err, fmt.Sprintf("%d bytes (61.0 MiB) needed (a restart", wal.SegmentSizeBytes))
+	e, err = startEmbeddedEtcd(cfg, func(string) (uint64, error) { return uint64(wal.SegmentSizeBytes), nil }, slog.New(slog.DiscardHandler))
+	require.NoError(t, err, "one segment is what a restart needs")
+	e.Close()
+
+	// A crash leaves the preallocated next segment, which the restart
+	// reuses: its blocks count.
+	f, err := os.Create(filepath.Join(etcdDir, "member", "wal", "0.tmp"))
+	require.NoError(t, err)
+	require.NoError(t, unix.Fallocate(int(f.Fd()), 0, 0, 1<<20))
+	require.NoError(t, f.Close())
+	need, what, err := etcdDiskNeeded(etcdDir)
+	require.NoError(t, err)
+	require.Equal(t, uint64(wal.SegmentSizeBytes-1<<20), need, what)
 }

@@ -2,9 +2,11 @@ package storage
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 )
 
 // The crash child writes batches forever in sync mode and prints the
@@ -182,5 +185,88 @@ func BenchmarkWriteBatch(b *testing.B) {
 			b.ReportMetric(float64(b.N*batchSize)/b.Elapsed().Seconds(), "samples/s")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batchSize), "ns/sample")
 		})
+	}
+}
+
+// The interrupted-flush child writes a block and flushes it through a file
+// system that kills the process (SIGKILL, no cleanup) when the flush
+// creates the volume's checkpoint: the data and index files are durable,
+// the checkpoint never written.
+const flushCrashChildEnv = "TESSERA_STORAGE_FLUSH_CRASH_DIR"
+
+func TestFlushCrashChild(t *testing.T) {
+	dir := os.Getenv(flushCrashChildEnv)
+	if dir == "" {
+		t.Skip("helper process for TestInterruptedFlushIsRecoveredNotReported")
+	}
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	opts := testOpts(dir, clk)
+	faulty := vfs.NewFaulty(vfs.OS())
+	opts.FS = faulty
+	db, err := Open(opts)
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(2)
+	}
+	for i := range 10 {
+		id := sid("flushcrash", "i", strconv.Itoa(i))
+		if err := db.WriteBatch("default", samples(db, id, ms(t0)+1000, ms(t0)+2000, ms(t0)+3000)); err != nil {
+			fmt.Println("write:", err)
+			os.Exit(2)
+		}
+	}
+	faulty.Set(func(op vfs.Op, path string, _ int) (bool, int) {
+		if op == vfs.OpCreate && strings.HasSuffix(path, "-checkpoint.db") {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // SIGKILL is not deliverable late, but never go on
+		}
+		return false, 0
+	})
+	clk.Add(2 * time.Hour)
+	err = db.Tick()
+	fmt.Println("the flush was not interrupted:", err)
+	os.Exit(2)
+}
+
+// TestInterruptedFlushIsRecoveredNotReported: a flush killed before its
+// checkpoint leaves data and index files beside the volume's pending
+// marker. The next start deletes them as an interrupted flush (not
+// damage: nothing reported), the block's samples are all served from the
+// commit log, and the next tick flushes them as a complete volume.
+func TestInterruptedFlushIsRecoveredNotReported(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFlushCrashChild$")
+	cmd.Env = append(os.Environ(), flushCrashChildEnv+"="+dir)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "child: %v: %s", err, out)
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "child not killed by the flush: %s", out)
+
+	nsDir := filepath.Join(dir, "data", "default")
+	for _, kind := range []string{"data", "index", "pending"} {
+		m, err := filepath.Glob(filepath.Join(nsDir, "fileset-*-0-"+kind+".db"))
+		require.NoError(t, err)
+		require.Len(t, m, 1, "the interrupted flush left its %s file", kind)
+	}
+	m, err := filepath.Glob(filepath.Join(nsDir, "fileset-*-checkpoint.db"))
+	require.NoError(t, err)
+	require.Empty(t, m)
+
+	clk := &clock{t: t0.Add(150 * time.Minute)}
+	db := openDB(t, testOpts(dir, clk))
+	require.Empty(t, db.Recovery().Warnings(), "an interrupted flush is not damage")
+	left, err := filepath.Glob(filepath.Join(nsDir, "fileset-*"))
+	require.NoError(t, err)
+	require.Empty(t, left, "its files deleted, nothing moved aside")
+	base := ms(t0)
+	for i := range 10 {
+		id := sid("flushcrash", "i", strconv.Itoa(i))
+		require.Len(t, readAll(t, db, id, base, base+10_000), 3, "series %d from the commit log", i)
+	}
+	require.NoError(t, db.Tick())
+	require.Equal(t, 0, countSeries(db), "flushed")
+	for i := range 10 {
+		require.Len(t, readAll(t, db, sid("flushcrash", "i", strconv.Itoa(i)), base, base+10_000), 3, "series %d from the new volume", i)
 	}
 }

@@ -13,7 +13,9 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -203,4 +205,118 @@ func TestUnreadableLatestVolumeKeepsTheOlder(t *testing.T) {
 	}
 	_, err = os.Stat(strings.Replace(v1Index, "-1-index", "-0-data", 1))
 	require.NoError(t, err, "volume 0 kept")
+}
+
+// TestEveryKindOfVolumeDamageIsKept: each kind of damage to a volume's
+// files that Open finds (a flipped byte, a truncated or deleted data or
+// index file, a deleted or damaged checkpoint) costs that volume only: its
+// remaining files are moved aside as *.corrupt, never deleted; it is
+// logged, counted and reported (what /ready lists); every series is still
+// served (replayed from the commit log) and flushed again. Before the
+// pending marker, a deleted or damaged checkpoint made the volume an
+// "incomplete volume", deleted with one WARN and reported nowhere.
+// (A flipped byte in the data file is found by the query that reads its
+// page: TestDamagedPageCostsOnlyItsSeries, and the data-page case below.)
+func TestEveryKindOfVolumeDamageIsKept(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, opts Options)
+		left   int // files of the volume left to move aside
+	}{
+		{"index flipped byte", func(t *testing.T, o Options) { flipByte(t, filesetFile(t, o, "index"), 12) }, 3},
+		{"checkpoint flipped byte", func(t *testing.T, o Options) { flipByte(t, filesetFile(t, o, "checkpoint"), 10) }, 3},
+		{"data truncated", func(t *testing.T, o Options) { truncateHalf(t, filesetFile(t, o, "data")) }, 3},
+		{"index truncated", func(t *testing.T, o Options) { truncateHalf(t, filesetFile(t, o, "index")) }, 3},
+		{"data deleted", func(t *testing.T, o Options) { require.NoError(t, os.Remove(filesetFile(t, o, "data"))) }, 2},
+		{"index deleted", func(t *testing.T, o Options) { require.NoError(t, os.Remove(filesetFile(t, o, "index"))) }, 2},
+		{"checkpoint deleted", func(t *testing.T, o Options) { require.NoError(t, os.Remove(filesetFile(t, o, "checkpoint"))) }, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts, _, ids := flushedBlock(t, 10)
+			tc.damage(t, opts)
+
+			scope := tally.NewTestScope("", nil)
+			opts.Metrics = scope
+			db := openDB(t, opts)
+			rec := db.Recovery()
+			require.Len(t, rec.UnreadableFilesets, 1, "reported")
+			require.Contains(t, rec.Warnings()[0], "unreadable fileset")
+			require.Equal(t, int64(1), scope.Snapshot().Counters()["filesets_unreadable+"].Value())
+			dir := filepath.Join(opts.Dir, "data", "default")
+			aside, err := filepath.Glob(filepath.Join(dir, "fileset-*-0-*"+fileset.CorruptSuffix))
+			require.NoError(t, err)
+			require.Len(t, aside, tc.left, "every remaining file kept, moved aside")
+			live, err := filepath.Glob(filepath.Join(dir, "fileset-*-0-*.db"))
+			require.NoError(t, err)
+			require.Empty(t, live)
+			base := ms(t0)
+			for _, id := range ids {
+				require.Len(t, readAll(t, db, id, base, base+10_000), 3, "series %s from the commit log", id)
+			}
+			require.NoError(t, db.Tick())
+			require.Equal(t, 0, countSeries(db), "flushed again")
+			require.NoError(t, db.Close())
+			db2 := openDB(t, opts)
+			require.Empty(t, db2.Recovery().Warnings(), "clean at the next start")
+			for _, id := range ids {
+				require.Len(t, readAll(t, db2, id, base, base+10_000), 3, "series %s from the new volume", id)
+			}
+		})
+	}
+}
+
+// TestDamagedDataPageKeepsTheVolume: the sixth kind, a flipped byte in a
+// data page, passes Open (which reads no pages); the query that reads the
+// page names the damaged series (PartialError, counted), and the volume is
+// neither deleted nor moved aside: its other pages still serve.
+func TestDamagedDataPageKeepsTheVolume(t *testing.T) {
+	opts, _, ids := flushedBlock(t, 10)
+	flipByte(t, filesetFile(t, opts, "data"), 8+20)
+	scope := tally.NewTestScope("", nil)
+	opts.Metrics = scope
+	db := openDB(t, opts)
+	require.Empty(t, db.Recovery().Warnings(), "Open does not read pages")
+	base := ms(t0)
+	_, err := db.Query(context.Background(), "default",
+		[]*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "a")}, base, base+10_000, QueryOptions{})
+	var partial *PartialError
+	require.True(t, errors.As(err, &partial), "want a PartialError, got %v", err)
+	require.Len(t, partial.Damaged, len(ids), "one page holds all ten")
+	require.Equal(t, int64(len(ids)), scope.Snapshot().Counters()["query_series_unreadable+"].Value())
+	for _, kind := range []string{"data", "index", "checkpoint"} {
+		require.FileExists(t, filesetFile(t, opts, kind), "kept")
+	}
+}
+
+func truncateHalf(t *testing.T, path string) {
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(path, st.Size()/2))
+}
+
+// TestOldLayoutFilesetWithoutCheckpointIsKept: a version 1 (per-shard)
+// fileset whose checkpoint was deleted is moved aside and reported, like
+// a version 2 volume; before, it was deleted as incomplete with one WARN.
+func TestOldLayoutFilesetWithoutCheckpointIsKept(t *testing.T) {
+	clk := &clock{t: t0.Add(3 * time.Hour)}
+	opts := testOpts(t.TempDir(), clk)
+	opts.NumShards = 1
+	root := filepath.Join(opts.Dir, "data")
+	enc := encoding.NewEncoder()
+	require.NoError(t, enc.Append(ms(t0)+1000, 1))
+	sealed, err := encoding.Seal(enc.Bytes())
+	require.NoError(t, err)
+	id := fileset.ID{Namespace: "default", Shard: 0, BlockStart: ms(t0)}
+	require.NoError(t, fileset.Write(vfs.OS(), root, id, 2*3600*1000, []fileset.Series{{ID: sid("v1"), Data: sealed, Samples: 1}}))
+	require.NoError(t, os.Remove(fileset.FilePath(root, id, "checkpoint")))
+
+	scope := tally.NewTestScope("", nil)
+	opts.Metrics = scope
+	db := openDB(t, opts)
+	require.Len(t, db.Recovery().UnreadableFilesets, 1)
+	require.Contains(t, db.Recovery().UnreadableFilesets[0], "checkpoint missing")
+	require.Equal(t, int64(1), scope.Snapshot().Counters()["filesets_unreadable+"].Value())
+	aside, err := filepath.Glob(filepath.Join(fileset.ShardDir(root, "default", 0), "fileset-*"+fileset.CorruptSuffix))
+	require.NoError(t, err)
+	require.Len(t, aside, 4, "data, index, info, digest kept")
 }

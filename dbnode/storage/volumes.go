@@ -273,10 +273,15 @@ func (db *Database) loadNamespace(ns *namespace, expireBefore int64) error {
 			db.opts.Logger.Warn("ignoring fileset shard beyond numShards", "namespace", name, "shard", shardID)
 			continue
 		}
-		if n, err := fileset.RemoveIncomplete(fsys, root, name, shardID); err != nil {
-			return fmt.Errorf("remove incomplete filesets of shard %d: %w", shardID, err)
-		} else if n > 0 {
-			db.opts.Logger.Warn("removed incomplete filesets", "namespace", name, "shard", shardID, "count", n)
+		n, damaged, err := fileset.ResolveIncomplete(fsys, root, name, shardID)
+		if err != nil {
+			return fmt.Errorf("resolve incomplete filesets of shard %d: %w", shardID, err)
+		}
+		if n > 0 {
+			db.opts.Logger.Warn("removed filesets of interrupted removals", "namespace", name, "shard", shardID, "count", n)
+		}
+		for _, d := range damaged {
+			db.unreadable(d.ID.String(), d.Err, fileset.ShardDir(root, name, shardID), d.Moved)
 		}
 		ids, err := fileset.List(fsys, root, name, shardID)
 		if err != nil {
@@ -295,10 +300,17 @@ func (db *Database) loadNamespace(ns *namespace, expireBefore int64) error {
 	}
 
 	// Version 2: volumes in the namespace directory.
-	if n, err := fileset.RemoveIncompleteBlocks(fsys, root, name); err != nil {
+	// Without a valid checkpoint: an interrupted flush or removal (its
+	// pending marker says so) is deleted, anything else is damage, kept.
+	n, damaged, err := fileset.ResolveIncompleteBlocks(fsys, root, name)
+	if err != nil {
 		return err
-	} else if n > 0 {
-		db.opts.Logger.Warn("removed incomplete volumes", "namespace", name, "count", n)
+	}
+	if n > 0 {
+		db.opts.Logger.Warn("removed volumes of interrupted flushes or removals", "namespace", name, "count", n)
+	}
+	for _, d := range damaged {
+		db.unreadable(d.ID.String(), d.Err, fileset.NamespaceDir(root, name), d.Moved)
 	}
 	bids, err := fileset.ListBlocks(fsys, root, name)
 	if err != nil {
