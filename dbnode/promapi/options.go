@@ -17,6 +17,13 @@ const (
 	DefaultMaxConcurrency     = 20              // --query.max-concurrency
 	DefaultLookbackDelta      = 5 * time.Minute // --query.lookback-delta
 	DefaultEvaluationInterval = time.Minute     // global evaluation_interval
+	// Prometheus has no bound on an expression; these are well above
+	// what dashboards send (a Grafana multi-value variable expanded into
+	// a regex of thousands of hosts stays under 256 KiB; dashboards nest
+	// tens of levels) and keep the parser's quadratic cost (bounds.go)
+	// near a tenth of a second.
+	DefaultMaxExpressionBytes = 256 << 10
+	DefaultMaxExpressionDepth = 1000 // a chain a + b + ... of 1,001 terms
 )
 
 // Options configure the query API. Zero fields take the defaults above.
@@ -30,6 +37,13 @@ type Options struct {
 	// MaxSamples bounds the samples one query may hold in memory at once.
 	// Exceeding it answers 422 with errorType "execution".
 	MaxSamples int
+	// MaxExpressionBytes bounds a query expression's length and
+	// MaxExpressionDepth its nesting (exprDepth), both checked before
+	// parsing; past either the query answers 400 naming
+	// query.maxExpressionBytes or query.maxExpressionDepth. Negative:
+	// no bound.
+	MaxExpressionBytes int
+	MaxExpressionDepth int
 	// MaxConcurrency bounds the queries evaluating at once; more wait for
 	// a slot within their timeout.
 	MaxConcurrency int
@@ -86,6 +100,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxSamples <= 0 {
 		o.MaxSamples = DefaultMaxSamples
+	}
+	if o.MaxExpressionBytes == 0 {
+		o.MaxExpressionBytes = DefaultMaxExpressionBytes
+	}
+	if o.MaxExpressionDepth == 0 {
+		o.MaxExpressionDepth = DefaultMaxExpressionDepth
 	}
 	if o.MaxConcurrency <= 0 {
 		o.MaxConcurrency = DefaultMaxConcurrency
