@@ -149,8 +149,9 @@ type Query struct {
 	// tessera_limits_refused{limit="query.maxExpression..."}).
 	// Prometheus has none; its parser and engine cost grows with the
 	// square of the depth, uncancellable while parsing (8 s at 8,000
-	// terms). Defaults 262144 (256 KiB) and 1000 (promapi's): well
-	// above what dashboards send. -1: no bound.
+	// terms). Defaults 65536 (64 KiB) and 1000 (promapi's): well
+	// above what dashboards send; bytes times depth bounds the cost of
+	// what passes (docs/promql.md). -1: no bound.
 	MaxExpressionBytes int `yaml:"maxExpressionBytes"`
 	MaxExpressionDepth int `yaml:"maxExpressionDepth"`
 	// Parallelism bounds the goroutines one query spends computing
@@ -396,7 +397,7 @@ func (c *Config) Defaults() {
 	}
 	defDur(&c.Query.LookbackDelta, 5*time.Minute)
 	if c.Query.MaxExpressionBytes == 0 {
-		c.Query.MaxExpressionBytes = 256 << 10
+		c.Query.MaxExpressionBytes = 64 << 10
 	}
 	if c.Query.MaxExpressionDepth == 0 {
 		c.Query.MaxExpressionDepth = 1000

@@ -58,7 +58,7 @@ query:
 	require.NoError(t, err)
 	require.Equal(t, 3, c.Query.Parallelism)
 	require.Equal(t, -1, c.Query.MaxExpressionDepth, "-1: no limit")
-	require.Equal(t, 256<<10, c.Query.MaxExpressionBytes)
+	require.Equal(t, 64<<10, c.Query.MaxExpressionBytes)
 	require.False(t, c.Query.FastPathEnabled())
 	require.Equal(t, "n2", c.ID)
 	require.Equal(t, 250*time.Millisecond, c.CommitLog.FlushEvery)

@@ -17,12 +17,15 @@ const (
 	DefaultMaxConcurrency     = 20              // --query.max-concurrency
 	DefaultLookbackDelta      = 5 * time.Minute // --query.lookback-delta
 	DefaultEvaluationInterval = time.Minute     // global evaluation_interval
-	// Prometheus has no bound on an expression; these are well above
-	// what dashboards send (a Grafana multi-value variable expanded into
-	// a regex of thousands of hosts stays under 256 KiB; dashboards nest
-	// tens of levels) and keep the parser's quadratic cost (bounds.go)
-	// near a tenth of a second.
-	DefaultMaxExpressionBytes = 256 << 10
+	// Prometheus has no bound on an expression. These are well above
+	// what dashboards send (they nest tens of levels; a Grafana
+	// multi-value variable of 3,000 hosts expands into a regex of about
+	// 60 KB; VictoriaMetrics' -search.maxQueryLen is 16 KiB) and bound
+	// the cost of what passes: the engine's cost grows with an
+	// expression's nodes times its depth (bounds.go), so the costliest
+	// query within both, a balanced sum of parenthesised 1,000-term
+	// chains of 1 filling 64 KiB, takes seconds of a core, not minutes.
+	DefaultMaxExpressionBytes = 64 << 10
 	DefaultMaxExpressionDepth = 1000 // a chain a + b + ... of 1,001 terms
 )
 
