@@ -243,6 +243,10 @@ func BenchmarkExpressionChain(b *testing.B) {
 			want = http.StatusBadRequest
 		}
 		b.Run("terms="+strconv.Itoa(terms), func(b *testing.B) {
+			// The process' CPU time: wall time swings tenfold on a
+			// loaded machine.
+			cpu0 := cpuTime()
+			defer func() { b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op") }()
 			for b.Loop() {
 				r := &http.Request{Method: http.MethodPost, Form: form}
 				if res := api.query(r); (res.err == nil) != (want == http.StatusOK) {
@@ -265,6 +269,10 @@ func BenchmarkFastPlanChain(b *testing.B) {
 		require.NoError(b, err)
 		e = p.rewrite(e, true)
 		b.Run("terms="+strconv.Itoa(terms), func(b *testing.B) {
+			// The process' CPU time: wall time swings tenfold on a
+			// loaded machine.
+			cpu0 := cpuTime()
+			defer func() { b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op") }()
 			for b.Loop() {
 				if _, ok := p.rewriteBinary(e).(*parser.VectorSelector); !ok {
 					b.Fatal("not planned")
