@@ -143,6 +143,18 @@ type Query struct {
 	MaxSamples int           `yaml:"maxSamples"`
 	// LookbackDelta as in Prometheus. Default 5m.
 	LookbackDelta time.Duration `yaml:"lookbackDelta"`
+	// MaxExpressionBytes bounds a PromQL expression's length and
+	// MaxExpressionDepth its nesting (operators and brackets; a chain
+	// a + b + ... of n terms is n-1 deep), checked before parsing: past
+	// either a query is refused (400, counted in
+	// tessera_limits_refused{limit="query.maxExpression..."}).
+	// Prometheus has none; its parser and engine cost grows with the
+	// square of the depth, uncancellable while parsing (8 s at 8,000
+	// terms). Defaults 65536 (64 KiB) and 1000 (promapi's): well
+	// above what dashboards send; bytes times depth bounds the cost of
+	// what passes (docs/promql.md). -1: no bound.
+	MaxExpressionBytes int `yaml:"maxExpressionBytes"`
+	MaxExpressionDepth int `yaml:"maxExpressionDepth"`
 	// Parallelism bounds the goroutines one query spends computing
 	// rate, increase, delta and instant selectors over its series (the
 	// fast path: Prometheus' engine alone uses one). Default 0: GOMAXPROCS.
@@ -390,6 +402,12 @@ func (c *Config) Defaults() {
 		c.Query.MaxSamples = 50_000_000
 	}
 	defDur(&c.Query.LookbackDelta, 5*time.Minute)
+	if c.Query.MaxExpressionBytes == 0 {
+		c.Query.MaxExpressionBytes = 64 << 10
+	}
+	if c.Query.MaxExpressionDepth == 0 {
+		c.Query.MaxExpressionDepth = 1000
+	}
 	def(&c.Cluster.Name, "default")
 	def(&c.Cluster.WriteConsistency, "majority")
 	def(&c.Cluster.ReadConsistency, "unstrict_majority")

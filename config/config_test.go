@@ -53,9 +53,12 @@ namespaces:
 query:
   parallelism: 3
   fastPath: false
+  maxExpressionDepth: -1
 `))
 	require.NoError(t, err)
 	require.Equal(t, 3, c.Query.Parallelism)
+	require.Equal(t, -1, c.Query.MaxExpressionDepth, "-1: no limit")
+	require.Equal(t, 64<<10, c.Query.MaxExpressionBytes)
 	require.False(t, c.Query.FastPathEnabled())
 	require.Equal(t, "n2", c.ID)
 	require.Equal(t, 250*time.Millisecond, c.CommitLog.FlushEvery)
@@ -109,6 +112,7 @@ func TestLimitsDefaultsAndValidation(t *testing.T) {
 		MaxSeriesPerRequest: 200_000, MaxSamplesPerRequest: 1_000_000, MaxActiveSeries: 1_000_000,
 		MaxFetchedSeriesPerQuery: 1_000_000, MaxQueryLength: 721 * time.Hour,
 	}, c.Limits)
+	require.Equal(t, 1000, c.Query.MaxExpressionDepth)
 
 	c, err = Parse(strings.NewReader("limits:\n  maxActiveSeries: -1\n  maxQueryLength: -1s\n  maxQueryLookback: 720h\n  maxLabelValueLength: 4096\n"))
 	require.NoError(t, err)
@@ -123,6 +127,8 @@ func TestLimitsDefaultsAndValidation(t *testing.T) {
 		{"limits:\n  maxLabelValueLength: 16777216", "limits.maxLabelValueLength: must be in 1..16777215"},
 		{"limits:\n  maxLabelNameLength: -1", "limits.maxLabelNameLength: must be in 1..16777215"},
 		{"limits:\n  maxLabelNames: 3", "limits.maxLabelNames: unknown field"},
+		{"query:\n  maxExpressionBytes: -2", "query.maxExpressionBytes: must be positive, or -1 for no limit"},
+		{"query:\n  maxExpressionDepth: -3", "query.maxExpressionDepth: must be positive, or -1 for no limit"},
 	} {
 		_, err := Parse(strings.NewReader(tc.yaml))
 		require.Error(t, err, tc.yaml)

@@ -79,6 +79,12 @@ func (c *Config) Validate() error {
 	if c.Query.MaxSamples <= 0 {
 		bad("query.maxSamples", "must be > 0, got %d", c.Query.MaxSamples)
 	}
+	if c.Query.MaxExpressionBytes < -1 {
+		bad("query.maxExpressionBytes", "must be positive, or -1 for no limit, got %d", c.Query.MaxExpressionBytes)
+	}
+	if c.Query.MaxExpressionDepth < -1 {
+		bad("query.maxExpressionDepth", "must be positive, or -1 for no limit, got %d", c.Query.MaxExpressionDepth)
+	}
 	if c.Query.Parallelism < 0 {
 		bad("query.parallelism", "must be >= 0 (0: GOMAXPROCS), got %d", c.Query.Parallelism)
 	}

@@ -36,6 +36,10 @@ const (
 	QueryLength           = "limits.maxQueryLength"
 	QueryLookback         = "limits.maxQueryLookback"
 	QuerySamples          = "query.maxSamples" // enforced by the PromQL engine
+	// The size and nesting of a PromQL expression, checked by promapi
+	// before the engine parses it (the parser's cost grows with both).
+	QueryExpressionBytes = "query.maxExpressionBytes"
+	QueryExpressionDepth = "query.maxExpressionDepth"
 )
 
 // MaxRepresentable is the longest label name or value the Prometheus
@@ -85,8 +89,8 @@ func New(cfg Config, scope tally.Scope) *Limits {
 	if scope == nil {
 		scope = tally.NoopScope
 	}
-	l := &Limits{cfg: cfg, refused: make(map[string]tally.Counter, len(all)+1)}
-	for _, name := range append(all, QuerySamples) {
+	l := &Limits{cfg: cfg, refused: make(map[string]tally.Counter, len(all)+3)}
+	for _, name := range append(all, QuerySamples, QueryExpressionBytes, QueryExpressionDepth) {
 		l.refused[name] = scope.Tagged(map[string]string{"limit": name}).Counter("refused")
 	}
 	return l

@@ -74,6 +74,7 @@ func TestRefusalsCounted(t *testing.T) {
 	require.Equal(t, map[string]int64{
 		LabelValueLength: 1, SeriesPerRequest: 1, FetchedSeriesPerQuery: 1, QueryLength: 1,
 		LabelNameLength: 0, LabelNamesPerSeries: 0, SamplesPerRequest: 0, ActiveSeries: 0, QueryLookback: 0, QuerySamples: 0,
+		QueryExpressionBytes: 0, QueryExpressionDepth: 0,
 	}, got)
 }
 

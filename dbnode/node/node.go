@@ -105,16 +105,18 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Limits:             n.limits,
 	})
 	promapi.New(httpapi.Deferred{API: n.api}, promapi.Options{
-		Namespace:       cfg.Namespaces[0].Name,
-		Timeout:         cfg.Query.Timeout,
-		MaxSamples:      cfg.Query.MaxSamples,
-		LookbackDelta:   cfg.Query.LookbackDelta,
-		Parallelism:     cfg.Query.Parallelism,
-		DisableFastPath: !cfg.Query.FastPathEnabled(),
-		Limits:          n.limits,
-		BuildInfo:       buildInfo(),
-		Logger:          log,
-		Exemplars:       n.api,
+		Namespace:          cfg.Namespaces[0].Name,
+		Timeout:            cfg.Query.Timeout,
+		MaxSamples:         cfg.Query.MaxSamples,
+		MaxExpressionBytes: cfg.Query.MaxExpressionBytes,
+		MaxExpressionDepth: cfg.Query.MaxExpressionDepth,
+		LookbackDelta:      cfg.Query.LookbackDelta,
+		Parallelism:        cfg.Query.Parallelism,
+		DisableFastPath:    !cfg.Query.FastPathEnabled(),
+		Limits:             n.limits,
+		BuildInfo:          buildInfo(),
+		Logger:             log,
+		Exemplars:          n.api,
 	}).Register(n.api.Mux())
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {

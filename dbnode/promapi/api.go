@@ -211,19 +211,22 @@ func (a *API) queryable(r *http.Request) queryable {
 	return queryable{b: a.b, ns: ns, limits: a.opts.Limits}
 }
 
-// queryTimeout applies ?timeout= to ctx. The engine's own timeout still
-// bounds it from above.
-func queryTimeout(ctx context.Context, r *http.Request) (context.Context, context.CancelFunc, *apiError) {
-	v := r.FormValue("timeout")
-	if v == "" {
-		return ctx, func() {}, nil
-	}
-	d, err := parseDuration(v)
-	if err != nil {
-		return nil, nil, invalidParam(err, "timeout")
-	}
-	if d <= 0 {
-		return nil, nil, invalidParam(fmt.Errorf("timeout must be positive, got %s", d), "timeout")
+// queryTimeout bounds ctx by the query timeout, or by ?timeout= when
+// shorter, from the moment the request is read: parsing, planning, the
+// fast path and a fallback to the engine all spend the one budget (the
+// engine's own timeout starts again at each Exec). The parser cannot be
+// interrupted; checkExpression bounds its cost instead.
+func (a *API) queryTimeout(ctx context.Context, r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	d := a.opts.Timeout
+	if v := r.FormValue("timeout"); v != "" {
+		t, err := parseDuration(v)
+		if err != nil {
+			return nil, nil, invalidParam(err, "timeout")
+		}
+		if t <= 0 {
+			return nil, nil, invalidParam(fmt.Errorf("timeout must be positive, got %s", t), "timeout")
+		}
+		d = min(d, t)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	return ctx, cancel, nil
@@ -253,7 +256,7 @@ func (a *API) query(r *http.Request) result {
 	if err := a.opts.Limits.CheckQueryRange("query", ts, ts, a.opts.Now()); err != nil {
 		return result{err: queryError(err)}
 	}
-	ctx, cancel, aerr := queryTimeout(r.Context(), r)
+	ctx, cancel, aerr := a.queryTimeout(r.Context(), r)
 	if aerr != nil {
 		return result{err: aerr}
 	}
@@ -300,7 +303,7 @@ func (a *API) queryRange(r *http.Request) result {
 	if end.Sub(start)/step > 11000 {
 		return result{err: badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))}
 	}
-	ctx, cancel, aerr := queryTimeout(r.Context(), r)
+	ctx, cancel, aerr := a.queryTimeout(r.Context(), r)
 	if aerr != nil {
 		return result{err: aerr}
 	}
@@ -322,6 +325,9 @@ func (a *API) queryRange(r *http.Request) result {
 // engine if the fast path declines it.
 func (a *API) exec(ctx context.Context, r *http.Request, qs string, limit int, fr fastRange,
 	newQuery func(*promql.Engine, storage.Queryable) (promql.Query, error)) result {
+	if aerr := a.checkExpression(qs); aerr != nil {
+		return result{err: aerr}
+	}
 	qa := a.queryable(r)
 	if a.fast != nil && r.FormValue("stats") == "" {
 		fr.marker, fr.parallelism, fr.maxSamples, fr.stats = a.fastMarker, a.opts.Parallelism, a.opts.MaxSamples, &a.fastStats

@@ -31,6 +31,9 @@ func (a *API) queryExemplars(r *http.Request) result {
 	if end.Before(start) {
 		return result{err: badData(errors.New("end timestamp must not be before start timestamp"))}
 	}
+	if aerr := a.checkExpression(r.FormValue("query")); aerr != nil {
+		return result{err: aerr}
+	}
 	expr, err := a.parser.ParseExpr(r.FormValue("query"))
 	if err != nil {
 		return result{err: badData(err)}

@@ -147,39 +147,56 @@ func unparen(e parser.Expr) parser.Expr {
 	}
 }
 
+// maxBinDepth is the most binary operators nested in one another that
+// the fast path plans; it leaves a deeper expression to the engine before
+// reading any data. A plan nests two JSON objects per operator, and
+// encoding/json refuses to decode past 10,000 levels (a chain of 5,001
+// selectors answered 422 "exceeded max depth" before this bound); the
+// engine answers such a query (when query.maxExpressionDepth allows it).
+const maxBinDepth = 1000
+
 // binPlan returns the plan of be, false when the fast path leaves it to
-// the engine.
+// the engine. It takes its operands' types from their plans, not from
+// parser.Expr.Type, which walks the operand's subtree at every level
+// (quadratic in a chain's length).
 func (p fastParser) binPlan(be *parser.BinaryExpr) (*binPlan, bool) {
+	return p.binPlanAt(be, 1)
+}
+
+func (p fastParser) binPlanAt(be *parser.BinaryExpr, depth int) (*binPlan, bool) {
 	_, arith := binOps[be.Op]
-	if _, cmp := binCmps[be.Op]; !arith && !cmp {
+	if _, cmp := binCmps[be.Op]; !arith && !cmp || depth > maxBinDepth {
 		return nil, false
 	}
-	lt, rt := be.LHS.Type(), be.RHS.Type()
 	plan := &binPlan{Op: be.Op, Bool: be.ReturnBool}
+	var ok bool
+	if plan.L, ok = p.binOperand(be.LHS, depth); !ok {
+		return nil, false
+	}
+	if plan.R, ok = p.binOperand(be.RHS, depth); !ok {
+		return nil, false
+	}
+	// An operand is a scalar exactly when it is a number: a marked
+	// selector is a vector, and so is a planned operator (the plan of
+	// two numbers is refused below).
+	lt, rt := plan.L.Num == nil, plan.R.Num == nil
 	switch {
-	case lt == parser.ValueTypeVector && rt == parser.ValueTypeVector:
+	case lt && rt:
 		m := be.VectorMatching
 		if m == nil || m.Card != parser.CardOneToOne || len(m.Include) > 0 ||
 			m.FillValues.LHS != nil || m.FillValues.RHS != nil {
 			return nil, false
 		}
 		plan.On, plan.Labels = m.On, slices.Clone(m.MatchingLabels)
-	case lt == parser.ValueTypeVector && rt == parser.ValueTypeScalar,
-		lt == parser.ValueTypeScalar && rt == parser.ValueTypeVector:
+	case lt || rt:
 	default:
-		return nil, false
-	}
-	var ok bool
-	if plan.L, ok = p.binOperand(be.LHS); !ok {
-		return nil, false
-	}
-	if plan.R, ok = p.binOperand(be.RHS); !ok {
 		return nil, false
 	}
 	return plan, true
 }
 
-func (p fastParser) binOperand(e parser.Expr) (binOperand, bool) {
+// binOperand is e as an operand of an operator depth levels deep.
+func (p fastParser) binOperand(e parser.Expr, depth int) (binOperand, bool) {
 	switch n := unparen(e).(type) {
 	case *parser.NumberLiteral:
 		bits := math.Float64bits(n.Val)
@@ -195,7 +212,7 @@ func (p fastParser) binOperand(e parser.Expr) (binOperand, bool) {
 		}
 		return binOperand{Sel: sel}, true
 	case *parser.BinaryExpr:
-		plan, ok := p.binPlan(n)
+		plan, ok := p.binPlanAt(n, depth+1)
 		return binOperand{Bin: plan}, ok
 	}
 	return binOperand{}, false

@@ -17,6 +17,16 @@ const (
 	DefaultMaxConcurrency     = 20              // --query.max-concurrency
 	DefaultLookbackDelta      = 5 * time.Minute // --query.lookback-delta
 	DefaultEvaluationInterval = time.Minute     // global evaluation_interval
+	// Prometheus has no bound on an expression. These are well above
+	// what dashboards send (they nest tens of levels; a Grafana
+	// multi-value variable of 3,000 hosts expands into a regex of about
+	// 60 KB; VictoriaMetrics' -search.maxQueryLen is 16 KiB) and bound
+	// the cost of what passes: the engine's cost grows with an
+	// expression's nodes times its depth (bounds.go), so the costliest
+	// query within both, a balanced sum of parenthesised 1,000-term
+	// chains of 1 filling 64 KiB, takes seconds of a core, not minutes.
+	DefaultMaxExpressionBytes = 64 << 10
+	DefaultMaxExpressionDepth = 1000 // a chain a + b + ... of 1,001 terms
 )
 
 // Options configure the query API. Zero fields take the defaults above.
@@ -30,6 +40,13 @@ type Options struct {
 	// MaxSamples bounds the samples one query may hold in memory at once.
 	// Exceeding it answers 422 with errorType "execution".
 	MaxSamples int
+	// MaxExpressionBytes bounds a query expression's length and
+	// MaxExpressionDepth its nesting (exprDepth), both checked before
+	// parsing; past either the query answers 400 naming
+	// query.maxExpressionBytes or query.maxExpressionDepth. Negative:
+	// no bound.
+	MaxExpressionBytes int
+	MaxExpressionDepth int
 	// MaxConcurrency bounds the queries evaluating at once; more wait for
 	// a slot within their timeout.
 	MaxConcurrency int
@@ -86,6 +103,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxSamples <= 0 {
 		o.MaxSamples = DefaultMaxSamples
+	}
+	if o.MaxExpressionBytes == 0 {
+		o.MaxExpressionBytes = DefaultMaxExpressionBytes
+	}
+	if o.MaxExpressionDepth == 0 {
+		o.MaxExpressionDepth = DefaultMaxExpressionDepth
 	}
 	if o.MaxConcurrency <= 0 {
 		o.MaxConcurrency = DefaultMaxConcurrency

@@ -24,9 +24,14 @@ var (
 )
 
 // parseTime accepts unix seconds as a float (rounded to the millisecond)
-// or RFC 3339, as Prometheus does.
+// or RFC 3339, as Prometheus does. A float must lie within [minTime,
+// maxTime]: NaN, an infinity or a larger number would convert to an
+// arbitrary instant (int64(NaN) is the minimum on amd64) and be answered.
 func parseTime(s string) (time.Time, error) {
 	if t, err := strconv.ParseFloat(s, 64); err == nil {
+		if !(t >= float64(minTime.Unix()) && t <= float64(maxTime.Unix())) {
+			return time.Time{}, fmt.Errorf("cannot parse %q to a valid timestamp: outside [%s, %s]", s, minTimeFormatted, maxTimeFormatted)
+		}
 		s, ns := math.Modf(t)
 		ns = math.Round(ns*1000) / 1000
 		return time.Unix(int64(s), int64(ns*float64(time.Second))).UTC(), nil
