@@ -153,7 +153,7 @@ type Query struct {
 	// terms). Defaults 65536 (64 KiB) and 1000 (promapi's): well
 	// above what dashboards send; bytes times depth bounds the cost of
 	// what passes (docs/promql.md). -1: no bound.
-	MaxExpressionBytes int `yaml:"maxExpressionBytes"`
+	MaxExpressionBytes int `yaml:"maxExpressionBytes" unit:"bytes"`
 	MaxExpressionDepth int `yaml:"maxExpressionDepth"`
 	// Parallelism bounds the goroutines one query spends computing
 	// rate, increase, delta and instant selectors over its series (the
