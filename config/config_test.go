@@ -108,6 +108,7 @@ func TestLimitsDefaultsAndValidation(t *testing.T) {
 		MaxLabelNameLength: 1024, MaxLabelValueLength: 2048, MaxLabelNamesPerSeries: 64,
 		MaxSeriesPerRequest: 200_000, MaxSamplesPerRequest: 1_000_000, MaxActiveSeries: 1_000_000,
 		MaxFetchedSeriesPerQuery: 1_000_000, MaxQueryLength: 721 * time.Hour,
+		MaxSeriesPerFetch: 10_000, MaxMetadataLength: 1024,
 	}, c.Limits)
 
 	c, err = Parse(strings.NewReader("limits:\n  maxActiveSeries: -1\n  maxQueryLength: -1s\n  maxQueryLookback: 720h\n  maxLabelValueLength: 4096\n"))
