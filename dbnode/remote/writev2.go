@@ -100,6 +100,12 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 		}
 		i += n
 	}
+	if len(syms) > 0 && len(syms[0]) > 0 {
+		// The spec: "symbols[0] MUST be an empty string". A sender that
+		// broke it numbered its references differently from ours: every
+		// label it sent might be read as another.
+		return inputErr("symbols[0] is %q: remote write 2.0 requires the first symbol to be the empty string", truncateSym(syms[0]))
+	}
 	series := slices.Grow(d.Series, len(msgs))
 	keys := slices.Grow(d.Keys, len(msgs))
 	for i, msg := range msgs {
@@ -286,4 +292,12 @@ func decodeMetadata(b []byte, syms [][]byte, m *Metadata) error {
 		}
 	}
 	return nil
+}
+
+// truncateSym shortens a symbol for a message: a symbol may be megabytes.
+func truncateSym(b []byte) []byte {
+	if len(b) > 64 {
+		return b[:64]
+	}
+	return b
 }
