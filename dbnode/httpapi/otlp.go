@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	otlptranslator "github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"google.golang.org/genproto/googleapis/rpc/status"
@@ -264,13 +266,23 @@ func decodeOTLP(body []byte, asJSON bool) (pmetricotlp.ExportRequest, error) {
 // With keepHistograms (a backend that stores native histograms) exponential
 // histograms stay in and are stored.
 func refuseUnstoredOTLP(md pmetric.Metrics, keepHistograms bool) (rejected int64, reason string, why []string) {
-	var nExp, nDelta int64
-	var firstExp, firstDelta string
+	var nExp, nDelta, nFuture int64
+	var firstExp, firstDelta, firstFuture string
+	var firstFutureT uint64
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		sms := rms.At(i).ScopeMetrics()
 		for j := range sms.Len() {
 			sms.At(j).Metrics().RemoveIf(func(m pmetric.Metric) bool {
+				if n, first := dropUnrepresentableTimes(m); n > 0 {
+					if nFuture == 0 {
+						firstFuture, firstFutureT = m.Name(), first
+					}
+					nFuture += n
+					if dataPoints(m) == 0 {
+						return true // nothing left: no "empty data points" warning
+					}
+				}
 				switch m.Type() {
 				case pmetric.MetricTypeEmpty:
 					return true
@@ -321,7 +333,61 @@ func refuseUnstoredOTLP(md pmetric.Metrics, keepHistograms bool) (rejected int64
 	if nDelta > 0 {
 		why = append(why, fmt.Sprintf("%d data points of sums or histograms without cumulative temporality (first of metric %q) not written: only cumulative temporality is stored, as Prometheus does by default; use the collector's deltatocumulative processor", nDelta, firstDelta))
 	}
-	return nExp + nDelta, reason, why
+	if nFuture > 0 {
+		reason = tstorage.ReasonTooFarFuture.String()
+		why = append(why, fmt.Sprintf("%d data points (first of metric %q, timeUnixNano %d) not written: past the latest time a sample can have (%s, int64 nanoseconds since the Unix epoch)",
+			nFuture, firstFuture, firstFutureT, time.Unix(0, math.MaxInt64).UTC().Format(time.RFC3339)))
+	}
+	return nExp + nDelta + nFuture, reason, why
+}
+
+// dataPoints is how many data points m holds.
+func dataPoints(m pmetric.Metric) int {
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		return m.Gauge().DataPoints().Len()
+	case pmetric.MetricTypeSum:
+		return m.Sum().DataPoints().Len()
+	case pmetric.MetricTypeHistogram:
+		return m.Histogram().DataPoints().Len()
+	case pmetric.MetricTypeExponentialHistogram:
+		return m.ExponentialHistogram().DataPoints().Len()
+	case pmetric.MetricTypeSummary:
+		return m.Summary().DataPoints().Len()
+	}
+	return 0
+}
+
+// dropUnrepresentableTimes removes m's data points whose timeUnixNano is
+// past math.MaxInt64 and returns how many it removed and the first such
+// time. The translator converts the uint64 to int64 milliseconds, which
+// turns such a time (MaxUint64: "no time" to some senders) into one at or
+// before 1970, refused then as a sample 56 years old: a message naming
+// neither the field nor the value sent.
+func dropUnrepresentableTimes(m pmetric.Metric) (n int64, first uint64) {
+	bad := func(ts pcommon.Timestamp) bool {
+		if uint64(ts) <= math.MaxInt64 {
+			return false
+		}
+		if n == 0 {
+			first = uint64(ts)
+		}
+		n++
+		return true
+	}
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		m.Gauge().DataPoints().RemoveIf(func(p pmetric.NumberDataPoint) bool { return bad(p.Timestamp()) })
+	case pmetric.MetricTypeSum:
+		m.Sum().DataPoints().RemoveIf(func(p pmetric.NumberDataPoint) bool { return bad(p.Timestamp()) })
+	case pmetric.MetricTypeHistogram:
+		m.Histogram().DataPoints().RemoveIf(func(p pmetric.HistogramDataPoint) bool { return bad(p.Timestamp()) })
+	case pmetric.MetricTypeExponentialHistogram:
+		m.ExponentialHistogram().DataPoints().RemoveIf(func(p pmetric.ExponentialHistogramDataPoint) bool { return bad(p.Timestamp()) })
+	case pmetric.MetricTypeSummary:
+		m.Summary().DataPoints().RemoveIf(func(p pmetric.SummaryDataPoint) bool { return bad(p.Timestamp()) })
+	}
+	return n, first
 }
 
 // reasonDelta counts in remote_write_errors the refusals of data points
