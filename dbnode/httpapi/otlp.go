@@ -589,7 +589,11 @@ func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64,
 	a.idBuf = a.idBuf[:0]
 	ls.Range(func(l labels.Label) {
 		// The canonical ID (ident.AppendSortedPairs' encoding): labels
-		// come sorted by name.
+		// come sorted by name. An empty value is no label, as in
+		// Prometheus (ident.WithoutEmpty).
+		if l.Value == "" {
+			return
+		}
 		a.idBuf = binary.AppendUvarint(a.idBuf, uint64(len(l.Name)))
 		a.idBuf = append(a.idBuf, l.Name...)
 		a.idBuf = binary.AppendUvarint(a.idBuf, uint64(len(l.Value)))

@@ -627,3 +627,14 @@ func TestOTLPStoresWhatPrometheusTranslates(t *testing.T) {
 	require.Contains(t, got, `{__name__="request_size_kibibytes", job="worker", quantile="0.99", scope="0"}`)
 	require.Contains(t, got, `{__name__="target_info", job="worker", k8s_pod_name="worker-7"}`)
 }
+
+// An OTLP attribute with an empty value is no label, as remote write
+// drops it (ident.WithoutEmpty): the series' ID is the one without it.
+func TestOTLPEmptyLabelValueDropped(t *testing.T) {
+	var a otlpAppender
+	ls := labels.FromStrings("__name__", "up", "job", "", "zone", "a")
+	require.Equal(t, 3, ls.Len(), "the translator's labels keep empty values")
+	_, err := a.Append(0, ls, 0, 1, 1, nil, nil, promstorage.AppendV2Options{})
+	require.NoError(t, err)
+	require.Equal(t, ident.FromLabels(labels.FromStrings("__name__", "up", "zone", "a")), a.series[0].id)
+}

@@ -394,6 +394,7 @@ func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, known bool, sp 
 			d.Histograms = append(d.Histograms, h)
 		}
 	}
+	d.pairs = ident.WithoutEmpty(d.pairs)
 	if err := d.validateLabels(d.pairs, index); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/ident"
 )
@@ -60,7 +61,7 @@ func TestDecodeRejectsBadInput(t *testing.T) {
 		{"garbage", []byte{0xff, 0xff, 0xff}, "bad protobuf"},
 		{"truncated", series(prompb.Label{Name: "__name__", Value: "up"})[:5], "bad protobuf"},
 		{"no name", series(prompb.Label{Name: "job", Value: "x"}), "no __name__"},
-		{"empty name value", series(prompb.Label{Name: "__name__", Value: ""}), "no __name__"},
+		{"empty name value", series(prompb.Label{Name: "__name__", Value: ""}), "series has no labels (a label with an empty value is no label"},
 		{"empty label name", series(prompb.Label{Name: "__name__", Value: "up"}, prompb.Label{Name: "", Value: "x"}), "empty label name"},
 		{"duplicate", series(prompb.Label{Name: "__name__", Value: "up"}, prompb.Label{Name: "a", Value: "1"}, prompb.Label{Name: "a", Value: "2"}), "duplicate label name"},
 		{"bad utf8 value", series(prompb.Label{Name: "__name__", Value: "up"}, prompb.Label{Name: "a", Value: "\xff"}), "not valid UTF-8"},
@@ -275,4 +276,37 @@ func TestDecoderReuseGivesSameIDsAndStillValidates(t *testing.T) {
 		{Labels: []prompb.Label{{Name: "job", Value: "a"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}},
 	}})
 	require.Error(t, d.Decode(bad))
+}
+
+// TestEmptyLabelValuesDropped: a label with an empty value is no label,
+// as in Prometheus (its head drops them before hashing), in both remote
+// write versions: {__name__="up", job=""} is the series {__name__="up"},
+// with its ID. A series left without __name__ is refused naming that.
+func TestEmptyLabelValuesDropped(t *testing.T) {
+	want := ident.FromLabels(labels.FromStrings("__name__", "up", "zone", "a"))
+	v1 := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels:  []prompb.Label{{Name: "job", Value: ""}, {Name: "__name__", Value: "up"}, {Name: "a", Value: ""}, {Name: "zone", Value: "a"}},
+		Samples: []prompb.Sample{{Timestamp: 1, Value: 1}},
+	}}})
+	var d WriteDecoder
+	require.NoError(t, d.Decode(v1))
+	require.Equal(t, want, d.Series[0].ID, "1.0")
+
+	st := writev2.NewSymbolTable()
+	v2 := marshalV2(t, &st, writev2.TimeSeries{
+		LabelsRefs: st.SymbolizeLabels(labels.FromStrings("__name__", "up", "job", "", "zone", "a"), nil),
+		Samples:    []writev2.Sample{{Value: 1, Timestamp: 1}}})
+	var d2 WriteDecoderV2
+	require.NoError(t, d2.Decode(v2))
+	require.Equal(t, want, d2.Series[0].ID, "2.0")
+
+	allEmpty := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels: []prompb.Label{{Name: "__name__", Value: ""}, {Name: "job", Value: ""}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})
+	require.ErrorContains(t, d.Decode(allEmpty), "timeseries 0: series has no labels (a label with an empty value is no label, as in Prometheus)")
+	emptyMetric := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels: []prompb.Label{{Name: "__name__", Value: ""}, {Name: "job", Value: "x"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})
+	require.ErrorContains(t, d.Decode(emptyMetric), `timeseries 0: series has no __name__ label, or an empty one (labels: {job="x"})`)
+	emptyName := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels: []prompb.Label{{Name: "__name__", Value: "up"}, {Name: "", Value: ""}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})
+	require.ErrorContains(t, d.Decode(emptyName), "empty label name", "an empty name is refused, not dropped")
 }

@@ -211,6 +211,7 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 	if nrefs&1 != 0 {
 		return inputErr("timeseries %d: odd number (%d) of label references", index, nrefs)
 	}
+	d.pairs = ident.WithoutEmpty(d.pairs)
 	if err := validateLabels(d.Limits, d.pairs, index); err != nil {
 		return err
 	}
