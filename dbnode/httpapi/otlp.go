@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/common/model"
@@ -33,6 +34,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/retain"
 )
 
 // OTLP/HTTP content types (OTLP specification, "OTLP/HTTP").
@@ -101,7 +103,7 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 		return asJSON, err
 	}
 	bufp := a.getBuf()
-	defer a.bufs.Put(bufp)
+	defer a.putBuf(bufp)
 	body, err := remote.ReadBody(r.Body, r.ContentLength, a.opts.MaxBodyBytes, *bufp)
 	if err != nil {
 		return asJSON, err
@@ -109,10 +111,14 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 	*bufp = body
 	st := otlpStates.Get().(*otlpState)
 	defer func() {
+		over := st.app.oversized() || cap(st.raw) > retain.MaxBytes
 		st.app.reset()
 		st.conv.Reset(nil)
-		if cap(st.raw) > 4<<20 {
-			st.raw = nil
+		if over {
+			// The converter's own tables grew with the request too: the
+			// whole state goes (see package retain).
+			a.release.Dropped()
+			return
 		}
 		otlpStates.Put(st)
 	}()
@@ -546,6 +552,18 @@ func (a *otlpAppender) reset() {
 	*a = otlpAppender{idBuf: a.idBuf[:0], arena: a.arena[:0], ids: a.ids, series: a.series[:0], promote: a.promote[:0],
 		samples: a.samples[:0], ofSample: a.ofSample[:0], meta: a.meta[:0], metaSeen: a.metaSeen, exemplars: a.exemplars[:0],
 		hists: a.hists[:0], ofHist: a.ofHist[:0]}
+}
+
+// oversized reports whether a buffer of a grew over retain.MaxBytes.
+func (a *otlpAppender) oversized() bool {
+	var over bool
+	for _, n := range []int{cap(a.idBuf), cap(a.arena), cap(a.series) * int(unsafe.Sizeof(otlpSeries{})),
+		cap(a.promote) * int(unsafe.Sizeof(newSeries{})), cap(a.samples) * int(unsafe.Sizeof(tstorage.Sample{})),
+		cap(a.hists) * int(unsafe.Sizeof(tstorage.HistogramSample{})), cap(a.meta) * int(unsafe.Sizeof(remote.Metadata{})),
+		cap(a.exemplars) * int(unsafe.Sizeof(exemplars.Item{})), len(a.ids) * 32} {
+		over = over || n > retain.MaxBytes
+	}
+	return over
 }
 
 // remember puts the request's new series into the cache with the storage

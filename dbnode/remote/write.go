@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/retain"
 	"github.com/tessera-tsdb/tessera/limits"
 )
 
@@ -208,6 +209,25 @@ type WriteDecoder struct {
 	// Limits are applied to the labels of every series Known does not
 	// know (nil: Prometheus' label rules only).
 	Limits *limits.Limits
+}
+
+// Release drops the buffers grown over retain.MaxBytes, so that a pooled
+// decoder does not keep the peak of the largest request it decoded, and
+// reports whether it dropped any. Call it between requests.
+func (d *WriteDecoder) Release() bool {
+	var over bool
+	retain.Trim(&over, &d.Series)
+	retain.Trim(&over, &d.arena)
+	retain.Trim(&over, &d.samples)
+	retain.Trim(&over, &d.pairs)
+	retain.Trim(&over, &d.Histograms)
+	retain.Trim(&over, &d.Meta)
+	retain.Trim(&over, &d.Exemplars)
+	retain.Trim(&over, &d.ExemplarPairs)
+	retain.Trim(&over, &d.Keys)
+	retain.Trim(&over, &d.msgs)
+	retain.Trim(&over, &d.known)
+	return over
 }
 
 // LabelKey identifies a series by the raw bytes of its labels in a

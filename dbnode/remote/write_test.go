@@ -2,10 +2,12 @@ package remote
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -13,6 +15,7 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/retain"
 )
 
 func marshal(t testing.TB, req *prompb.WriteRequest) []byte {
@@ -309,4 +312,35 @@ func TestEmptyLabelValuesDropped(t *testing.T) {
 	emptyName := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
 		Labels: []prompb.Label{{Name: "__name__", Value: "up"}, {Name: "", Value: ""}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})
 	require.ErrorContains(t, d.Decode(emptyName), "empty label name", "an empty name is refused, not dropped")
+}
+
+// TestReleaseBoundsPooledBuffers: a decoder that decoded one series of
+// 100,000 labels keeps none of the buffers that grew for it
+// past retain.MaxBytes; one that decoded a small request keeps them all.
+func TestReleaseBoundsPooledBuffers(t *testing.T) {
+	ls := []prompb.Label{{Name: "__name__", Value: "wide"}}
+	for i := range 100_000 {
+		ls = append(ls, prompb.Label{Name: fmt.Sprintf("l%06d", i), Value: "v"})
+	}
+	wide := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: ls, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})
+	var d WriteDecoder
+	require.NoError(t, d.Decode(wide), "no label limit set")
+	require.Greater(t, cap(d.pairs)*int(unsafe.Sizeof(ident.Pair{})), retain.MaxBytes)
+	require.True(t, d.Release())
+	require.Nil(t, d.pairs)
+
+	small := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: ls[:3], Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})
+	require.NoError(t, d.Decode(small))
+	require.False(t, d.Release())
+	require.NotNil(t, d.pairs, "a small request's buffers are reused")
+
+	st := writev2.NewSymbolTable()
+	refs := make([]uint32, 0, 2*len(ls))
+	for _, l := range ls {
+		refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
+	}
+	var d2 WriteDecoderV2
+	require.NoError(t, d2.Decode(marshalV2(t, &st, writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}})), "no label limit set")
+	require.True(t, d2.Release())
+	require.Nil(t, d2.pairs)
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/retain"
 	"github.com/tessera-tsdb/tessera/limits"
 )
 
@@ -293,6 +294,23 @@ func decodeMetadata(b []byte, syms [][]byte, m *Metadata) error {
 		}
 	}
 	return nil
+}
+
+// Release is WriteDecoder.Release for 2.0.
+func (d *WriteDecoderV2) Release() bool {
+	var over bool
+	retain.Trim(&over, &d.Series)
+	retain.Trim(&over, &d.Keys)
+	retain.Trim(&over, &d.Meta)
+	retain.Trim(&over, &d.Exemplars)
+	retain.Trim(&over, &d.ExemplarPairs)
+	retain.Trim(&over, &d.Histograms)
+	retain.Trim(&over, &d.symbols)
+	retain.Trim(&over, &d.msgs)
+	retain.Trim(&over, &d.arena)
+	retain.Trim(&over, &d.samples)
+	retain.Trim(&over, &d.pairs)
+	return over
 }
 
 // truncateSym shortens a symbol for a message: a symbol may be megabytes.
