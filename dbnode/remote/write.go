@@ -320,6 +320,13 @@ func (d *WriteDecoder) Decode(b []byte) error {
 		i += n
 	}
 	d.msgs, d.Keys = msgs, keys
+	// The series count is known now: a request over the limit is refused
+	// before its series are decoded (250,000 of them took seconds each).
+	if err := d.Limits.CheckRequest(len(msgs), 0); err != nil {
+		clear(msgs)
+		d.msgs, d.Keys = msgs[:0], keys[:0]
+		return err
+	}
 	known := d.known[:0]
 	if d.Known != nil {
 		known = slices.Grow(known, len(keys))[:len(keys)]

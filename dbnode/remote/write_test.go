@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/internal/retain"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 func marshal(t testing.TB, req *prompb.WriteRequest) []byte {
@@ -343,4 +344,28 @@ func TestReleaseBoundsPooledBuffers(t *testing.T) {
 	require.NoError(t, d2.Decode(marshalV2(t, &st, writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}})), "no label limit set")
 	require.True(t, d2.Release())
 	require.Nil(t, d2.pairs)
+}
+
+// A request of more series than limits.maxSeriesPerRequest is refused
+// before any series is decoded: the broken last series is never reached.
+func TestSeriesCountRefusedBeforeDecoding(t *testing.T) {
+	l := limits.New(limits.Config{MaxSeriesPerRequest: 2}, nil)
+	ts := func(name string) prompb.TimeSeries {
+		return prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: name}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}
+	}
+	body := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts("a"), ts("b"), ts("")}})
+	d := WriteDecoder{Limits: l}
+	err := d.Decode(body)
+	var le *limits.Error
+	require.ErrorAs(t, err, &le)
+	require.Equal(t, limits.SeriesPerRequest, le.Limit)
+
+	st := writev2.NewSymbolTable()
+	var series []writev2.TimeSeries
+	for _, n := range []string{"a", "b", ""} {
+		series = append(series, writev2.TimeSeries{LabelsRefs: st.SymbolizeLabels(labels.FromStrings("__name__", n), nil), Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}})
+	}
+	d2 := WriteDecoderV2{Limits: l}
+	require.ErrorAs(t, d2.Decode(marshalV2(t, &st, series...)), &le)
+	require.Equal(t, limits.SeriesPerRequest, le.Limit)
 }

@@ -107,6 +107,9 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 		// label it sent might be read as another.
 		return inputErr("symbols[0] is %q: remote write 2.0 requires the first symbol to be the empty string", truncateSym(syms[0]))
 	}
+	if err := d.Limits.CheckRequest(len(msgs), 0); err != nil {
+		return err // before decoding the series, as WriteDecoder
+	}
 	series := slices.Grow(d.Series, len(msgs))
 	keys := slices.Grow(d.Keys, len(msgs))
 	for i, msg := range msgs {
