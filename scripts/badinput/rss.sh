@@ -7,7 +7,7 @@ set -u
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 node_yml "$dir" 24100 > "$dir/node.yml"
-go build -o "$dir/probe" "$(dirname "$0")"
+(cd "$(dirname "$0")" && go build -o "$dir/probe" .)
 "$1" node -f "$dir/node.yml" > "$dir/node-$2.log" 2>&1 &
 PID=$!
 for i in $(seq 1 60); do curl -s -o /dev/null -w "%{http_code}" http://127.0.0.1:24100/ready 2>/dev/null | grep -q 200 && break; sleep 1; done
