@@ -326,6 +326,15 @@ type Limits struct {
 	// MaxQueryLookback refuses queries starting further back than this
 	// (Mimir max_query_lookback). Default off: retention bounds it.
 	MaxQueryLookback time.Duration `yaml:"maxQueryLookback"`
+	// MaxSeriesPerFetch bounds the series IDs one node RPC Fetch names
+	// (repair pulls repair.seriesPerFetch at a time, default 256): a
+	// request for 200,000 IDs held a server for seconds. Default 10000.
+	MaxSeriesPerFetch int `yaml:"maxSeriesPerFetch"`
+	// MaxMetadataLength bounds a metric metadata record's metric name,
+	// help and unit, each, in bytes (Mimir max_metadata_length). A longer
+	// record is dropped from a remote write (counted; the samples are
+	// stored) and refused over node RPC. Default 1024.
+	MaxMetadataLength int `yaml:"maxMetadataLength"`
 }
 
 // Hints configures hinted handoff: the samples a replica did not
@@ -485,6 +494,8 @@ func (l *Limits) defaults() {
 	defInt(&l.MaxSamplesPerRequest, 1_000_000)
 	defInt(&l.MaxActiveSeries, 1_000_000)
 	defInt(&l.MaxFetchedSeriesPerQuery, 1_000_000)
+	defInt(&l.MaxSeriesPerFetch, 10_000)
+	defInt(&l.MaxMetadataLength, 1024)
 	if l.MaxQueryLength == 0 {
 		l.MaxQueryLength = 721 * time.Hour
 	}

@@ -111,6 +111,7 @@ func TestLimitsDefaultsAndValidation(t *testing.T) {
 		MaxLabelNameLength: 1024, MaxLabelValueLength: 2048, MaxLabelNamesPerSeries: 64,
 		MaxSeriesPerRequest: 200_000, MaxSamplesPerRequest: 1_000_000, MaxActiveSeries: 1_000_000,
 		MaxFetchedSeriesPerQuery: 1_000_000, MaxQueryLength: 721 * time.Hour,
+		MaxSeriesPerFetch: 10_000, MaxMetadataLength: 1024,
 	}, c.Limits)
 	require.Equal(t, 1000, c.Query.MaxExpressionDepth)
 

@@ -177,6 +177,11 @@ func (c *Config) Validate() error {
 	if c.Ingest.SnapshotInterval < 0 {
 		bad("ingest.snapshotInterval", "must be positive, got %v", c.Ingest.SnapshotInterval)
 	}
+	if m := c.Limits.MaxSeriesPerFetch; m > 0 && c.Repair.SeriesPerFetch > m {
+		// Every node runs one config: a repair pull this node's peers
+		// refuse would fail every pass.
+		bad("repair.seriesPerFetch", "must be at most limits.maxSeriesPerFetch=%d, got %d", m, c.Repair.SeriesPerFetch)
+	}
 	errs = append(errs, c.Repair.validate()...)
 	errs = append(errs, c.GC.validate()...)
 	return errors.Join(errs...)
@@ -196,6 +201,8 @@ func (l *Limits) validate(bad func(field, format string, args ...any)) {
 		{"limits.maxSamplesPerRequest", l.MaxSamplesPerRequest},
 		{"limits.maxActiveSeries", l.MaxActiveSeries},
 		{"limits.maxFetchedSeriesPerQuery", l.MaxFetchedSeriesPerQuery},
+		{"limits.maxSeriesPerFetch", l.MaxSeriesPerFetch},
+		{"limits.maxMetadataLength", l.MaxMetadataLength},
 	} {
 		if f.v < -1 {
 			bad(f.name, "must be positive, or -1 for no limit, got %d", f.v)

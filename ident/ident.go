@@ -59,6 +59,29 @@ func AppendLabels(dst []byte, ls labels.Labels) []byte {
 // (the remote write decoder) and want to avoid building labels.Labels.
 type Pair struct{ Name, Value []byte }
 
+// WithoutEmpty removes the pairs whose value is empty, in place, and
+// returns the shortened slice. Prometheus treats a label with an empty
+// value as absent (its TSDB head drops them before it hashes a series:
+// labels.Labels.WithoutEmpty), so {job=""} is {}: every write path drops
+// them before the ID is computed, so both spellings are one series. A
+// pair with an empty name is kept for validation to refuse, as
+// Prometheus' receiver refuses it before its head drops anything.
+func WithoutEmpty(pairs []Pair) []Pair {
+	for i, p := range pairs {
+		if len(p.Value) == 0 && len(p.Name) > 0 {
+			out := pairs[:i]
+			for _, q := range pairs[i+1:] {
+				if len(q.Value) > 0 || len(q.Name) == 0 {
+					out = append(out, q)
+				}
+			}
+			clear(pairs[len(out):]) // the request's bytes are not held past it
+			return out
+		}
+	}
+	return pairs
+}
+
 // AppendPairs appends the canonical ID of pairs to dst, sorting pairs in
 // place by name.
 func AppendPairs(dst []byte, pairs []Pair) []byte {

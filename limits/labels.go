@@ -117,12 +117,12 @@ func (c *checker) finish(walk func(fn func(name, value []byte))) error {
 		c.err.Msg += " (series " + series() + ")"
 		return c.err
 	case c.n == 0:
-		return &Error{Status: http.StatusBadRequest, Msg: "series has no labels"}
+		return &Error{Status: http.StatusBadRequest, Msg: "series has no labels (a label with an empty value is no label, as in Prometheus)"}
 	case c.cfg.MaxLabelNamesPerSeries > 0 && c.n > c.cfg.MaxLabelNamesPerSeries:
 		return c.l.Refuse(LabelNamesPerSeries, http.StatusBadRequest,
 			"series with %d labels exceeds %s=%d (series %s)", c.n, LabelNamesPerSeries, c.cfg.MaxLabelNamesPerSeries, series())
 	case !c.hasName:
-		return &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("series has no __name__ label (labels: %s)", series())}
+		return &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("series has no __name__ label, or an empty one (labels: %s)", series())}
 	}
 	return nil
 }

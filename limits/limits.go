@@ -35,6 +35,8 @@ const (
 	FetchedSeriesPerQuery = "limits.maxFetchedSeriesPerQuery"
 	QueryLength           = "limits.maxQueryLength"
 	QueryLookback         = "limits.maxQueryLookback"
+	SeriesPerFetch        = "limits.maxSeriesPerFetch"
+	MetadataLength        = "limits.maxMetadataLength"
 	QuerySamples          = "query.maxSamples" // enforced by the PromQL engine
 	// The size and nesting of a PromQL expression, checked by promapi
 	// before the engine parses it (the parser's cost grows with both).
@@ -49,7 +51,8 @@ const (
 const MaxRepresentable = ident.MaxLabelLength
 
 var all = []string{LabelNameLength, LabelValueLength, LabelNamesPerSeries, SeriesPerRequest,
-	SamplesPerRequest, ActiveSeries, FetchedSeriesPerQuery, QueryLength, QueryLookback}
+	SamplesPerRequest, ActiveSeries, FetchedSeriesPerQuery, QueryLength, QueryLookback,
+	SeriesPerFetch, MetadataLength}
 
 // Config is the limits' values; zero or negative means no limit. It has
 // the fields of config.Limits, so config.Limits converts to it.
@@ -63,6 +66,8 @@ type Config struct {
 	MaxFetchedSeriesPerQuery int
 	MaxQueryLength           time.Duration
 	MaxQueryLookback         time.Duration
+	MaxSeriesPerFetch        int
+	MaxMetadataLength        int
 }
 
 // Error is a refusal. Limit is the config field of the limit refused
@@ -133,6 +138,34 @@ func (l *Limits) CheckRequest(series, samples int) error {
 	if c.MaxSamplesPerRequest > 0 && samples > c.MaxSamplesPerRequest {
 		return l.Refuse(SamplesPerRequest, http.StatusBadRequest,
 			"write request of %d samples exceeds %s=%d: send smaller requests", samples, SamplesPerRequest, c.MaxSamplesPerRequest)
+	}
+	return nil
+}
+
+// CheckFetchIDs refuses a node RPC Fetch of more series IDs than one
+// request may name (400: the requester must ask in smaller pieces).
+func (l *Limits) CheckFetchIDs(ids int) error {
+	c := l.Config()
+	if c.MaxSeriesPerFetch > 0 && ids > c.MaxSeriesPerFetch {
+		return l.Refuse(SeriesPerFetch, http.StatusBadRequest,
+			"fetch of %d series IDs exceeds %s=%d: fetch in smaller requests", ids, SeriesPerFetch, c.MaxSeriesPerFetch)
+	}
+	return nil
+}
+
+// CheckMetadata refuses a metric metadata record whose metric name, help
+// or unit is longer than MaxMetadataLength bytes (400: the same record is
+// refused again).
+func (l *Limits) CheckMetadata(metric, help, unit string) error {
+	c := l.Config()
+	if c.MaxMetadataLength <= 0 {
+		return nil
+	}
+	for _, f := range []struct{ what, v string }{{"metric name", metric}, {"help", help}, {"unit", unit}} {
+		if len(f.v) > c.MaxMetadataLength {
+			return l.Refuse(MetadataLength, http.StatusBadRequest,
+				"metadata of %q: %s of %d bytes exceeds %s=%d", truncate([]byte(metric), 64), f.what, len(f.v), MetadataLength, c.MaxMetadataLength)
+		}
 	}
 	return nil
 }

@@ -60,8 +60,13 @@ func TestLabelsAndIDAgree(t *testing.T) {
 
 func TestRefusalsCounted(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
-	l := New(Config{MaxLabelValueLength: 2, MaxSeriesPerRequest: 1, MaxFetchedSeriesPerQuery: 1, MaxQueryLength: time.Hour}, scope)
+	l := New(Config{MaxLabelValueLength: 2, MaxSeriesPerRequest: 1, MaxFetchedSeriesPerQuery: 1, MaxQueryLength: time.Hour,
+		MaxSeriesPerFetch: 1, MaxMetadataLength: 1}, scope)
 	_ = l.CheckLabels(pairs("__name__", "long"))
+	_ = l.CheckFetchIDs(2)
+	require.NoError(t, l.CheckFetchIDs(1))
+	_ = l.CheckMetadata("m", "help", "")
+	require.NoError(t, l.CheckMetadata("m", "h", "u"))
 	_ = l.CheckRequest(2, 2)
 	_ = l.CheckFetchedSeries(2)
 	now := time.Now()
@@ -75,6 +80,7 @@ func TestRefusalsCounted(t *testing.T) {
 		LabelValueLength: 1, SeriesPerRequest: 1, FetchedSeriesPerQuery: 1, QueryLength: 1,
 		LabelNameLength: 0, LabelNamesPerSeries: 0, SamplesPerRequest: 0, ActiveSeries: 0, QueryLookback: 0, QuerySamples: 0,
 		QueryExpressionBytes: 0, QueryExpressionDepth: 0,
+		SeriesPerFetch: 1, MetadataLength: 1,
 	}, got)
 }
 

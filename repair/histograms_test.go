@@ -66,8 +66,11 @@ func TestHistogramsDifferArePulledAndConverge(t *testing.T) {
 	c.writeHists([]int{1}, h, ts[10:], 10) // node 0 lacks 50 in the flushed block
 	mem := every(memFrom.Add(5*time.Minute), memFrom.Add(15*time.Minute), time.Minute)
 	c.writeHists([]int{1}, h, mem, 0)
-	c.writeHists([]int{0}, h, mem[:1], 7)      // both hold mem[0], different histograms
-	c.writeHists([]int{1}, ids[0], mem[:3], 3) // a float series that also holds histograms on node 1
+	c.writeHists([]int{0}, h, mem[:1], 7) // both hold mem[0], different histograms
+	// A float series that also holds histograms on node 1, between its
+	// floats: a series holds one sample per timestamp.
+	between := every(memFrom.Add(5*time.Minute+30*time.Second), memFrom.Add(8*time.Minute), time.Minute)[:3]
+	c.writeHists([]int{1}, ids[0], between, 3)
 	tickAll(t, c)
 
 	lo, hi := Window(c.dbs[0].Namespaces()[0], c.clk.Now(), time.Minute)

@@ -56,6 +56,7 @@ func (a *API) QueryExemplars(ctx context.Context, start, end int64, sets [][]*la
 // decode a series carrying exemplars in full, so its ID is set.
 func (a *API) keepAux(b Backend, ms []remote.Metadata, series []remote.Series, exs []remote.Exemplar, pairs []ident.Pair) int {
 	ab, cluster := b.(AuxBackend)
+	ms = a.dropLongMetadata(ms)
 	if len(ms) > 0 {
 		if cluster {
 			if rs := a.resend.Due(ms, time.Now(), nil); len(rs) > 0 {
@@ -80,9 +81,39 @@ func (a *API) keepAux(b Backend, ms []remote.Metadata, series []remote.Series, e
 			lb.Add(string(p.Name), string(p.Value))
 		}
 		lb.Sort()
-		items = append(items, exemplars.Item{SeriesID: id, Labels: lb.Labels(), V: e.V, T: e.T})
+		ls := lb.Labels()
+		if err := exemplars.CheckLabels(ls); err != nil {
+			// Prometheus' remote write receiver drops such an exemplar
+			// and stores the samples; node RPC would refuse it.
+			a.m.writeErrors("exemplar_labels_too_long").Inc(1)
+			continue
+		}
+		items = append(items, exemplars.Item{SeriesID: id, Labels: ls, V: e.V, T: e.T})
 	}
 	return a.keepExemplars(b, items)
+}
+
+// dropLongMetadata removes from ms (in place) the records over
+// limits.maxMetadataLength, counting each refusal: metadata is best
+// effort and never fails a write, but a record the owners' node RPC
+// refuses must not travel (it would fail the whole forwarded batch).
+func (a *API) dropLongMetadata(ms []remote.Metadata) []remote.Metadata {
+	maxLen := a.opts.Limits.Config().MaxMetadataLength
+	if maxLen <= 0 {
+		return ms
+	}
+	out := ms[:0]
+	for _, m := range ms {
+		if len(m.Name) <= maxLen && len(m.Help) <= maxLen && len(m.Unit) <= maxLen {
+			out = append(out, m)
+			continue
+		}
+		if err := a.opts.Limits.CheckMetadata(string(m.Name), string(m.Help), string(m.Unit)); err != nil {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // keepExemplars is keepAux's exemplar half, for items already built.

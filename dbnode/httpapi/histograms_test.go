@@ -227,21 +227,24 @@ func TestRemoteReadHistograms(t *testing.T) {
 	require.Equal(t, []int64{t0, h0, h0 + 120_000, h0 + 200_000, h0 + 250_000}, starts)
 }
 
-// A float and a histogram written at one timestamp of a series (a
-// conflict Prometheus' TSDB would refuse) read back as the histogram
-// alone, in remote read as in PromQL.
-func TestRemoteReadOneSamplePerTimestamp(t *testing.T) {
-	f, _ := newScopedFixture(t)
+// A float and a histogram at one timestamp of a series (one request):
+// the histogram is refused with 400 naming the series and the time, as
+// Prometheus' TSDB refuses a duplicate sample for a timestamp, and the
+// floats read back. Before, the request was answered 204 and remote read
+// returned the histogram alone: a 2xx for a float not kept.
+func TestRemoteWriteOneSamplePerTimestamp(t *testing.T) {
+	f, scope := newScopedFixture(t)
 	now := time.Now().UnixMilli()
 	ts := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "both"}},
 		Samples:    []prompb.Sample{{Timestamp: now - 2000, Value: 1}, {Timestamp: now - 1000, Value: 2}},
 		Histograms: []prompb.Histogram{prompb.FromIntHistogram(now-1000, intHist(1))}}
 	code, msg := post(t, f.srv.URL+"/api/v1/prom/remote/write", writeBody(t, ts))
-	require.Equal(t, http.StatusNoContent, code, msg)
+	require.Equal(t, http.StatusBadRequest, code, msg)
+	require.Contains(t, msg, `series {__name__="both"} already holds a float sample at `+time.UnixMilli(now-1000).UTC().Format(time.RFC3339Nano))
+	require.EqualValues(t, 1, counterValue(scope, "remote_write_errors", map[string]string{"reason": "duplicate_sample_for_timestamp"}))
 	got := remoteRead(t, f.srv.URL+"/api/v1/read", &prompb.Query{StartTimestampMs: now - 10_000, EndTimestampMs: now,
 		Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "both"}}})
 	require.Len(t, got, 1)
-	require.Equal(t, []prompb.Sample{{Timestamp: now - 2000, Value: 1}}, got[0].Samples)
-	require.Len(t, got[0].Histograms, 1)
-	require.Equal(t, now-1000, got[0].Histograms[0].Timestamp)
+	require.Equal(t, []prompb.Sample{{Timestamp: now - 2000, Value: 1}, {Timestamp: now - 1000, Value: 2}}, got[0].Samples)
+	require.Empty(t, got[0].Histograms)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/retain"
 	"github.com/tessera-tsdb/tessera/limits"
 	"github.com/tessera-tsdb/tessera/limits/limitstest"
 	"github.com/uber-go/tally/v4"
@@ -232,4 +233,26 @@ func TestDefaultLimitsRefuseIssueInputs(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, code, msg)
 	require.Contains(t, msg, `value of label "v" of 16777216 bytes exceeds limits.maxLabelValueLength=2048`)
 	require.Zero(t, f.db.ActiveSeries())
+}
+
+// TestPoolsDropOversizedBuffers: after a request that grew a pooled
+// state's or body's buffers past retain.MaxBytes, the pools do not keep
+// them (a node holding 15 series sat at 1.9 GB resident after eight
+// large refused requests at once); small ones are kept.
+func TestPoolsDropOversizedBuffers(t *testing.T) {
+	f := newFixture(t, 64<<20)
+	st := f.api.getWriteState()
+	st.raw = make([]byte, 0, retain.MaxBytes+1)
+	st.samples = make([]storage.Sample, 0, 16)
+	f.api.putWriteState(st)
+	require.Nil(t, st.raw, "a decompressed body over the bound is dropped")
+	require.NotNil(t, st.samples, "a small buffer is kept")
+
+	big := make([]byte, 0, retain.MaxBytes+1)
+	f.api.putBuf(&big)
+	for range 3 {
+		if b, ok := f.api.bufs.Get().(*[]byte); ok {
+			require.LessOrEqual(t, cap(*b), retain.MaxBytes, "a body buffer over the bound is not pooled")
+		}
+	}
 }

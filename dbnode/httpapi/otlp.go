@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/common/model"
@@ -21,6 +23,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	otlptranslator "github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"google.golang.org/genproto/googleapis/rpc/status"
@@ -31,6 +34,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/retain"
 )
 
 // OTLP/HTTP content types (OTLP specification, "OTLP/HTTP").
@@ -99,7 +103,7 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 		return asJSON, err
 	}
 	bufp := a.getBuf()
-	defer a.bufs.Put(bufp)
+	defer a.putBuf(bufp)
 	body, err := remote.ReadBody(r.Body, r.ContentLength, a.opts.MaxBodyBytes, *bufp)
 	if err != nil {
 		return asJSON, err
@@ -107,10 +111,14 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 	*bufp = body
 	st := otlpStates.Get().(*otlpState)
 	defer func() {
+		over := st.app.oversized() || cap(st.raw) > retain.MaxBytes
 		st.app.reset()
 		st.conv.Reset(nil)
-		if cap(st.raw) > 4<<20 {
-			st.raw = nil
+		if over {
+			// The converter's own tables grew with the request too: the
+			// whole state goes (see package retain).
+			a.release.Dropped()
+			return
 		}
 		otlpStates.Put(st)
 	}()
@@ -264,13 +272,23 @@ func decodeOTLP(body []byte, asJSON bool) (pmetricotlp.ExportRequest, error) {
 // With keepHistograms (a backend that stores native histograms) exponential
 // histograms stay in and are stored.
 func refuseUnstoredOTLP(md pmetric.Metrics, keepHistograms bool) (rejected int64, reason string, why []string) {
-	var nExp, nDelta int64
-	var firstExp, firstDelta string
+	var nExp, nDelta, nFuture int64
+	var firstExp, firstDelta, firstFuture string
+	var firstFutureT uint64
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		sms := rms.At(i).ScopeMetrics()
 		for j := range sms.Len() {
 			sms.At(j).Metrics().RemoveIf(func(m pmetric.Metric) bool {
+				if n, first := dropUnrepresentableTimes(m); n > 0 {
+					if nFuture == 0 {
+						firstFuture, firstFutureT = m.Name(), first
+					}
+					nFuture += n
+					if dataPoints(m) == 0 {
+						return true // nothing left: no "empty data points" warning
+					}
+				}
 				switch m.Type() {
 				case pmetric.MetricTypeEmpty:
 					return true
@@ -321,7 +339,61 @@ func refuseUnstoredOTLP(md pmetric.Metrics, keepHistograms bool) (rejected int64
 	if nDelta > 0 {
 		why = append(why, fmt.Sprintf("%d data points of sums or histograms without cumulative temporality (first of metric %q) not written: only cumulative temporality is stored, as Prometheus does by default; use the collector's deltatocumulative processor", nDelta, firstDelta))
 	}
-	return nExp + nDelta, reason, why
+	if nFuture > 0 {
+		reason = tstorage.ReasonTooFarFuture.String()
+		why = append(why, fmt.Sprintf("%d data points (first of metric %q, timeUnixNano %d) not written: past the latest time a sample can have (%s, int64 nanoseconds since the Unix epoch)",
+			nFuture, firstFuture, firstFutureT, time.Unix(0, math.MaxInt64).UTC().Format(time.RFC3339)))
+	}
+	return nExp + nDelta + nFuture, reason, why
+}
+
+// dataPoints is how many data points m holds.
+func dataPoints(m pmetric.Metric) int {
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		return m.Gauge().DataPoints().Len()
+	case pmetric.MetricTypeSum:
+		return m.Sum().DataPoints().Len()
+	case pmetric.MetricTypeHistogram:
+		return m.Histogram().DataPoints().Len()
+	case pmetric.MetricTypeExponentialHistogram:
+		return m.ExponentialHistogram().DataPoints().Len()
+	case pmetric.MetricTypeSummary:
+		return m.Summary().DataPoints().Len()
+	}
+	return 0
+}
+
+// dropUnrepresentableTimes removes m's data points whose timeUnixNano is
+// past math.MaxInt64 and returns how many it removed and the first such
+// time. The translator converts the uint64 to int64 milliseconds, which
+// turns such a time (MaxUint64: "no time" to some senders) into one at or
+// before 1970, refused then as a sample 56 years old: a message naming
+// neither the field nor the value sent.
+func dropUnrepresentableTimes(m pmetric.Metric) (n int64, first uint64) {
+	bad := func(ts pcommon.Timestamp) bool {
+		if uint64(ts) <= math.MaxInt64 {
+			return false
+		}
+		if n == 0 {
+			first = uint64(ts)
+		}
+		n++
+		return true
+	}
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		m.Gauge().DataPoints().RemoveIf(func(p pmetric.NumberDataPoint) bool { return bad(p.Timestamp()) })
+	case pmetric.MetricTypeSum:
+		m.Sum().DataPoints().RemoveIf(func(p pmetric.NumberDataPoint) bool { return bad(p.Timestamp()) })
+	case pmetric.MetricTypeHistogram:
+		m.Histogram().DataPoints().RemoveIf(func(p pmetric.HistogramDataPoint) bool { return bad(p.Timestamp()) })
+	case pmetric.MetricTypeExponentialHistogram:
+		m.ExponentialHistogram().DataPoints().RemoveIf(func(p pmetric.ExponentialHistogramDataPoint) bool { return bad(p.Timestamp()) })
+	case pmetric.MetricTypeSummary:
+		m.Summary().DataPoints().RemoveIf(func(p pmetric.SummaryDataPoint) bool { return bad(p.Timestamp()) })
+	}
+	return n, first
 }
 
 // reasonDelta counts in remote_write_errors the refusals of data points
@@ -482,6 +554,18 @@ func (a *otlpAppender) reset() {
 		hists: a.hists[:0], ofHist: a.ofHist[:0]}
 }
 
+// oversized reports whether a buffer of a grew over retain.MaxBytes.
+func (a *otlpAppender) oversized() bool {
+	var over bool
+	for _, n := range []int{cap(a.idBuf), cap(a.arena), cap(a.series) * int(unsafe.Sizeof(otlpSeries{})),
+		cap(a.promote) * int(unsafe.Sizeof(newSeries{})), cap(a.samples) * int(unsafe.Sizeof(tstorage.Sample{})),
+		cap(a.hists) * int(unsafe.Sizeof(tstorage.HistogramSample{})), cap(a.meta) * int(unsafe.Sizeof(remote.Metadata{})),
+		cap(a.exemplars) * int(unsafe.Sizeof(exemplars.Item{})), len(a.ids) * 32} {
+		over = over || n > retain.MaxBytes
+	}
+	return over
+}
+
 // remember puts the request's new series into the cache with the storage
 // refs the write handed back, and refreshes the refs of known ones, as
 // remote write does.
@@ -523,7 +607,11 @@ func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64,
 	a.idBuf = a.idBuf[:0]
 	ls.Range(func(l labels.Label) {
 		// The canonical ID (ident.AppendSortedPairs' encoding): labels
-		// come sorted by name.
+		// come sorted by name. An empty value is no label, as in
+		// Prometheus (ident.WithoutEmpty).
+		if l.Value == "" {
+			return
+		}
 		a.idBuf = binary.AppendUvarint(a.idBuf, uint64(len(l.Name)))
 		a.idBuf = append(a.idBuf, l.Name...)
 		a.idBuf = binary.AppendUvarint(a.idBuf, uint64(len(l.Value)))

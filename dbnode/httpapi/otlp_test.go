@@ -361,6 +361,32 @@ func TestOTLPDeltaRefused(t *testing.T) {
 	require.EqualValues(t, 2, counterValue(scope, "remote_write_errors", map[string]string{"reason": "delta_temporality"}))
 }
 
+// A data point at timeUnixNano MaxUint64 (past int64 nanoseconds) is
+// refused naming the field and the value sent; before, the translator's
+// int64 conversion made it a sample at 1970-01-01, refused as too old.
+func TestOTLPUnrepresentableTime(t *testing.T) {
+	f, scope := newScopedFixture(t)
+	ts := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	md := otlpMetrics(ts)
+	m := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().AppendEmpty()
+	m.SetName("queue.depth")
+	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.SetTimestamp(pcommon.Timestamp(math.MaxUint64))
+	dp.SetDoubleValue(3)
+	ps := postOTLP(t, f.srv.URL, otlpProto, "", otlpBody(t, md, false, false)).response(t).PartialSuccess()
+	require.EqualValues(t, 1, ps.RejectedDataPoints())
+	require.Contains(t, ps.ErrorMessage(), `1 data points (first of metric "queue.depth", timeUnixNano 18446744073709551615) not written: past the latest time a sample can have (2262-04-11`)
+	require.NotContains(t, ps.ErrorMessage(), "1970")
+	require.Equal(t, otlpWant, stored(t, f.db, ts.UnixMilli()-1, ts.UnixMilli()+1), "the other data points are stored")
+
+	// Alone: refused.
+	md, ms := otlpResource()
+	m.CopyTo(ms.AppendEmpty())
+	st := postOTLP(t, f.srv.URL, otlpProto, "", otlpBody(t, md, false, false)).status(t, http.StatusBadRequest)
+	require.Contains(t, st.Message, "timeUnixNano 18446744073709551615")
+	require.EqualValues(t, 2, counterValue(scope, "remote_write_errors", map[string]string{"reason": "too_far_in_future"}))
+}
+
 func TestOTLPBadRequests(t *testing.T) {
 	f := newFixture(t, 4096)
 	ts := time.Now().Add(-time.Minute)
@@ -600,4 +626,15 @@ func TestOTLPStoresWhatPrometheusTranslates(t *testing.T) {
 	require.Contains(t, got, `{__name__="request_size_kibibytes_sum", job="worker", scope="1"}`)
 	require.Contains(t, got, `{__name__="request_size_kibibytes", job="worker", quantile="0.99", scope="0"}`)
 	require.Contains(t, got, `{__name__="target_info", job="worker", k8s_pod_name="worker-7"}`)
+}
+
+// An OTLP attribute with an empty value is no label, as remote write
+// drops it (ident.WithoutEmpty): the series' ID is the one without it.
+func TestOTLPEmptyLabelValueDropped(t *testing.T) {
+	var a otlpAppender
+	ls := labels.FromStrings("__name__", "up", "job", "", "zone", "a")
+	require.Equal(t, 3, ls.Len(), "the translator's labels keep empty values")
+	_, err := a.Append(0, ls, 0, 1, 1, nil, nil, promstorage.AppendV2Options{})
+	require.NoError(t, err)
+	require.Equal(t, ident.FromLabels(labels.FromStrings("__name__", "up", "zone", "a")), a.series[0].id)
 }

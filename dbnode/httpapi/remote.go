@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/retain"
 )
 
 func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
@@ -26,7 +27,7 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	bufp := a.getBuf()
-	defer a.bufs.Put(bufp)
+	defer a.putBuf(bufp)
 	body, err := remote.ReadBody(r.Body, r.ContentLength, a.opts.MaxBodyBytes, *bufp)
 	if err != nil {
 		return err
@@ -155,7 +156,32 @@ func (a *API) getWriteState() *writeState {
 	return a.newWriteState()
 }
 
-func (a *API) putWriteState(st *writeState) { a.states.Put(st) }
+// putWriteState pools st for the next request, without the buffers a
+// large request grew over retain.MaxBytes (see package retain).
+func (a *API) putWriteState(st *writeState) {
+	over := st.dec.Release()
+	if st.dec2.Release() {
+		over = true
+	}
+	retain.Trim(&over, &st.raw)
+	retain.Trim(&over, &st.samples)
+	retain.Trim(&over, &st.known)
+	retain.Trim(&over, &st.add)
+	retain.Trim(&over, &st.known2)
+	if over {
+		a.release.Dropped()
+	}
+	a.states.Put(st)
+}
+
+// putBuf pools a request body buffer unless it is over retain.MaxBytes.
+func (a *API) putBuf(b *[]byte) {
+	if _, over := retain.Slice(*b); over {
+		a.release.Dropped()
+		return
+	}
+	a.bufs.Put(b)
+}
 
 func (a *API) getBuf() *[]byte {
 	if b, ok := a.bufs.Get().(*[]byte); ok {

@@ -100,6 +100,16 @@ func TestRemoteWriteNegotiation(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.code, resp.body)
 	require.Contains(t, resp.body, "1.0 body sent as 2.0")
 	require.Equal(t, "0", resp.samples)
+
+	// The spec says symbols[0] MUST be "": a body breaking it is a 400,
+	// nothing of it stored.
+	raw, err := (&writev2.Request{Symbols: []string{"up", "__name__", "bad"},
+		Timeseries: []writev2.TimeSeries{{LabelsRefs: []uint32{1, 2}, Samples: []writev2.Sample{{Value: 1, Timestamp: now}}}}}).Marshal()
+	require.NoError(t, err)
+	resp = postAs(t, url, ContentTypeV2, "snappy", snappy.Encode(nil, raw))
+	require.Equal(t, http.StatusBadRequest, resp.code, resp.body)
+	require.Contains(t, resp.body, `symbols[0] is "up"`)
+	require.Equal(t, "0", resp.samples)
 }
 
 // Native histograms in a 2.0 request to a backend that does not store

@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/metadata"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/internal/retain"
 	"github.com/tessera-tsdb/tessera/limits"
 	"github.com/uber-go/tally/v4"
 )
@@ -59,9 +60,12 @@ type API struct {
 	reported int                      // lines ReportDamage added, under damageMu
 	mux      *http.ServeMux
 
-	bufs   sync.Pool // *[]byte request bodies
-	states sync.Pool // *writeState, see getWriteState
-	series *seriesCache
+	bufs sync.Pool // *[]byte request bodies
+	// release returns the memory of pooled buffers dropped for their
+	// size (putWriteState, putBuf) to the OS after a burst of them.
+	release *retain.Releaser
+	states  sync.Pool // *writeState, see getWriteState
+	series  *seriesCache
 	// seriesV2 is remote write 2.0's series cache, keyed by series ID (a
 	// 2.0 request's label references mean nothing outside the request);
 	// apart from the 1.0 cache, whose keys are label bytes on the wire.
@@ -74,6 +78,11 @@ type API struct {
 
 	m apiMetrics
 }
+
+// releaseQuiet is how long after the last oversized request the node
+// returns their memory (retain.Releaser): long enough that a burst costs
+// one collection, short enough that memory is back within a minute.
+const releaseQuiet = 5 * time.Second
 
 type backendBox struct{ b Backend }
 
@@ -141,7 +150,8 @@ func New(opts Options) *API {
 	}
 	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize),
 		seriesV2: newSeriesCache(opts.SeriesCacheSize), meta: metadata.New(opts.MetadataMaxMetrics),
-		ex: exemplars.New(opts.MaxExemplars), resend: metadata.Resend{Every: metadataResendEvery, Max: opts.MetadataMaxMetrics}}
+		ex: exemplars.New(opts.MaxExemplars), resend: metadata.Resend{Every: metadataResendEvery, Max: opts.MetadataMaxMetrics},
+		release: &retain.Releaser{Quiet: releaseQuiet}}
 	notReady := "recovering: storage is not open yet"
 	a.readyMsg.Store(&notReady)
 	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/retain"
 	"github.com/tessera-tsdb/tessera/limits"
 )
 
@@ -210,6 +211,25 @@ type WriteDecoder struct {
 	Limits *limits.Limits
 }
 
+// Release drops the buffers grown over retain.MaxBytes, so that a pooled
+// decoder does not keep the peak of the largest request it decoded, and
+// reports whether it dropped any. Call it between requests.
+func (d *WriteDecoder) Release() bool {
+	var over bool
+	retain.Trim(&over, &d.Series)
+	retain.Trim(&over, &d.arena)
+	retain.Trim(&over, &d.samples)
+	retain.Trim(&over, &d.pairs)
+	retain.Trim(&over, &d.Histograms)
+	retain.Trim(&over, &d.Meta)
+	retain.Trim(&over, &d.Exemplars)
+	retain.Trim(&over, &d.ExemplarPairs)
+	retain.Trim(&over, &d.Keys)
+	retain.Trim(&over, &d.msgs)
+	retain.Trim(&over, &d.known)
+	return over
+}
+
 // LabelKey identifies a series by the raw bytes of its labels in a
 // request (its label fields, aliasing the request) and their KeyHash.
 type LabelKey struct {
@@ -300,6 +320,13 @@ func (d *WriteDecoder) Decode(b []byte) error {
 		i += n
 	}
 	d.msgs, d.Keys = msgs, keys
+	// The series count is known now: a request over the limit is refused
+	// before its series are decoded (250,000 of them took seconds each).
+	if err := d.Limits.CheckRequest(len(msgs), 0); err != nil {
+		clear(msgs)
+		d.msgs, d.Keys = msgs[:0], keys[:0]
+		return err
+	}
 	known := d.known[:0]
 	if d.Known != nil {
 		known = slices.Grow(known, len(keys))[:len(keys)]
@@ -394,6 +421,7 @@ func (d *WriteDecoder) decodeSeries(b []byte, index, rawLen int, known bool, sp 
 			d.Histograms = append(d.Histograms, h)
 		}
 	}
+	d.pairs = ident.WithoutEmpty(d.pairs)
 	if err := d.validateLabels(d.pairs, index); err != nil {
 		return err
 	}

@@ -2,16 +2,21 @@ package remote
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/retain"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 func marshal(t testing.TB, req *prompb.WriteRequest) []byte {
@@ -60,7 +65,7 @@ func TestDecodeRejectsBadInput(t *testing.T) {
 		{"garbage", []byte{0xff, 0xff, 0xff}, "bad protobuf"},
 		{"truncated", series(prompb.Label{Name: "__name__", Value: "up"})[:5], "bad protobuf"},
 		{"no name", series(prompb.Label{Name: "job", Value: "x"}), "no __name__"},
-		{"empty name value", series(prompb.Label{Name: "__name__", Value: ""}), "no __name__"},
+		{"empty name value", series(prompb.Label{Name: "__name__", Value: ""}), "series has no labels (a label with an empty value is no label"},
 		{"empty label name", series(prompb.Label{Name: "__name__", Value: "up"}, prompb.Label{Name: "", Value: "x"}), "empty label name"},
 		{"duplicate", series(prompb.Label{Name: "__name__", Value: "up"}, prompb.Label{Name: "a", Value: "1"}, prompb.Label{Name: "a", Value: "2"}), "duplicate label name"},
 		{"bad utf8 value", series(prompb.Label{Name: "__name__", Value: "up"}, prompb.Label{Name: "a", Value: "\xff"}), "not valid UTF-8"},
@@ -275,4 +280,92 @@ func TestDecoderReuseGivesSameIDsAndStillValidates(t *testing.T) {
 		{Labels: []prompb.Label{{Name: "job", Value: "a"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}},
 	}})
 	require.Error(t, d.Decode(bad))
+}
+
+// TestEmptyLabelValuesDropped: a label with an empty value is no label,
+// as in Prometheus (its head drops them before hashing), in both remote
+// write versions: {__name__="up", job=""} is the series {__name__="up"},
+// with its ID. A series left without __name__ is refused naming that.
+func TestEmptyLabelValuesDropped(t *testing.T) {
+	want := ident.FromLabels(labels.FromStrings("__name__", "up", "zone", "a"))
+	v1 := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels:  []prompb.Label{{Name: "job", Value: ""}, {Name: "__name__", Value: "up"}, {Name: "a", Value: ""}, {Name: "zone", Value: "a"}},
+		Samples: []prompb.Sample{{Timestamp: 1, Value: 1}},
+	}}})
+	var d WriteDecoder
+	require.NoError(t, d.Decode(v1))
+	require.Equal(t, want, d.Series[0].ID, "1.0")
+
+	st := writev2.NewSymbolTable()
+	v2 := marshalV2(t, &st, writev2.TimeSeries{
+		LabelsRefs: st.SymbolizeLabels(labels.FromStrings("__name__", "up", "job", "", "zone", "a"), nil),
+		Samples:    []writev2.Sample{{Value: 1, Timestamp: 1}}})
+	var d2 WriteDecoderV2
+	require.NoError(t, d2.Decode(v2))
+	require.Equal(t, want, d2.Series[0].ID, "2.0")
+
+	allEmpty := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels: []prompb.Label{{Name: "__name__", Value: ""}, {Name: "job", Value: ""}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})
+	require.ErrorContains(t, d.Decode(allEmpty), "timeseries 0: series has no labels (a label with an empty value is no label, as in Prometheus)")
+	emptyMetric := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels: []prompb.Label{{Name: "__name__", Value: ""}, {Name: "job", Value: "x"}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})
+	require.ErrorContains(t, d.Decode(emptyMetric), `timeseries 0: series has no __name__ label, or an empty one (labels: {job="x"})`)
+	emptyName := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels: []prompb.Label{{Name: "__name__", Value: "up"}, {Name: "", Value: ""}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})
+	require.ErrorContains(t, d.Decode(emptyName), "empty label name", "an empty name is refused, not dropped")
+}
+
+// TestReleaseBoundsPooledBuffers: a decoder that decoded one series of
+// 100,000 labels keeps none of the buffers that grew for it
+// past retain.MaxBytes; one that decoded a small request keeps them all.
+func TestReleaseBoundsPooledBuffers(t *testing.T) {
+	ls := []prompb.Label{{Name: "__name__", Value: "wide"}}
+	for i := range 100_000 {
+		ls = append(ls, prompb.Label{Name: fmt.Sprintf("l%06d", i), Value: "v"})
+	}
+	wide := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: ls, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})
+	var d WriteDecoder
+	require.NoError(t, d.Decode(wide), "no label limit set")
+	require.Greater(t, cap(d.pairs)*int(unsafe.Sizeof(ident.Pair{})), retain.MaxBytes)
+	require.True(t, d.Release())
+	require.Nil(t, d.pairs)
+
+	small := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: ls[:3], Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}}})
+	require.NoError(t, d.Decode(small))
+	require.False(t, d.Release())
+	require.NotNil(t, d.pairs, "a small request's buffers are reused")
+
+	st := writev2.NewSymbolTable()
+	refs := make([]uint32, 0, 2*len(ls))
+	for _, l := range ls {
+		refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
+	}
+	var d2 WriteDecoderV2
+	require.NoError(t, d2.Decode(marshalV2(t, &st, writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}})), "no label limit set")
+	require.True(t, d2.Release())
+	require.Nil(t, d2.pairs)
+}
+
+// A request of more series than limits.maxSeriesPerRequest is refused
+// before any series is decoded: the broken last series is never reached.
+func TestSeriesCountRefusedBeforeDecoding(t *testing.T) {
+	l := limits.New(limits.Config{MaxSeriesPerRequest: 2}, nil)
+	ts := func(name string) prompb.TimeSeries {
+		return prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: name}}, Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}
+	}
+	body := marshal(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts("a"), ts("b"), ts("")}})
+	d := WriteDecoder{Limits: l}
+	err := d.Decode(body)
+	var le *limits.Error
+	require.ErrorAs(t, err, &le)
+	require.Equal(t, limits.SeriesPerRequest, le.Limit)
+
+	st := writev2.NewSymbolTable()
+	var series []writev2.TimeSeries
+	for _, n := range []string{"a", "b", ""} {
+		series = append(series, writev2.TimeSeries{LabelsRefs: st.SymbolizeLabels(labels.FromStrings("__name__", n), nil), Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}})
+	}
+	d2 := WriteDecoderV2{Limits: l}
+	require.ErrorAs(t, d2.Decode(marshalV2(t, &st, series...)), &le)
+	require.Equal(t, limits.SeriesPerRequest, le.Limit)
 }

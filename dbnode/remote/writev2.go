@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/retain"
 	"github.com/tessera-tsdb/tessera/limits"
 )
 
@@ -99,6 +100,15 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 			return inputErr("bad request: field %d is not part of io.prometheus.write.v2.Request (a remote write 1.0 body sent as 2.0?)", field)
 		}
 		i += n
+	}
+	if len(syms) > 0 && len(syms[0]) > 0 {
+		// The spec: "symbols[0] MUST be an empty string". A sender that
+		// broke it numbered its references differently from ours: every
+		// label it sent might be read as another.
+		return inputErr("symbols[0] is %q: remote write 2.0 requires the first symbol to be the empty string", truncateSym(syms[0]))
+	}
+	if err := d.Limits.CheckRequest(len(msgs), 0); err != nil {
+		return err // before decoding the series, as WriteDecoder
 	}
 	series := slices.Grow(d.Series, len(msgs))
 	keys := slices.Grow(d.Keys, len(msgs))
@@ -205,6 +215,7 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 	if nrefs&1 != 0 {
 		return inputErr("timeseries %d: odd number (%d) of label references", index, nrefs)
 	}
+	d.pairs = ident.WithoutEmpty(d.pairs)
 	if err := validateLabels(d.Limits, d.pairs, index); err != nil {
 		return err
 	}
@@ -286,4 +297,29 @@ func decodeMetadata(b []byte, syms [][]byte, m *Metadata) error {
 		}
 	}
 	return nil
+}
+
+// Release is WriteDecoder.Release for 2.0.
+func (d *WriteDecoderV2) Release() bool {
+	var over bool
+	retain.Trim(&over, &d.Series)
+	retain.Trim(&over, &d.Keys)
+	retain.Trim(&over, &d.Meta)
+	retain.Trim(&over, &d.Exemplars)
+	retain.Trim(&over, &d.ExemplarPairs)
+	retain.Trim(&over, &d.Histograms)
+	retain.Trim(&over, &d.symbols)
+	retain.Trim(&over, &d.msgs)
+	retain.Trim(&over, &d.arena)
+	retain.Trim(&over, &d.samples)
+	retain.Trim(&over, &d.pairs)
+	return over
+}
+
+// truncateSym shortens a symbol for a message: a symbol may be megabytes.
+func truncateSym(b []byte) []byte {
+	if len(b) > 64 {
+		return b[:64]
+	}
+	return b
 }

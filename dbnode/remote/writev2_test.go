@@ -103,6 +103,7 @@ func TestDecodeV2RejectsBadInput(t *testing.T) {
 		{"no name", req([]string{"", "job", "x"}, writev2.TimeSeries{LabelsRefs: []uint32{1, 2}}), "no __name__"},
 		{"bad utf8 symbol", req([]string{"", "__name__", "\xff"}, writev2.TimeSeries{LabelsRefs: []uint32{1, 2}}), "not valid UTF-8"},
 		{"duplicate", req([]string{"", "__name__", "a"}, writev2.TimeSeries{LabelsRefs: []uint32{1, 2, 1, 2}}), "duplicate label name"},
+		{"symbols[0] not empty", req([]string{"x", "__name__", "a"}, writev2.TimeSeries{LabelsRefs: []uint32{1, 2}}), `symbols[0] is "x": remote write 2.0 requires the first symbol to be the empty string`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var d WriteDecoderV2

@@ -144,8 +144,12 @@ func (v service) ExemplarsWrite(_ context.Context, req *nodepb.ExemplarsWriteReq
 		if _, err := ident.Labels(ps.GetId()); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "exemplar series %d: %v", i, err)
 		}
-		for _, pe := range ps.GetExemplars() {
-			items = append(items, exemplars.Item{SeriesID: ps.GetId(), Labels: labelsFromPB(pe.GetLabels()), V: pe.GetValue(), T: pe.GetTimestamp()})
+		for j, pe := range ps.GetExemplars() {
+			ls := labelsFromPB(pe.GetLabels())
+			if err := exemplars.CheckLabels(ls); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "exemplar series %d, exemplar %d: %v", i, j, err)
+			}
+			items = append(items, exemplars.Item{SeriesID: ps.GetId(), Labels: ls, V: pe.GetValue(), T: pe.GetTimestamp()})
 		}
 	}
 	return &nodepb.ExemplarsWriteResponse{Stored: uint32(st.Add(items))}, nil
@@ -192,6 +196,9 @@ func (v service) MetadataWrite(_ context.Context, req *nodepb.MetadataWriteReque
 	for i, e := range req.GetEntries() {
 		if e.GetMetric() == "" {
 			return nil, status.Errorf(codes.InvalidArgument, "metadata entry %d: no metric name", i)
+		}
+		if err := v.s.opts.Limits.CheckMetadata(e.GetMetric(), e.GetHelp(), e.GetUnit()); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "metadata entry %d: %v", i, err)
 		}
 		rs = append(rs, metadata.Record{Metric: e.GetMetric(), Entry: metadata.Entry{Type: metricType(e.GetType()), Help: e.GetHelp(), Unit: e.GetUnit()}})
 	}

@@ -5,8 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/exemplars"
+	"github.com/tessera-tsdb/tessera/dbnode/metadata"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/limits"
@@ -96,4 +100,38 @@ func TestWriteBatchActiveSeriesLimit(t *testing.T) {
 	require.Contains(t, res.RejectMsg, "limits.maxActiveSeries=1")
 	require.Contains(t, res.RejectMsg, `host="b"`)
 	require.EqualValues(t, 1, db.ActiveSeries())
+}
+
+// TestRequestItemLimits: node RPC bounds what one request may name or
+// carry as HTTP does, refusing with InvalidArgument naming the limit:
+// IDs per Fetch (a fetch of 200,000 IDs held a server for seconds), bytes
+// per metadata record (an 8 MiB help text was stored) and characters per
+// exemplar label set (OpenMetrics' 128).
+func TestRequestItemLimits(t *testing.T) {
+	l := limits.New(limits.Config{MaxSeriesPerFetch: 3, MaxMetadataLength: 1024}, nil)
+	db := openLimited(t, l)
+	ex, meta := exemplars.New(100), metadata.New(100)
+	c := serve(t, db, nil, ServerOptions{Limits: l, Exemplars: ex, Metadata: meta}, ClientOptions{})
+	ctx := context.Background()
+
+	ids := [][]byte{seriesID("a"), seriesID("b"), seriesID("c")}
+	_, err := c.Fetch(ctx, &FetchRequest{Namespace: testNS, IDs: ids, End: 1})
+	require.NoError(t, err, "at the limit")
+	_, err = c.Fetch(ctx, &FetchRequest{Namespace: testNS, IDs: append(ids, seriesID("d")), End: 1})
+	requireCode(t, err, codes.InvalidArgument, "fetch of 4 series IDs exceeds limits.maxSeriesPerFetch=3")
+
+	err = c.MetadataWrite(ctx, []metadata.Record{
+		{Metric: "ok_total", Entry: metadata.Entry{Type: model.MetricTypeCounter, Help: strings.Repeat("h", 1024)}},
+		{Metric: "big_total", Entry: metadata.Entry{Type: model.MetricTypeCounter, Help: strings.Repeat("h", 8<<20)}},
+	})
+	requireCode(t, err, codes.InvalidArgument, `metadata entry 1: metadata of "big_total": help of 8388608 bytes exceeds limits.maxMetadataLength=1024`)
+	require.Zero(t, meta.Len(), "nothing of a refused request is stored")
+
+	id := ident.FromLabels(labels.FromStrings("__name__", "req_total"))
+	_, err = c.ExemplarsWrite(ctx, []exemplars.Item{
+		{SeriesID: id, Labels: labels.FromStrings("trace_id", strings.Repeat("t", 120)), V: 1, T: 1},
+		{SeriesID: id, Labels: labels.FromStrings("trace_id", strings.Repeat("t", 121)), V: 1, T: 2},
+	})
+	requireCode(t, err, codes.InvalidArgument, "exemplar 1: exemplar labels of 129 UTF-8 characters exceed OpenMetrics' limit of 128")
+	require.Zero(t, ex.Len())
 }

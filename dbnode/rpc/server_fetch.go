@@ -24,6 +24,9 @@ func (s *Server) fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, 
 	if req.Start > req.End {
 		return nil, status.Errorf(codes.InvalidArgument, "start %d after end %d", req.Start, req.End)
 	}
+	if err := s.opts.Limits.CheckFetchIDs(len(req.IDs)); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	check := newShardCheck(s.own, OpRead, s.db.NumShards())
 	shards := make([]uint32, len(req.IDs))
 	for i, id := range req.IDs {

@@ -34,7 +34,8 @@ func crashBatch(db *Database, b int) []Sample {
 
 // crashHists is batch b's histogram samples: one per series for the first
 // 20 of crashBatch's series (which have floats too) and 5 series of their
-// own, integer and float in turn.
+// own, integer and float in turn. They are crashHistAt after the floats:
+// a series holds one sample per timestamp.
 func crashHists(db *Database, b int) []HistogramSample {
 	out := make([]HistogramSample, 0, 25)
 	for s := 0; s < 25; s++ {
@@ -42,7 +43,7 @@ func crashHists(db *Database, b int) []HistogramSample {
 		if s >= 20 {
 			id = sid("crash_hist", "s", strconv.Itoa(s))
 		}
-		hs := HistogramSample{ID: id, Shard: db.Shard(id), T: ms(t0) + int64(b)}
+		hs := HistogramSample{ID: id, Shard: db.Shard(id), T: ms(t0) + crashHistAt + int64(b)}
 		h := testHist(b + s)
 		if (b+s)%2 == 0 {
 			hs.FH = h.ToFloat(nil)
@@ -53,6 +54,9 @@ func crashHists(db *Database, b int) []HistogramSample {
 	}
 	return out
 }
+
+// crashHistAt is where crashHists' timestamps start, after the floats'.
+const crashHistAt = 10 * 60 * 1000
 
 func TestCrashChild(t *testing.T) {
 	dir := os.Getenv(crashChildEnv)
@@ -129,7 +133,7 @@ func TestSIGKILLLosesNoAcknowledgedWrite(t *testing.T) {
 		}
 	}
 	for s, h := range crashHists(db, 0) {
-		got := readHists(t, db, h.ID, ms(t0), ms(t0)+int64(lastAck)+1000)
+		got := readHists(t, db, h.ID, ms(t0), ms(t0)+crashHistAt+int64(lastAck)+1000)
 		require.GreaterOrEqual(t, len(got), lastAck+1, "series %s", h.ID)
 		require.Equal(t, want[s], got[:lastAck+1], "series %s", h.ID)
 	}

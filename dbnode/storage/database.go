@@ -109,7 +109,7 @@ func newMetrics(s tally.Scope) metrics {
 		seriesUnreadable:   s.Counter("query_series_unreadable"),
 		filesetsUnreadable: s.Counter("filesets_unreadable"),
 	}
-	for _, r := range []Reason{ReasonTooOld, ReasonTooFarFuture, ReasonColdDisabled, ReasonBadID, ReasonSeriesLimit, ReasonBadHistogram} {
+	for _, r := range []Reason{ReasonTooOld, ReasonTooFarFuture, ReasonColdDisabled, ReasonBadID, ReasonSeriesLimit, ReasonBadHistogram, ReasonTypeConflict} {
 		m.rejected[r] = s.Tagged(map[string]string{"reason": r.String()}).Counter("samples_rejected")
 	}
 	return m
@@ -236,6 +236,26 @@ func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
 // count limits.maxActiveSeries bounds.
 func (db *Database) ActiveSeries() int64 { return db.active.Load() }
 
+// typeConflictMsg names the series and timestamp of a sample refused
+// because the series holds a sample of the other type (has) there.
+func (db *Database) typeConflictMsg(id []byte, t int64, has string) string {
+	return fmt.Sprintf("series %s already holds a %s at %s: a series holds one sample per timestamp, a float or a native histogram (Prometheus: duplicate sample for timestamp)",
+		describeID(id), has, fmtMs(t))
+}
+
+// describeID formats a series ID for a message, bounded.
+func describeID(id []byte) string {
+	lset, err := ident.Labels(id)
+	if err != nil {
+		return fmt.Sprintf("%q", id)
+	}
+	s := lset.String()
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
 func (db *Database) seriesLimitMsg(id []byte) string {
 	lset, err := ident.Labels(id)
 	series := fmt.Sprintf("%q", id)
@@ -346,6 +366,9 @@ func (db *Database) queueBatch(nsName string, batch []Sample, bootstrap bool) (q
 		maxSeries = 0
 	}
 	sc := db.getScratch(len(batch))
+	// Only a namespace that has taken histograms can hold a conflict: the
+	// common one pays one atomic load per batch, not a lock per sample.
+	checkHist := ns.hadHist.Load()
 	// Each accepted sample's series is found (or created) before the
 	// commit log write, so the log can record it by the ref kept in the
 	// series and memory is written without a second lookup. A series
@@ -382,6 +405,14 @@ func (db *Database) queueBatch(nsName string, batch []Sample, bootstrap bool) (q
 				db.opts.Limits.Count(limits.ActiveSeries)
 				continue
 			}
+		}
+		if checkHist && se.holdsHistAt(ns.blockStart(s.T), s.T) {
+			if rejected == nil {
+				rejected = &RejectedError{}
+			}
+			rejected.add(SampleError{Index: i, Reason: ReasonTypeConflict, Msg: db.typeConflictMsg(s.ID, s.T, "native histogram")})
+			db.metrics.rejected[ReasonTypeConflict].Inc(1)
+			continue
 		}
 		sc.series = append(sc.series, se)
 		sc.index = append(sc.index, int32(i))

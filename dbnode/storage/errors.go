@@ -25,6 +25,12 @@ const (
 	// or the stream encoding refuses (spans and buckets disagree,
 	// negative or inconsistent counts, an unknown reset hint).
 	ReasonBadHistogram
+	// ReasonTypeConflict: the series already holds a sample of the other
+	// type (float or native histogram) at the sample's timestamp. A
+	// series has one sample per timestamp: Prometheus' head refuses it
+	// (storage.ErrDuplicateSampleForTimestamp), and a read could only
+	// return one of the two.
+	ReasonTypeConflict
 )
 
 func (r Reason) String() string {
@@ -41,6 +47,8 @@ func (r Reason) String() string {
 		return "series_limit"
 	case ReasonBadHistogram:
 		return "invalid_histogram"
+	case ReasonTypeConflict:
+		return "duplicate_sample_for_timestamp"
 	}
 	return "unknown"
 }

@@ -229,6 +229,44 @@ func (s *Series) keepHistBucketsLocked(keep func(*histBucket) bool) {
 	}
 }
 
+// holdsFloatAt reports whether the series holds an unflushed float
+// sample at t (in the block starting at blockStart): a histogram there
+// would be a second sample at one timestamp.
+func (s *Series) holdsFloatAt(blockStart, t int64) bool {
+	s.mu.Lock()
+	its := s.appendIteratorsLocked(nil, blockStart, blockStart) // copies: read after unlocking
+	s.mu.Unlock()
+	for _, it := range its {
+		for it.Next() {
+			if ts, _ := it.At(); ts >= t {
+				if ts == t {
+					return true
+				}
+				break
+			}
+		}
+	}
+	return false
+}
+
+// holdsHistAt is holdsFloatAt for a native histogram sample.
+func (s *Series) holdsHistAt(blockStart, t int64) bool {
+	s.mu.Lock()
+	its := s.appendHistIteratorsLocked(nil, blockStart, blockStart)
+	s.mu.Unlock()
+	for _, it := range its {
+		for it.Next() {
+			if ts := it.AtT(); ts >= t {
+				if ts == t {
+					return true
+				}
+				break
+			}
+		}
+	}
+	return false
+}
+
 // histLocked is the series' histogram state, nil when it has no unflushed
 // histogram sample (s.mu held).
 func (s *Series) histLocked() *histSeries {
@@ -338,12 +376,19 @@ func (db *Database) queueHistograms(nsName string, batch []HistogramSample, boot
 				continue
 			}
 		}
+		if se.holdsFloatAt(ns.blockStart(s.T), s.T) {
+			reject(i, ReasonTypeConflict, db.typeConflictMsg(s.ID, s.T, "float sample"))
+			continue
+		}
 		series = append(series, se)
 		index = append(index, int32(i))
 		entries = append(entries, commitlog.HistEntry{Namespace: nsName, ID: se.ID(), Ref: &se.clRef, T: s.T, H: s.H, FH: s.FH})
 	}
 	var w queuedHist
 	if len(entries) > 0 {
+		// Before the histograms are applied: a float write that starts
+		// after this checks its series for them (queueBatch).
+		ns.hadHist.Store(true)
 		ticket, err := db.logAndApplyHist(ns, batch, series, index, entries)
 		if err != nil {
 			return queuedHist{}, fmt.Errorf("write histograms to namespace %s: %w", nsName, err)

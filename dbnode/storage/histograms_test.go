@@ -213,3 +213,40 @@ func TestOldFilesetsStillRead(t *testing.T) {
 	require.Equal(t, want, readAll(t, db, id, ms(t0), ms(t0)+10_000))
 	require.Equal(t, wantHists(hs), readHists(t, db, id, ms(t0), ms(t0)+10_000))
 }
+
+// A float and a native histogram at one timestamp of one series: the
+// second is refused (as Prometheus' head refuses a duplicate sample for
+// a timestamp), naming the series and the time, and the first reads back.
+// Before, both were taken with a 2xx and a read returned the histogram
+// alone.
+func TestFloatAndHistogramAtOneTimestampRefused(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	db := openDB(t, testOpts(t.TempDir(), clk))
+	id := sid("mixed", "k", "v")
+	base := ms(t0)
+
+	// A float first, then a histogram at its timestamp (one remote write
+	// request carrying both: floats are written first).
+	require.NoError(t, db.WriteBatch("default", []Sample{{ID: id, Shard: db.Shard(id), T: base + 1000, V: 1.5}}))
+	err := db.WriteHistograms("default", []HistogramSample{
+		{ID: id, Shard: db.Shard(id), T: base + 1000, H: testHist(1)},
+		{ID: id, Shard: db.Shard(id), T: base + 2000, H: testHist(2)},
+	})
+	var rej *RejectedError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, 1, rej.ByReason[ReasonTypeConflict])
+	require.Contains(t, err.Error(), `series {__name__="mixed", k="v"} already holds a float sample at 2026-`)
+	require.Len(t, readAll(t, db, id, base, base+10_000), 1, "the float reads back")
+	require.Len(t, readHists(t, db, id, base, base+10_000), 1, "the other histogram is written")
+
+	// A histogram first, then a float at its timestamp.
+	err = db.WriteBatch("default", []Sample{
+		{ID: id, Shard: db.Shard(id), T: base + 2000, V: 2},
+		{ID: id, Shard: db.Shard(id), T: base + 3000, V: 3},
+	})
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, 1, rej.ByReason[ReasonTypeConflict])
+	require.Contains(t, err.Error(), "already holds a native histogram at")
+	require.Len(t, readAll(t, db, id, base, base+10_000), 2)
+	require.Len(t, readHists(t, db, id, base, base+10_000), 1)
+}

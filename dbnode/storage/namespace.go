@@ -12,6 +12,11 @@ import (
 
 // namespace holds the shards and tag index of one namespace.
 type namespace struct {
+	// hadHist is set once the namespace has taken a native histogram
+	// sample: from then on a float write checks its series for a
+	// histogram at the same timestamp (queueBatch), which a namespace of
+	// floats alone never pays for.
+	hadHist atomic.Bool
 	// num is this namespace's number, no other namespace of the process
 	// has it: a series keeps it (Series.ns) to check a caller's ref in 4
 	// bytes instead of a pointer's 8.
