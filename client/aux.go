@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Exemplars and metadata in a cluster (ARCHITECTURE.md "Exemplars and
+// Exemplars and metadata in a cluster (docs/internals/write.md "Exemplars and
 // metadata in a cluster"). They are auxiliary data, best effort as in
 // Prometheus: a write hands them to a bounded queue after its samples met
 // their level and returns; workers deliver them to the owners of their

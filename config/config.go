@@ -294,7 +294,7 @@ type Bootstrap struct {
 // Limits bound what one client can make a node store or compute; each
 // refusal names its field and is counted in
 // tessera_limits_refused_total{limit="limits.<field>"}. Names follow Grafana
-// Mimir's limits; ARCHITECTURE.md ("Limits") gives the reason for each
+// Mimir's limits; docs/limits.md gives the reason for each
 // default. A count limit of 0 takes its default; -1 turns it off. A
 // duration limit of 0 takes its default; a negative one turns it off.
 // Converts to limits.Config (same fields).
@@ -339,7 +339,7 @@ type Limits struct {
 
 // Hints configures hinted handoff: the samples a replica did not
 // acknowledge are kept by the coordinating node under <dataDir>/hints/
-// and replayed to it once it answers again (ARCHITECTURE.md, Hints).
+// and replayed to it once it answers again (docs/internals/write.md, Hints).
 type Hints struct {
 	// Enabled turns hinted handoff on. Default true.
 	Enabled *bool `yaml:"enabled"`

@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Hinted handoff with the real binary (ARCHITECTURE.md, Hints): a replica
+// Hinted handoff with the real binary (docs/internals/write.md, Hints): a replica
 // that misses writes acknowledged at majority gets them from the
 // coordinator's hint queue once it answers again, without any other
 // repair, and every replica then returns every acknowledged sample bit

@@ -31,7 +31,7 @@ import (
 // with storage such an entry holds no bytes of its own: at a million
 // series about 117 live bytes a series less. A hit then checks the form
 // word by word, a few 8-byte loads per label, where a copy took one
-// memequal (ARCHITECTURE.md, "Series cache hit").
+// memequal (docs/performance.md, "Series cache hit").
 //
 // The entries are the slots of one open-addressing table (linear probing,
 // at most 13/16 full counting tombstones): a series written to this node's
@@ -39,7 +39,7 @@ import (
 // 16-byte slot that points at the storage series (which holds the ID) and
 // holds the shard; any other is a slot that points at a cachedSeries. Two
 // Go maps of entry pointers and a 32-byte entry each cost ~67 bytes a
-// series at a million; the table 20-30, 28.6 at a million (ARCHITECTURE.md,
+// series at a million; the table 20-30, 28.6 at a million (docs/performance.md,
 // "Memory per active series"). A request keeps copies of
 // the slots it hit across its write, never their addresses: the table may
 // be rebuilt meanwhile, and what a copy points at (a storage series, an

@@ -32,7 +32,7 @@ import (
 // lock, flags and the inline encoder state. It was in the 192-byte class,
 // whose objects are 64-byte aligned (a write touched exactly three
 // lines); a 176-byte object spans three or four, which measured no cost
-// in steady ingest CPU (ARCHITECTURE.md, "Memory per active series").
+// in steady ingest CPU (docs/performance.md, "Memory per active series").
 type Series struct {
 	id string // immutable bytes; ID() returns them as a slice
 
