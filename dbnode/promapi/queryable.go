@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
-	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"github.com/tessera-tsdb/tessera/limits"
 )
 
@@ -19,12 +19,12 @@ import (
 //
 // The returned Queryable and its Queriers are safe for concurrent use; a
 // SeriesSet and its series belong to one goroutine, as in Prometheus.
-func NewQueryable(b httpapi.Backend, namespace string) storage.Queryable {
+func NewQueryable(b query.Reader, namespace string) storage.Queryable {
 	return queryable{b: b, ns: namespace}
 }
 
 type queryable struct {
-	b      httpapi.Backend
+	b      query.Reader
 	ns     string
 	limits *limits.Limits
 	// fast, when set, computes the fast path's marked selectors
@@ -42,7 +42,7 @@ func (q queryable) Querier(mint, maxt int64) (storage.Querier, error) {
 // querier is scoped to [mint, maxt] (ms, inclusive). It holds no resources:
 // every call goes to the backend.
 type querier struct {
-	b          httpapi.Backend
+	b          query.Reader
 	ns         string
 	mint, maxt int64
 	limits     *limits.Limits
