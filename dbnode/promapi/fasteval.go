@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/kahansum"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
 )
@@ -129,8 +130,8 @@ func (s *fastSet) Warnings() annotations.Annotations { return s.warnings }
 // parallelism goroutines.
 func (s *fastSet) load() error {
 	q, r := s.q, s.q.fast
-	rng := s.spec.rng.Milliseconds()
-	if s.spec.fn == selectFn {
+	rng := s.spec.Range.Milliseconds()
+	if s.spec.Func == query.FuncSelect {
 		rng = r.lookback
 	}
 	// The engine's selection: (start-range, end], its hints starting one
@@ -167,7 +168,7 @@ func (s *fastSet) load() error {
 		slabs   = make([][][]float64, workers)
 		counts  = make([]*countGroups, workers)
 		annos   = make([]annotations.Annotations, workers)
-		fn      = fastFuncs[s.spec.fn]
+		fn      = fastFuncs[s.spec.Func.String()]
 		evalOne = func(w *fastWorker, i int) error {
 			fs, err := w.series(its[i], fn)
 			if err != nil {
@@ -207,11 +208,11 @@ func (s *fastSet) load() error {
 				}
 			}()
 			wk := &fastWorker{r: r, spec: s.spec, annos: &annos[w]}
-			if s.spec.agg != "" {
+			if s.spec.Agg != query.AggNone {
 				wk.slabs = &slabs[w]
 			}
-			if s.spec.agg == "count" {
-				wk.counts = newCountGroups(s.spec.grouping, r.steps())
+			if s.spec.Agg == query.AggCount {
+				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				counts[w] = wk.counts
 			}
 			defer func() { metas[w] = wk.meta }()
@@ -283,8 +284,8 @@ func (s *fastSet) load() error {
 		// no such twin stay on the fast path.
 		return errFallback
 	}
-	if s.spec.agg != "" {
-		if s.spec.agg == "count" {
+	if s.spec.Agg != query.AggNone {
+		if s.spec.Agg == query.AggCount {
 			s.out, err = s.countOut(counts) // counted in the workers
 		} else {
 			s.out, err = s.aggregate(s.out)
@@ -330,7 +331,7 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 		groups []*aggGroup
 		index  = map[uint64]int{}
 		buf    = make([]byte, 0, 1024)
-		op     = s.spec.agg
+		op     = s.spec.Agg
 		gis    = make([]int, len(in)) // each series' group
 	)
 	for i := range in {
@@ -340,14 +341,14 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 			return nil, errFallback
 		}
 		var key uint64
-		if len(s.spec.grouping) > 0 {
-			key, buf = fs.lset.HashForLabels(buf, s.spec.grouping...)
+		if len(s.spec.Grouping) > 0 {
+			key, buf = fs.lset.HashForLabels(buf, s.spec.Grouping...)
 		}
 		gi, ok := index[key]
 		if !ok {
 			g := newAggGroup(op, steps)
-			if len(s.spec.grouping) > 0 {
-				g.lset = labels.NewBuilder(fs.lset).Keep(s.spec.grouping...).Labels()
+			if len(s.spec.Grouping) > 0 {
+				g.lset = labels.NewBuilder(fs.lset).Keep(s.spec.Grouping...).Labels()
 			} else {
 				g.lset = labels.EmptyLabels()
 			}
@@ -387,7 +388,7 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 // goroutine, and no two goroutines touch a group. Alone on one goroutine
 // this pass was a tenth of sum by (mode) (rate(...))'s CPU with the other
 // cores idle.
-func aggregateGroups(in []fastSeries, gis []int, groups []*aggGroup, op string, par int) {
+func aggregateGroups(in []fastSeries, gis []int, groups []*aggGroup, op query.Agg, par int) {
 	add := func(part int) {
 		for i := range in {
 			if gis[i]%par != part {
@@ -426,25 +427,25 @@ type aggGroup struct {
 	first int       // first step with a value, -1 before one
 }
 
-func newAggGroup(op string, steps int) *aggGroup {
+func newAggGroup(op query.Agg, steps int) *aggGroup {
 	g := &aggGroup{count: make([]float64, steps), first: -1}
-	if op != "count" {
+	if op != query.AggCount {
 		g.value, g.comp = make([]float64, steps), make([]float64, steps)
 	}
-	if op == "avg" {
+	if op == query.AggAvg {
 		g.mean, g.incr = make([]float64, steps), make([]bool, steps)
 	}
 	return g
 }
 
 // add is the engine's aggregation of float f into the group at step.
-func (g *aggGroup) add(op string, step int, f float64) {
+func (g *aggGroup) add(op query.Agg, step int, f float64) {
 	if g.count[step] == 0 {
 		g.count[step] = 1
-		if op != "count" {
+		if op != query.AggCount {
 			g.value[step] = f
 		}
-		if op == "avg" {
+		if op == query.AggAvg {
 			g.mean[step] = f
 		}
 		if g.first < 0 || step < g.first {
@@ -453,11 +454,11 @@ func (g *aggGroup) add(op string, step int, f float64) {
 		return
 	}
 	switch op {
-	case "count":
+	case query.AggCount:
 		g.count[step]++
-	case "sum":
+	case query.AggSum:
 		g.value[step], g.comp[step] = sumInc(f, g.value[step], g.comp[step])
-	case "avg":
+	case query.AggAvg:
 		g.count[step]++
 		n := g.count[step]
 		if !g.incr[step] {
@@ -477,11 +478,11 @@ func (g *aggGroup) add(op string, step int, f float64) {
 }
 
 // result is the engine's output of the group at step.
-func (g *aggGroup) result(op string, step int) float64 {
+func (g *aggGroup) result(op query.Agg, step int) float64 {
 	switch op {
-	case "count":
+	case query.AggCount:
 		return g.count[step]
-	case "sum":
+	case query.AggSum:
 		return g.value[step] + g.comp[step]
 	}
 	if g.incr[step] {
@@ -536,7 +537,7 @@ type fastWorker struct {
 // carry the earlier value over the gap.
 func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries, error) {
 	isCounter, instant := fn.isCounter, fn.instant
-	sel := w.spec.fn == selectFn
+	sel := w.spec.Func == query.FuncSelect
 	w.sampled, w.win = false, 0
 	var pts stepper
 	if sel {
@@ -677,7 +678,7 @@ func (w *fastWorker) floats() []float64 {
 // the one before, which skips no operation the engine would do on a
 // value.
 func (w *fastWorker) rateSteps(buf []promql.FPoint, fn fastFunc, resets bool) (stepper, error) {
-	r, rng, secs := w.r, w.spec.rng.Milliseconds(), w.spec.rng.Seconds()
+	r, rng, secs := w.r, w.spec.Range.Milliseconds(), w.spec.Range.Seconds()
 	isCounter, isRate, instant := fn.isCounter, fn.isRate, fn.instant
 	out := stepper{w: w, steps: r.steps()}
 	w.win = min(len(buf), 1)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -72,24 +71,22 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 	}
 }
 
-// selectFast returns the set of a marked selector, or nil when matchers
-// carry no marker.
+// selectFast returns the set of a rewritten selector, or nil when matchers
+// end in no marker. The plan is found by the marker matcher's identity
+// (plans.go): the engine passes the selector's own matchers.
 func (q *querier) selectFast(ctx context.Context, sorted bool, matchers []*labels.Matcher) storage.SeriesSet {
-	for i, m := range matchers {
-		if m.Name != q.fast.marker {
-			continue
-		}
-		if strings.HasPrefix(m.Value, binPrefix) {
-			return q.selectBinary(ctx, sorted, m.Value)
-		}
-		spec, err := parseFastSpec(m.Value)
-		if err != nil {
-			return storage.ErrSeriesSet(err)
-		}
-		rest := slices.Delete(slices.Clone(matchers), i, i+1)
-		return &fastSet{ctx: ctx, q: q, spec: spec, matchers: rest, sorted: sorted}
+	last := len(matchers) - 1
+	if last < 0 || matchers[last].Name != q.fast.marker {
+		return nil
 	}
-	return nil
+	pl := planOf(matchers[last])
+	switch {
+	case pl == nil:
+		return storage.ErrSeriesSet(fmt.Errorf("fast path: selector %v has a marker without a plan", matchers))
+	case pl.bin != nil:
+		return q.selectBinary(ctx, sorted, pl.bin)
+	}
+	return &fastSet{ctx: ctx, q: q, spec: *pl.sel, matchers: matchers[:last:last], sorted: sorted}
 }
 
 // LabelValues returns the sorted values of name among series matching
