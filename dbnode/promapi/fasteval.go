@@ -687,7 +687,7 @@ func (w *fastWorker) rateSteps(buf []promql.FPoint, fn fastFunc, resets bool) (s
 	}
 	lo, hi := 0, 0
 	for ts, step := r.start, 0; ts <= r.end; ts, step = ts+r.stp, step+1 {
-		mint := ts - rng
+		mint := windowStart(ts, rng)
 		for lo < len(buf) && buf[lo].T <= mint {
 			lo++
 		}
@@ -770,6 +770,14 @@ var slabPool sync.Pool
 // sumInc is the engine's Kahan step; tests replace it with wrong
 // versions to show the comparison with the engine catches them.
 var sumInc = kahansum.Inc
+
+// windowStart is the excluded left edge of the window ending at ts: the
+// engine's windows are (ts-range, ts]. A variable so that the generative
+// test can show an off-by-one here is caught (equivalence_test.go).
+var windowStart = func(ts, rng int64) int64 { return ts - rng }
+
+// The engine arithmetic below is copied from Prometheus copiedFromPrometheus
+// (version_test.go) and must be re-checked when go.mod moves.
 
 // rateFunc is extrapolatedRate; tests replace it with wrong versions to
 // show the comparison with the engine catches them.
