@@ -107,6 +107,10 @@ type host struct {
 type sessionMetrics struct {
 	writeOK, writeFail, readOK, readFail, hedged tally.Counter
 	hinted, hintFail                             tally.Counter
+	// readBytes counts the payload bytes (series IDs, float and histogram
+	// streams) reads received from other nodes: what a query costs the
+	// network, before and after computation moves to the data.
+	readBytes tally.Counter
 }
 
 // NewSession builds a session over a topology.
@@ -146,6 +150,7 @@ func NewSession(opts Options) (*Session, error) {
 		readOK:    opts.Metrics.Counter("read_success"),
 		readFail:  opts.Metrics.Counter("read_errors"),
 		hedged:    opts.Metrics.Counter("read_hedged"),
+		readBytes: opts.Metrics.Counter("read_received_bytes"),
 		hinted:    opts.Metrics.Counter("hinted_samples"),
 		hintFail:  opts.Metrics.Counter("hint_errors"),
 	}}
@@ -689,9 +694,15 @@ func (s *Session) readHost(ctx context.Context, m *Map, r *routing, ns, inst str
 		return nil, callErr(gctx, err)
 	}
 	out := make([]storage.SeriesIterator, len(resp.Series))
+	var n int
 	for i, ser := range resp.Series {
 		out[i] = storage.SeriesIterator{ID: ser.ID, Shard: ser.Shard, Values: encoding.NewIterator(ser.Stream), Histograms: ser.HistogramIterator()}
+		n += len(ser.ID) + len(ser.Stream)
+		for _, h := range ser.Histograms {
+			n += len(h)
+		}
 	}
+	s.m.readBytes.Inc(int64(n))
 	return out, nil
 }
 
