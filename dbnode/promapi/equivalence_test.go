@@ -22,6 +22,11 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
+	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
+	"github.com/tessera-tsdb/tessera/ident"
 	"pgregory.net/rapid"
 )
 
@@ -192,20 +197,30 @@ func genRequest(t *rapid.T, q string) (url.Values, func(*promql.Engine, *refStor
 		}
 }
 
+// genStore holds a generated data set for the API under test: it returns
+// the reader and the series as stored (a store may add labels), which the
+// reference storage then holds too.
+type genStore func(t *rapid.T, series []memSeries) (query.Reader, []memSeries)
+
+// inMemory is a memBackend: the evaluator over exactly the drawn samples.
+func inMemory(_ *rapid.T, series []memSeries) (query.Reader, []memSeries) {
+	b := &memBackend{}
+	// memBackend answers newest first: add in reverse so that both sides
+	// see the series in label order.
+	for i := len(series) - 1; i >= 0; i-- {
+		b.add(series[i].lset, series[i].samples...)
+	}
+	return b, series
+}
+
 // genProperty is the property: every drawn query answers as the engine
 // over Prometheus' storage answers it. tb fails the outer test on
 // transport errors only.
-func genProperty(tb testing.TB, stats *fastStats) func(*rapid.T) {
+func genProperty(tb testing.TB, stats *fastStats, store genStore) func(*rapid.T) {
 	engine := promql.NewEngine(Options{}.withDefaults().engineOpts())
 	return func(t *rapid.T) {
-		series := genSeries(t)
-		b := &memBackend{}
+		b, series := store(t, genSeries(t))
 		ref := &refStorage{}
-		// memBackend answers newest first: add in reverse so that both
-		// sides see the series in label order.
-		for i := len(series) - 1; i >= 0; i-- {
-			b.add(series[i].lset, series[i].samples...)
-		}
 		for _, s := range series {
 			ref.add(s.lset, s.samples)
 		}
@@ -282,7 +297,7 @@ func TestGeneratedQueriesMatchPrometheus(t *testing.T) {
 	deadline := time.Now().Add(*genBudget)
 	rounds := 0
 	for rounds == 0 || time.Now().Before(deadline) {
-		rapid.Check(t, genProperty(t, &stats))
+		rapid.Check(t, genProperty(t, &stats, inMemory))
 		rounds++
 		if t.Failed() {
 			return
@@ -293,10 +308,67 @@ func TestGeneratedQueriesMatchPrometheus(t *testing.T) {
 	require.Positive(t, stats.computed.Load(), "the comparison must exercise the pushdown")
 }
 
+// TestGeneratedQueriesMatchPrometheusOverStorage is the property over
+// Tessera's storage: each case's series (labelled run="N" apart from the
+// other cases' in one database) are written in shuffled batches, so most
+// series arrive out of order, and read back through the database's
+// index, buffers and merge.
+func TestGeneratedQueriesMatchPrometheusOverStorage(t *testing.T) {
+	db := storagetest.Open(t, 16, func() time.Time { return time.UnixMilli(genStart + 4*3600*1000) })
+	var runs int
+	store := func(rt *rapid.T, series []memSeries) (query.Reader, []memSeries) {
+		runs++
+		run := strconv.Itoa(runs)
+		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(rt, "order"), 3))
+		var batches [][]tstorage.Sample
+		nb := 1 + rng.IntN(6)
+		batches = make([][]tstorage.Sample, nb)
+		out := make([]memSeries, len(series))
+		for i, s := range series {
+			lset := labels.NewBuilder(s.lset).Set("run", run).Labels()
+			out[i] = memSeries{lset: lset, samples: s.samples}
+			id := ident.FromLabels(lset)
+			for _, smp := range s.samples {
+				k := rng.IntN(nb)
+				batches[k] = append(batches[k], tstorage.Sample{ID: id, Shard: db.Shard(id), T: smp.t, V: smp.v})
+			}
+		}
+		for _, b := range batches {
+			if len(b) > 0 {
+				require.NoError(t, db.WriteBatch("default", b))
+			}
+		}
+		return runReader{Reader: httpapi.Local{DB: db}, run: labels.MustNewMatcher(labels.MatchEqual, "run", run)}, out
+	}
+	var stats fastStats
+	before := genChecked.Load()
+	rapid.Check(t, genProperty(t, &stats, store))
+	t.Logf("%d queries compared over storage, %d selectors pushed down", genChecked.Load()-before, stats.computed.Load())
+	require.Positive(t, stats.computed.Load())
+}
+
+// runReader reads one case's series out of a shared database.
+type runReader struct {
+	query.Reader
+	run *labels.Matcher
+}
+
+func (r runReader) Query(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]tstorage.SeriesIterator, error) {
+	return r.Reader.Query(ctx, ns, append(slices.Clip(ms), r.run), start, end)
+}
+
+func (r runReader) LabelNames(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]string, error) {
+	return r.Reader.LabelNames(ctx, ns, append(slices.Clip(ms), r.run), start, end)
+}
+
+func (r runReader) LabelValues(ctx context.Context, ns, name string, ms []*labels.Matcher, start, end int64) ([]string, error) {
+	return r.Reader.LabelValues(ctx, ns, name, append(slices.Clip(ms), r.run), start, end)
+}
+
 // FuzzGeneratedQueriesMatchPrometheus runs the same property for as long
 // as asked: go test -fuzz FuzzGeneratedQueriesMatchPrometheus -fuzztime 10m.
 func FuzzGeneratedQueriesMatchPrometheus(f *testing.F) {
-	f.Fuzz(rapid.MakeFuzz(genProperty(f, nil)))
+	f.Fuzz(rapid.MakeFuzz(genProperty(f, nil, inMemory)))
 }
 
 // failRecorder is a rapid.TB that records a failure instead of failing
@@ -353,7 +425,7 @@ func TestGeneratedQueriesCatchMutations(t *testing.T) {
 			t.Cleanup(mutate())
 			rec := &failRecorder{T: t}
 			before := genChecked.Load()
-			rapid.Check(rec, genProperty(t, nil))
+			rapid.Check(rec, genProperty(t, nil, inMemory))
 			require.True(t, rec.Failed(), "the generated comparison must catch: %s", name)
 			t.Logf("caught after %d queries (shrinking included): %v", genChecked.Load()-before, rec.msg.Load())
 		})
