@@ -55,6 +55,9 @@ type fastStats struct {
 	// count (fastSet.aggregate).
 	aggregated atomic.Int64
 	binops     atomic.Int64 // binary operators computed (fastbinop.go)
+	// pushed counts the aggregations a query.Pusher answered (Evaluate
+	// where the data lives) instead of raw series.
+	pushed atomic.Int64
 }
 
 // steps is the number of evaluation steps.
@@ -75,6 +78,9 @@ type fastSet struct {
 	spec     fastSpec
 	matchers []*labels.Matcher
 	sorted   bool // by labels, as Select was asked (the engine asks unsorted)
+	// partial, when set (Evaluate, with an aggregation), receives the
+	// groups' partial aggregates instead of out.
+	partial *query.Result
 
 	loaded   bool
 	out      []fastSeries
@@ -130,6 +136,11 @@ func (s *fastSet) Warnings() annotations.Annotations { return s.warnings }
 // parallelism goroutines.
 func (s *fastSet) load() error {
 	q, r := s.q, s.q.fast
+	if p, ok := q.b.(query.Pusher); ok && s.partial == nil && s.spec.Agg != query.AggNone {
+		if done, err := s.loadPushed(p); done || err != nil {
+			return err
+		}
+	}
 	rng := s.spec.Range.Milliseconds()
 	if s.spec.Func == query.FuncSelect {
 		rng = r.lookback
@@ -168,6 +179,7 @@ func (s *fastSet) load() error {
 		slabs   = make([][][]float64, workers)
 		counts  = make([]*countGroups, workers)
 		annos   = make([]annotations.Annotations, workers)
+		names   = make([][]string, workers)
 		fn      = fastFuncs[s.spec.Func.String()]
 		evalOne = func(w *fastWorker, i int) error {
 			fs, err := w.series(its[i], fn)
@@ -215,7 +227,7 @@ func (s *fastSet) load() error {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				counts[w] = wk.counts
 			}
-			defer func() { metas[w] = wk.meta }()
+			defer func() { metas[w], names[w] = wk.meta, wk.nonCounters }()
 			for {
 				lo := int(next.Add(1)-1) * fastChunk
 				if lo >= len(its) {
@@ -251,6 +263,11 @@ func (s *fastSet) load() error {
 	for i := range annos {
 		s.warnings.Merge(annos[i])
 	}
+	if s.partial != nil {
+		for _, ns := range names {
+			s.partial.NonCounters = append(s.partial.NonCounters, ns...)
+		}
+	}
 	// The engine, computing a call itself, holds the outputs of the
 	// series before this one and this one's window (counted against
 	// query.maxSamples as it loads them): when that could pass the limit,
@@ -285,9 +302,19 @@ func (s *fastSet) load() error {
 		return errFallback
 	}
 	if s.spec.Agg != query.AggNone {
-		if s.spec.Agg == query.AggCount {
+		switch {
+		case s.partial != nil && s.spec.Agg == query.AggCount:
+			var cs []fastSeries
+			if cs, err = s.countOut(counts); err == nil {
+				s.partial.Groups = countPartials(cs, r.steps())
+			}
+			s.out = nil
+		case s.partial != nil:
+			s.partial.Groups, err = s.partials(s.out)
+			s.out = nil
+		case s.spec.Agg == query.AggCount:
 			s.out, err = s.countOut(counts) // counted in the workers
-		} else {
+		default:
 			s.out, err = s.aggregate(s.out)
 		}
 		// Nothing refers to the series' values any more.
@@ -326,12 +353,77 @@ func (s *fastSet) load() error {
 // StaleNaN, as the engine's lookback over the series would find it. The
 // output is in fastSeries form, StaleNaN where a group has no value.
 func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
+	steps, op := s.q.fast.steps(), s.spec.Agg
+	groups, err := s.groups(in, op)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]fastSeries, 0, len(groups))
+	for _, g := range groups {
+		if g.first < 0 {
+			continue
+		}
+		st := stepper{steps: steps, first: g.first, vals: make([]float64, 0, steps-g.first)}
+		for step := g.first; step < steps; step++ {
+			if g.count[step] == 0 {
+				continue
+			}
+			v := g.result(op, step)
+			if value.IsStaleNaN(v) {
+				return nil, errFallback // would read as a gap
+			}
+			st.value(step, v)
+		}
+		st.end()
+		out = append(out, fastSeries{lset: g.lset, vals: st.vals, first: st.first})
+	}
+	return out, nil
+}
+
+// partials are the groups of in as partial aggregates (Evaluate): the
+// Kahan sums and compensations before they are added, and the counts.
+// An avg whose sum would overflow (the engine then switches to an
+// incremental mean, which does not merge) is declined.
+func (s *fastSet) partials(in []fastSeries) ([]query.Partial, error) {
+	groups, err := s.groups(in, s.spec.Agg)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]query.Partial, 0, len(groups))
+	for _, g := range groups {
+		if g.first < 0 {
+			continue
+		}
+		if slices.Contains(g.incr, true) {
+			return nil, query.ErrDeclined
+		}
+		out = append(out, query.Partial{Labels: g.lset, Count: g.count, Sum: g.value, Comp: g.comp})
+	}
+	return out, nil
+}
+
+// countPartials are a count's output series as partials.
+func countPartials(cs []fastSeries, steps int) []query.Partial {
+	out := make([]query.Partial, 0, len(cs))
+	for _, fs := range cs {
+		p := query.Partial{Labels: fs.lset, Count: make([]float64, steps)}
+		for k, v := range fs.vals {
+			if !value.IsStaleNaN(v) {
+				p.Count[fs.first+k] = v
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// groups aggregates in by the spec's grouping with op.
+func (s *fastSet) groups(in []fastSeries, op query.Agg) ([]*aggGroup, error) {
 	steps := s.q.fast.steps()
 	var (
 		groups []*aggGroup
 		index  = map[uint64]int{}
 		buf    = make([]byte, 0, 1024)
-		op     = s.spec.Agg
 		gis    = make([]int, len(in)) // each series' group
 	)
 	for i := range in {
@@ -359,26 +451,7 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 		gis[i] = gi
 	}
 	aggregateGroups(in, gis, groups, op, min(s.q.fast.parallelism, len(groups)))
-	out := make([]fastSeries, 0, len(groups))
-	for _, g := range groups {
-		if g.first < 0 {
-			continue
-		}
-		st := stepper{steps: steps, first: g.first, vals: make([]float64, 0, steps-g.first)}
-		for step := g.first; step < steps; step++ {
-			if g.count[step] == 0 {
-				continue
-			}
-			v := g.result(op, step)
-			if value.IsStaleNaN(v) {
-				return nil, errFallback // would read as a gap
-			}
-			st.value(step, v)
-		}
-		st.end()
-		out = append(out, fastSeries{lset: g.lset, vals: st.vals, first: st.first})
-	}
-	return out, nil
+	return groups, nil
 }
 
 // aggregateGroups adds each series of in to its group (gis) at every
@@ -509,11 +582,14 @@ func sameLabelset(out []fastSeries) bool {
 // fastWorker is one goroutine's state: the decoded samples of its
 // current series and a label builder, reused across series.
 type fastWorker struct {
-	r     *fastRange
-	spec  fastSpec
-	annos *annotations.Annotations
-	buf   []promql.FPoint
-	slab  []float64 // room for the step values of the next series
+	// nonCounters are the metric names of its PossibleNonCounterInfo
+	// annotations, for a partial result (query.Result.NonCounters).
+	nonCounters []string
+	r           *fastRange
+	spec        fastSpec
+	annos       *annotations.Annotations
+	buf         []promql.FPoint
+	slab        []float64 // room for the step values of the next series
 	// slabs, when the selector is aggregated, collects the worker's slabs
 	// so that load gives them back to slabPool once aggregate is done.
 	slabs *[][]float64
@@ -602,6 +678,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 			!strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") &&
 			!strings.HasSuffix(name, "_bucket") {
 			w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.spec.pos))
+			w.nonCounters = append(w.nonCounters, name)
 		}
 	}
 	dropped := lset.DropReserved(schema.IsMetadataLabel)
