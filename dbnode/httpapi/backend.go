@@ -85,6 +85,20 @@ func (d Deferred) LabelValues(ctx context.Context, ns, name string, ms []*labels
 	return b.LabelValues(ctx, ns, name, ms, start, end)
 }
 
+// Push forwards a pushed-down query to the backend when it computes them
+// (a cluster session), and declines otherwise: the query then reads raw
+// series, as on one node.
+func (d Deferred) Push(ctx context.Context, req *query.Request) (*query.Result, error) {
+	b, err := d.get()
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := b.(query.Pusher); ok {
+		return p.Push(ctx, req)
+	}
+	return nil, query.ErrDeclined
+}
+
 // ErrNotReady is returned by a Deferred backend before storage is open.
 var ErrNotReady = errNotReady
 

@@ -393,7 +393,7 @@ type splitPusher struct {
 func (p splitPusher) Push(ctx context.Context, req *query.Request) (*query.Result, error) {
 	var all *query.Result
 	for _, part := range p.parts {
-		res, err := Evaluate(ctx, part, req, 2, 50_000_000)
+		res, err := Evaluate(ctx, part, req, Options{Parallelism: 2})
 		if err != nil {
 			return nil, err
 		}

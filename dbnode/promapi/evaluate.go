@@ -16,9 +16,11 @@ import (
 // on up to parallelism goroutines, then the partial aggregates of the
 // groups (query.Result), which Merge combines with other replicas' into
 // the whole answer. Requests without an aggregation, series with native
-// histograms, outputs past half of maxSamples and avg sums that would
+// histograms, outputs past half of opts.MaxSamples and avg sums that would
 // overflow are declined (query.ErrDeclined): the caller reads raw series.
-func Evaluate(ctx context.Context, r query.Reader, req *query.Request, parallelism, maxSamples int) (*query.Result, error) {
+// Of opts only Parallelism and MaxSamples apply (zero: the defaults).
+func Evaluate(ctx context.Context, r query.Reader, req *query.Request, opts Options) (*query.Result, error) {
+	opts = opts.withDefaults()
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -27,7 +29,7 @@ func Evaluate(ctx context.Context, r query.Reader, req *query.Request, paralleli
 	}
 	q := &querier{b: r, ns: req.Namespace, fast: &fastRange{
 		start: req.Steps.Start, end: req.Steps.End, stp: req.Steps.Step, lookback: req.Steps.Lookback,
-		parallelism: max(1, parallelism), maxSamples: maxSamples,
+		parallelism: max(1, opts.Parallelism), maxSamples: opts.MaxSamples,
 	}}
 	res := &query.Result{Steps: req.Steps.Count()}
 	s := &fastSet{ctx: ctx, q: q, spec: fastSpec{Pushdown: req.Pushdown}, matchers: req.Matchers, partial: res}

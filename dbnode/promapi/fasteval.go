@@ -2,6 +2,7 @@ package promapi
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
@@ -180,6 +182,7 @@ func (s *fastSet) load() error {
 		counts  = make([]*countGroups, workers)
 		annos   = make([]annotations.Annotations, workers)
 		names   = make([][]string, workers)
+		digests = make([]uint64, workers)
 		fn      = fastFuncs[s.spec.Func.String()]
 		evalOne = func(w *fastWorker, i int) error {
 			fs, err := w.series(its[i], fn)
@@ -187,6 +190,9 @@ func (s *fastSet) load() error {
 				return err
 			}
 			fs.n = len(fs.vals)
+			if s.partial != nil && fs.n > 0 {
+				w.digest += seriesDigest(its[i].ID, &fs)
+			}
 			if w.counts != nil && fs.n > 0 && fs.err == nil {
 				w.counts.add(i, &fs)
 				fs.vals = nil
@@ -227,7 +233,7 @@ func (s *fastSet) load() error {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				counts[w] = wk.counts
 			}
-			defer func() { metas[w], names[w] = wk.meta, wk.nonCounters }()
+			defer func() { metas[w], names[w], digests[w] = wk.meta, wk.nonCounters, wk.digest }()
 			for {
 				lo := int(next.Add(1)-1) * fastChunk
 				if lo >= len(its) {
@@ -264,8 +270,9 @@ func (s *fastSet) load() error {
 		s.warnings.Merge(annos[i])
 	}
 	if s.partial != nil {
-		for _, ns := range names {
+		for w, ns := range names {
 			s.partial.NonCounters = append(s.partial.NonCounters, ns...)
+			s.partial.Digest += digests[w]
 		}
 	}
 	// The engine, computing a call itself, holds the outputs of the
@@ -400,6 +407,22 @@ func (s *fastSet) partials(in []fastSeries) ([]query.Partial, error) {
 		out = append(out, query.Partial{Labels: g.lset, Count: g.count, Sum: g.value, Comp: g.comp})
 	}
 	return out, nil
+}
+
+// seriesDigest hashes a series' ID and its step values (first step,
+// float bits): summed over the series, it is the same on replicas that
+// read the same samples, in whatever order they read the series.
+func seriesDigest(id []byte, fs *fastSeries) uint64 {
+	d := xxhash.New()
+	_, _ = d.Write(id)
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(fs.first))
+	_, _ = d.Write(b[:])
+	for _, v := range fs.vals {
+		binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
+		_, _ = d.Write(b[:])
+	}
+	return d.Sum64()
 }
 
 // countPartials are a count's output series as partials.
@@ -582,6 +605,8 @@ func sameLabelset(out []fastSeries) bool {
 // fastWorker is one goroutine's state: the decoded samples of its
 // current series and a label builder, reused across series.
 type fastWorker struct {
+	// digest sums seriesDigest of its series, for a partial result.
+	digest uint64
 	// nonCounters are the metric names of its PossibleNonCounterInfo
 	// annotations, for a partial result (query.Result.NonCounters).
 	nonCounters []string

@@ -37,6 +37,11 @@ type Result struct {
 	// like counters (the engine's PossibleNonCounterInfo); Warnings are
 	// the evaluator's other annotations, as text.
 	NonCounters, Warnings []string
+	// Digest is the order-independent sum of a hash of every series' ID
+	// and step values: replicas that read the same samples agree on it
+	// even where their partial sums differ in the last bits (another
+	// series order). Merge adds the digests of disjoint parts.
+	Digest uint64
 }
 
 // Partial is one group's partial aggregate over some of the series: at
@@ -58,6 +63,7 @@ func (r *Result) Merge(o *Result) error {
 		return fmt.Errorf("merge pushdown results: %d steps and %d", r.Steps, o.Steps)
 	}
 	r.Series += o.Series
+	r.Digest += o.Digest
 	r.NonCounters = append(r.NonCounters, o.NonCounters...)
 	r.Warnings = append(r.Warnings, o.Warnings...)
 	index := make(map[uint64][]int, len(r.Groups))
