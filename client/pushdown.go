@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"google.golang.org/grpc/codes"
@@ -137,12 +138,16 @@ func (s *Session) pushHost(ctx context.Context, m *Map, r *routing, inst string,
 	return out, nil
 }
 
-// resultBytes is about what a pushdown answer carries: its groups' labels
-// and step arrays.
+// resultBytes is about what a pushdown answer carried on the wire
+// (rpc.resultToPB): its groups' labels, a varint count per step (one byte
+// for fewer than 128 series), the sums and any non-zero compensations.
 func resultBytes(r *query.Result) int {
 	n := 8
 	for _, g := range r.Groups {
-		n += int(g.Labels.ByteSize()) + 8*(len(g.Count)+len(g.Sum)+len(g.Comp))
+		n += int(g.Labels.ByteSize()) + len(g.Count) + 8*len(g.Sum)
+		if slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }) {
+			n += 8 * len(g.Comp)
+		}
 	}
 	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -105,7 +106,13 @@ func resultToPB(r *query.Result) *nodepb.PushdownResponse {
 	resp := &nodepb.PushdownResponse{Series: int64(r.Series), NonCounters: r.NonCounters, Warnings: r.Warnings,
 		Digest: r.Digest, Groups: make([]*nodepb.PushdownGroup, len(r.Groups))}
 	for i, g := range r.Groups {
-		pg := &nodepb.PushdownGroup{Count: g.Count, Sum: g.Sum, Comp: g.Comp}
+		pg := &nodepb.PushdownGroup{Count: make([]uint64, len(g.Count)), Sum: g.Sum}
+		for k, n := range g.Count {
+			pg.Count[k] = uint64(n) // whole numbers of series
+		}
+		if slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }) {
+			pg.Comp = g.Comp
+		}
 		g.Labels.Range(func(l labels.Label) {
 			pg.LabelNames = append(pg.LabelNames, l.Name)
 			pg.LabelValues = append(pg.LabelValues, l.Value)
@@ -130,10 +137,17 @@ func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) 
 		}
 		b.Sort()
 		sum, comp := g.GetSum(), g.GetComp()
-		if len(sum) == 0 && len(comp) == 0 {
+		switch {
+		case len(sum) == 0:
 			sum, comp = nil, nil
+		case len(comp) == 0:
+			comp = make([]float64, len(sum)) // left out: zero at every step
 		}
-		r.Groups[i] = query.Partial{Labels: b.Labels(), Count: g.GetCount(), Sum: sum, Comp: comp}
+		count := make([]float64, len(g.GetCount()))
+		for k, n := range g.GetCount() {
+			count[k] = float64(n)
+		}
+		r.Groups[i] = query.Partial{Labels: b.Labels(), Count: count, Sum: sum, Comp: comp}
 		if len(r.Groups[i].Count) != steps || (sum != nil && (len(sum) != steps || len(comp) != steps)) {
 			return nil, fmt.Errorf("pushdown answer: group %d has %d counts and %d sums for %d steps", i, len(g.GetCount()), len(sum), steps)
 		}

@@ -2497,13 +2497,14 @@ func (x *PushdownRequest) GetGrouping() []string {
 }
 
 // PushdownGroup is one group's partial aggregate: per step the count of
-// series with a value (0: none) and, for sum and avg, their Kahan sum and
-// compensation.
+// series with a value (0: none; varints, mostly one byte) and, for sum and
+// avg, their Kahan sum and its compensation (comp left out when it is
+// zero at every step, as it mostly is).
 type PushdownGroup struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LabelNames    []string               `protobuf:"bytes,1,rep,name=label_names,json=labelNames,proto3" json:"label_names,omitempty"`
 	LabelValues   []string               `protobuf:"bytes,2,rep,name=label_values,json=labelValues,proto3" json:"label_values,omitempty"`
-	Count         []float64              `protobuf:"fixed64,3,rep,packed,name=count,proto3" json:"count,omitempty"`
+	Count         []uint64               `protobuf:"varint,3,rep,packed,name=count,proto3" json:"count,omitempty"`
 	Sum           []float64              `protobuf:"fixed64,4,rep,packed,name=sum,proto3" json:"sum,omitempty"`
 	Comp          []float64              `protobuf:"fixed64,5,rep,packed,name=comp,proto3" json:"comp,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2554,7 +2555,7 @@ func (x *PushdownGroup) GetLabelValues() []string {
 	return nil
 }
 
-func (x *PushdownGroup) GetCount() []float64 {
+func (x *PushdownGroup) GetCount() []uint64 {
 	if x != nil {
 		return x.Count
 	}
@@ -2838,7 +2839,7 @@ const file_node_proto_rawDesc = "" +
 	"\vlabel_names\x18\x01 \x03(\tR\n" +
 	"labelNames\x12!\n" +
 	"\flabel_values\x18\x02 \x03(\tR\vlabelValues\x12\x14\n" +
-	"\x05count\x18\x03 \x03(\x01R\x05count\x12\x10\n" +
+	"\x05count\x18\x03 \x03(\x04R\x05count\x12\x10\n" +
 	"\x03sum\x18\x04 \x03(\x01R\x03sum\x12\x12\n" +
 	"\x04comp\x18\x05 \x03(\x01R\x04comp\"\xd4\x01\n" +
 	"\x10PushdownResponse\x12\x1a\n" +
