@@ -74,7 +74,8 @@ func queryResult(t *testing.T, base string, p url.Values) string {
 	return string(out.Data.Result)
 }
 
-// metricValue is the sum of a metric's samples on a node's /metrics.
+// metricValue is the sum of a metric's samples on a node's /metrics (a
+// counter's name with or without the _total suffix).
 func metricValue(base, name string) (float64, error) {
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
@@ -86,7 +87,7 @@ func metricValue(base, name string) (float64, error) {
 		return 0, err
 	}
 	var sum float64
-	for _, m := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{[^}]*\})? (\S+)$`).FindAllSubmatch(b, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:_total)?(?:\{[^}]*\})? (\S+)$`).FindAllSubmatch(b, -1) {
 		v, err := strconv.ParseFloat(string(m[1]), 64)
 		if err != nil {
 			return 0, err

@@ -174,7 +174,7 @@ done
 # 2.5 s after the last query.
 received() {
 	sleep 2.5
-	curl -fsS "$C_URL/metrics" | awk '/^tessera_session_read_received_bytes[ {]/ {s += $NF} END {printf "%d\n", s}'
+	curl -fsS "$C_URL/metrics" | awk '/^tessera_session_read_received_bytes(_total)?[ {]/ {s += $NF} END {printf "%d\n", s}'
 }
 names=$(awk '$1 == "q" && $2 == "cluster" && $3 == 1 {print $4}' "$res")
 for q in $names; do
