@@ -12,15 +12,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/config"
 )
 
-// TestClusterPushdown: through every node of a three-node RF 3 cluster,
+// TestClusterPushdown: through every node of a three-node RF 3 cluster
+// with query.pushdown on,
 // aggregations are computed by the replicas (Push: partial aggregates
 // over RPC, digests compared at majority) and answer as the plain engine
 // over the raw series does (stats=all turns the pushdown off), and the
 // session says it pushed them down.
 func TestClusterPushdown(t *testing.T) {
-	_, nodes, _ := cluster3(t)
+	_, nodes, _ := clusterNWith(t, 3, func(c *config.Config) { c.Query.Pushdown = true })
 	d := newDataset()
 	now := time.Now().UnixMilli()
 	for j := 0; j < 6; j++ {

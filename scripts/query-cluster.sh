@@ -26,7 +26,8 @@
 #
 # Environment: HOSTS (800: ~100,000 series), ROUNDS (3), PORT (26100:
 # node i's HTTP is PORT+10*i, its RPC +1, etcd client +2 and peer +3; the
-# single node PORT+40..43), KEEP=1 keeps the temp dir (logs, tables).
+# single node PORT+40..43), PUSHDOWN (false: the cluster nodes' query.pushdown),
+# KEEP=1 keeps the temp dir (logs, tables).
 set -euo pipefail
 
 TESSERA=${1:?usage: $0 TESSERA_BIN}
@@ -34,6 +35,7 @@ HOSTS=${HOSTS:-800}
 ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-26100}
 KEEP=${KEEP:-0}
+PUSHDOWN=${PUSHDOWN:-false}
 [ -x "$TESSERA" ] || { echo "not an executable: $TESSERA" >&2; exit 2; }
 
 work=$(mktemp -d /tmp/query-cluster.XXXXXX)
@@ -73,6 +75,8 @@ namespaces:
     blockSize: 2h
     bufferPast: 10m
     bufferFuture: 2m
+query:
+  pushdown: $PUSHDOWN
 cluster:
   name: default
   writeConsistency: majority

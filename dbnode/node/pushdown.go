@@ -21,6 +21,16 @@ func (n *Node) evaluator(db *storage.Database) rpc.Evaluator {
 	}
 }
 
+// sessionEvaluator is the session's evaluator: nil (queries read raw
+// series) unless query.pushdown is on. The RPC server answers other
+// nodes' pushdowns either way.
+func (n *Node) sessionEvaluator(db *storage.Database) rpc.Evaluator {
+	if !n.cfg.Query.Pushdown || !n.cfg.Query.FastPathEnabled() {
+		return nil
+	}
+	return n.evaluator(db)
+}
+
 // shardReader reads the series of some shards of a database.
 type shardReader struct {
 	db     *storage.Database
