@@ -65,6 +65,9 @@ type Options struct {
 	// older than the feature.
 	Exemplars *exemplars.Store
 	Metadata  *metadata.Store
+	// Evaluate computes a pushed-down query over this node's shards (Push);
+	// nil: Push declines and queries read raw series.
+	Evaluate rpc.Evaluator
 	// Logger and Metrics: nil discards.
 	Logger  *slog.Logger
 	Metrics tally.Scope
@@ -107,6 +110,14 @@ type host struct {
 type sessionMetrics struct {
 	writeOK, writeFail, readOK, readFail, hedged tally.Counter
 	hinted, hintFail                             tally.Counter
+	// readBytes counts the payload bytes (series IDs, float and histogram
+	// streams) reads received from other nodes: what a query costs the
+	// network, before and after computation moves to the data.
+	readBytes tally.Counter
+	// pushDisagree counts pushdowns whose replicas' digests differed (the
+	// query then read raw series).
+	pushDisagree tally.Counter
+	pushed       tally.Counter // queries answered by Push
 }
 
 // NewSession builds a session over a topology.
@@ -141,13 +152,16 @@ func NewSession(opts Options) (*Session, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Session{opts: opts, ctx: ctx, cancel: cancel, hosts: map[string]*host{}, stop: make(chan struct{}), m: sessionMetrics{
-		writeOK:   opts.Metrics.Counter("write_success"),
-		writeFail: opts.Metrics.Counter("write_errors"),
-		readOK:    opts.Metrics.Counter("read_success"),
-		readFail:  opts.Metrics.Counter("read_errors"),
-		hedged:    opts.Metrics.Counter("read_hedged"),
-		hinted:    opts.Metrics.Counter("hinted_samples"),
-		hintFail:  opts.Metrics.Counter("hint_errors"),
+		writeOK:      opts.Metrics.Counter("write_success"),
+		writeFail:    opts.Metrics.Counter("write_errors"),
+		readOK:       opts.Metrics.Counter("read_success"),
+		readFail:     opts.Metrics.Counter("read_errors"),
+		hedged:       opts.Metrics.Counter("read_hedged"),
+		readBytes:    opts.Metrics.Counter("read_received_bytes"),
+		pushDisagree: opts.Metrics.Counter("pushdown_disagreements"),
+		pushed:       opts.Metrics.Counter("read_pushdown"),
+		hinted:       opts.Metrics.Counter("hinted_samples"),
+		hintFail:     opts.Metrics.Counter("hint_errors"),
 	}}
 	s.hints = newHinter(s, opts.Hints)
 	s.startAux()
@@ -689,9 +703,15 @@ func (s *Session) readHost(ctx context.Context, m *Map, r *routing, ns, inst str
 		return nil, callErr(gctx, err)
 	}
 	out := make([]storage.SeriesIterator, len(resp.Series))
+	var n int
 	for i, ser := range resp.Series {
 		out[i] = storage.SeriesIterator{ID: ser.ID, Shard: ser.Shard, Values: encoding.NewIterator(ser.Stream), Histograms: ser.HistogramIterator()}
+		n += len(ser.ID) + len(ser.Stream)
+		for _, h := range ser.Histograms {
+			n += len(h)
+		}
 	}
+	s.m.readBytes.Inc(int64(n))
 	return out, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/internal/waitfor"
 	"github.com/tessera-tsdb/tessera/placement"
+	"github.com/uber-go/tally/v4"
 )
 
 // fakePeer is an in-memory node: it keeps the samples written to it and
@@ -453,4 +454,33 @@ func TestDistribute(t *testing.T) {
 		require.Equal(t, refd[i].V, back[i].V)
 		require.Same(t, refd[i].Ref, back[i].Ref)
 	}
+}
+
+// TestSessionCountsReadBytes: a read at majority (no hedge within the
+// test) receives every series from exactly two replicas, and counts their
+// bytes (the fake replicas answer IDs without samples).
+func TestSessionCountsReadBytes(t *testing.T) {
+	c := newFakeCluster(t)
+	sc := tally.NewTestScope("", nil)
+	s, err := NewSession(Options{
+		Topology: NewTopologyFromMap(c.m), ReadLevel: ReadMajority, WriteLevel: WriteAll, Pairing: true,
+		HedgeAfter: time.Minute, RequestTimeout: 30 * time.Second, MaxBatch: 1000, Dial: c.dial, Metrics: sc,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	in := samplesOf(50)
+	require.NoError(t, s.WriteBatch(context.Background(), "default", in))
+	_, err = s.Query(context.Background(), "default", everything, 0, 2000)
+	require.NoError(t, err)
+	var ids int64
+	for i := 0; i < len(in); i += 2 {
+		ids += int64(len(in[i].ID))
+	}
+	var got int64
+	for _, ct := range sc.Snapshot().Counters() {
+		if ct.Name() == "read_received_bytes" {
+			got = ct.Value()
+		}
+	}
+	require.Equal(t, 2*ids, got, "two replicas' IDs")
 }

@@ -162,6 +162,13 @@ type Query struct {
 	// FastPath turns that parallel computation on; answers are the same
 	// to the bit either way. Default true; false is the escape hatch.
 	FastPath *bool `yaml:"fastPath"`
+	// Pushdown: in a cluster, sum/count/avg aggregations are computed by
+	// each read group's replicas over their own shards and only partial
+	// aggregates cross the network (docs/query.md). Default false: every
+	// replica the read level asks computes the whole group, so on one
+	// shared host it costs more CPU than fetching raw series, until a
+	// group's shards are split among its replicas.
+	Pushdown bool `yaml:"pushdown"`
 }
 
 // FastPathEnabled reports the effective query.fastPath switch.

@@ -9,21 +9,22 @@ import (
 	"errors"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
 )
 
-// Backend is where the HTTP layer writes and reads.
+// Backend is where the HTTP layer writes and reads: its read half is the
+// query seam's Reader, which the PromQL engine's adapter (promapi) reads
+// through without importing this package.
 //
 // WriteBatch returns a *storage.RejectedError when some samples can never
 // be written (the others were), and any other error when the batch should
-// be retried. Query's iterators are owned by the caller.
+// be retried.
 type Backend interface {
 	WriteBatch(ctx context.Context, namespace string, samples []storage.Sample) error
-	Query(ctx context.Context, namespace string, matchers []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error)
-	LabelNames(ctx context.Context, namespace string, matchers []*labels.Matcher, start, end int64) ([]string, error)
-	LabelValues(ctx context.Context, namespace, name string, matchers []*labels.Matcher, start, end int64) ([]string, error)
+	query.Reader
 }
 
 // Local is the Backend of a node serving from its own database.
@@ -82,6 +83,20 @@ func (d Deferred) LabelValues(ctx context.Context, ns, name string, ms []*labels
 		return nil, err
 	}
 	return b.LabelValues(ctx, ns, name, ms, start, end)
+}
+
+// Push forwards a pushed-down query to the backend when it computes them
+// (a cluster session), and declines otherwise: the query then reads raw
+// series, as on one node.
+func (d Deferred) Push(ctx context.Context, req *query.Request) (*query.Result, error) {
+	b, err := d.get()
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := b.(query.Pusher); ok {
+		return p.Push(ctx, req)
+	}
+	return nil, query.ErrDeclined
 }
 
 // ErrNotReady is returned by a Deferred backend before storage is open.

@@ -249,6 +249,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		TLS:                     n.sec.rpcServer,
 		Exemplars:               n.api.Exemplars(),
 		Metadata:                n.api.Metadata(),
+		Pushdown:                n.evaluator(db),
 		Ready: func() (bool, string) {
 			m := n.topo.Get()
 			if m == nil {
@@ -275,7 +276,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		stack.push("hints", closeHints) // after the session stopped replaying
 	}
 	session, err := client.NewSession(client.Options{
-		LocalID: n.cfg.ID, Local: db, Topology: n.topo,
+		LocalID: n.cfg.ID, Local: db, Topology: n.topo, Evaluate: n.sessionEvaluator(db),
 		WriteLevel: wl, ReadLevel: rl, Pairing: pairing,
 		HedgeAfter: n.cfg.Cluster.HedgeAfter, RequestTimeout: n.cfg.Cluster.RequestTimeout,
 		MaxBatch: n.cfg.Cluster.MaxWriteBatch,

@@ -20,14 +20,14 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/stats"
-	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // API serves the Prometheus HTTP query API over a Backend. It is safe for
 // concurrent use.
 type API struct {
-	b      httpapi.Backend
+	b      query.Reader
 	opts   Options
 	engine *promql.Engine
 	// fast is the engine whose parser rewrites the calls the fast path
@@ -42,7 +42,7 @@ type API struct {
 
 // New returns the query API over b. Options left zero take the defaults
 // (namespace "default", timeout 2m, 50,000,000 samples, lookback 5m).
-func New(b httpapi.Backend, opts Options) *API {
+func New(b query.Reader, opts Options) *API {
 	opts = opts.withDefaults()
 	eo := opts.engineOpts()
 	a := &API{b: b, opts: opts, engine: promql.NewEngine(eo), parser: parser.NewParser(parser.Options{})}

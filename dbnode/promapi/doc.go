@@ -6,7 +6,7 @@
 //
 // Two layers:
 //
-//   - An adapter (NewQueryable) from httpapi.Backend to the interfaces of
+//   - An adapter (NewQueryable) from query.Reader to the interfaces of
 //     github.com/prometheus/prometheus/storage. It pushes label matchers and
 //     the selected time range down to Backend.Query, so the tag index never
 //     yields series the matchers exclude, and it streams each series' samples

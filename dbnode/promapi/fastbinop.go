@@ -2,12 +2,10 @@ package promapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -59,10 +57,6 @@ import (
 // evaluation of a binary operator yields its series in Go map order, so
 // a parent that depends on their order would see another order).
 
-// binPrefix starts a marker value that carries a binPlan (JSON) instead
-// of a fastSpec.
-const binPrefix = "bin:"
-
 // binOps are the arithmetic operators the fast path computes, each the
 // engine's float operation (vectorElemBinop, scalarBinop); tests replace
 // them with wrong versions to show the comparison with the engine
@@ -92,27 +86,25 @@ var binCmps = map[parser.ItemType]func(l, r float64) bool{
 // comparison, when Bool) between L and R, with vector-vector matching On
 // (else ignoring) Labels.
 type binPlan struct {
-	Op     parser.ItemType `json:"op"`
-	Bool   bool            `json:"bool,omitempty"`
-	On     bool            `json:"on,omitempty"`
-	Labels []string        `json:"labels,omitempty"`
-	L      binOperand      `json:"l"`
-	R      binOperand      `json:"r"`
+	Op     parser.ItemType
+	Bool   bool
+	On     bool
+	Labels []string
+	L, R   binOperand
 }
 
-// binOperand is one side of a binPlan: exactly one of a number literal
-// (its float64 bits, exact), a marked selector's matchers (its marker
-// among them) or another operator.
+// binOperand is one side of a binPlan: exactly one of a number literal, a
+// rewritten selector (its matchers, marker excluded, and what it computes)
+// or another operator.
 type binOperand struct {
-	Num *uint64      `json:"num,omitempty"`
-	Sel []binMatcher `json:"sel,omitempty"`
-	Bin *binPlan     `json:"bin,omitempty"`
+	Num *float64
+	Sel *selOperand
+	Bin *binPlan
 }
 
-type binMatcher struct {
-	Type  labels.MatchType `json:"t"`
-	Name  string           `json:"n"`
-	Value string           `json:"v"`
+type selOperand struct {
+	matchers []*labels.Matcher
+	spec     *fastSpec
 }
 
 // rewriteBinary returns e, already rewritten by rewrite, as one marked
@@ -123,16 +115,12 @@ func (p fastParser) rewriteBinary(e parser.Expr) parser.Expr {
 	if !ok {
 		return e
 	}
-	plan, ok := p.binPlan(be)
+	bp, ok := p.binPlan(be)
 	if !ok {
 		return e
 	}
-	b, err := json.Marshal(plan)
-	if err != nil {
-		return e
-	}
 	return &parser.VectorSelector{
-		LabelMatchers: []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, p.marker, binPrefix+string(b))},
+		LabelMatchers: []*labels.Matcher{p.planMatcher(&plan{bin: bp})},
 		PosRange:      be.PositionRange(),
 	}
 }
@@ -199,18 +187,18 @@ func (p fastParser) binPlanAt(be *parser.BinaryExpr, depth int) (*binPlan, bool)
 func (p fastParser) binOperand(e parser.Expr, depth int) (binOperand, bool) {
 	switch n := unparen(e).(type) {
 	case *parser.NumberLiteral:
-		bits := math.Float64bits(n.Val)
-		return binOperand{Num: &bits}, true
+		v := n.Val
+		return binOperand{Num: &v}, true
 	case *parser.VectorSelector:
 		last := len(n.LabelMatchers) - 1
-		if last < 0 || n.LabelMatchers[last].Name != p.marker || strings.HasPrefix(n.LabelMatchers[last].Value, binPrefix) {
+		if last < 0 {
 			return binOperand{}, false
 		}
-		sel := make([]binMatcher, len(n.LabelMatchers))
-		for i, m := range n.LabelMatchers {
-			sel[i] = binMatcher{Type: m.Type, Name: m.Name, Value: m.Value}
+		pl := planOf(n.LabelMatchers[last])
+		if pl == nil || pl.sel == nil {
+			return binOperand{}, false
 		}
-		return binOperand{Sel: sel}, true
+		return binOperand{Sel: &selOperand{matchers: n.LabelMatchers[:last:last], spec: pl.sel}}, true
 	case *parser.BinaryExpr:
 		plan, ok := p.binPlanAt(n, depth+1)
 		return binOperand{Bin: plan}, ok
@@ -233,12 +221,8 @@ type binSet struct {
 	warnings annotations.Annotations
 }
 
-// selectBinary is selectFast for a marker carrying a binPlan.
-func (q *querier) selectBinary(ctx context.Context, sorted bool, v string) storage.SeriesSet {
-	plan := &binPlan{}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(v, binPrefix)), plan); err != nil {
-		return storage.ErrSeriesSet(fmt.Errorf("fast path marker: binary operator: %w", err))
-	}
+// selectBinary is selectFast for a marker standing for a binPlan.
+func (q *querier) selectBinary(ctx context.Context, sorted bool, plan *binPlan) storage.SeriesSet {
 	return &binSet{ctx: ctx, q: q, plan: plan, sorted: sorted}
 }
 
@@ -358,35 +342,15 @@ func dropsSchema(plan *binPlan) bool {
 func (s *binSet) operand(o binOperand) ([]fastSeries, float64, error) {
 	switch {
 	case o.Num != nil:
-		return nil, math.Float64frombits(*o.Num), nil
+		return nil, *o.Num, nil
 	case o.Bin != nil:
 		out, err := s.eval(o.Bin)
 		return out, 0, err
 	}
-	var (
-		spec     fastSpec
-		matchers = make([]*labels.Matcher, 0, len(o.Sel))
-		marked   bool
-	)
-	for _, bm := range o.Sel {
-		if bm.Name == s.q.fast.marker {
-			var err error
-			if spec, err = parseFastSpec(bm.Value); err != nil {
-				return nil, 0, err
-			}
-			marked = true
-			continue
-		}
-		m, err := labels.NewMatcher(bm.Type, bm.Name, bm.Value)
-		if err != nil {
-			return nil, 0, fmt.Errorf("fast path marker: binary operator: %w", err)
-		}
-		matchers = append(matchers, m)
+	if o.Sel == nil {
+		return nil, 0, errors.New("fast path plan: binary operator: empty operand")
 	}
-	if !marked {
-		return nil, 0, errors.New("fast path marker: binary operator: operand without marker")
-	}
-	fs := &fastSet{ctx: s.ctx, q: s.q, spec: spec, matchers: matchers}
+	fs := &fastSet{ctx: s.ctx, q: s.q, spec: *o.Sel.spec, matchers: o.Sel.matchers}
 	err := fs.load()
 	s.warnings.Merge(fs.warnings)
 	if err != nil {

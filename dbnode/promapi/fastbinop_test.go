@@ -2,7 +2,6 @@ package promapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/url"
@@ -27,12 +26,8 @@ func markedSpecs(t *testing.T, fp fastParser, e parser.Expr) []fastSpec {
 		if o.Bin != nil {
 			fromPlan(o.Bin)
 		}
-		for _, m := range o.Sel {
-			if m.Name == fp.marker {
-				spec, err := parseFastSpec(m.Value)
-				require.NoError(t, err)
-				out = append(out, spec)
-			}
+		if o.Sel != nil {
+			out = append(out, *o.Sel.spec)
 		}
 	}
 	fromPlan = func(p *binPlan) { fromOperand(p.L); fromOperand(p.R) }
@@ -45,15 +40,13 @@ func markedSpecs(t *testing.T, fp fastParser, e parser.Expr) []fastSpec {
 			if m.Name != fp.marker {
 				continue
 			}
-			if v, ok := strings.CutPrefix(m.Value, binPrefix); ok {
-				var p binPlan
-				require.NoError(t, json.Unmarshal([]byte(v), &p))
-				fromPlan(&p)
+			pl := planOf(m)
+			require.NotNil(t, pl, "a marker matcher without a plan")
+			if pl.bin != nil {
+				fromPlan(pl.bin)
 				continue
 			}
-			spec, err := parseFastSpec(m.Value)
-			require.NoError(t, err)
-			out = append(out, spec)
+			out = append(out, *pl.sel)
 		}
 		return nil
 	})
@@ -64,8 +57,11 @@ func markedSpecs(t *testing.T, fp fastParser, e parser.Expr) []fastSpec {
 // operator.
 func binMarked(fp fastParser, e parser.Expr) bool {
 	vs, ok := e.(*parser.VectorSelector)
-	return ok && len(vs.LabelMatchers) == 1 && vs.LabelMatchers[0].Name == fp.marker &&
-		strings.HasPrefix(vs.LabelMatchers[0].Value, binPrefix)
+	if !ok || len(vs.LabelMatchers) != 1 || vs.LabelMatchers[0].Name != fp.marker {
+		return false
+	}
+	pl := planOf(vs.LabelMatchers[0])
+	return pl != nil && pl.bin != nil
 }
 
 // TestFastBinaryRewrite pins which binary operators the fast path takes

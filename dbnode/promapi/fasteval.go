@@ -2,6 +2,7 @@ package promapi
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
@@ -20,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/kahansum"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
 )
@@ -54,6 +57,9 @@ type fastStats struct {
 	// count (fastSet.aggregate).
 	aggregated atomic.Int64
 	binops     atomic.Int64 // binary operators computed (fastbinop.go)
+	// pushed counts the aggregations a query.Pusher answered (Evaluate
+	// where the data lives) instead of raw series.
+	pushed atomic.Int64
 }
 
 // steps is the number of evaluation steps.
@@ -74,6 +80,9 @@ type fastSet struct {
 	spec     fastSpec
 	matchers []*labels.Matcher
 	sorted   bool // by labels, as Select was asked (the engine asks unsorted)
+	// partial, when set (Evaluate, with an aggregation), receives the
+	// groups' partial aggregates instead of out.
+	partial *query.Result
 
 	loaded   bool
 	out      []fastSeries
@@ -129,8 +138,13 @@ func (s *fastSet) Warnings() annotations.Annotations { return s.warnings }
 // parallelism goroutines.
 func (s *fastSet) load() error {
 	q, r := s.q, s.q.fast
-	rng := s.spec.rng.Milliseconds()
-	if s.spec.fn == selectFn {
+	if p, ok := q.b.(query.Pusher); ok && s.partial == nil && s.spec.Agg != query.AggNone {
+		if done, err := s.loadPushed(p); done || err != nil {
+			return err
+		}
+	}
+	rng := s.spec.Range.Milliseconds()
+	if s.spec.Func == query.FuncSelect {
 		rng = r.lookback
 	}
 	// The engine's selection: (start-range, end], its hints starting one
@@ -167,13 +181,18 @@ func (s *fastSet) load() error {
 		slabs   = make([][][]float64, workers)
 		counts  = make([]*countGroups, workers)
 		annos   = make([]annotations.Annotations, workers)
-		fn      = fastFuncs[s.spec.fn]
+		names   = make([][]string, workers)
+		digests = make([]uint64, workers)
+		fn      = fastFuncs[s.spec.Func.String()]
 		evalOne = func(w *fastWorker, i int) error {
 			fs, err := w.series(its[i], fn)
 			if err != nil {
 				return err
 			}
 			fs.n = len(fs.vals)
+			if s.partial != nil && fs.n > 0 {
+				w.digest += seriesDigest(its[i].ID, &fs)
+			}
 			if w.counts != nil && fs.n > 0 && fs.err == nil {
 				w.counts.add(i, &fs)
 				fs.vals = nil
@@ -207,14 +226,14 @@ func (s *fastSet) load() error {
 				}
 			}()
 			wk := &fastWorker{r: r, spec: s.spec, annos: &annos[w]}
-			if s.spec.agg != "" {
+			if s.spec.Agg != query.AggNone {
 				wk.slabs = &slabs[w]
 			}
-			if s.spec.agg == "count" {
-				wk.counts = newCountGroups(s.spec.grouping, r.steps())
+			if s.spec.Agg == query.AggCount {
+				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				counts[w] = wk.counts
 			}
-			defer func() { metas[w] = wk.meta }()
+			defer func() { metas[w], names[w], digests[w] = wk.meta, wk.nonCounters, wk.digest }()
 			for {
 				lo := int(next.Add(1)-1) * fastChunk
 				if lo >= len(its) {
@@ -250,6 +269,12 @@ func (s *fastSet) load() error {
 	for i := range annos {
 		s.warnings.Merge(annos[i])
 	}
+	if s.partial != nil {
+		for w, ns := range names {
+			s.partial.NonCounters = append(s.partial.NonCounters, ns...)
+			s.partial.Digest += digests[w]
+		}
+	}
 	// The engine, computing a call itself, holds the outputs of the
 	// series before this one and this one's window (counted against
 	// query.maxSamples as it loads them): when that could pass the limit,
@@ -283,10 +308,20 @@ func (s *fastSet) load() error {
 		// no such twin stay on the fast path.
 		return errFallback
 	}
-	if s.spec.agg != "" {
-		if s.spec.agg == "count" {
+	if s.spec.Agg != query.AggNone {
+		switch {
+		case s.partial != nil && s.spec.Agg == query.AggCount:
+			var cs []fastSeries
+			if cs, err = s.countOut(counts); err == nil {
+				s.partial.Groups = countPartials(cs, r.steps())
+			}
+			s.out = nil
+		case s.partial != nil:
+			s.partial.Groups, err = s.partials(s.out)
+			s.out = nil
+		case s.spec.Agg == query.AggCount:
 			s.out, err = s.countOut(counts) // counted in the workers
-		} else {
+		default:
 			s.out, err = s.aggregate(s.out)
 		}
 		// Nothing refers to the series' values any more.
@@ -325,39 +360,11 @@ func (s *fastSet) load() error {
 // StaleNaN, as the engine's lookback over the series would find it. The
 // output is in fastSeries form, StaleNaN where a group has no value.
 func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
-	steps := s.q.fast.steps()
-	var (
-		groups []*aggGroup
-		index  = map[uint64]int{}
-		buf    = make([]byte, 0, 1024)
-		op     = s.spec.agg
-		gis    = make([]int, len(in)) // each series' group
-	)
-	for i := range in {
-		fs := &in[i]
-		if fs.err != nil {
-			// The engine fails the query reading this series: let it.
-			return nil, errFallback
-		}
-		var key uint64
-		if len(s.spec.grouping) > 0 {
-			key, buf = fs.lset.HashForLabels(buf, s.spec.grouping...)
-		}
-		gi, ok := index[key]
-		if !ok {
-			g := newAggGroup(op, steps)
-			if len(s.spec.grouping) > 0 {
-				g.lset = labels.NewBuilder(fs.lset).Keep(s.spec.grouping...).Labels()
-			} else {
-				g.lset = labels.EmptyLabels()
-			}
-			gi = len(groups)
-			index[key] = gi
-			groups = append(groups, g)
-		}
-		gis[i] = gi
+	steps, op := s.q.fast.steps(), s.spec.Agg
+	groups, err := s.groups(in, op)
+	if err != nil {
+		return nil, err
 	}
-	aggregateGroups(in, gis, groups, op, min(s.q.fast.parallelism, len(groups)))
 	out := make([]fastSeries, 0, len(groups))
 	for _, g := range groups {
 		if g.first < 0 {
@@ -380,6 +387,96 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 	return out, nil
 }
 
+// partials are the groups of in as partial aggregates (Evaluate): the
+// Kahan sums and compensations before they are added, and the counts.
+// An avg whose sum would overflow (the engine then switches to an
+// incremental mean, which does not merge) is declined.
+func (s *fastSet) partials(in []fastSeries) ([]query.Partial, error) {
+	groups, err := s.groups(in, s.spec.Agg)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]query.Partial, 0, len(groups))
+	for _, g := range groups {
+		if g.first < 0 {
+			continue
+		}
+		if slices.Contains(g.incr, true) {
+			return nil, query.ErrDeclined
+		}
+		out = append(out, query.Partial{Labels: g.lset, Count: g.count, Sum: g.value, Comp: g.comp})
+	}
+	return out, nil
+}
+
+// seriesDigest hashes a series' ID and its step values (first step,
+// float bits): summed over the series, it is the same on replicas that
+// read the same samples, in whatever order they read the series.
+func seriesDigest(id []byte, fs *fastSeries) uint64 {
+	d := xxhash.New()
+	_, _ = d.Write(id)
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(fs.first))
+	_, _ = d.Write(b[:])
+	for _, v := range fs.vals {
+		binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
+		_, _ = d.Write(b[:])
+	}
+	return d.Sum64()
+}
+
+// countPartials are a count's output series as partials.
+func countPartials(cs []fastSeries, steps int) []query.Partial {
+	out := make([]query.Partial, 0, len(cs))
+	for _, fs := range cs {
+		p := query.Partial{Labels: fs.lset, Count: make([]float64, steps)}
+		for k, v := range fs.vals {
+			if !value.IsStaleNaN(v) {
+				p.Count[fs.first+k] = v
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// groups aggregates in by the spec's grouping with op.
+func (s *fastSet) groups(in []fastSeries, op query.Agg) ([]*aggGroup, error) {
+	steps := s.q.fast.steps()
+	var (
+		groups []*aggGroup
+		index  = map[uint64]int{}
+		buf    = make([]byte, 0, 1024)
+		gis    = make([]int, len(in)) // each series' group
+	)
+	for i := range in {
+		fs := &in[i]
+		if fs.err != nil {
+			// The engine fails the query reading this series: let it.
+			return nil, errFallback
+		}
+		var key uint64
+		if len(s.spec.Grouping) > 0 {
+			key, buf = fs.lset.HashForLabels(buf, s.spec.Grouping...)
+		}
+		gi, ok := index[key]
+		if !ok {
+			g := newAggGroup(op, steps)
+			if len(s.spec.Grouping) > 0 {
+				g.lset = labels.NewBuilder(fs.lset).Keep(s.spec.Grouping...).Labels()
+			} else {
+				g.lset = labels.EmptyLabels()
+			}
+			gi = len(groups)
+			index[key] = gi
+			groups = append(groups, g)
+		}
+		gis[i] = gi
+	}
+	aggregateGroups(in, gis, groups, op, min(s.q.fast.parallelism, len(groups)))
+	return groups, nil
+}
+
 // aggregateGroups adds each series of in to its group (gis) at every
 // step where it has a value, in series order, on up to par goroutines:
 // each takes the groups whose index is its own modulo par, so every
@@ -387,7 +484,7 @@ func (s *fastSet) aggregate(in []fastSeries) ([]fastSeries, error) {
 // goroutine, and no two goroutines touch a group. Alone on one goroutine
 // this pass was a tenth of sum by (mode) (rate(...))'s CPU with the other
 // cores idle.
-func aggregateGroups(in []fastSeries, gis []int, groups []*aggGroup, op string, par int) {
+func aggregateGroups(in []fastSeries, gis []int, groups []*aggGroup, op query.Agg, par int) {
 	add := func(part int) {
 		for i := range in {
 			if gis[i]%par != part {
@@ -426,25 +523,25 @@ type aggGroup struct {
 	first int       // first step with a value, -1 before one
 }
 
-func newAggGroup(op string, steps int) *aggGroup {
+func newAggGroup(op query.Agg, steps int) *aggGroup {
 	g := &aggGroup{count: make([]float64, steps), first: -1}
-	if op != "count" {
+	if op != query.AggCount {
 		g.value, g.comp = make([]float64, steps), make([]float64, steps)
 	}
-	if op == "avg" {
+	if op == query.AggAvg {
 		g.mean, g.incr = make([]float64, steps), make([]bool, steps)
 	}
 	return g
 }
 
 // add is the engine's aggregation of float f into the group at step.
-func (g *aggGroup) add(op string, step int, f float64) {
+func (g *aggGroup) add(op query.Agg, step int, f float64) {
 	if g.count[step] == 0 {
 		g.count[step] = 1
-		if op != "count" {
+		if op != query.AggCount {
 			g.value[step] = f
 		}
-		if op == "avg" {
+		if op == query.AggAvg {
 			g.mean[step] = f
 		}
 		if g.first < 0 || step < g.first {
@@ -453,11 +550,11 @@ func (g *aggGroup) add(op string, step int, f float64) {
 		return
 	}
 	switch op {
-	case "count":
+	case query.AggCount:
 		g.count[step]++
-	case "sum":
+	case query.AggSum:
 		g.value[step], g.comp[step] = sumInc(f, g.value[step], g.comp[step])
-	case "avg":
+	case query.AggAvg:
 		g.count[step]++
 		n := g.count[step]
 		if !g.incr[step] {
@@ -477,11 +574,11 @@ func (g *aggGroup) add(op string, step int, f float64) {
 }
 
 // result is the engine's output of the group at step.
-func (g *aggGroup) result(op string, step int) float64 {
+func (g *aggGroup) result(op query.Agg, step int) float64 {
 	switch op {
-	case "count":
+	case query.AggCount:
 		return g.count[step]
-	case "sum":
+	case query.AggSum:
 		return g.value[step] + g.comp[step]
 	}
 	if g.incr[step] {
@@ -508,11 +605,16 @@ func sameLabelset(out []fastSeries) bool {
 // fastWorker is one goroutine's state: the decoded samples of its
 // current series and a label builder, reused across series.
 type fastWorker struct {
-	r     *fastRange
-	spec  fastSpec
-	annos *annotations.Annotations
-	buf   []promql.FPoint
-	slab  []float64 // room for the step values of the next series
+	// digest sums seriesDigest of its series, for a partial result.
+	digest uint64
+	// nonCounters are the metric names of its PossibleNonCounterInfo
+	// annotations, for a partial result (query.Result.NonCounters).
+	nonCounters []string
+	r           *fastRange
+	spec        fastSpec
+	annos       *annotations.Annotations
+	buf         []promql.FPoint
+	slab        []float64 // room for the step values of the next series
 	// slabs, when the selector is aggregated, collects the worker's slabs
 	// so that load gives them back to slabPool once aggregate is done.
 	slabs *[][]float64
@@ -536,7 +638,7 @@ type fastWorker struct {
 // carry the earlier value over the gap.
 func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries, error) {
 	isCounter, instant := fn.isCounter, fn.instant
-	sel := w.spec.fn == selectFn
+	sel := w.spec.Func == query.FuncSelect
 	w.sampled, w.win = false, 0
 	var pts stepper
 	if sel {
@@ -601,6 +703,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 			!strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") &&
 			!strings.HasSuffix(name, "_bucket") {
 			w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.spec.pos))
+			w.nonCounters = append(w.nonCounters, name)
 		}
 	}
 	dropped := lset.DropReserved(schema.IsMetadataLabel)
@@ -677,7 +780,7 @@ func (w *fastWorker) floats() []float64 {
 // the one before, which skips no operation the engine would do on a
 // value.
 func (w *fastWorker) rateSteps(buf []promql.FPoint, fn fastFunc, resets bool) (stepper, error) {
-	r, rng, secs := w.r, w.spec.rng.Milliseconds(), w.spec.rng.Seconds()
+	r, rng, secs := w.r, w.spec.Range.Milliseconds(), w.spec.Range.Seconds()
 	isCounter, isRate, instant := fn.isCounter, fn.isRate, fn.instant
 	out := stepper{w: w, steps: r.steps()}
 	w.win = min(len(buf), 1)
@@ -686,7 +789,7 @@ func (w *fastWorker) rateSteps(buf []promql.FPoint, fn fastFunc, resets bool) (s
 	}
 	lo, hi := 0, 0
 	for ts, step := r.start, 0; ts <= r.end; ts, step = ts+r.stp, step+1 {
-		mint := ts - rng
+		mint := windowStart(ts, rng)
 		for lo < len(buf) && buf[lo].T <= mint {
 			lo++
 		}
@@ -769,6 +872,14 @@ var slabPool sync.Pool
 // sumInc is the engine's Kahan step; tests replace it with wrong
 // versions to show the comparison with the engine catches them.
 var sumInc = kahansum.Inc
+
+// windowStart is the excluded left edge of the window ending at ts: the
+// engine's windows are (ts-range, ts]. A variable so that the generative
+// test can show an off-by-one here is caught (equivalence_test.go).
+var windowStart = func(ts, rng int64) int64 { return ts - rng }
+
+// The engine arithmetic below is copied from Prometheus copiedFromPrometheus
+// (version_test.go) and must be re-checked when go.mod moves.
 
 // rateFunc is extrapolatedRate; tests replace it with wrong versions to
 // show the comparison with the engine catches them.

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/util/kahansum"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
 )
@@ -400,31 +401,16 @@ func TestFastPathAggregates(t *testing.T) {
 	} {
 		e, err := fp.ParseExpr(q)
 		require.NoError(t, err, q)
-		var got []fastSpec
-		parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
-			if vs, ok := n.(*parser.VectorSelector); ok {
-				for _, m := range vs.LabelMatchers {
-					if m.Name == fp.marker {
-						spec, err := parseFastSpec(m.Value)
-						require.NoError(t, err)
-						got = append(got, spec)
-					}
-				}
-			}
-			return nil
-		})
+		got := markedSpecs(t, fp, e)
 		if want == "" {
 			for _, s := range got {
-				require.Empty(t, s.agg, q)
+				require.Equal(t, query.AggNone, s.Agg, q)
 			}
 			continue
 		}
 		require.Len(t, got, 1, q)
-		require.Equal(t, want, got[0].agg, q)
+		require.Equal(t, want, got[0].Agg.String(), q)
 	}
-	spec, err := parseFastSpec(fastSpec{fn: selectFn, agg: "sum", grouping: []string{"a:b", "le"}}.String())
-	require.NoError(t, err)
-	require.Equal(t, []string{"a:b", "le"}, spec.grouping)
 
 	node, _, d := loadedNode(t)
 	pair := newFastPair(t, node, Options{})

@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
-	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"github.com/tessera-tsdb/tessera/limits"
 )
 
@@ -19,12 +18,12 @@ import (
 //
 // The returned Queryable and its Queriers are safe for concurrent use; a
 // SeriesSet and its series belong to one goroutine, as in Prometheus.
-func NewQueryable(b httpapi.Backend, namespace string) storage.Queryable {
+func NewQueryable(b query.Reader, namespace string) storage.Queryable {
 	return queryable{b: b, ns: namespace}
 }
 
 type queryable struct {
-	b      httpapi.Backend
+	b      query.Reader
 	ns     string
 	limits *limits.Limits
 	// fast, when set, computes the fast path's marked selectors
@@ -42,7 +41,7 @@ func (q queryable) Querier(mint, maxt int64) (storage.Querier, error) {
 // querier is scoped to [mint, maxt] (ms, inclusive). It holds no resources:
 // every call goes to the backend.
 type querier struct {
-	b          httpapi.Backend
+	b          query.Reader
 	ns         string
 	mint, maxt int64
 	limits     *limits.Limits
@@ -72,24 +71,22 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 	}
 }
 
-// selectFast returns the set of a marked selector, or nil when matchers
-// carry no marker.
+// selectFast returns the set of a rewritten selector, or nil when matchers
+// end in no marker. The plan is found by the marker matcher's identity
+// (plans.go): the engine passes the selector's own matchers.
 func (q *querier) selectFast(ctx context.Context, sorted bool, matchers []*labels.Matcher) storage.SeriesSet {
-	for i, m := range matchers {
-		if m.Name != q.fast.marker {
-			continue
-		}
-		if strings.HasPrefix(m.Value, binPrefix) {
-			return q.selectBinary(ctx, sorted, m.Value)
-		}
-		spec, err := parseFastSpec(m.Value)
-		if err != nil {
-			return storage.ErrSeriesSet(err)
-		}
-		rest := slices.Delete(slices.Clone(matchers), i, i+1)
-		return &fastSet{ctx: ctx, q: q, spec: spec, matchers: rest, sorted: sorted}
+	last := len(matchers) - 1
+	if last < 0 || matchers[last].Name != q.fast.marker {
+		return nil
 	}
-	return nil
+	pl := planOf(matchers[last])
+	switch {
+	case pl == nil:
+		return storage.ErrSeriesSet(fmt.Errorf("fast path: selector %v has a marker without a plan", matchers))
+	case pl.bin != nil:
+		return q.selectBinary(ctx, sorted, pl.bin)
+	}
+	return &fastSet{ctx: ctx, q: q, spec: *pl.sel, matchers: matchers[:last:last], sorted: sorted}
 }
 
 // LabelValues returns the sorted values of name among series matching

@@ -3,16 +3,14 @@ package promapi
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/parser/posrange"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 )
 
 // The fast path: Prometheus' engine evaluates rate(x[5m]) series by series
@@ -78,8 +76,11 @@ var safeParents = map[string]bool{
 }
 
 // fastParser is the engine's parser with the rewrite applied to every
-// query it parses. marker is the name of the marker label, random per
-// API so that no stored series or user query can carry it.
+// query it parses. marker is the name of the marker matchers, random per
+// API so that no stored series or user query can carry it; a marker
+// matcher's value is only an opaque number for error messages and
+// traces: what it stands for is the typed plan registered for that
+// matcher (plans.go), never text parsed back.
 type fastParser struct {
 	parser.Parser
 	marker string
@@ -137,16 +138,12 @@ func (p fastParser) rewrite(e parser.Expr, safe bool) parser.Expr {
 		// An instant selector (one inside a matrix selector is never
 		// visited): its value at each step, looked back for.
 		if safe && plainSelector(n) {
-			spec := fastSpec{fn: selectFn, pos: n.PosRange}
-			return p.marked(n, spec)
+			return p.marked(n, fastSpec{pos: n.PosRange})
 		}
 	case *parser.MatrixSelector, *parser.NumberLiteral, *parser.StringLiteral, *parser.StepInvariantExpr:
 	}
 	return e
 }
-
-// selectFn is the spec's function of a rewritten instant selector.
-const selectFn = "select"
 
 // plainSelector reports whether vs has no offset, @, anchored or smoothed
 // modifier and no marker-like matcher: the fast path answers it at the
@@ -163,10 +160,11 @@ func plainSelector(vs *parser.VectorSelector) bool {
 	return true
 }
 
-// marked is vs with the marker matcher carrying spec.
+// marked is vs with a marker matcher standing for spec (its plan, see
+// plans.go).
 func (p fastParser) marked(vs *parser.VectorSelector, spec fastSpec) *parser.VectorSelector {
 	matchers := append(vs.LabelMatchers[:len(vs.LabelMatchers):len(vs.LabelMatchers)],
-		labels.MustNewMatcher(labels.MatchEqual, p.marker, spec.String()))
+		p.planMatcher(&plan{sel: &spec}))
 	return &parser.VectorSelector{LabelMatchers: matchers, PosRange: spec.pos}
 }
 
@@ -193,7 +191,11 @@ func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
 	if !named {
 		return nil
 	}
-	out := p.marked(vs, fastSpec{fn: call.Func.Name, rng: ms.Range, pos: call.Args[0].PositionRange()})
+	fn, ok := query.FuncByName(call.Func.Name)
+	if !ok {
+		return nil
+	}
+	out := p.marked(vs, fastSpec{Pushdown: query.Pushdown{Func: fn, Range: ms.Range}, pos: call.Args[0].PositionRange()})
 	out.PosRange = call.PosRange
 	return out
 }
@@ -205,7 +207,7 @@ func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
 // count. Both produce one series per group, a few where the
 // input has thousands; the engine would otherwise take every input
 // series' step values on its one goroutine only to add them.
-var fastAggs = map[parser.ItemType]string{parser.SUM: "sum", parser.COUNT: "count", parser.AVG: "avg"}
+var fastAggs = map[parser.ItemType]query.Agg{parser.SUM: query.AggSum, parser.COUNT: query.AggCount, parser.AVG: query.AggAvg}
 
 // replaceAgg returns the marked vector selector standing for agg, a sum,
 // count or avg by (...) (no without: its groups' hash keeps __type__ and
@@ -230,83 +232,28 @@ func (p fastParser) replaceAgg(agg *parser.AggregateExpr) *parser.VectorSelector
 		vs = p.replace(n)
 	case *parser.VectorSelector:
 		if plainSelector(n) {
-			vs = p.marked(n, fastSpec{fn: selectFn, pos: n.PosRange})
+			vs = p.marked(n, fastSpec{pos: n.PosRange})
 		}
 	}
 	if vs == nil {
 		return nil
 	}
-	// The marker is the last matcher (marked): it gains the aggregation.
-	m := vs.LabelMatchers[len(vs.LabelMatchers)-1]
-	spec, err := parseFastSpec(m.Value)
-	if err != nil {
-		return nil
-	}
-	spec.agg = name
+	// The marker is the last matcher (marked): its plan gains the
+	// aggregation.
+	spec := planOf(vs.LabelMatchers[len(vs.LabelMatchers)-1]).sel
+	spec.Agg = name
 	// The engine sorts the grouping labels in place before using them.
-	spec.grouping = slices.Clone(agg.Grouping)
-	slices.Sort(spec.grouping)
-	vs.LabelMatchers[len(vs.LabelMatchers)-1] = labels.MustNewMatcher(labels.MatchEqual, p.marker, spec.String())
+	spec.Grouping = slices.Clone(agg.Grouping)
+	slices.Sort(spec.Grouping)
 	vs.PosRange = agg.PosRange
 	return vs
 }
 
-// fastSpec is what a marker matcher carries: the function (selectFn for
-// an instant selector), its range and the position of its argument in
-// the query (for the annotations the engine would have attached there).
+// fastSpec is what a rewritten selector stands for: the typed pushdown
+// (function, range, aggregation and its sorted grouping) and the position
+// of its argument in the query (for the annotations the engine would
+// have attached there).
 type fastSpec struct {
-	fn  string
-	rng time.Duration
+	query.Pushdown
 	pos posrange.PositionRange
-	// agg, when set, is the aggregation (fastAggs) of the selected
-	// series' values by grouping (sorted): the marker then stands for it.
-	agg      string
-	grouping []string
-}
-
-// String is the marker's value; grouping label names (any UTF-8) are
-// hex-encoded so that no name can be mistaken for a separator.
-func (s fastSpec) String() string {
-	g := make([]string, len(s.grouping))
-	for i, n := range s.grouping {
-		g[i] = hex.EncodeToString([]byte(n))
-	}
-	return fmt.Sprintf("%s:%d:%d:%d:%s:%s", s.fn, int64(s.rng), s.pos.Start, s.pos.End, s.agg, strings.Join(g, ","))
-}
-
-func parseFastSpec(v string) (fastSpec, error) {
-	parts := strings.Split(v, ":")
-	if len(parts) != 6 {
-		return fastSpec{}, fmt.Errorf("fast path marker %q: want 6 fields", v)
-	}
-	var grouping []string
-	if parts[5] != "" {
-		for _, h := range strings.Split(parts[5], ",") {
-			n, err := hex.DecodeString(h)
-			if err != nil {
-				return fastSpec{}, fmt.Errorf("fast path marker %q: grouping: %w", v, err)
-			}
-			grouping = append(grouping, string(n))
-		}
-	}
-	switch parts[4] {
-	case "", "sum", "count", "avg":
-	default:
-		return fastSpec{}, fmt.Errorf("fast path marker %q: unknown aggregation", v)
-	}
-	var nums [3]int64
-	for i, s := range parts[1:4] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return fastSpec{}, fmt.Errorf("fast path marker %q: %w", v, err)
-		}
-		nums[i] = n
-	}
-	if _, ok := fastFuncs[parts[0]]; !ok && parts[0] != selectFn {
-		return fastSpec{}, fmt.Errorf("fast path marker %q: unknown function", v)
-	}
-	return fastSpec{fn: parts[0], rng: time.Duration(nums[0]),
-		pos:      posrange.PositionRange{Start: posrange.Pos(nums[1]), End: posrange.Pos(nums[2])},
-		agg:      parts[4],
-		grouping: grouping}, nil
 }

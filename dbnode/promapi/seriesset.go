@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
-	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
 )
@@ -28,7 +28,7 @@ const checkContextEvery = 128
 // sample is handed to the series' iterator, never read twice.
 type seriesSet struct {
 	ctx        context.Context
-	b          httpapi.Backend
+	b          query.Reader
 	ns         string
 	q          *querier // counts the series fetched against the limit
 	matchers   []*labels.Matcher

@@ -83,6 +83,9 @@ type ServerOptions struct {
 	// Nil: those methods answer Unimplemented, as a node older than them.
 	Exemplars *exemplars.Store
 	Metadata  *metricmeta.Store
+	// Pushdown computes pushed-down queries (pushdown.go). Nil: Pushdown
+	// answers Unimplemented, as a node older than it.
+	Pushdown Evaluator
 }
 
 // Server serves node RPC over a database. It holds no per-request state

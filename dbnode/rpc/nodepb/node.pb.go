@@ -2371,6 +2371,300 @@ func (x *MetadataQueryResponse) GetEntries() []*MetadataEntry {
 	return nil
 }
 
+// Pushdown (docs/query.md): a query.Request and the shards to answer it for.
+type PushdownRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Matchers      []*Matcher             `protobuf:"bytes,2,rep,name=matchers,proto3" json:"matchers,omitempty"`
+	Shards        []uint32               `protobuf:"varint,3,rep,packed,name=shards,proto3" json:"shards,omitempty"` // each must be readable here
+	Start         int64                  `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`          // first step, unix ms
+	End           int64                  `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`              // last step, unix ms, inclusive
+	Step          int64                  `protobuf:"varint,6,opt,name=step,proto3" json:"step,omitempty"`            // ms; 0: one step (an instant query)
+	Lookback      int64                  `protobuf:"varint,7,opt,name=lookback,proto3" json:"lookback,omitempty"`    // ms, for func 0 (the selector's value)
+	Func          uint32                 `protobuf:"varint,8,opt,name=func,proto3" json:"func,omitempty"`            // query.Func: 0 select, 1 rate, ... (query.go)
+	Range         int64                  `protobuf:"varint,9,opt,name=range,proto3" json:"range,omitempty"`          // ms, the function's window
+	Agg           uint32                 `protobuf:"varint,10,opt,name=agg,proto3" json:"agg,omitempty"`             // query.Agg: 1 sum, 2 count, 3 avg
+	Grouping      []string               `protobuf:"bytes,11,rep,name=grouping,proto3" json:"grouping,omitempty"`    // sorted label names
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushdownRequest) Reset() {
+	*x = PushdownRequest{}
+	mi := &file_node_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushdownRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushdownRequest) ProtoMessage() {}
+
+func (x *PushdownRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushdownRequest.ProtoReflect.Descriptor instead.
+func (*PushdownRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *PushdownRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PushdownRequest) GetMatchers() []*Matcher {
+	if x != nil {
+		return x.Matchers
+	}
+	return nil
+}
+
+func (x *PushdownRequest) GetShards() []uint32 {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+func (x *PushdownRequest) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *PushdownRequest) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *PushdownRequest) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *PushdownRequest) GetLookback() int64 {
+	if x != nil {
+		return x.Lookback
+	}
+	return 0
+}
+
+func (x *PushdownRequest) GetFunc() uint32 {
+	if x != nil {
+		return x.Func
+	}
+	return 0
+}
+
+func (x *PushdownRequest) GetRange() int64 {
+	if x != nil {
+		return x.Range
+	}
+	return 0
+}
+
+func (x *PushdownRequest) GetAgg() uint32 {
+	if x != nil {
+		return x.Agg
+	}
+	return 0
+}
+
+func (x *PushdownRequest) GetGrouping() []string {
+	if x != nil {
+		return x.Grouping
+	}
+	return nil
+}
+
+// PushdownGroup is one group's partial aggregate: per step the count of
+// series with a value (0: none; varints, mostly one byte) and, for sum and
+// avg, their Kahan sum and its compensation (comp left out when it is
+// zero at every step, as it mostly is).
+type PushdownGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LabelNames    []string               `protobuf:"bytes,1,rep,name=label_names,json=labelNames,proto3" json:"label_names,omitempty"`
+	LabelValues   []string               `protobuf:"bytes,2,rep,name=label_values,json=labelValues,proto3" json:"label_values,omitempty"`
+	Count         []uint64               `protobuf:"varint,3,rep,packed,name=count,proto3" json:"count,omitempty"`
+	Sum           []float64              `protobuf:"fixed64,4,rep,packed,name=sum,proto3" json:"sum,omitempty"`
+	Comp          []float64              `protobuf:"fixed64,5,rep,packed,name=comp,proto3" json:"comp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushdownGroup) Reset() {
+	*x = PushdownGroup{}
+	mi := &file_node_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushdownGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushdownGroup) ProtoMessage() {}
+
+func (x *PushdownGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushdownGroup.ProtoReflect.Descriptor instead.
+func (*PushdownGroup) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *PushdownGroup) GetLabelNames() []string {
+	if x != nil {
+		return x.LabelNames
+	}
+	return nil
+}
+
+func (x *PushdownGroup) GetLabelValues() []string {
+	if x != nil {
+		return x.LabelValues
+	}
+	return nil
+}
+
+func (x *PushdownGroup) GetCount() []uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return nil
+}
+
+func (x *PushdownGroup) GetSum() []float64 {
+	if x != nil {
+		return x.Sum
+	}
+	return nil
+}
+
+func (x *PushdownGroup) GetComp() []float64 {
+	if x != nil {
+		return x.Comp
+	}
+	return nil
+}
+
+type PushdownResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// declined: the node does not compute this request (native histograms,
+	// limits, an overflowing avg): the requester reads raw series.
+	Declined    bool             `protobuf:"varint,1,opt,name=declined,proto3" json:"declined,omitempty"`
+	Groups      []*PushdownGroup `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
+	Series      int64            `protobuf:"varint,3,opt,name=series,proto3" json:"series,omitempty"` // series read
+	NonCounters []string         `protobuf:"bytes,4,rep,name=non_counters,json=nonCounters,proto3" json:"non_counters,omitempty"`
+	Warnings    []string         `protobuf:"bytes,5,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// digest of the per-series step values the partials were computed from,
+	// independent of series order: replicas that read the same samples
+	// agree on it.
+	Digest        uint64 `protobuf:"fixed64,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushdownResponse) Reset() {
+	*x = PushdownResponse{}
+	mi := &file_node_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushdownResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushdownResponse) ProtoMessage() {}
+
+func (x *PushdownResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushdownResponse.ProtoReflect.Descriptor instead.
+func (*PushdownResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *PushdownResponse) GetDeclined() bool {
+	if x != nil {
+		return x.Declined
+	}
+	return false
+}
+
+func (x *PushdownResponse) GetGroups() []*PushdownGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *PushdownResponse) GetSeries() int64 {
+	if x != nil {
+		return x.Series
+	}
+	return 0
+}
+
+func (x *PushdownResponse) GetNonCounters() []string {
+	if x != nil {
+		return x.NonCounters
+	}
+	return nil
+}
+
+func (x *PushdownResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *PushdownResponse) GetDigest() uint64 {
+	if x != nil {
+		return x.Digest
+	}
+	return 0
+}
+
 var File_node_proto protoreflect.FileDescriptor
 
 const file_node_proto_rawDesc = "" +
@@ -2527,7 +2821,34 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries*\x92\x01\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xac\x02\n" +
+	"\x0fPushdownRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
+	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x16\n" +
+	"\x06shards\x18\x03 \x03(\rR\x06shards\x12\x14\n" +
+	"\x05start\x18\x04 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x05 \x01(\x03R\x03end\x12\x12\n" +
+	"\x04step\x18\x06 \x01(\x03R\x04step\x12\x1a\n" +
+	"\blookback\x18\a \x01(\x03R\blookback\x12\x12\n" +
+	"\x04func\x18\b \x01(\rR\x04func\x12\x14\n" +
+	"\x05range\x18\t \x01(\x03R\x05range\x12\x10\n" +
+	"\x03agg\x18\n" +
+	" \x01(\rR\x03agg\x12\x1a\n" +
+	"\bgrouping\x18\v \x03(\tR\bgrouping\"\x8f\x01\n" +
+	"\rPushdownGroup\x12\x1f\n" +
+	"\vlabel_names\x18\x01 \x03(\tR\n" +
+	"labelNames\x12!\n" +
+	"\flabel_values\x18\x02 \x03(\tR\vlabelValues\x12\x14\n" +
+	"\x05count\x18\x03 \x03(\x04R\x05count\x12\x10\n" +
+	"\x03sum\x18\x04 \x03(\x01R\x03sum\x12\x12\n" +
+	"\x04comp\x18\x05 \x03(\x01R\x04comp\"\xd4\x01\n" +
+	"\x10PushdownResponse\x12\x1a\n" +
+	"\bdeclined\x18\x01 \x01(\bR\bdeclined\x125\n" +
+	"\x06groups\x18\x02 \x03(\v2\x1d.tessera.rpc.v1.PushdownGroupR\x06groups\x12\x16\n" +
+	"\x06series\x18\x03 \x01(\x03R\x06series\x12!\n" +
+	"\fnon_counters\x18\x04 \x03(\tR\vnonCounters\x12\x1a\n" +
+	"\bwarnings\x18\x05 \x03(\tR\bwarnings\x12\x16\n" +
+	"\x06digest\x18\x06 \x01(\x06R\x06digest*\x92\x01\n" +
 	"\rPayloadFormat\x12\x1c\n" +
 	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00\x12!\n" +
 	"\x1dPAYLOAD_FORMAT_SERIES_HANDLES\x10\n" +
@@ -2538,7 +2859,8 @@ const file_node_proto_rawDesc = "" +
 	"\vMATCH_EQUAL\x10\x00\x12\x13\n" +
 	"\x0fMATCH_NOT_EQUAL\x10\x01\x12\x10\n" +
 	"\fMATCH_REGEXP\x10\x02\x12\x14\n" +
-	"\x10MATCH_NOT_REGEXP\x10\x032\xe7\t\n" +
+	"\x10MATCH_NOT_REGEXP\x10\x032\xb6\n" +
+	"\n" +
 	"\x04Node\x12S\n" +
 	"\n" +
 	"WriteBatch\x12!.tessera.rpc.v1.WriteBatchRequest\x1a\".tessera.rpc.v1.WriteBatchResponse\x12X\n" +
@@ -2555,7 +2877,8 @@ const file_node_proto_rawDesc = "" +
 	"\x0eExemplarsWrite\x12%.tessera.rpc.v1.ExemplarsWriteRequest\x1a&.tessera.rpc.v1.ExemplarsWriteResponse\x12_\n" +
 	"\x0eExemplarsQuery\x12%.tessera.rpc.v1.ExemplarsQueryRequest\x1a&.tessera.rpc.v1.ExemplarsQueryResponse\x12\\\n" +
 	"\rMetadataWrite\x12$.tessera.rpc.v1.MetadataWriteRequest\x1a%.tessera.rpc.v1.MetadataWriteResponse\x12\\\n" +
-	"\rMetadataQuery\x12$.tessera.rpc.v1.MetadataQueryRequest\x1a%.tessera.rpc.v1.MetadataQueryResponseB3Z1github.com/tessera-tsdb/tessera/dbnode/rpc/nodepbb\x06proto3"
+	"\rMetadataQuery\x12$.tessera.rpc.v1.MetadataQueryRequest\x1a%.tessera.rpc.v1.MetadataQueryResponse\x12M\n" +
+	"\bPushdown\x12\x1f.tessera.rpc.v1.PushdownRequest\x1a .tessera.rpc.v1.PushdownResponseB3Z1github.com/tessera-tsdb/tessera/dbnode/rpc/nodepbb\x06proto3"
 
 var (
 	file_node_proto_rawDescOnce sync.Once
@@ -2570,7 +2893,7 @@ func file_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_node_proto_goTypes = []any{
 	(PayloadFormat)(0),              // 0: tessera.rpc.v1.PayloadFormat
 	(MatchType)(0),                  // 1: tessera.rpc.v1.MatchType
@@ -2611,6 +2934,9 @@ var file_node_proto_goTypes = []any{
 	(*MetadataWriteResponse)(nil),   // 36: tessera.rpc.v1.MetadataWriteResponse
 	(*MetadataQueryRequest)(nil),    // 37: tessera.rpc.v1.MetadataQueryRequest
 	(*MetadataQueryResponse)(nil),   // 38: tessera.rpc.v1.MetadataQueryResponse
+	(*PushdownRequest)(nil),         // 39: tessera.rpc.v1.PushdownRequest
+	(*PushdownGroup)(nil),           // 40: tessera.rpc.v1.PushdownGroup
+	(*PushdownResponse)(nil),        // 41: tessera.rpc.v1.PushdownResponse
 }
 var file_node_proto_depIdxs = []int32{
 	0,  // 0: tessera.rpc.v1.WriteBatchRequest.format:type_name -> tessera.rpc.v1.PayloadFormat
@@ -2631,39 +2957,43 @@ var file_node_proto_depIdxs = []int32{
 	28, // 15: tessera.rpc.v1.ExemplarsQueryResponse.series:type_name -> tessera.rpc.v1.ExemplarSeries
 	34, // 16: tessera.rpc.v1.MetadataWriteRequest.entries:type_name -> tessera.rpc.v1.MetadataEntry
 	34, // 17: tessera.rpc.v1.MetadataQueryResponse.entries:type_name -> tessera.rpc.v1.MetadataEntry
-	2,  // 18: tessera.rpc.v1.Node.WriteBatch:input_type -> tessera.rpc.v1.WriteBatchRequest
-	2,  // 19: tessera.rpc.v1.Node.WriteStream:input_type -> tessera.rpc.v1.WriteBatchRequest
-	5,  // 20: tessera.rpc.v1.Node.FetchTagged:input_type -> tessera.rpc.v1.FetchTaggedRequest
-	6,  // 21: tessera.rpc.v1.Node.Fetch:input_type -> tessera.rpc.v1.FetchRequest
-	9,  // 22: tessera.rpc.v1.Node.Health:input_type -> tessera.rpc.v1.HealthRequest
-	11, // 23: tessera.rpc.v1.Node.BlockMetadata:input_type -> tessera.rpc.v1.BlockMetadataRequest
-	15, // 24: tessera.rpc.v1.Node.FetchBlock:input_type -> tessera.rpc.v1.FetchBlockRequest
-	18, // 25: tessera.rpc.v1.Node.FetchUnflushed:input_type -> tessera.rpc.v1.FetchUnflushedRequest
-	20, // 26: tessera.rpc.v1.Node.BlockDigests:input_type -> tessera.rpc.v1.BlockDigestsRequest
-	23, // 27: tessera.rpc.v1.Node.SeriesChecksums:input_type -> tessera.rpc.v1.SeriesChecksumsRequest
-	29, // 28: tessera.rpc.v1.Node.ExemplarsWrite:input_type -> tessera.rpc.v1.ExemplarsWriteRequest
-	32, // 29: tessera.rpc.v1.Node.ExemplarsQuery:input_type -> tessera.rpc.v1.ExemplarsQueryRequest
-	35, // 30: tessera.rpc.v1.Node.MetadataWrite:input_type -> tessera.rpc.v1.MetadataWriteRequest
-	37, // 31: tessera.rpc.v1.Node.MetadataQuery:input_type -> tessera.rpc.v1.MetadataQueryRequest
-	3,  // 32: tessera.rpc.v1.Node.WriteBatch:output_type -> tessera.rpc.v1.WriteBatchResponse
-	3,  // 33: tessera.rpc.v1.Node.WriteStream:output_type -> tessera.rpc.v1.WriteBatchResponse
-	8,  // 34: tessera.rpc.v1.Node.FetchTagged:output_type -> tessera.rpc.v1.FetchResponse
-	8,  // 35: tessera.rpc.v1.Node.Fetch:output_type -> tessera.rpc.v1.FetchResponse
-	10, // 36: tessera.rpc.v1.Node.Health:output_type -> tessera.rpc.v1.HealthResponse
-	14, // 37: tessera.rpc.v1.Node.BlockMetadata:output_type -> tessera.rpc.v1.BlockMetadataResponse
-	17, // 38: tessera.rpc.v1.Node.FetchBlock:output_type -> tessera.rpc.v1.FetchBlockResponse
-	19, // 39: tessera.rpc.v1.Node.FetchUnflushed:output_type -> tessera.rpc.v1.FetchUnflushedResponse
-	22, // 40: tessera.rpc.v1.Node.BlockDigests:output_type -> tessera.rpc.v1.BlockDigestsResponse
-	25, // 41: tessera.rpc.v1.Node.SeriesChecksums:output_type -> tessera.rpc.v1.SeriesChecksumsResponse
-	30, // 42: tessera.rpc.v1.Node.ExemplarsWrite:output_type -> tessera.rpc.v1.ExemplarsWriteResponse
-	33, // 43: tessera.rpc.v1.Node.ExemplarsQuery:output_type -> tessera.rpc.v1.ExemplarsQueryResponse
-	36, // 44: tessera.rpc.v1.Node.MetadataWrite:output_type -> tessera.rpc.v1.MetadataWriteResponse
-	38, // 45: tessera.rpc.v1.Node.MetadataQuery:output_type -> tessera.rpc.v1.MetadataQueryResponse
-	32, // [32:46] is the sub-list for method output_type
-	18, // [18:32] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	4,  // 18: tessera.rpc.v1.PushdownRequest.matchers:type_name -> tessera.rpc.v1.Matcher
+	40, // 19: tessera.rpc.v1.PushdownResponse.groups:type_name -> tessera.rpc.v1.PushdownGroup
+	2,  // 20: tessera.rpc.v1.Node.WriteBatch:input_type -> tessera.rpc.v1.WriteBatchRequest
+	2,  // 21: tessera.rpc.v1.Node.WriteStream:input_type -> tessera.rpc.v1.WriteBatchRequest
+	5,  // 22: tessera.rpc.v1.Node.FetchTagged:input_type -> tessera.rpc.v1.FetchTaggedRequest
+	6,  // 23: tessera.rpc.v1.Node.Fetch:input_type -> tessera.rpc.v1.FetchRequest
+	9,  // 24: tessera.rpc.v1.Node.Health:input_type -> tessera.rpc.v1.HealthRequest
+	11, // 25: tessera.rpc.v1.Node.BlockMetadata:input_type -> tessera.rpc.v1.BlockMetadataRequest
+	15, // 26: tessera.rpc.v1.Node.FetchBlock:input_type -> tessera.rpc.v1.FetchBlockRequest
+	18, // 27: tessera.rpc.v1.Node.FetchUnflushed:input_type -> tessera.rpc.v1.FetchUnflushedRequest
+	20, // 28: tessera.rpc.v1.Node.BlockDigests:input_type -> tessera.rpc.v1.BlockDigestsRequest
+	23, // 29: tessera.rpc.v1.Node.SeriesChecksums:input_type -> tessera.rpc.v1.SeriesChecksumsRequest
+	29, // 30: tessera.rpc.v1.Node.ExemplarsWrite:input_type -> tessera.rpc.v1.ExemplarsWriteRequest
+	32, // 31: tessera.rpc.v1.Node.ExemplarsQuery:input_type -> tessera.rpc.v1.ExemplarsQueryRequest
+	35, // 32: tessera.rpc.v1.Node.MetadataWrite:input_type -> tessera.rpc.v1.MetadataWriteRequest
+	37, // 33: tessera.rpc.v1.Node.MetadataQuery:input_type -> tessera.rpc.v1.MetadataQueryRequest
+	39, // 34: tessera.rpc.v1.Node.Pushdown:input_type -> tessera.rpc.v1.PushdownRequest
+	3,  // 35: tessera.rpc.v1.Node.WriteBatch:output_type -> tessera.rpc.v1.WriteBatchResponse
+	3,  // 36: tessera.rpc.v1.Node.WriteStream:output_type -> tessera.rpc.v1.WriteBatchResponse
+	8,  // 37: tessera.rpc.v1.Node.FetchTagged:output_type -> tessera.rpc.v1.FetchResponse
+	8,  // 38: tessera.rpc.v1.Node.Fetch:output_type -> tessera.rpc.v1.FetchResponse
+	10, // 39: tessera.rpc.v1.Node.Health:output_type -> tessera.rpc.v1.HealthResponse
+	14, // 40: tessera.rpc.v1.Node.BlockMetadata:output_type -> tessera.rpc.v1.BlockMetadataResponse
+	17, // 41: tessera.rpc.v1.Node.FetchBlock:output_type -> tessera.rpc.v1.FetchBlockResponse
+	19, // 42: tessera.rpc.v1.Node.FetchUnflushed:output_type -> tessera.rpc.v1.FetchUnflushedResponse
+	22, // 43: tessera.rpc.v1.Node.BlockDigests:output_type -> tessera.rpc.v1.BlockDigestsResponse
+	25, // 44: tessera.rpc.v1.Node.SeriesChecksums:output_type -> tessera.rpc.v1.SeriesChecksumsResponse
+	30, // 45: tessera.rpc.v1.Node.ExemplarsWrite:output_type -> tessera.rpc.v1.ExemplarsWriteResponse
+	33, // 46: tessera.rpc.v1.Node.ExemplarsQuery:output_type -> tessera.rpc.v1.ExemplarsQueryResponse
+	36, // 47: tessera.rpc.v1.Node.MetadataWrite:output_type -> tessera.rpc.v1.MetadataWriteResponse
+	38, // 48: tessera.rpc.v1.Node.MetadataQuery:output_type -> tessera.rpc.v1.MetadataQueryResponse
+	41, // 49: tessera.rpc.v1.Node.Pushdown:output_type -> tessera.rpc.v1.PushdownResponse
+	35, // [35:50] is the sub-list for method output_type
+	20, // [20:35] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_node_proto_init() }
@@ -2677,7 +3007,7 @@ func file_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_proto_rawDesc), len(file_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -49,6 +49,7 @@ const (
 	Node_ExemplarsQuery_FullMethodName  = "/tessera.rpc.v1.Node/ExemplarsQuery"
 	Node_MetadataWrite_FullMethodName   = "/tessera.rpc.v1.Node/MetadataWrite"
 	Node_MetadataQuery_FullMethodName   = "/tessera.rpc.v1.Node/MetadataQuery"
+	Node_Pushdown_FullMethodName        = "/tessera.rpc.v1.Node/Pushdown"
 )
 
 // NodeClient is the client API for Node service.
@@ -100,6 +101,11 @@ type NodeClient interface {
 	MetadataWrite(ctx context.Context, in *MetadataWriteRequest, opts ...grpc.CallOption) (*MetadataWriteResponse, error)
 	// MetadataQuery returns the node's metadata, as /api/v1/metadata asks.
 	MetadataQuery(ctx context.Context, in *MetadataQueryRequest, opts ...grpc.CallOption) (*MetadataQueryResponse, error)
+	// Pushdown computes a query's function per series at its steps over the
+	// shards asked for and answers the groups' partial aggregates instead of
+	// raw series (docs/query.md). Nodes before it answer Unimplemented; the
+	// requester then fetches raw series (FetchTagged).
+	Pushdown(ctx context.Context, in *PushdownRequest, opts ...grpc.CallOption) (*PushdownResponse, error)
 }
 
 type nodeClient struct {
@@ -253,6 +259,16 @@ func (c *nodeClient) MetadataQuery(ctx context.Context, in *MetadataQueryRequest
 	return out, nil
 }
 
+func (c *nodeClient) Pushdown(ctx context.Context, in *PushdownRequest, opts ...grpc.CallOption) (*PushdownResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PushdownResponse)
+	err := c.cc.Invoke(ctx, Node_Pushdown_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -302,6 +318,11 @@ type NodeServer interface {
 	MetadataWrite(context.Context, *MetadataWriteRequest) (*MetadataWriteResponse, error)
 	// MetadataQuery returns the node's metadata, as /api/v1/metadata asks.
 	MetadataQuery(context.Context, *MetadataQueryRequest) (*MetadataQueryResponse, error)
+	// Pushdown computes a query's function per series at its steps over the
+	// shards asked for and answers the groups' partial aggregates instead of
+	// raw series (docs/query.md). Nodes before it answer Unimplemented; the
+	// requester then fetches raw series (FetchTagged).
+	Pushdown(context.Context, *PushdownRequest) (*PushdownResponse, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -353,6 +374,9 @@ func (UnimplementedNodeServer) MetadataWrite(context.Context, *MetadataWriteRequ
 }
 func (UnimplementedNodeServer) MetadataQuery(context.Context, *MetadataQueryRequest) (*MetadataQueryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MetadataQuery not implemented")
+}
+func (UnimplementedNodeServer) Pushdown(context.Context, *PushdownRequest) (*PushdownResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Pushdown not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -616,6 +640,24 @@ func _Node_MetadataQuery_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_Pushdown_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PushdownRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).Pushdown(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_Pushdown_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).Pushdown(ctx, req.(*PushdownRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -674,6 +716,10 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MetadataQuery",
 			Handler:    _Node_MetadataQuery_Handler,
+		},
+		{
+			MethodName: "Pushdown",
+			Handler:    _Node_Pushdown_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,174 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Evaluator computes a pushed-down request over this node's data in the
+// shards filter accepts (promapi.Evaluate over the database, wired by the
+// node). It returns query.ErrDeclined for a request it does not compute.
+type Evaluator func(ctx context.Context, req *query.Request, shards func(uint32) bool) (*query.Result, error)
+
+func (v service) Pushdown(ctx context.Context, req *nodepb.PushdownRequest) (*nodepb.PushdownResponse, error) {
+	return v.s.pushdown(ctx, req)
+}
+
+// pushdown answers a query.Request for the shards asked for, all of which
+// must be readable here, with the groups' partial aggregates.
+func (s *Server) pushdown(ctx context.Context, p *nodepb.PushdownRequest) (*nodepb.PushdownResponse, error) {
+	if s.opts.Pushdown == nil {
+		return nil, status.Error(codes.Unimplemented, "pushdown is not served by this node")
+	}
+	ns, err := s.namespace(p.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	if !ns.Index {
+		return nil, status.Errorf(codes.InvalidArgument, "namespace %q is not indexed: queries by label need index: true", p.GetNamespace())
+	}
+	if len(p.GetShards()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "pushdown: no shards asked for")
+	}
+	req, err := requestFromPB(p)
+	if err != nil {
+		return nil, err
+	}
+	check := newShardCheck(s.own, OpRead, s.db.NumShards())
+	want := make(map[uint32]struct{}, len(p.GetShards()))
+	for _, sh := range p.GetShards() {
+		check.allowed(sh)
+		want[sh] = struct{}{}
+	}
+	if err := check.err(ctx); err != nil {
+		return nil, err
+	}
+	res, err := s.opts.Pushdown(ctx, req, func(sh uint32) bool { _, ok := want[sh]; return ok })
+	switch {
+	case errors.Is(err, query.ErrDeclined):
+		return &nodepb.PushdownResponse{Declined: true}, nil
+	case ctx.Err() != nil:
+		return nil, ctxStatus(ctx.Err())
+	case err != nil:
+		return nil, s.fail("Pushdown", "evaluate", err)
+	}
+	resp := resultToPB(res)
+	if n := proto.Size(resp); n > s.opts.MaxMsgSize {
+		return nil, status.Errorf(codes.ResourceExhausted, "pushdown answer of %d bytes exceeds the %d byte message limit", n, s.opts.MaxMsgSize)
+	}
+	return resp, nil
+}
+
+// requestFromPB is the request on the wire as a query.Request; a request
+// no evaluator can compute is the caller's mistake (InvalidArgument).
+func requestFromPB(p *nodepb.PushdownRequest) (*query.Request, error) {
+	ms, err := toMatchers(matchersFromPB(p.GetMatchers()))
+	if err != nil {
+		return nil, err
+	}
+	if p.GetFunc() > 255 || p.GetAgg() > 255 {
+		return nil, status.Errorf(codes.InvalidArgument, "pushdown: function %d, aggregation %d", p.GetFunc(), p.GetAgg())
+	}
+	req := &query.Request{Namespace: p.GetNamespace(), Matchers: ms,
+		Steps: query.Steps{Start: p.GetStart(), End: p.GetEnd(), Step: p.GetStep(), Lookback: p.GetLookback()},
+		Pushdown: query.Pushdown{Func: query.Func(p.GetFunc()), Range: time.Duration(p.GetRange()) * time.Millisecond,
+			Agg: query.Agg(p.GetAgg()), Grouping: p.GetGrouping()}}
+	if err := req.Validate(); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if req.Agg == query.AggNone {
+		return nil, status.Error(codes.InvalidArgument, "pushdown: no aggregation")
+	}
+	return req, nil
+}
+
+func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
+	ms := make([]Matcher, len(req.Matchers))
+	for i, m := range req.Matchers {
+		ms[i] = Matcher{Type: uint8(m.Type), Name: m.Name, Value: m.Value}
+	}
+	return &nodepb.PushdownRequest{Namespace: req.Namespace, Matchers: matchersToPB(ms), Shards: shards,
+		Start: req.Steps.Start, End: req.Steps.End, Step: req.Steps.Step, Lookback: req.Steps.Lookback,
+		Func: uint32(req.Func), Range: req.Range.Milliseconds(), Agg: uint32(req.Agg), Grouping: req.Grouping}
+}
+
+func resultToPB(r *query.Result) *nodepb.PushdownResponse {
+	resp := &nodepb.PushdownResponse{Series: int64(r.Series), NonCounters: r.NonCounters, Warnings: r.Warnings,
+		Digest: r.Digest, Groups: make([]*nodepb.PushdownGroup, len(r.Groups))}
+	for i, g := range r.Groups {
+		pg := &nodepb.PushdownGroup{Count: make([]uint64, len(g.Count)), Sum: g.Sum}
+		for k, n := range g.Count {
+			pg.Count[k] = uint64(n) // whole numbers of series
+		}
+		if slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }) {
+			pg.Comp = g.Comp
+		}
+		g.Labels.Range(func(l labels.Label) {
+			pg.LabelNames = append(pg.LabelNames, l.Name)
+			pg.LabelValues = append(pg.LabelValues, l.Value)
+		})
+		resp.Groups[i] = pg
+	}
+	return resp
+}
+
+// resultFromPB is a node's answer as a query.Result for a request of
+// steps steps; a malformed one is an error naming the node's mistake.
+func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) {
+	r := &query.Result{Steps: steps, Series: int(p.GetSeries()), NonCounters: p.GetNonCounters(),
+		Warnings: p.GetWarnings(), Digest: p.GetDigest(), Groups: make([]query.Partial, len(p.GetGroups()))}
+	for i, g := range p.GetGroups() {
+		if len(g.GetLabelNames()) != len(g.GetLabelValues()) {
+			return nil, fmt.Errorf("pushdown answer: group %d has %d label names and %d values", i, len(g.GetLabelNames()), len(g.GetLabelValues()))
+		}
+		b := labels.NewScratchBuilder(len(g.GetLabelNames()))
+		for k, n := range g.GetLabelNames() {
+			b.Add(n, g.GetLabelValues()[k])
+		}
+		b.Sort()
+		sum, comp := g.GetSum(), g.GetComp()
+		switch {
+		case len(sum) == 0:
+			sum, comp = nil, nil
+		case len(comp) == 0:
+			comp = make([]float64, len(sum)) // left out: zero at every step
+		}
+		count := make([]float64, len(g.GetCount()))
+		for k, n := range g.GetCount() {
+			count[k] = float64(n)
+		}
+		r.Groups[i] = query.Partial{Labels: b.Labels(), Count: count, Sum: sum, Comp: comp}
+		if len(r.Groups[i].Count) != steps || (sum != nil && (len(sum) != steps || len(comp) != steps)) {
+			return nil, fmt.Errorf("pushdown answer: group %d has %d counts and %d sums for %d steps", i, len(g.GetCount()), len(sum), steps)
+		}
+	}
+	return r, nil
+}
+
+// Pushdown asks the node for req's partial aggregates over shards. It
+// returns query.ErrDeclined when the node declines the request; an older
+// node fails with Unimplemented (an *Error).
+func (c *Client) Pushdown(ctx context.Context, req *query.Request, shards []uint32) (*query.Result, error) {
+	resp := new(nodepb.PushdownResponse)
+	if err := c.invoke(ctx, nodepb.Node_Pushdown_FullMethodName, requestToPB(req, shards), resp); err != nil {
+		return nil, err
+	}
+	if resp.GetDeclined() {
+		return nil, query.ErrDeclined
+	}
+	r, err := resultFromPB(resp, req.Steps.Count())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.addr, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# query-cluster.sh: the Grafana-style query table through node 1 of the
+# three-node RF 3 example next to one node holding the same data (issue 28).
+#
+#   1. starts the three-node example (config/examples/three-node, only its
+#      ports and data directories changed: embedded etcd seeds, write
+#      majority, read unstrict_majority), creates its RF 3 placement and
+#      waits for every node to be ready; starts one node on the embedded
+#      defaults (as query-vs-vm.sh does);
+#   2. loads `tessera bench --workload nodeexporter --hosts HOSTS` through
+#      node 1, then the same data (the --start it printed) into the single
+#      node, and waits until both answer every series;
+#   3. runs `tessera bench queries` ROUNDS times against node 1 and the
+#      single node, alternating, and prints per query the best time of
+#      each, the ratio cluster/single and the geometric mean;
+#   4. runs each query once more through node 1 alone and prints the bytes
+#      node 1 received from the other nodes for it (its session's
+#      read_received_bytes counter on /metrics: series IDs and encoded
+#      streams). While reads fetch raw series, at unstrict_majority that is
+#      one other replica's encoded samples of every selected series: the
+#      "raw samples' encoded size" a pushdown is measured against.
+#
+# Usage:
+#   scripts/query-cluster.sh TESSERA_BIN
+#   HOSTS=200 ROUNDS=3 scripts/query-cluster.sh /tmp/tessera
+#
+# Environment: HOSTS (800: ~100,000 series), ROUNDS (3), PORT (26100:
+# node i's HTTP is PORT+10*i, its RPC +1, etcd client +2 and peer +3; the
+# single node PORT+40..43), PUSHDOWN (false: the cluster nodes' query.pushdown),
+# KEEP=1 keeps the temp dir (logs, tables).
+set -euo pipefail
+
+TESSERA=${1:?usage: $0 TESSERA_BIN}
+HOSTS=${HOSTS:-800}
+ROUNDS=${ROUNDS:-3}
+PORT=${PORT:-26100}
+KEEP=${KEEP:-0}
+PUSHDOWN=${PUSHDOWN:-false}
+[ -x "$TESSERA" ] || { echo "not an executable: $TESSERA" >&2; exit 2; }
+
+work=$(mktemp -d /tmp/query-cluster.XXXXXX)
+pids=()
+cleanup() {
+	for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
+	if [ "$KEEP" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ticks, wait_up and node_yml
+. "$(dirname "$0")/storelib.sh"
+
+http() { echo $((PORT + 10 * $1)); }
+etcds="127.0.0.1:$(($(http 1) + 2)),127.0.0.1:$(($(http 2) + 2)),127.0.0.1:$(($(http 3) + 2))"
+initial="node1=http://127.0.0.1:$(($(http 1) + 3)),node2=http://127.0.0.1:$(($(http 2) + 3)),node3=http://127.0.0.1:$(($(http 3) + 3))"
+
+# cluster_yml I: node I of the three-node example with this script's ports.
+cluster_yml() {
+	local p
+	p=$(http "$1")
+	cat <<EOF
+id: node$1
+isolationGroup: rack$1
+dataDir: $work/node$1/data
+http:
+  listen: 127.0.0.1:$p
+rpc:
+  listen: 127.0.0.1:$((p + 1))
+commitlog:
+  mode: sync
+namespaces:
+  - name: default
+    retention: 48h
+    blockSize: 2h
+    bufferPast: 10m
+    bufferFuture: 2m
+query:
+  pushdown: $PUSHDOWN
+cluster:
+  name: default
+  writeConsistency: majority
+  readConsistency: unstrict_majority
+etcd:
+  endpoints: [${etcds//,/, }]
+  embedded:
+    enabled: true
+    name: node$1
+    clientURL: http://127.0.0.1:$((p + 2))
+    peerURL: http://127.0.0.1:$((p + 3))
+    initialCluster: $initial
+EOF
+}
+
+npids=()
+for i in 1 2 3; do
+	mkdir -p "$work/node$i"
+	cluster_yml "$i" >"$work/node$i/node.yml"
+	"$TESSERA" node -f "$work/node$i/node.yml" >"$work/node$i/node.log" 2>&1 &
+	pids+=($!)
+	npids+=($!)
+done
+export TESSERA_ETCD_ENDPOINTS=$etcds
+for try in $(seq 1 60); do
+	if "$TESSERA" placement init --rf 3 --shards 4096 \
+		--instance "id=node1,group=rack1,endpoint=127.0.0.1:$(($(http 1) + 1)),http=127.0.0.1:$(http 1)" \
+		--instance "id=node2,group=rack2,endpoint=127.0.0.1:$(($(http 2) + 1)),http=127.0.0.1:$(http 2)" \
+		--instance "id=node3,group=rack3,endpoint=127.0.0.1:$(($(http 3) + 1)),http=127.0.0.1:$(http 3)" \
+		>"$work/init.log" 2>&1; then
+		break
+	fi
+	grep -q "already exists" "$work/init.log" && break
+	[ "$try" = 60 ] && { cat "$work/init.log" >&2; exit 1; }
+	sleep 2
+done
+for i in 1 2 3; do
+	for try in $(seq 1 300); do
+		"$TESSERA" ready --url "http://127.0.0.1:$(http "$i")" >/dev/null 2>&1 && break
+		kill -0 "${npids[$((i - 1))]}" 2>/dev/null || { tail -5 "$work/node$i/node.log" >&2; exit 1; }
+		[ "$try" = 300 ] && { echo "node$i not ready after 300 s" >&2; exit 1; }
+		sleep 1
+	done
+done
+C_URL=http://127.0.0.1:$(http 1)
+
+mkdir -p "$work/single"
+S_PORT=$((PORT + 40))
+node_yml "$work/single" "$S_PORT" >"$work/single/node.yml"
+"$TESSERA" node -f "$work/single/node.yml" >"$work/single/node.log" 2>&1 &
+pids+=($!)
+spid=$!
+S_URL=http://127.0.0.1:$S_PORT
+wait_up "$S_URL" /ready "$work/single/node.log" "$spid"
+
+instant() {
+	curl -fsS "$1/api/v1/query" --data-urlencode "query=$2" --data-urlencode "time=$3" 2>/dev/null |
+		jq -r '.data.result[0].value[1] // empty' 2>/dev/null || true
+}
+wait_for() {
+	local i got=""
+	for i in $(seq 1 600); do
+		got=$(instant "$1" "$2" "$4")
+		[ "$got" = "$3" ] && return 0
+		sleep 1
+	done
+	echo "$5 answers $got to $2, want $3, after 10 minutes" >&2
+	return 1
+}
+
+echo "load before loading: $(cat /proc/loadavg)"
+"$TESSERA" bench --workload nodeexporter --hosts "$HOSTS" --url "$C_URL" | tee "$work/load-cluster.log"
+start=$(sed -n 's/.*--start \([0-9]*\).*/\1/p' "$work/load-cluster.log")
+series=$(awk '/^write: [0-9]+ samples of/ {print $5}' "$work/load-cluster.log")
+[ -n "$start" ] && [ -n "$series" ] || { echo "could not read the start and samples from the load" >&2; exit 1; }
+"$TESSERA" bench --workload nodeexporter --hosts "$HOSTS" --start "$start" --url "$S_URL" | tee "$work/load-single.log"
+end=$(((start + 30 * 60 * 1000 + 10000) / 1000 + 15))
+wait_for "$C_URL" 'count(last_over_time({job="node"}[1h]))' "$series" "$end" cluster
+wait_for "$S_URL" 'count(last_over_time({job="node"}[1h]))' "$series" "$end" single
+echo "both hold $series series (start $start)"
+
+res="$work/results"
+: >"$res"
+for r in $(seq 1 "$ROUNDS"); do
+	order="cluster single"
+	[ $((r % 2)) = 0 ] && order="single cluster"
+	for who in $order; do
+		if [ "$who" = cluster ]; then url=$C_URL; else url=$S_URL; fi
+		"$TESSERA" bench queries --url "$url" --start "$start" --rounds 1 >"$work/q-$who-$r.txt"
+		geo=$(awk '$1 == "geomean" {print $2}' "$work/q-$who-$r.txt")
+		printf 'round %s %-8s geomean %8s ms, load1 %s\n' "$r" "$who" "$geo" "$(cut -d' ' -f1 /proc/loadavg)"
+		awk -v who="$who" -v r="$r" 'f && $1 != "geomean" {print "q", who, r, $1, $2, $3} $1 == "query" {f = 1}' \
+			"$work/q-$who-$r.txt" >>"$res"
+	done
+done
+
+# received: node 1's session counter of bytes received by reads. Its
+# metrics reach /metrics once a second (tally's report interval): read it
+# 2.5 s after the last query.
+received() {
+	sleep 2.5
+	curl -fsS "$C_URL/metrics" | awk '/^tessera_session_read_received_bytes(_total)?[ {]/ {s += $NF} END {printf "%d\n", s}'
+}
+names=$(awk '$1 == "q" && $2 == "cluster" && $3 == 1 {print $4}' "$res")
+for q in $names; do
+	b0=$(received)
+	"$TESSERA" bench queries --url "$C_URL" --start "$start" --rounds 1 --only "$q" >/dev/null
+	b1=$(received)
+	echo "bytes $q $((b1 - b0))" >>"$res"
+done
+
+echo
+echo "best of $ROUNDS per query (ms), three-node RF 3 through node 1 vs one node, $HOSTS hosts, $TESSERA:"
+awk '
+$1 == "q" {
+	k = $2 SUBSEP $4
+	if (!(k in best) || $5 < best[k]) best[k] = $5
+	if (!($4 in seen)) { seen[$4] = 1; names[++n] = $4 }
+}
+$1 == "bytes" { bytes[$2] = $3 }
+END {
+	printf "%-20s %12s %12s %8s %16s\n", "query", "cluster_ms", "single_ms", "ratio", "node1_rx_bytes"
+	lc = 0; ls = 0; worst = 0
+	for (i = 1; i <= n; i++) {
+		q = names[i]; c = best["cluster" SUBSEP q]; s = best["single" SUBSEP q]
+		printf "%-20s %12.2f %12.2f %7.2fx %16d\n", q, c, s, c / s, bytes[q]
+		lc += log(c); ls += log(s)
+		if (c / s > worst) worst = c / s
+	}
+	printf "%-20s %12.2f %12.2f %7.2fx   (worst %.2fx)\n", "geomean", exp(lc / n), exp(ls / n), exp((lc - ls) / n), worst
+}' "$res"
+echo "load after: $(cat /proc/loadavg)"
