@@ -137,10 +137,10 @@ func unparen(e parser.Expr) parser.Expr {
 
 // maxBinDepth is the most binary operators nested in one another that
 // the fast path plans; it leaves a deeper expression to the engine before
-// reading any data. A plan nests two JSON objects per operator, and
-// encoding/json refuses to decode past 10,000 levels (a chain of 5,001
-// selectors answered 422 "exceeded max depth" before this bound); the
-// engine answers such a query (when query.maxExpressionDepth allows it).
+// reading any data, so that planning and evaluating a plan (both
+// recursive) stay bounded whatever query.maxExpressionDepth allows. (When
+// plans travelled as JSON, a chain of 5,001 selectors answered 422
+// "exceeded max depth" from encoding/json.)
 const maxBinDepth = 1000
 
 // binPlan returns the plan of be, false when the fast path leaves it to
