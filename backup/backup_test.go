@@ -116,6 +116,7 @@ func backupDB(t *testing.T, db *storage.Database, dir string, b objstore.Bucket,
 	entries, p, err := Upload(ctx, b, s, UploadOptions{Shards: allShards(), Concurrency: 3})
 	require.NoError(t, err)
 	m := &Manifest{FormatVersion: FormatVersion, ID: id, StartedMs: meta.CreatedMs, NumShards: testShards, Shards: entries}
+	summarizeManifest(m)
 	require.NoError(t, m.Validate())
 	require.NoError(t, WriteManifest(ctx, b, m))
 	return m, p
@@ -131,12 +132,20 @@ func restoreInto(t *testing.T, clk *clock, b objstore.Bucket, id string) (*stora
 	return db, r.Report()
 }
 
-// TestBackupIncrementalVerifyRestore backs a database up (flushed blocks
-// and memory), backs it up again after more writes (only the changed
-// parts are uploaded), restores the second backup into a fresh database
-// with every sample bit for bit, then flips one byte of one block part:
-// verify names it, and a restore loses that block only.
+// TestBackupIncrementalVerifyRestore runs the backup scenario against a
+// filesystem bucket.
 func TestBackupIncrementalVerifyRestore(t *testing.T) {
+	b, dir := fsBucket(t)
+	backupScenario(t, b, func(key string) string { return filepath.Join(dir, key) })
+}
+
+// backupScenario backs a database up (flushed blocks and memory), backs
+// it up again after more writes (only the changed parts are uploaded),
+// restores the second backup into a fresh database with every sample
+// bit for bit, then flips one byte of one block part (objectFile says
+// where the bucket keeps a key on disk): verify names it, and a restore
+// loses that block only.
+func backupScenario(t *testing.T, b objstore.Bucket, objectFile func(key string) string) {
 	clk := &clock{t: t0.Add(5*time.Hour + 30*time.Minute)}
 	db, dir := openDB(t, clk)
 	const n = 40
@@ -147,7 +156,6 @@ func TestBackupIncrementalVerifyRestore(t *testing.T) {
 	}
 	write(t, db, n, ts...)
 	require.NoError(t, db.Tick()) // flushes the blocks at t0 and t0+2h
-	b, bdir := fsBucket(t)
 
 	m1, p1 := backupDB(t, db, dir, b, "first")
 	require.Equal(t, p1.Parts, p1.Uploaded)
@@ -190,7 +198,7 @@ func TestBackupIncrementalVerifyRestore(t *testing.T) {
 			}
 		}
 	}
-	root := filepath.Join(bdir, bad.Key)
+	root := objectFile(bad.Key)
 	buf, err := os.ReadFile(root)
 	require.NoError(t, err)
 	buf[len(buf)/2] ^= 0x01
@@ -218,3 +226,11 @@ func TestBackupIncrementalVerifyRestore(t *testing.T) {
 		require.Equal(t, exp, after[i], "series %d", i)
 	}
 }
+
+func objstoreRecursive() objstore.IterOption { return objstore.WithRecursiveIter() }
+
+func snapshotCreate(db *storage.Database, dir, id string) (snapshot.Meta, error) {
+	return snapshot.Create(db, dir, snapshot.Options{ID: id, NodeID: "n1"})
+}
+
+func snapshotOpen(dir, id string) (*snapshot.Snapshot, error) { return snapshot.OpenID(dir, id) }
