@@ -42,7 +42,9 @@ func open(t *testing.T, clk *clock) (*storage.Database, string) {
 	return db, dir
 }
 
-func sid(i int) []byte { return ident.FromLabels(labels.FromStrings("__name__", "m", "i", fmt.Sprint(i))) }
+func sid(i int) []byte {
+	return ident.FromLabels(labels.FromStrings("__name__", "m", "i", fmt.Sprint(i)))
+}
 
 // TestSnapshotHoldsEverythingAcknowledgedBefore takes a snapshot while
 // writers write and the clock and ticks move blocks from memory into
