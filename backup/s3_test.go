@@ -63,11 +63,21 @@ func startVersitygw(t *testing.T) ([]byte, string) {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 	cmd := exec.Command(bin, "-p", addr, "-a", "tessera-key", "-s", "tessera-secret", "posix", root)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	// It logs a line per request: kept in a file, shown when the test fails.
+	logPath := filepath.Join(t.TempDir(), "versitygw.log")
+	logf, err := os.Create(logPath)
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = logf, logf
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			if b, err := os.ReadFile(logPath); err == nil {
+				t.Logf("versitygw log (last 4 KiB):\n%s", b[max(0, len(b)-4096):])
+			}
+		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
