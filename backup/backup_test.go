@@ -113,6 +113,7 @@ func backupDB(t *testing.T, db *storage.Database, dir string, b objstore.Bucket,
 	require.NoError(t, err)
 	s, err := snapshot.OpenID(dir, meta.ID)
 	require.NoError(t, err)
+	defer s.Close()
 	entries, p, err := Upload(ctx, b, s, UploadOptions{Shards: allShards(), Concurrency: 3})
 	require.NoError(t, err)
 	m := &Manifest{FormatVersion: FormatVersion, ID: id, StartedMs: meta.CreatedMs, NumShards: testShards, Shards: entries}

@@ -73,6 +73,7 @@ func TestUploadRateLimit(t *testing.T) {
 	require.NoError(t, err)
 	s, err := snapshotOpen(dir, "r")
 	require.NoError(t, err)
+	defer s.Close()
 	b, _ := fsBucket(t)
 	const rate = 20 << 10
 	start := time.Now()

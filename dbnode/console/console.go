@@ -129,7 +129,7 @@ type Cluster struct {
 	// progress, when the node has them.
 	Backup  json.RawMessage `json:"backup,omitempty"`
 	Restore json.RawMessage `json:"restore,omitempty"`
-	Rates       Rates           `json:"rates"`
+	Rates   Rates           `json:"rates"`
 }
 
 // PlacementView is the placement's header.

@@ -184,6 +184,7 @@ func (a *backupAdmin) upload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
+	defer s.Close()
 	b, err := backup.NewBucket([]byte(req.BucketConfig))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)

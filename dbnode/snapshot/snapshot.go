@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
@@ -309,10 +310,60 @@ func Delete(dataDir, id string) error {
 	return nil
 }
 
-// Snapshot is an open snapshot directory.
+// Snapshot is an open snapshot directory. It is safe for concurrent use;
+// Close releases the volumes BlockPart opened.
 type Snapshot struct {
 	Dir  string
 	Meta Meta
+
+	mu sync.Mutex
+	// vols are the volumes opened so far: a volume holds a section for
+	// every shard of its block, and opening it reads its whole index and
+	// builds its dictionary decoder, which per shard made a 4096-shard
+	// node's backup 16k volume opens.
+	vols map[fileset.BlockID]*openVolume
+}
+
+type openVolume struct {
+	mu  sync.Mutex // OpenShard calls, one at a time
+	v   *fileset.Volume
+	err error
+}
+
+// volume opens (once) the volume id of the snapshot.
+func (s *Snapshot) volume(id fileset.BlockID) *openVolume {
+	s.mu.Lock()
+	if s.vols == nil {
+		s.vols = map[fileset.BlockID]*openVolume{}
+	}
+	ov := s.vols[id]
+	if ov == nil {
+		ov = &openVolume{}
+		s.vols[id] = ov
+		ov.mu.Lock() // opened below, outside s.mu
+		s.mu.Unlock()
+		ov.v, ov.err = fileset.OpenBlock(vfs.OS(), filepath.Join(s.Dir, "data"), id, fileset.OpenOptions{})
+		ov.mu.Unlock()
+		return ov
+	}
+	s.mu.Unlock()
+	return ov
+}
+
+// Close releases the open volumes.
+func (s *Snapshot) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for id, ov := range s.vols {
+		ov.mu.Lock()
+		if ov.v != nil {
+			errs = append(errs, ov.v.Close())
+		}
+		ov.mu.Unlock()
+		delete(s.vols, id)
+	}
+	return errors.Join(errs...)
 }
 
 // Open reads a snapshot's meta.json.
@@ -346,17 +397,17 @@ func (s *Snapshot) BlockPart(e BlockEntry) (part []byte, series, samples int, er
 	if e.Version == 1 {
 		r, err = fileset.OpenWith(vfs.OS(), root, id, fileset.OpenOptions{})
 	} else {
-		var v *fileset.Volume
-		v, err = fileset.OpenBlock(vfs.OS(), root, fileset.BlockID{Namespace: e.Namespace, BlockStart: e.BlockStart, Volume: e.Volume},
-			fileset.OpenOptions{})
+		ov := s.volume(fileset.BlockID{Namespace: e.Namespace, BlockStart: e.BlockStart, Volume: e.Volume})
+		ov.mu.Lock()
+		err = ov.err
+		var ok bool
 		if err == nil {
-			var ok bool
-			r, ok, err = v.OpenShard(e.Shard)
-			_ = v.Close()
+			r, ok, err = ov.v.OpenShard(e.Shard)
 			if err == nil && !ok {
 				err = fmt.Errorf("volume %d of block %d has no section for shard %d", e.Volume, e.BlockStart, e.Shard)
 			}
 		}
+		ov.mu.Unlock()
 	}
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("read block %d of shard %d (%s): %w", e.BlockStart, e.Shard, e.Namespace, err)

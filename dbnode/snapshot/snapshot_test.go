@@ -91,6 +91,7 @@ func TestSnapshotHoldsEverythingAcknowledgedBefore(t *testing.T) {
 
 	s, err := OpenID(dir, "s")
 	require.NoError(t, err)
+	defer s.Close()
 	fresh, _ := open(t, clk)
 	for _, b := range m.Blocks {
 		part, _, _, err := s.BlockPart(b)
