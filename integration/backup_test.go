@@ -6,15 +6,19 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tessera-tsdb/tessera/backup"
 	"github.com/tessera-tsdb/tessera/config"
+	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/placement"
 )
 
@@ -28,6 +32,33 @@ func (d *dataset) frozen() *dataset {
 		out.series[k] = slices.Clone(v)
 	}
 	return out
+}
+
+// without copies d minus the samples in [lo, hi) of the series drop
+// names (by their "series" label).
+func (d *dataset) without(drop func(series int) bool, lo, hi int64) *dataset {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := newDataset()
+	for k, v := range d.series {
+		i, _ := strconv.Atoi(k)
+		for _, smp := range v {
+			if drop(i) && smp.Timestamp >= lo && smp.Timestamp < hi {
+				continue
+			}
+			out.series[k] = append(out.series[k], smp)
+		}
+	}
+	return out
+}
+
+func promLabels(ls []prompb.Label) labels.Labels {
+	b := labels.NewScratchBuilder(len(ls))
+	for _, l := range ls {
+		b.Add(l.Name, l.Value)
+	}
+	b.Sort()
+	return b.Labels()
 }
 
 // restoreCluster starts n fresh nodes restoring backup id from the bucket
@@ -146,8 +177,48 @@ func TestBackupRestoreIntoAnyPlacement(t *testing.T) {
 
 	one := restoreCluster(t, 1, 1, bucketFile, "b1")
 	require.NoError(t, want.check(one[0].url(), old-1, now+1), "restored into one node")
+
+	// One flipped byte in the flushed block part of one shard: verify
+	// names the object, and the four-node restore loses that block only.
+	var bad backup.ObjectRef
+	var badShard uint32
+	for _, s := range m1.Shards {
+		for _, o := range s.Objects {
+			if o.Kind == backup.KindBlock && bad.Key == "" {
+				bad, badShard = o, s.Shard
+			}
+		}
+	}
+	path := filepath.Join(dir, "bucket", bad.Key)
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	raw[len(raw)/2] ^= 0x10
+	require.NoError(t, os.WriteFile(path, raw, 0o644))
+	res, err = backup.Verify(ctx, b, m1, backup.VerifyOptions{Fraction: 1})
+	require.NoError(t, err)
+	require.Len(t, res.Damaged, 1)
+	require.Equal(t, bad.Key, res.Damaged[0].Key)
+
 	four := restoreCluster(t, 4, 3, bucketFile, "b1")
+	fp, err := backup.FetchPlacement(ctx, nil, four[0].url())
+	require.NoError(t, err)
+	reported := 0
+	for _, st := range backup.FetchRestoreStatus(ctx, nil, "http", fp) {
+		require.Empty(t, st.Err)
+		for _, d := range st.Report.Damaged {
+			require.Equal(t, bad.Key, d.Key)
+			require.Equal(t, badShard, d.Shard)
+			reported++
+		}
+	}
+	// Each new replica of the shard that loaded it from the bucket reports
+	// it (one that came up later may have streamed from a peer instead).
+	require.Positive(t, reported, "the damaged object is reported")
+	lost := want.without(func(series int) bool {
+		return ident.Shard(ident.FromLabels(promLabels(seriesLabels(series))), 4096) == badShard
+	},
+		bad.BlockStart, bad.BlockStart+bad.BlockSize)
 	for _, tn := range four {
-		require.NoError(t, want.check(tn.url(), old-1, now+1), "restored into four nodes, read through %s", tn.cfg.ID)
+		require.NoError(t, lost.check(tn.url(), old-1, now+1), "restored into four nodes, read through %s", tn.cfg.ID)
 	}
 }
