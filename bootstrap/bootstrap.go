@@ -140,9 +140,23 @@ type Options struct {
 	// MarkAvailableBackoff is the wait before the second attempt, doubled
 	// before each further one (> 0).
 	MarkAvailableBackoff time.Duration
+	// Restore, when set, is the backup bootstrapper: a shard with no
+	// AVAILABLE or LEAVING owner to stream from (a fresh cluster) is
+	// loaded from it instead of starting empty. nil: such shards start
+	// empty (uninitialized topology).
+	Restore RestoreSource
 	// Logger and Metrics may be nil: nothing is logged or reported.
 	Logger  *slog.Logger
 	Metrics tally.Scope
+}
+
+// RestoreSource loads shards from outside the cluster (backup.Restorer).
+// Restore returns once the shards' data is loaded and durable; an error
+// leaves them pending (retried next round), so loading must be
+// idempotent. Data it cannot recover (a damaged object) is its to
+// report: the shard then goes AVAILABLE with the rest.
+type RestoreSource interface {
+	Restore(ctx context.Context, shards []uint32) error
 }
 
 func (o Options) validate() error {
@@ -550,10 +564,16 @@ func describeShards(shards []uint32) string {
 }
 
 // streamShards runs the peers bootstrapper for a group of shards with the
-// same peers (streamBlocks); with no peers at all the shards are new
-// (uninitialized topology) and there is nothing to fetch.
+// same peers (streamBlocks); with no peers at all the shards are new: the
+// backup bootstrapper loads them when one is configured, else
+// (uninitialized topology) there is nothing to fetch.
 func (b *Bootstrapper) streamShards(ctx context.Context, shards []uint32, peers []placement.Owner) error {
 	if len(peers) == 0 {
+		if b.opts.Restore != nil {
+			if err := b.opts.Restore.Restore(ctx, shards); err != nil {
+				return fmt.Errorf("restore from backup: %w", err)
+			}
+		}
 		return nil
 	}
 	return b.streamBlocks(ctx, shards, peers)

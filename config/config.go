@@ -296,7 +296,25 @@ type Bootstrap struct {
 	// MarkAvailableBackoff is the wait before the second attempt, doubled
 	// before each further one. Default 200ms.
 	MarkAvailableBackoff time.Duration `yaml:"markAvailableBackoff"`
+	// Restore turns on the backup bootstrapper: shards of a fresh cluster
+	// (no owner to stream from) are loaded from a backup instead of
+	// starting empty. docs/backup.md.
+	Restore Restore `yaml:"restore"`
 }
+
+// Restore names the backup a fresh cluster's nodes restore their shards
+// from: both fields or neither.
+type Restore struct {
+	// BucketConfigFile is objstore's bucket configuration (type: S3,
+	// FILESYSTEM, ...), the file `tessera backup create --bucket-config`
+	// wrote the backup with.
+	BucketConfigFile string `yaml:"bucketConfigFile"`
+	// Backup is the backup ID (`tessera backup list`).
+	Backup string `yaml:"backup"`
+}
+
+// Enabled reports whether a restore is configured.
+func (r Restore) Enabled() bool { return r.BucketConfigFile != "" || r.Backup != "" }
 
 // Limits bound what one client can make a node store or compute; each
 // refusal names its field and is counted in

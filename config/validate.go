@@ -155,6 +155,9 @@ func (c *Config) Validate() error {
 	if c.Bootstrap.MarkAvailableAttempts <= 0 {
 		bad("bootstrap.markAvailableAttempts", "must be > 0, got %d", c.Bootstrap.MarkAvailableAttempts)
 	}
+	if r := c.Bootstrap.Restore; r.Enabled() && (r.BucketConfigFile == "" || r.Backup == "") {
+		bad("bootstrap.restore", "set both bucketConfigFile and backup (or neither)")
+	}
 	if c.Bootstrap.MarkAvailableBackoff <= 0 {
 		bad("bootstrap.markAvailableBackoff", "must be > 0, got %v", c.Bootstrap.MarkAvailableBackoff)
 	}

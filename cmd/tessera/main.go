@@ -21,7 +21,8 @@ func main() {
 		Version:       version.Get().Version,
 	}
 	root.SetVersionTemplate(version.Get().String() + "\n")
-	root.AddCommand(nodeCommand(), benchCommand(), readyCommand(), versionCommand(), repairCommand())
+	root.AddCommand(nodeCommand(), benchCommand(), readyCommand(), versionCommand(), repairCommand(),
+		snapshotCommand(), backupCommand())
 	root.AddCommand(placementCommand()...)
 	refuseUnknownSubcommands(root)
 	if err := root.Execute(); err != nil {

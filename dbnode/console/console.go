@@ -127,7 +127,12 @@ type Cluster struct {
 	// RepairError says why not.
 	Repair      json.RawMessage `json:"repair,omitempty"`
 	RepairError string          `json:"repairError,omitempty"`
-	Rates       Rates           `json:"rates"`
+	// Backup and Restore are this node's backup upload (GET
+	// /api/v1/status/backup) and restore (GET /api/v1/status/restore)
+	// progress, when the node has them.
+	Backup  json.RawMessage `json:"backup,omitempty"`
+	Restore json.RawMessage `json:"restore,omitempty"`
+	Rates   Rates           `json:"rates"`
 	// InsecureSurfaces is Options.Insecure: what this node serves beyond
 	// loopback without authentication.
 	InsecureSurfaces []InsecureSurface `json:"insecureSurfaces,omitempty"`
@@ -213,6 +218,12 @@ func (c *Console) gather(ctx context.Context) Cluster {
 		out.RepairError = fmt.Sprintf("GET /api/v1/status/repair answered %d", status)
 	default:
 		out.Repair = b
+	}
+	if b, status, err := c.local(ctx, "/api/v1/status/backup"); err == nil && status == http.StatusOK {
+		out.Backup = b
+	}
+	if b, status, err := c.local(ctx, "/api/v1/status/restore"); err == nil && status == http.StatusOK {
+		out.Restore = b
 	}
 	out.Rates = c.rates.update(c.opts.Now(), c.opts.Counters)
 	return out

@@ -95,9 +95,11 @@ func Required(r *http.Request) Role {
 	if p == placementPath && get {
 		return Read
 	}
-	// Background work's state (hint queues, repair progress): the console
+	// Background work's state (hint queues, repair, backup upload and
+	// restore progress): the console
 	// shows it to readers, and `tessera repair status` reads it.
-	if get && (p == "/api/v1/status/hints" || p == "/api/v1/status/repair") {
+	if get && (p == "/api/v1/status/hints" || p == "/api/v1/status/repair" ||
+		p == "/api/v1/status/backup" || p == "/api/v1/status/restore") {
 		return Read
 	}
 	return Admin

@@ -300,6 +300,18 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	// 6. Placement watch, bootstrap and shard release.
 	dials := newDialCache(n.cfg.Cluster.RequestTimeout, n.sec.rpcClient)
 	stack.push("bootstrap peers", func() error { dials.close(); return nil })
+	restorer, closeRestore, err := n.openRestore(ctx, db)
+	if err != nil {
+		return err
+	}
+	if closeRestore != nil {
+		stack.push("restore bucket", func() error { closeRestore(); return nil })
+	}
+	n.registerBackup(db, restorer)
+	var restore bootstrap.RestoreSource
+	if restorer != nil {
+		restore = restorer
+	}
 	b, err := bootstrap.New(bootstrap.Options{
 		InstanceID: n.cfg.ID, DB: db, Store: markAvailable{store}, Dial: dials.dial,
 		Workers:               n.cfg.Bootstrap.Workers,
@@ -307,6 +319,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		MaxBytesPerSecond:     n.cfg.Bootstrap.MaxBytesPerSecond,
 		MarkAvailableAttempts: n.cfg.Bootstrap.MarkAvailableAttempts,
 		MarkAvailableBackoff:  n.cfg.Bootstrap.MarkAvailableBackoff,
+		Restore:               restore,
 		Logger:                n.log, Metrics: n.scope.SubScope("bootstrap"),
 	})
 	if err != nil {

@@ -161,6 +161,35 @@ function renderInsecure(list) {
     list.map((s) => s.surface + " (" + s.listen + ")").join(", ") + ". Anyone who reaches these can read, write or change the cluster.";
 }
 
+// renderBackup shows this node's backup upload (parts done of parts,
+// bytes uploaded, parts already in the bucket) and restore progress.
+function renderBackup(data) {
+  const e = document.getElementById("backup");
+  const b = data.backup, r = data.restore;
+  const rows = [];
+  if (b && b.snapshot) {
+    const p = b.progress || {};
+    rows.push(el("tr", { "data-backup-running": String(!!b.running) },
+      el("td", {}, "upload " + b.snapshot + (b.running ? " (running)" : "")),
+      el("td", {}, (p.done || 0) + "/" + (p.parts || 0) + " parts"),
+      el("td", {}, (p.uploaded || 0) + " uploaded, " + (p.bytesUploaded || 0) + " bytes"),
+      el("td", {}, (p.skipped || 0) + " already in the bucket"),
+      el("td", {}, b.error || "")));
+  }
+  if (r && r.enabled) {
+    const x = r.report || {};
+    rows.push(el("tr", { "data-restore": "true" },
+      el("td", {}, "restore " + x.backup),
+      el("td", {}, (x.shardsDone || 0) + " shards"),
+      el("td", {}, (x.parts || 0) + " parts, " + (x.bytes || 0) + " bytes"),
+      el("td", {}, (x.samples || 0) + " samples"),
+      el("td", {}, (x.damaged || []).length + " damaged")));
+  }
+  if (!rows.length) { e.textContent = "no backup upload or restore on this node"; return; }
+  e.classList.remove("muted");
+  e.replaceChildren(el("table", {}, ...rows));
+}
+
 let failures = 0;
 async function poll() {
   const st = document.getElementById("status");
@@ -175,6 +204,7 @@ async function poll() {
     renderRates(data.rates);
     renderHints(data.hints);
     renderRepair(data);
+    renderBackup(data);
     failures = 0;
     st.className = "muted";
     st.textContent = "updated " + new Date().toLocaleTimeString("en-GB");
