@@ -179,7 +179,10 @@ type Probe struct {
 	// Reason is /ready's reason (bootstrap progress) or the probe's error.
 	Reason string   `json:"reason,omitempty"`
 	Damage []string `json:"damage,omitempty"`
-	Millis int64    `json:"millis"`
+	// Bootstrap is /ready's bootstrap progress while shards bootstrap
+	// (bootstrap.Progress as JSON), for the page to draw.
+	Bootstrap json.RawMessage `json:"bootstrap,omitempty"`
+	Millis    int64           `json:"millis"`
 }
 
 func (c *Console) serveCluster(w http.ResponseWriter, r *http.Request) {
@@ -324,12 +327,13 @@ func (c *Console) probe(ctx context.Context, url string) Probe {
 	pr.Status = resp.StatusCode
 	pr.OK = resp.StatusCode == http.StatusOK
 	var body struct {
-		Reason string   `json:"reason"`
-		Damage []string `json:"damage"`
+		Reason    string          `json:"reason"`
+		Damage    []string        `json:"damage"`
+		Bootstrap json.RawMessage `json:"bootstrap"`
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if json.Unmarshal(b, &body) == nil {
-		pr.Reason, pr.Damage = body.Reason, body.Damage
+		pr.Reason, pr.Damage, pr.Bootstrap = body.Reason, body.Damage, body.Bootstrap
 	} else if !pr.OK {
 		pr.Reason = strings.TrimSpace(string(b))
 	}
