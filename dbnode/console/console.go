@@ -67,12 +67,15 @@ type Options struct {
 	Insecure []InsecureSurface
 	// Now is the clock for the rates; nil: time.Now.
 	Now func() time.Time
+	// SampleEvery is how often Run reads Counters for the rates
+	// (default DefaultSampleEvery).
+	SampleEvery time.Duration
 }
 
 // Console serves the page and its JSON.
 type Console struct {
-	opts  Options
-	rates rateKeeper
+	opts Options
+	ring rateRing
 }
 
 // New builds a console.
@@ -88,6 +91,9 @@ func New(opts Options) *Console {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.SampleEvery <= 0 {
+		opts.SampleEvery = DefaultSampleEvery
 	}
 	return &Console{opts: opts}
 }
@@ -217,7 +223,7 @@ func (c *Console) gather(ctx context.Context) Cluster {
 	default:
 		out.Repair = b
 	}
-	out.Rates = c.rates.update(c.opts.Now(), c.opts.Counters)
+	out.Rates = c.ring.rates()
 	return out
 }
 

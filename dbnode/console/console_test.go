@@ -175,35 +175,54 @@ func TestRepairShownWhenTheRouteAnswers(t *testing.T) {
 	require.Empty(t, got.RepairError)
 }
 
-func TestRatesBetweenReadings(t *testing.T) {
+// The rates cover the last RateWindow of the ticker's readings: before a
+// full window they cover what there is (and say so); after it, the newest
+// reading against the one a window older; page views take no readings.
+func TestRatesOverAFixedWindow(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := New(Options{Now: func() time.Time { return now }})
-	counters := map[string]float64{MetricIngest: 100, MetricStored: 300, MetricQueries: 4}
+	ingest := 0.0
+	reads := 0
 	read := func() (map[string]float64, error) {
-		out := map[string]float64{}
-		for k, v := range counters {
-			out[k] = v
-		}
-		return out, nil
+		reads++
+		return map[string]float64{MetricIngest: ingest, MetricStored: 3 * ingest, MetricQueries: ingest / 100}, nil
 	}
-	r := c.rates.update(now, read)
-	require.False(t, r.Known)
+	c.ring.take(now, read)
+	require.False(t, c.gather(context.Background()).Rates.Known)
 
-	now = now.Add(2 * time.Second)
-	counters[MetricIngest], counters[MetricStored], counters[MetricQueries] = 300, 900, 8
-	r = c.rates.update(now, read)
+	// 100/s for 30 s: a half window.
+	for range 6 {
+		now, ingest = now.Add(5*time.Second), ingest+500
+		c.ring.take(now, read)
+	}
+	r := c.ring.rates()
 	require.True(t, r.Known)
+	require.InDelta(t, 30, r.WindowSeconds, 1e-9)
 	require.InDelta(t, 100, r.IngestSamplesPerSecond, 1e-9)
 	require.InDelta(t, 300, r.StoredSamplesPerSecond, 1e-9)
-	require.InDelta(t, 2, r.QueriesPerSecond, 1e-9)
 
-	// A second page polling 0.5 s later gets the same rates, not a
-	// noisy one over half a second.
-	counters[MetricIngest] = 10_000
-	require.Equal(t, r, c.rates.update(now.Add(500*time.Millisecond), read))
+	// Then nothing for 60 s: a full window of nothing reads 0, however
+	// often (or seldom) anyone loaded the page meanwhile.
+	for range 12 {
+		now = now.Add(5 * time.Second)
+		c.ring.take(now, read)
+	}
+	before := reads
+	for range 5 {
+		r = c.gather(context.Background()).Rates
+	}
+	require.Equal(t, before, reads, "page views take no readings")
+	require.InDelta(t, 60, r.WindowSeconds, 1e-9)
+	require.Zero(t, r.IngestSamplesPerSecond)
+	require.LessOrEqual(t, len(c.ring.readings), 13, "only a window of readings is kept")
 
-	bad := func() (map[string]float64, error) { return nil, errors.New("gather failed") }
-	require.Equal(t, "gather failed", c.rates.update(now.Add(time.Hour), bad).Error)
+	// A burst in the last 5 s is averaged over the minute.
+	now, ingest = now.Add(5*time.Second), ingest+6000
+	c.ring.take(now, read)
+	require.InDelta(t, 100, c.ring.rates().IngestSamplesPerSecond, 1e-9)
+
+	c.ring.take(now.Add(time.Second), func() (map[string]float64, error) { return nil, errors.New("gather failed") })
+	require.Equal(t, "gather failed", c.ring.rates().Error)
 }
 
 func TestPageAndAssetsAreServed(t *testing.T) {
