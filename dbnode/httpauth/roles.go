@@ -100,6 +100,11 @@ func Required(r *http.Request) Role {
 	if get && (p == "/api/v1/status/hints" || p == "/api/v1/status/repair") {
 		return Read
 	}
+	// Series counts by metric and label (the console's cardinality page):
+	// what /api/v1/series already shows a reader, counted.
+	if get && p == "/api/v1/status/tsdb" {
+		return Read
+	}
 	return Admin
 }
 
