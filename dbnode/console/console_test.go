@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -225,15 +226,39 @@ func TestRatesOverAFixedWindow(t *testing.T) {
 	require.Equal(t, "gather failed", c.ring.rates().Error)
 }
 
+// The pages put data in as text only and load nothing from elsewhere (no
+// CDN): a grep over every embedded file for the ways around that.
+func TestStaticFilesUseTextOnlyAndNoCDN(t *testing.T) {
+	err := fs.WalkDir(static, "static", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(static, path)
+		if err != nil {
+			return err
+		}
+		text := strings.ReplaceAll(string(b), `"http://www.w3.org/2000/svg"`, "") // SVG's namespace name
+		for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "http://", "https://", "//cdn"} {
+			require.NotContains(t, text, bad, path)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
 func TestPageAndAssetsAreServed(t *testing.T) {
 	mux := http.NewServeMux()
 	New(Options{}).Register(mux)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	for path, want := range map[string]string{
-		"/":                    `<script src="/console/console.js">`,
-		"/console/console.js":  "/api/v1/console/cluster",
-		"/console/console.css": "--A:",
+		"/":                         `<script src="/console/console.js">`,
+		"/console/console.js":       "/api/v1/console/cluster",
+		"/console/console.css":      "--A:",
+		"/console/query.html":       `<script src="/console/chart.js">`,
+		"/console/query.js":         "/api/v1/query_range",
+		"/console/cardinality.html": `<script src="/console/cardinality.js">`,
+		"/console/cardinality.js":   "/api/v1/status/tsdb",
 	} {
 		resp, err := http.Get(srv.URL + path)
 		require.NoError(t, err)
