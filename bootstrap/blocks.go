@@ -242,10 +242,11 @@ func (b *Bootstrapper) fetchBlock(ctx context.Context, clients []Peer, owners []
 		}
 		// Counted once the block is whole, so a holder failing mid-block
 		// does not count its pages twice.
-		b.bytesIn.Add(bytes)
+		b.prog.bytes.Add(bytes)
 		b.mBytes.Inc(bytes)
-		b.samples.Add(samples)
+		b.prog.samples.Add(samples)
 		b.mSamples.Inc(samples)
+		b.publish()
 		return series, nil
 	}
 	return nil, fmt.Errorf("block %d of shard %d: no holder answered: %w", start, shard, errors.Join(errs...))
@@ -271,8 +272,9 @@ func (b *Bootstrapper) fetchUnflushed(ctx context.Context, d *durability, c Peer
 		if err := b.load(ctx, d, ns, shard, streams); err != nil {
 			return err
 		}
-		b.bytesIn.Add(bytes)
+		b.prog.bytes.Add(bytes)
 		b.mBytes.Inc(bytes)
+		b.publish()
 		if err := b.limiter.Wait(ctx, bytes); err != nil {
 			return err
 		}

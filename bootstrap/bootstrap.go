@@ -36,7 +36,6 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -204,8 +203,8 @@ type Bootstrapper struct {
 	mu    sync.Mutex
 	state map[uint32]State // no Absent entries
 
-	total, done       atomic.Int64
-	samples, bytesIn  atomic.Int64
+	prog              roundProgress
+	gauges            progressGauges
 	limiter           *pace.Limiter
 	mShards, mSamples tally.Counter
 	mBytes, mFailures tally.Counter
@@ -228,6 +227,7 @@ func New(opts Options) (*Bootstrapper, error) {
 	return &Bootstrapper{
 		opts: opts, state: map[uint32]State{},
 		limiter:      pace.New(opts.MaxBytesPerSecond),
+		gauges:       newProgressGauges(opts.Metrics.SubScope("progress")),
 		mShards:      opts.Metrics.Counter("shards_bootstrapped"),
 		mSamples:     opts.Metrics.Counter("samples_streamed"),
 		mBytes:       opts.Metrics.Counter("bytes_streamed"),
@@ -289,17 +289,12 @@ func (b *Bootstrapper) State(shard uint32) State {
 	return b.state[shard]
 }
 
-// Progress is a snapshot for /ready and logs.
-type Progress struct {
-	ShardsTotal, ShardsDone int
-	Samples, Bytes          int64
-}
+// Progress reports the bootstrap progress of the current (or last)
+// round; safe to call at any time, from any goroutine.
+func (b *Bootstrapper) Progress() Progress { return b.prog.snapshot(time.Now()) }
 
-// Progress reports the bootstrap progress of the current placement.
-func (b *Bootstrapper) Progress() Progress {
-	return Progress{ShardsTotal: int(b.total.Load()), ShardsDone: int(b.done.Load()),
-		Samples: b.samples.Load(), Bytes: b.bytesIn.Load()}
-}
+// publish updates the progress gauges; called wherever progress moves.
+func (b *Bootstrapper) publish() { b.gauges.update(b.Progress()) }
 
 // PendingShards reports how many of this node's shards in m are not AVAILABLE
 // or LEAVING yet (0 means ready).
@@ -358,13 +353,17 @@ func (b *Bootstrapper) Reconcile(ctx context.Context, m *client.Map) error {
 		}
 	}
 	b.mu.Unlock()
-	b.total.Store(int64(total))
-	b.done.Store(int64(done))
+	b.prog.total.Store(int64(total))
+	b.prog.done.Store(int64(done))
 	if len(todo) == 0 {
+		b.publish()
 		return errors.Join(errs...)
 	}
 	sort.Slice(todo, func(i, j int) bool { return todo[i] < todo[j] })
 	start := time.Now()
+	b.prog.start(start, len(todo))
+	b.publish()
+	defer func() { b.prog.finish(time.Now()); b.publish() }()
 	b.opts.Logger.Info("bootstrap starting", "shards", len(todo), "placement_version", m.Placement.Version)
 
 	// Group shards by the peers to ask, then fetch in batches.
@@ -437,6 +436,8 @@ func (b *Bootstrapper) Reconcile(ctx context.Context, m *client.Map) error {
 				if serr != nil {
 					fail(serr)
 				}
+				b.prog.streamed.Add(int64(len(loaded)))
+				b.publish()
 				mu.Lock()
 				ready = append(ready, loaded...)
 				mu.Unlock()
@@ -471,7 +472,7 @@ feed:
 				errs = append(errs, err)
 			}
 		}
-		b.done.Add(int64(len(marked)))
+		b.prog.done.Add(int64(len(marked)))
 		b.mShards.Inc(int64(len(marked)))
 	}
 	p := b.Progress()
@@ -638,7 +639,7 @@ func (b *Bootstrapper) load(ctx context.Context, d *durability, ns string, shard
 	if err := d.add(q, n); err != nil {
 		return fmt.Errorf("load streamed samples: %w", err)
 	}
-	b.samples.Add(int64(n))
+	b.prog.samples.Add(int64(n))
 	b.mSamples.Inc(int64(n))
 	return nil
 }

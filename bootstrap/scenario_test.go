@@ -361,7 +361,10 @@ func TestNoPeersMarksAvailableAtOnce(t *testing.T) {
 	require.Equal(t, [][]uint32{{0, 1, 2, 3}}, h.store.markCalls())
 	require.Zero(t, h.dials.Load())
 	h.requireMarked(0, 1, 2, 3)
-	require.Equal(t, Progress{ShardsTotal: 4, ShardsDone: 4}, h.b.Progress())
+	pr := h.b.Progress()
+	require.Equal(t, Progress{ShardsTotal: 4, ShardsDone: 4, RoundShards: 4, RoundStreamed: 4},
+		Progress{ShardsTotal: pr.ShardsTotal, ShardsDone: pr.ShardsDone, Running: pr.Running,
+			RoundShards: pr.RoundShards, RoundStreamed: pr.RoundStreamed, Samples: pr.Samples, Bytes: pr.Bytes, ETA: pr.ETA})
 
 	// The watch shows the CAS: the shards are settled and forgotten.
 	require.NoError(t, h.reconcile())

@@ -143,7 +143,7 @@ func lastBytes(b []byte, n int) []byte {
 }
 
 var (
-	instanceTag = regexp.MustCompile(`<div class="instance"[^>]*>`)
+	instanceTag = regexp.MustCompile(`<div class="instance( down)?"[^>]*>`)
 	dataAttr    = regexp.MustCompile(`data-([a-z]+)="([^"]*)"`)
 	bodyLoaded  = regexp.MustCompile(`<body[^>]*data-loaded="1"[^>]*>`)
 	bodyVersion = regexp.MustCompile(`<body[^>]*data-version="(\d+)"`)
@@ -183,6 +183,7 @@ func consoleCounts(dom []byte) (map[string]map[string]int, int64, error) {
 			counts[st] = n
 		}
 		counts["healthy"], counts["ready"] = flag(attrs["healthy"]), flag(attrs["ready"])
+		counts["down"] = flag(attrs["down"])
 		out[attrs["instance"]] = counts
 	}
 	return out, version, nil
@@ -251,7 +252,8 @@ func TestConsoleInChromium(t *testing.T) {
 
 // pageMatches waits until the page at url shows, for every instance, the
 // shard counts per state that `tessera placement get` reports, and every
-// instance healthy and ready but those in down; it returns the placement.
+// instance healthy and ready but those in down, which it draws down; it
+// returns the placement.
 func pageMatches(t *testing.T, bin, url, etcd string, down map[string]bool) placement.Placement {
 	want := placementFromCLI(t, etcd)
 	wantCounts := map[string]map[string]int{}
@@ -262,7 +264,8 @@ func pageMatches(t *testing.T, bin, url, etcd string, down map[string]bool) plac
 			up = 0
 		}
 		wantCounts[in.ID] = map[string]int{"initializing": c[placement.Initializing],
-			"available": c[placement.Available], "leaving": c[placement.Leaving], "healthy": up, "ready": up}
+			"available": c[placement.Available], "leaving": c[placement.Leaving], "healthy": up, "ready": up,
+			"down": 1 - up} // a node that does not answer is drawn down, its shards unavailable
 	}
 	eventually(t, 3*time.Minute, "the console shows the placement's shard counts", func() error {
 		dom, err := runChromium(t, bin, url, "--dump-dom")

@@ -67,12 +67,15 @@ type Options struct {
 	Insecure []InsecureSurface
 	// Now is the clock for the rates; nil: time.Now.
 	Now func() time.Time
+	// SampleEvery is how often Run reads Counters for the rates
+	// (default DefaultSampleEvery).
+	SampleEvery time.Duration
 }
 
 // Console serves the page and its JSON.
 type Console struct {
-	opts  Options
-	rates rateKeeper
+	opts Options
+	ring rateRing
 }
 
 // New builds a console.
@@ -88,6 +91,9 @@ func New(opts Options) *Console {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.SampleEvery <= 0 {
+		opts.SampleEvery = DefaultSampleEvery
 	}
 	return &Console{opts: opts}
 }
@@ -184,7 +190,10 @@ type Probe struct {
 	// Reason is /ready's reason (bootstrap progress) or the probe's error.
 	Reason string   `json:"reason,omitempty"`
 	Damage []string `json:"damage,omitempty"`
-	Millis int64    `json:"millis"`
+	// Bootstrap is /ready's bootstrap progress while shards bootstrap
+	// (bootstrap.Progress as JSON), for the page to draw.
+	Bootstrap json.RawMessage `json:"bootstrap,omitempty"`
+	Millis    int64           `json:"millis"`
 }
 
 func (c *Console) serveCluster(w http.ResponseWriter, r *http.Request) {
@@ -225,7 +234,7 @@ func (c *Console) gather(ctx context.Context) Cluster {
 	if b, status, err := c.local(ctx, "/api/v1/status/restore"); err == nil && status == http.StatusOK {
 		out.Restore = b
 	}
-	out.Rates = c.rates.update(c.opts.Now(), c.opts.Counters)
+	out.Rates = c.ring.rates()
 	return out
 }
 
@@ -335,12 +344,13 @@ func (c *Console) probe(ctx context.Context, url string) Probe {
 	pr.Status = resp.StatusCode
 	pr.OK = resp.StatusCode == http.StatusOK
 	var body struct {
-		Reason string   `json:"reason"`
-		Damage []string `json:"damage"`
+		Reason    string          `json:"reason"`
+		Damage    []string        `json:"damage"`
+		Bootstrap json.RawMessage `json:"bootstrap"`
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if json.Unmarshal(b, &body) == nil {
-		pr.Reason, pr.Damage = body.Reason, body.Damage
+		pr.Reason, pr.Damage, pr.Bootstrap = body.Reason, body.Damage, body.Bootstrap
 	} else if !pr.OK {
 		pr.Reason = strings.TrimSpace(string(b))
 	}

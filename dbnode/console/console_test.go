@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -175,35 +176,74 @@ func TestRepairShownWhenTheRouteAnswers(t *testing.T) {
 	require.Empty(t, got.RepairError)
 }
 
-func TestRatesBetweenReadings(t *testing.T) {
+// The rates cover the last RateWindow of the ticker's readings: before a
+// full window they cover what there is (and say so); after it, the newest
+// reading against the one a window older; page views take no readings.
+func TestRatesOverAFixedWindow(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := New(Options{Now: func() time.Time { return now }})
-	counters := map[string]float64{MetricIngest: 100, MetricStored: 300, MetricQueries: 4}
+	ingest := 0.0
+	reads := 0
 	read := func() (map[string]float64, error) {
-		out := map[string]float64{}
-		for k, v := range counters {
-			out[k] = v
-		}
-		return out, nil
+		reads++
+		return map[string]float64{MetricIngest: ingest, MetricStored: 3 * ingest, MetricQueries: ingest / 100}, nil
 	}
-	r := c.rates.update(now, read)
-	require.False(t, r.Known)
+	c.ring.take(now, read)
+	require.False(t, c.gather(context.Background()).Rates.Known)
 
-	now = now.Add(2 * time.Second)
-	counters[MetricIngest], counters[MetricStored], counters[MetricQueries] = 300, 900, 8
-	r = c.rates.update(now, read)
+	// 100/s for 30 s: a half window.
+	for range 6 {
+		now, ingest = now.Add(5*time.Second), ingest+500
+		c.ring.take(now, read)
+	}
+	r := c.ring.rates()
 	require.True(t, r.Known)
+	require.InDelta(t, 30, r.WindowSeconds, 1e-9)
 	require.InDelta(t, 100, r.IngestSamplesPerSecond, 1e-9)
 	require.InDelta(t, 300, r.StoredSamplesPerSecond, 1e-9)
-	require.InDelta(t, 2, r.QueriesPerSecond, 1e-9)
 
-	// A second page polling 0.5 s later gets the same rates, not a
-	// noisy one over half a second.
-	counters[MetricIngest] = 10_000
-	require.Equal(t, r, c.rates.update(now.Add(500*time.Millisecond), read))
+	// Then nothing for 60 s: a full window of nothing reads 0, however
+	// often (or seldom) anyone loaded the page meanwhile.
+	for range 12 {
+		now = now.Add(5 * time.Second)
+		c.ring.take(now, read)
+	}
+	before := reads
+	for range 5 {
+		r = c.gather(context.Background()).Rates
+	}
+	require.Equal(t, before, reads, "page views take no readings")
+	require.InDelta(t, 60, r.WindowSeconds, 1e-9)
+	require.Zero(t, r.IngestSamplesPerSecond)
+	require.LessOrEqual(t, len(c.ring.readings), 13, "only a window of readings is kept")
 
-	bad := func() (map[string]float64, error) { return nil, errors.New("gather failed") }
-	require.Equal(t, "gather failed", c.rates.update(now.Add(time.Hour), bad).Error)
+	// A burst in the last 5 s is averaged over the minute.
+	now, ingest = now.Add(5*time.Second), ingest+6000
+	c.ring.take(now, read)
+	require.InDelta(t, 100, c.ring.rates().IngestSamplesPerSecond, 1e-9)
+
+	c.ring.take(now.Add(time.Second), func() (map[string]float64, error) { return nil, errors.New("gather failed") })
+	require.Equal(t, "gather failed", c.ring.rates().Error)
+}
+
+// The pages put data in as text only and load nothing from elsewhere (no
+// CDN): a grep over every embedded file for the ways around that.
+func TestStaticFilesUseTextOnlyAndNoCDN(t *testing.T) {
+	err := fs.WalkDir(static, "static", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(static, path)
+		if err != nil {
+			return err
+		}
+		text := strings.ReplaceAll(string(b), `"http://www.w3.org/2000/svg"`, "") // SVG's namespace name
+		for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "http://", "https://", "//cdn"} {
+			require.NotContains(t, text, bad, path)
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }
 
 func TestPageAndAssetsAreServed(t *testing.T) {
@@ -212,9 +252,13 @@ func TestPageAndAssetsAreServed(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	for path, want := range map[string]string{
-		"/":                    `<script src="/console/console.js">`,
-		"/console/console.js":  "/api/v1/console/cluster",
-		"/console/console.css": "--A:",
+		"/":                         `<script src="/console/console.js">`,
+		"/console/console.js":       "/api/v1/console/cluster",
+		"/console/console.css":      "--A:",
+		"/console/query.html":       `<script src="/console/chart.js">`,
+		"/console/query.js":         "/api/v1/query_range",
+		"/console/cardinality.html": `<script src="/console/cardinality.js">`,
+		"/console/cardinality.js":   "/api/v1/status/tsdb",
 	} {
 		resp, err := http.Get(srv.URL + path)
 		require.NoError(t, err)

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -16,8 +17,19 @@ const (
 	MetricQueries = "tessera_query_requests_total"
 )
 
-// Rates are per-second rates of this node's counters between two polls of
-// the console (any client's). Known is false until two readings exist.
+// RateWindow is what the console's rates average over ("last 1 m").
+const RateWindow = time.Minute
+
+// DefaultSampleEvery is how often the console reads its node's counters
+// for the rates when Options.SampleEvery is not set.
+const DefaultSampleEvery = 5 * time.Second
+
+// Rates are per-second rates of this node's counters over the last
+// RateWindow, from readings a background ticker takes (Console.Run), not
+// from page views: every viewer sees the same numbers, and no viewer's
+// polling shortens or stretches the window. Until a full window of
+// readings exists WindowSeconds says how much the rates cover; Known is
+// false until two readings exist.
 type Rates struct {
 	Known                  bool    `json:"known"`
 	WindowSeconds          float64 `json:"windowSeconds"`
@@ -27,43 +39,87 @@ type Rates struct {
 	Error                  string  `json:"error,omitempty"`
 }
 
-// minRateWindow is the shortest interval a rate is computed over: with
-// several pages open the polls come closer together, and the metrics
-// reporter updates the counters once a second.
-const minRateWindow = 1500 * time.Millisecond
-
-// rateKeeper remembers the previous reading of the counters.
-type rateKeeper struct {
-	mu   sync.Mutex
+type reading struct {
 	at   time.Time
-	prev map[string]float64
-	last Rates
+	vals map[string]float64
 }
 
-func (k *rateKeeper) update(now time.Time, read func() (map[string]float64, error)) Rates {
+// rateRing keeps the readings of the last RateWindow (and the one just
+// before it, the window's base), oldest first.
+type rateRing struct {
+	mu       sync.Mutex
+	readings []reading
+	err      string // the last reading's error, "" when it worked
+}
+
+// take reads the counters once and drops readings the window no longer
+// needs.
+func (k *rateRing) take(now time.Time, read func() (map[string]float64, error)) {
 	if read == nil {
-		return Rates{Error: "no metrics"}
+		k.mu.Lock()
+		k.err = "no metrics"
+		k.mu.Unlock()
+		return
 	}
+	vals, err := read()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.prev != nil && now.Sub(k.at) < minRateWindow {
-		return k.last
-	}
-	cur, err := read()
 	if err != nil {
-		return Rates{Error: err.Error()}
+		k.err = err.Error()
+		return
 	}
-	r := Rates{}
-	if k.prev != nil {
-		dt := now.Sub(k.at).Seconds()
-		r = Rates{Known: true, WindowSeconds: dt,
-			IngestSamplesPerSecond: perSecond(cur[MetricIngest], k.prev[MetricIngest], dt),
-			StoredSamplesPerSecond: perSecond(cur[MetricStored], k.prev[MetricStored], dt),
-			QueriesPerSecond:       perSecond(cur[MetricQueries], k.prev[MetricQueries], dt),
+	k.err = ""
+	k.readings = append(k.readings, reading{at: now, vals: vals})
+	if b := k.base(); b > 0 {
+		k.readings = append(k.readings[:0], k.readings[b:]...)
+	}
+}
+
+// base is the index of the newest reading at least RateWindow older than
+// the newest one, or 0 (the oldest) while less than a window is kept.
+func (k *rateRing) base() int {
+	newest := k.readings[len(k.readings)-1].at
+	b := 0
+	for i, r := range k.readings {
+		if newest.Sub(r.at) >= RateWindow {
+			b = i
 		}
 	}
-	k.at, k.prev, k.last = now, cur, r
-	return r
+	return b
+}
+
+// rates compares the newest reading with the window's base.
+func (k *rateRing) rates() Rates {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.err != "" {
+		return Rates{Error: k.err}
+	}
+	if len(k.readings) < 2 {
+		return Rates{}
+	}
+	cur, prev := k.readings[len(k.readings)-1], k.readings[k.base()]
+	dt := cur.at.Sub(prev.at).Seconds()
+	return Rates{Known: true, WindowSeconds: dt,
+		IngestSamplesPerSecond: perSecond(cur.vals[MetricIngest], prev.vals[MetricIngest], dt),
+		StoredSamplesPerSecond: perSecond(cur.vals[MetricStored], prev.vals[MetricStored], dt),
+		QueriesPerSecond:       perSecond(cur.vals[MetricQueries], prev.vals[MetricQueries], dt),
+	}
+}
+
+// Run reads the node's counters every Options.SampleEvery until ctx ends,
+// feeding the rates. Without it the rates stay unknown.
+func (c *Console) Run(ctx context.Context) {
+	t := time.NewTicker(c.opts.SampleEvery)
+	defer t.Stop()
+	for {
+		c.ring.take(c.opts.Now(), c.opts.Counters)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // perSecond is the counter's increase over dt; a counter that went down

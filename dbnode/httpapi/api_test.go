@@ -165,6 +165,29 @@ func TestReadyAndHealth(t *testing.T) {
 	require.JSONEq(t, `{"ready":true,"damage":["commit log: corruption in 1 files: skipped 57 bytes"]}`, body)
 }
 
+// /ready asks the ready function on every request, so progress that
+// moves while the node stays unready (a bootstrap round) is current on
+// each read, with the progress under "bootstrap".
+func TestReadyAsksOnEveryRequest(t *testing.T) {
+	api := New(Options{Namespace: "default"})
+	api.SetBackend(Local{})
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+	streamed := 0
+	api.SetReadyFunc(func() (string, any) {
+		streamed++
+		return "bootstrapping: " + strconv.Itoa(streamed) + " streamed", map[string]int{"roundStreamed": streamed}
+	})
+	for i := 1; i <= 2; i++ {
+		resp, err := http.Get(srv.URL + "/ready")
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 503, resp.StatusCode)
+		require.JSONEq(t, `{"ready":false,"reason":"bootstrapping: `+strconv.Itoa(i)+` streamed","bootstrap":{"roundStreamed":`+strconv.Itoa(i)+`}}`, string(b))
+	}
+}
+
 // readFrames decodes a STREAMED_XOR_CHUNKS body the way Prometheus does:
 // uvarint length, big-endian CRC32-Castagnoli, ChunkedReadResponse.
 func readFrames(t *testing.T, body []byte) []*prompb.ChunkedReadResponse {

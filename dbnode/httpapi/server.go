@@ -54,7 +54,7 @@ type Options struct {
 type API struct {
 	opts     Options
 	backend  atomic.Pointer[backendBox]
-	readyMsg atomic.Pointer[string]
+	readyMsg atomic.Pointer[readyFunc]
 	damage   atomic.Pointer[[]string] // see SetDamage, ReportDamage
 	damageMu sync.Mutex               // serialises changes to damage
 	reported int                      // lines ReportDamage added, under damageMu
@@ -152,8 +152,7 @@ func New(opts Options) *API {
 		seriesV2: newSeriesCache(opts.SeriesCacheSize), meta: metadata.New(opts.MetadataMaxMetrics),
 		ex: exemplars.New(opts.MaxExemplars), resend: metadata.Resend{Every: metadataResendEvery, Max: opts.MetadataMaxMetrics},
 		release: &retain.Releaser{Quiet: releaseQuiet}}
-	notReady := "recovering: storage is not open yet"
-	a.readyMsg.Store(&notReady)
+	a.SetReady("recovering: storage is not open yet")
 	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,
 		100 * time.Millisecond, 500 * time.Millisecond, time.Second, 5 * time.Second, 30 * time.Second}
 	var errMu sync.Mutex
@@ -221,7 +220,22 @@ func (a *API) SetBackend(b Backend) { a.backend.Store(&backendBox{b}) }
 
 // SetReady marks the node ready (msg == "") or not ready with a reason
 // shown by /ready, e.g. bootstrap progress.
-func (a *API) SetReady(msg string) { a.readyMsg.Store(&msg) }
+func (a *API) SetReady(msg string) {
+	a.SetReadyFunc(func() (string, any) { return msg, nil })
+}
+
+// readyFunc says, at the moment /ready is asked, why the node is not
+// ready ("" when it is) and the progress to show beside the reason.
+type readyFunc func() (reason string, progress any)
+
+// SetReadyFunc makes /ready call f on every request, so progress that
+// moves while the reason holds (a bootstrap round streaming) is current
+// each time it is read. f must be cheap and safe to call concurrently;
+// a non-nil progress is rendered as JSON under "bootstrap".
+func (a *API) SetReadyFunc(f func() (reason string, progress any)) {
+	rf := readyFunc(f)
+	a.readyMsg.Store(&rf)
+}
 
 // SetDamage lists damage that storage found on disk at start (a corrupt
 // commit log range skipped, an unreadable fileset): /ready shows it under
@@ -263,17 +277,18 @@ func (a *API) ReportDamage(lines ...string) {
 }
 
 func (a *API) ready(w http.ResponseWriter, _ *http.Request) {
-	msg := *a.readyMsg.Load()
+	msg, progress := (*a.readyMsg.Load())()
 	var damage []string
 	if d := a.damage.Load(); d != nil {
 		damage = *d
 	}
 	w.Header().Set("Content-Type", "application/json")
 	body := struct {
-		Ready  bool     `json:"ready"`
-		Reason string   `json:"reason,omitempty"`
-		Damage []string `json:"damage,omitempty"`
-	}{Ready: msg == "" && a.backend.Load() != nil, Reason: msg, Damage: damage}
+		Ready     bool     `json:"ready"`
+		Reason    string   `json:"reason,omitempty"`
+		Damage    []string `json:"damage,omitempty"`
+		Bootstrap any      `json:"bootstrap,omitempty"`
+	}{Ready: msg == "" && a.backend.Load() != nil, Reason: msg, Damage: damage, Bootstrap: progress}
 	if !body.Ready {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}

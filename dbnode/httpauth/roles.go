@@ -102,6 +102,11 @@ func Required(r *http.Request) Role {
 		p == "/api/v1/status/backup" || p == "/api/v1/status/restore") {
 		return Read
 	}
+	// Series counts by metric and label (the console's cardinality page):
+	// what /api/v1/series already shows a reader, counted.
+	if get && p == "/api/v1/status/tsdb" {
+		return Read
+	}
 	return Admin
 }
 

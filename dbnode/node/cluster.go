@@ -175,9 +175,55 @@ func (n *Node) updateReady(m *client.Map, b *bootstrap.Bootstrapper) {
 		n.api.SetReady("")
 		return
 	}
-	p := b.Progress()
-	n.api.SetReady(fmt.Sprintf("bootstrapping: %d shards INITIALIZING, %d/%d done this round, %d samples and %d bytes streamed",
-		pending, p.ShardsDone, p.ShardsTotal, p.Samples, p.Bytes))
+	// Read on every /ready request: the round's counters move per block
+	// and page streamed, so the answer is current while the round runs.
+	n.api.SetReadyFunc(func() (string, any) {
+		p := b.Progress()
+		return bootstrapReason(pending, p), p
+	})
+}
+
+// bootstrapReason is /ready's reason while shards bootstrap, in units an
+// operator reads at a glance.
+func bootstrapReason(pending int, p bootstrap.Progress) string {
+	head := fmt.Sprintf("bootstrapping: %d shards INITIALIZING", pending)
+	if !p.Running {
+		return head + ", waiting for the next round"
+	}
+	left := "time left unknown until a shard is streamed"
+	if p.ETA >= 0 {
+		left = "about " + p.ETA.Round(time.Second).String() + " left"
+	}
+	return fmt.Sprintf("%s: %d/%d shards streamed this round, %s samples and %s in %s (%s/s), %s",
+		head, p.RoundStreamed, p.RoundShards, humanCount(float64(p.Samples)), humanBytes(float64(p.Bytes)),
+		p.Elapsed.Round(time.Second), humanBytes(p.BytesPerSecond), left)
+}
+
+// humanCount writes n with a k, M or G suffix (1000s).
+func humanCount(n float64) string {
+	for _, u := range []struct {
+		div  float64
+		unit string
+	}{{1e9, " G"}, {1e6, " M"}, {1e3, " k"}} {
+		if n >= u.div {
+			return fmt.Sprintf("%.1f%s", n/u.div, u.unit)
+		}
+	}
+	return fmt.Sprintf("%.0f", n)
+}
+
+// humanBytes writes n in B, KiB, MiB, GiB or TiB.
+func humanBytes(n float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for n >= 1024 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f B", n)
+	}
+	return fmt.Sprintf("%.1f %s", n, units[i])
 }
 
 // shardReleaseGrace is how long a shard's data is kept after the

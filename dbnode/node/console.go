@@ -13,8 +13,8 @@ import (
 // registerConsole mounts the operator's console (dbnode/console) on the
 // node's mux: the placement from the store (the cached one when etcd does
 // not answer; call it once n.topo is set), the other instances probed over HTTP(S), rates from this
-// node's registry.
-func (n *Node) registerConsole(store *placement.Store, reg prom.Gatherer) {
+// node's registry (read by the returned console's Run).
+func (n *Node) registerConsole(store *placement.Store, reg prom.Gatherer) *console.Console {
 	topo := n.topo
 	scheme := "http"
 	var probe *http.Client
@@ -31,7 +31,7 @@ func (n *Node) registerConsole(store *placement.Store, reg prom.Gatherer) {
 	for _, s := range n.insecure {
 		insecure = append(insecure, console.InsecureSurface{Surface: s.Name, Listen: s.Addr})
 	}
-	console.New(console.Options{
+	c := console.New(console.Options{
 		Insecure:  insecure,
 		Self:      n.cfg.ID,
 		Placement: store.Get,
@@ -46,7 +46,9 @@ func (n *Node) registerConsole(store *placement.Store, reg prom.Gatherer) {
 		Counters:    func() (map[string]float64, error) { return sumCounters(reg) },
 		Scheme:      scheme,
 		ProbeClient: probe,
-	}).Register(n.api.Mux())
+	})
+	c.Register(n.api.Mux())
+	return c
 }
 
 // sumCounters adds up every counter of the registry by metric name (all

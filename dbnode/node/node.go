@@ -117,6 +117,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		BuildInfo:          buildInfo(),
 		Logger:             log,
 		Exemplars:          n.api,
+		BlockSize:          cfg.Namespaces[0].BlockSize.Milliseconds(),
 	}).Register(n.api.Mux())
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
@@ -207,7 +208,13 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	n.registerConsole(store, n.reg)
+	con := n.registerConsole(store, n.reg)
+	// The console's rates come from readings of the node's own counters
+	// taken on a ticker, not per page view.
+	conCtx, conStop := context.WithCancel(ctx)
+	conDone := make(chan struct{})
+	go func() { defer close(conDone); con.Run(conCtx) }()
+	stack.push("console rates", func() error { conStop(); <-conDone; return nil })
 
 	// 3. Own data first (filesets, then commit log): a whole cluster
 	// restarted at once comes back without waiting on peers.

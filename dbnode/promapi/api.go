@@ -67,6 +67,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET /api/v1/label/{name}/values", a.wrap(a.labelValues))
 	mux.HandleFunc("GET /api/v1/status/buildinfo", a.wrap(a.buildInfo))
+	mux.HandleFunc("GET /api/v1/status/tsdb", a.wrap(a.tsdbStatus)) // tsdbstatus.go
 }
 
 // result is what a handler answers: an appender writing the "data" field

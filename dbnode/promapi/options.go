@@ -76,6 +76,9 @@ type Options struct {
 	// Now is the clock for instant queries without ?time=; time.Now when
 	// nil.
 	Now func() time.Time
+	// BlockSize is the namespace's block size in milliseconds, for the
+	// bounds /api/v1/status/tsdb reports (0: reported as 0).
+	BlockSize int64
 }
 
 // BuildInfo is what /api/v1/status/buildinfo reports: the server's own

@@ -9,31 +9,19 @@ const PLACEMENT = "/api/v1/services/tessera/placement";
 const STATE = { A: "AVAILABLE", I: "INITIALIZING", L: "LEAVING" };
 const COLORS = {};
 
-function el(tag, attrs, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "class") e.className = v;
-    else if (k.startsWith("data-")) e.setAttribute(k, String(v));
-    else e[k] = v;
-  }
-  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  return e;
-}
-
 function color(name) {
   if (!COLORS[name]) COLORS[name] = getComputedStyle(document.documentElement).getPropertyValue("--" + name).trim();
   return COLORS[name];
 }
 
-function fmtRate(x) {
-  if (x >= 1000) return Math.round(x).toLocaleString("en");
-  return x.toFixed(x < 10 ? 2 : 1);
-}
+function fmtRate(x) { return fmtCount(x); }
 
 // drawShards paints one cell per shard, 64 to a row: not-held cells are
 // small, moving cells (INITIALIZING, LEAVING) fill their square, so a
-// moving shard stands out even among thousands.
-function drawShards(canvas, shards) {
+// moving shard stands out even among thousands. A node that does not
+// answer its health probe serves none of its shards: they are drawn as
+// unavailable, whatever the placement says.
+function drawShards(canvas, shards, down) {
   const cols = 64, cell = 4;
   const rows = Math.ceil(shards.length / cols);
   canvas.width = cols * cell;
@@ -43,7 +31,8 @@ function drawShards(canvas, shards) {
   g.fillRect(0, 0, canvas.width, canvas.height);
   for (let i = 0; i < shards.length; i++) {
     const x = (i % cols) * cell, y = Math.floor(i / cols) * cell, s = shards[i];
-    if (s === "A") { g.fillStyle = color("A"); g.fillRect(x, y, cell - 1, cell - 1); }
+    if (down && s !== ".") { g.fillStyle = color("down"); g.fillRect(x, y, cell - 1, cell - 1); }
+    else if (s === "A") { g.fillStyle = color("A"); g.fillRect(x, y, cell - 1, cell - 1); }
     else if (s === "I" || s === "L") { g.fillStyle = color(s); g.fillRect(x, y, cell, cell); }
     else { g.fillStyle = color("none"); g.fillRect(x, y, cell - 1, cell - 1); }
   }
@@ -61,13 +50,14 @@ function badge(probe, label) {
 
 function renderInstance(inst, self) {
   const c = inst.counts;
-  const canvas = el("canvas", { title: inst.id + ": " + inst.shards.length + " shards" });
-  drawShards(canvas, inst.shards);
+  const down = inst.health.checked && !inst.health.ok;
+  const canvas = el("canvas", { title: inst.id + ": " + inst.shards.length + " shards" + (down ? " (node down: unavailable)" : "") });
+  drawShards(canvas, inst.shards, down);
   const moving = [];
   for (const [src, n] of Object.entries(inst.sources || {})) moving.push(n + " from " + src);
   const reason = inst.ready.reason || inst.health.reason || "";
   return el("div", {
-      class: "instance", "data-instance": inst.id,
+      class: "instance" + (down ? " down" : ""), "data-instance": inst.id, "data-down": down,
       "data-initializing": c.INITIALIZING, "data-available": c.AVAILABLE, "data-leaving": c.LEAVING,
       "data-healthy": inst.health.ok, "data-ready": inst.ready.ok,
     },
@@ -80,9 +70,28 @@ function renderInstance(inst, self) {
       el("span", { class: "A" }, "AVAILABLE ", el("b", { class: "count", "data-state": "AVAILABLE" }, c.AVAILABLE)),
       el("span", { class: "I" }, "INIT ", el("b", { class: "count", "data-state": "INITIALIZING" }, c.INITIALIZING)),
       el("span", { class: "L" }, "LEAVING ", el("b", { class: "count", "data-state": "LEAVING" }, c.LEAVING))),
+    down ? el("div", { class: "reason error" }, "node down: its shards are unavailable") : "",
     moving.length ? el("div", { class: "reason" }, "moving in: " + moving.join(", ")) : "",
-    el("div", { class: "reason" }, reason),
+    inst.ready.bootstrap ? renderBootstrap(inst.ready.bootstrap) : el("div", { class: "reason" }, reason),
     (inst.ready.damage || []).length ? el("div", { class: "reason error" }, "damage: " + inst.ready.damage.join("; ")) : "");
+}
+
+// renderBootstrap draws an instance's bootstrap progress from its /ready
+// (bootstrap.Progress): a bar of the round's shards and the numbers.
+function renderBootstrap(p) {
+  const frac = p.roundShards ? p.roundStreamed / p.roundShards : 0;
+  const bar = el("div", { class: "progress" }, el("i", {}));
+  bar.firstChild.style.width = (100 * frac).toFixed(1) + "%";
+  const eta = p.etaNs < 0 ? "time left unknown" : "about " + fmtDuration(p.etaNs / 1e9) + " left";
+  return el("div", { class: "bootstrap", "data-bootstrap-running": p.running },
+    el("div", { class: "reason" }, p.running
+      ? "bootstrapping: " + p.roundStreamed + "/" + p.roundShards + " shards streamed this round"
+      : "bootstrap: waiting for the next round (" + p.shardsDone + "/" + p.shardsTotal + " shards done)"),
+    bar,
+    el("div", { class: "reason" },
+      el("b", { "data-bootstrap-samples": p.samples }, fmtCount(p.samples)), " samples, ",
+      el("b", { "data-bootstrap-bytes": p.bytes }, fmtBytes(p.bytes)), " in " + fmtDuration(p.elapsedNs / 1e9) +
+      " (" + fmtBytes(p.bytesPerSecond) + "/s, " + fmtCount(p.samplesPerSecond) + " samples/s)" + (p.running ? ", " + eta : "")));
 }
 
 function renderGroups(data) {
@@ -124,6 +133,8 @@ function renderRates(r) {
   if (r.error) { e.replaceChildren(el("span", { class: "error" }, r.error)); return; }
   if (!r.known) { e.textContent = "measuring…"; return; }
   e.classList.remove("muted");
+  const win = r.windowSeconds >= 59 ? "last 1 m" : "last " + fmtDuration(r.windowSeconds) + ", since the node started";
+  document.getElementById("rates-window").textContent = "(" + win + ")";
   e.replaceChildren(el("table", {},
     el("tr", {}, el("td", {}, "remote write"), el("td", {}, el("b", { id: "rate-ingest" }, fmtRate(r.ingestSamplesPerSecond)), " samples/s")),
     el("tr", {}, el("td", {}, "stored (all replicas here)"), el("td", {}, el("b", {}, fmtRate(r.storedSamplesPerSecond)), " samples/s")),
@@ -139,8 +150,8 @@ function renderHints(h) {
   e.replaceChildren(el("table", {},
     el("tr", {}, el("th", {}, "target"), el("th", {}, "records"), el("th", {}, "bytes"), el("th", {}, "oldest")),
     ...h.targets.map((t) => el("tr", { "data-hint-target": t.target },
-      el("td", {}, t.target), el("td", {}, t.records), el("td", {}, t.bytes),
-      el("td", {}, t.oldestAgeSeconds != null ? Math.round(t.oldestAgeSeconds) + " s" : "–")))));
+      el("td", {}, t.target), el("td", {}, fmtCount(t.records)), el("td", {}, fmtBytes(t.bytes)),
+      el("td", {}, t.oldestAgeSeconds != null ? fmtDuration(t.oldestAgeSeconds) : "–")))));
 }
 
 function renderRepair(data) {
@@ -148,7 +159,20 @@ function renderRepair(data) {
   if (!data.repair) { e.setAttribute("data-available", "false"); e.textContent = "not available"; e.title = data.repairError || ""; return; }
   e.setAttribute("data-available", "true");
   e.classList.remove("muted");
-  e.replaceChildren(el("pre", {}, JSON.stringify(data.repair, null, 1)));
+  const r = data.repair, p = r.pass || {}, t = r.total || {};
+  const rows = [
+    ["state", !r.enabled ? "off" : r.running ? "pass " + p.number + " running" : "idle" + (r.compareOnly ? " (compare only)" : "")],
+    ["every", fmtDuration(r.everyNs / 1e9)],
+    ["pass", (p.number || 0) + ": " + (p.shardsDone || 0) + "/" + (p.shardsTotal || 0) + " shards"],
+    ["started", fmtTime(p.started)],
+    ["finished", fmtTime(p.finished)],
+    ["blocks compared / differing", fmtCount(t.blocksCompared || 0) + " / " + fmtCount(t.blocksDiffering || 0)],
+    ["series repaired", fmtCount(t.seriesRepaired || 0) + " (" + fmtCount(t.samplesRepaired || 0) + " samples)"],
+    ["pulled", fmtBytes(t.bytes || 0)],
+    ["errors", fmtCount(t.errors || 0)],
+  ];
+  e.replaceChildren(el("table", { id: "repair-table" },
+    ...rows.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, el("b", {}, v))))));
 }
 
 // renderInsecure shows, above everything, the surfaces this node serves
