@@ -53,17 +53,7 @@ func byteSizeEdit(n *yaml.Node, path string, edits *[]edit) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w (line %d)", path, err, n.Line)
 	}
-	old := n.Value
-	switch n.Style {
-	case yaml.DoubleQuotedStyle:
-		old = `"` + n.Value + `"`
-	case yaml.SingleQuotedStyle:
-		old = `'` + n.Value + `'`
-	case 0, yaml.TaggedStyle:
-	default:
-		return nil
-	}
-	*edits = append(*edits, edit{line: n.Line, col: n.Column, old: old, new: strconv.FormatInt(v, 10)})
+	addEdit(edits, n, strconv.FormatInt(v, 10))
 	return nil
 }
 

@@ -54,6 +54,23 @@ func ParseDuration(s string) (time.Duration, error) {
 
 var bareNumber = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
 
+// addEdit records that scalar n's source text becomes new: its value as
+// written, quotes included. A scalar in a style whose source text is not
+// its value plus quotes (a block scalar) is left to yaml.
+func addEdit(edits *[]edit, n *yaml.Node, new string) {
+	old := n.Value
+	switch n.Style {
+	case yaml.DoubleQuotedStyle:
+		old = `"` + n.Value + `"`
+	case yaml.SingleQuotedStyle:
+		old = `'` + n.Value + `'`
+	case 0, yaml.TaggedStyle:
+	default:
+		return
+	}
+	*edits = append(*edits, edit{line: n.Line, col: n.Column, old: old, new: new})
+}
+
 // edit replaces one scalar's source text.
 type edit struct {
 	line, col int // 1-based, as yaml.Node reports them
@@ -133,17 +150,7 @@ func walkDurations(n *yaml.Node, t reflect.Type, path string, edits *[]edit, unk
 		if err != nil {
 			return fmt.Errorf("%s: %w (line %d)", path, err, n.Line)
 		}
-		old := n.Value
-		switch n.Style {
-		case yaml.DoubleQuotedStyle:
-			old = `"` + n.Value + `"`
-		case yaml.SingleQuotedStyle:
-			old = `'` + n.Value + `'`
-		case 0, yaml.TaggedStyle:
-		default:
-			return nil
-		}
-		*edits = append(*edits, edit{line: n.Line, col: n.Column, old: old, new: d.String()})
+		addEdit(edits, n, d.String())
 		return nil
 	}
 	switch t.Kind() {
