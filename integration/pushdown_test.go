@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/config"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 )
 
 // TestClusterPushdown: through every node of a three-node RF 3 cluster
@@ -22,11 +23,21 @@ import (
 // over the raw series does (stats=all turns the pushdown off), and the
 // session says it pushed them down.
 func TestClusterPushdown(t *testing.T) {
-	_, nodes, _ := clusterNWith(t, 3, func(c *config.Config) { c.Query.Pushdown = true })
+	_, nodes, c := clusterNWith(t, 3, func(c *config.Config) { c.Query.Pushdown = true })
 	d := newDataset()
 	now := time.Now().UnixMilli()
 	for j := 0; j < 6; j++ {
 		require.NoError(t, d.write(nodes[j%3].url(), 0, 200, now-int64(6-j)*10_000))
+	}
+	// A write is acknowledged at majority: until the third replica holds it
+	// too, replicas' digests may differ and a query rightly falls back to
+	// raw series. Wait for every replica, so that every query pushes down.
+	for _, n := range nodes {
+		in := instanceOf(t, c, n.cfg.ID)
+		eventually(t, 60*time.Second, n.cfg.ID+" holds every sample", func() error {
+			_, err := replicaHolds(rpc.ClientOptions{}, in, 4096, d)
+			return err
+		})
 	}
 	queries := []string{
 		`count(it_metric)`,
@@ -43,7 +54,7 @@ func TestClusterPushdown(t *testing.T) {
 			require.JSONEq(t, queryResult(t, n.url(), p), pushed, "%s through %s", q, n.cfg.ID)
 		}
 	}
-	eventually(t, 10*time.Second, "pushdowns counted", func() error {
+	eventually(t, 60*time.Second, "pushdowns counted", func() error {
 		v, err := metricValue(nodes[0].url(), "tessera_session_read_pushdown")
 		if err != nil {
 			return err
