@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tessera-tsdb/tessera/internal/waitfor"
 	"github.com/thanos-io/objstore"
 )
 
@@ -79,16 +81,13 @@ func startVersitygw(t *testing.T) ([]byte, string) {
 			}
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitfor.Condition(t, 30*time.Second, 50*time.Millisecond, "versitygw to listen on "+addr, func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			break
 		}
-		require.True(t, time.Now().Before(deadline), "versitygw did not listen on %s: %v", addr, err)
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	conf := fmt.Appendf(nil, `type: S3
 config:
   bucket: %s

@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/waitfor"
 	"github.com/tessera-tsdb/tessera/placement"
 )
 
@@ -46,9 +47,12 @@ func BenchmarkHintReplay(b *testing.B) {
 		s := replaySession(b, st)
 		b.StartTimer()
 		t0 := time.Now()
-		for records(st, "node3") > 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitfor.Condition(b, 10*time.Minute, 5*time.Millisecond, "the hint queue to drain", func() error {
+			if n := records(st, "node3"); n > 0 {
+				return fmt.Errorf("%d records left", n)
+			}
+			return nil
+		})
 		secs += time.Since(t0).Seconds()
 		bytes += size
 		b.StopTimer()

@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/waitfor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -79,9 +80,13 @@ func TestSnapshotHoldsEverythingAcknowledgedBefore(t *testing.T) {
 			_ = db.Tick()
 		}
 	})
-	for acked.Load() < 63 {
-		time.Sleep(time.Millisecond)
-	}
+	// A writer that fails stops short, and this wait fails at its deadline.
+	waitfor.Condition(t, time.Minute, time.Millisecond, "three rounds written beside the snapshot's start", func() error {
+		if n := acked.Load(); n < 63 {
+			return fmt.Errorf("%d rounds written", n)
+		}
+		return nil
+	})
 	before := acked.Load()
 	m, err := Create(db, dir, Options{ID: "s", NodeID: "n"})
 	stop.Store(true)
