@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,22 +16,14 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/snapshot"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// clock is the tests' settable clock.
+type clock = storagetest.Clock
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC) // a block boundary
 
@@ -147,7 +138,7 @@ func TestBackupIncrementalVerifyRestore(t *testing.T) {
 // where the bucket keeps a key on disk): verify names it, and a restore
 // loses that block only.
 func backupScenario(t *testing.T, b objstore.Bucket, objectFile func(key string) string) {
-	clk := &clock{t: t0.Add(5*time.Hour + 30*time.Minute)}
+	clk := storagetest.NewClock(t0.Add(5*time.Hour + 30*time.Minute))
 	db, dir := openDB(t, clk)
 	const n = 40
 	base := t0.UnixMilli()

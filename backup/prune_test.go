@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 )
 
 // TestPruneKeepsReferencedObjects keeps the newest backup of three: the
@@ -13,7 +15,7 @@ import (
 // kept backup still verifies and restores whole. An in-progress mark
 // younger than the grace stops object deletion.
 func TestPruneKeepsReferencedObjects(t *testing.T) {
-	clk := &clock{t: t0.Add(5*time.Hour + 30*time.Minute)}
+	clk := storagetest.NewClock(t0.Add(5*time.Hour + 30*time.Minute))
 	db, dir := openDB(t, clk)
 	const n = 20
 	base := t0.UnixMilli()
@@ -66,7 +68,7 @@ func TestPruneKeepsReferencedObjects(t *testing.T) {
 // TestUploadRateLimit: an upload bounded to r bytes/s takes at least
 // bytes/r (a lower bound, which a loaded machine only lengthens).
 func TestUploadRateLimit(t *testing.T) {
-	clk := &clock{t: t0.Add(30 * time.Minute)}
+	clk := storagetest.NewClock(t0.Add(30 * time.Minute))
 	db, dir := openDB(t, clk)
 	write(t, db, 200, t0.UnixMilli(), t0.UnixMilli()+1000)
 	_, err := snapshotCreate(db, dir, "r")

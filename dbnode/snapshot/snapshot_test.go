@@ -13,23 +13,15 @@ import (
 
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/internal/waitfor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// clock is the tests' settable clock.
+type clock = storagetest.Clock
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
@@ -52,7 +44,7 @@ func sid(i int) []byte {
 // filesets: loaded into a fresh database, the snapshot holds every
 // sample acknowledged before Create was called.
 func TestSnapshotHoldsEverythingAcknowledgedBefore(t *testing.T) {
-	clk := &clock{t: t0.Add(131 * time.Minute)}
+	clk := storagetest.NewClock(t0.Add(131 * time.Minute))
 	db, dir := open(t, clk)
 	const n = 30
 	var acked atomic.Int64 // samples per series acknowledged so far (all series, in order)
