@@ -96,6 +96,11 @@ func TestDamagedPageCostsOnlyItsSeries(t *testing.T) {
 	w := partial.Warnings(3)
 	require.Len(t, w, 4)
 	require.Contains(t, w[3], fmt.Sprintf("%d more series", len(partial.Damaged)-3))
+	// The sixth kind of damage of TestEveryKindOfVolumeDamageIsKept: the
+	// volume is neither deleted nor moved aside, its other pages serve.
+	for _, kind := range []string{"data", "index", "checkpoint"} {
+		require.FileExists(t, filesetFile(t, opts, kind), "kept")
+	}
 }
 
 // TestUnreadableFilesetIsReported: a fileset whose index fails its
@@ -262,29 +267,6 @@ func TestEveryKindOfVolumeDamageIsKept(t *testing.T) {
 				require.Len(t, readAll(t, db2, id, base, base+10_000), 3, "series %s from the new volume", id)
 			}
 		})
-	}
-}
-
-// TestDamagedDataPageKeepsTheVolume: the sixth kind, a flipped byte in a
-// data page, passes Open (which reads no pages); the query that reads the
-// page names the damaged series (PartialError, counted), and the volume is
-// neither deleted nor moved aside: its other pages still serve.
-func TestDamagedDataPageKeepsTheVolume(t *testing.T) {
-	opts, _, ids := flushedBlock(t, 10)
-	flipByte(t, filesetFile(t, opts, "data"), 8+20)
-	scope := tally.NewTestScope("", nil)
-	opts.Metrics = scope
-	db := openDB(t, opts)
-	require.Empty(t, db.Recovery().Warnings(), "Open does not read pages")
-	base := ms(t0)
-	_, err := db.Query(context.Background(), "default",
-		[]*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "a")}, base, base+10_000, QueryOptions{})
-	var partial *PartialError
-	require.True(t, errors.As(err, &partial), "want a PartialError, got %v", err)
-	require.Len(t, partial.Damaged, len(ids), "one page holds all ten")
-	require.Equal(t, int64(len(ids)), scope.Snapshot().Counters()["query_series_unreadable+"].Value())
-	for _, kind := range []string{"data", "index", "checkpoint"} {
-		require.FileExists(t, filesetFile(t, opts, kind), "kept")
 	}
 }
 
