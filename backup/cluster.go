@@ -30,6 +30,9 @@ const (
 	placementPath     = "/api/v1/services/tessera/placement"
 )
 
+// maxErrorBody bounds how much of a failed node answer an error quotes.
+const maxErrorBody = 4 << 10
+
 // UploadRequest asks a node to upload shards of one of its snapshots.
 type UploadRequest struct {
 	// BucketConfig is the objstore bucket YAML (it may hold secrets: it
@@ -275,7 +278,7 @@ func backupNode(ctx context.Context, o CreateOptions, in placement.Instance, sha
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		return nil, Progress{}, fmt.Errorf("upload: %s %s", resp.Status, strings.TrimSpace(string(b)))
 	}
 	sc := bufio.NewScanner(resp.Body)

@@ -80,6 +80,10 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// counterSteps shapes Value's large-integer series: values step in
+// multiples of it, which compress as integers.
+const counterSteps = 4096
+
 // Value is the deterministic value of sample j of series i, mixing
 // counters (integral), gauges (floats) and noisy floats, so Verify can
 // recompute it.
@@ -94,7 +98,7 @@ func Value(i, j int) float64 {
 		x ^= x >> 31
 		return float64(x%1_000_000) / 7
 	default:
-		return float64(1e9 + (i*j)%4096*4096)
+		return float64(1e9 + (i*j)%counterSteps*counterSteps)
 	}
 }
 

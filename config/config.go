@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tessera-tsdb/tessera/ident"
 	"gopkg.in/yaml.v3"
 )
 
@@ -213,11 +214,13 @@ type Cluster struct {
 	// down. Writes skip a down peer (it misses them until repaired), so
 	// one slow probe alone must not do it. Default 2.
 	HealthCheckFailures int `yaml:"healthCheckFailures"`
-	// AutoInit creates a one-instance placement (RF 1, 4096 shards) for
+	// AutoInit creates a one-instance placement (RF 1, NumShards shards) for
 	// this node when none exists. Default: on only when no config file is
 	// given (the embedded default).
 	AutoInit bool `yaml:"autoInit"`
-	// NumShards of an auto-initialised placement. Default 4096.
+	// NumShards of an auto-initialised placement, and the shard count the
+	// HTTP API and storage assume until the placement says otherwise.
+	// Default ident.DefaultNumShards (4096).
 	NumShards int `yaml:"numShards"`
 }
 
@@ -456,7 +459,7 @@ func (c *Config) Defaults() {
 		c.Cluster.HealthCheckFailures = 2
 	}
 	if c.Cluster.NumShards == 0 {
-		c.Cluster.NumShards = 4096
+		c.Cluster.NumShards = ident.DefaultNumShards
 	}
 	def(&c.Etcd.Embedded.Name, c.ID)
 	def(&c.Etcd.Embedded.ClientURL, "http://127.0.0.1:2379")

@@ -10,6 +10,10 @@ import (
 	"github.com/tessera-tsdb/tessera/internal/tlsfiles"
 )
 
+// maxReadyBody bounds the /ready answer printed (a few hundred bytes,
+// more with damage lines).
+const maxReadyBody = 4 << 10
+
 // readyCommand checks a node's /ready, for health checks in images with
 // no shell or curl (the docker image is FROM scratch).
 func readyCommand() *cobra.Command {
@@ -34,7 +38,7 @@ func readyCommand() *cobra.Command {
 				return fmt.Errorf("not ready: %w", err)
 			}
 			defer resp.Body.Close()
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, maxReadyBody))
 			if resp.StatusCode != http.StatusOK {
 				return fmt.Errorf("not ready: HTTP %d: %s", resp.StatusCode, body)
 			}

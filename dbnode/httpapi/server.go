@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/exemplars"
 	"github.com/tessera-tsdb/tessera/dbnode/metadata"
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
@@ -361,9 +360,9 @@ func classify(err error) (int, string) {
 		return http.StatusInternalServerError, "damaged_data"
 	case errors.Is(err, storage.ErrUnknownNamespace):
 		return http.StatusBadRequest, "unknown_namespace"
-	case errors.Is(err, commitlog.ErrQueueFull):
+	case errors.Is(err, storage.ErrOverloaded):
 		return http.StatusServiceUnavailable, "commitlog_full"
-	case errors.Is(err, commitlog.ErrClosed), errors.Is(err, errNotReady):
+	case errors.Is(err, storage.ErrClosed), errors.Is(err, errNotReady):
 		return http.StatusServiceUnavailable, "unavailable"
 	}
 	return http.StatusServiceUnavailable, "internal"

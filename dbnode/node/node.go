@@ -186,6 +186,17 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	// Closed here in case Run fails before the gRPC server owns it (which
 	// then closes it first; a second close only errs, and is ignored).
 	stack.push("rpc listener", func() error { _ = n.rpcLn.Close(); return nil })
+	// The consistency levels are parsed before anything starts: a level
+	// the client does not know fails the start naming the field, instead
+	// of a session that would count replicas by the zero level.
+	wl, err := client.ParseWriteLevel(n.cfg.Cluster.WriteConsistency)
+	if err != nil {
+		return fmt.Errorf("config: cluster.writeConsistency: %w", err)
+	}
+	rl, err := client.ParseReadLevel(n.cfg.Cluster.ReadConsistency)
+	if err != nil {
+		return fmt.Errorf("config: cluster.readConsistency: %w", err)
+	}
 
 	// 1. etcd: a seed runs its member; everyone connects as a client.
 	if n.cfg.Etcd.Embedded.Enabled {
@@ -272,8 +283,6 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	stack.push("rpc server", func() error { g.Stop(); return nil })
 
 	// 5. The session routes every HTTP write and read by the placement.
-	wl, _ := client.ParseWriteLevel(n.cfg.Cluster.WriteConsistency)
-	rl, _ := client.ParseReadLevel(n.cfg.Cluster.ReadConsistency)
 	pairing := n.cfg.Cluster.PairedInitializingCounts == nil || *n.cfg.Cluster.PairedInitializingCounts
 	hintOpts, closeHints, err := n.openHints()
 	if err != nil {
@@ -389,7 +398,7 @@ func shutdown(srv *http.Server) {
 func (n *Node) openStorage() (*storage.Database, error) {
 	nss := make([]storage.NamespaceOptions, len(n.cfg.Namespaces))
 	for i, c := range n.cfg.Namespaces {
-		nss[i] = storage.NamespaceFromConfig(c)
+		nss[i] = namespaceOptions(c)
 	}
 	mode := commitlog.ModeSync
 	if n.cfg.CommitLog.Mode == "async" {
@@ -415,4 +424,14 @@ func (n *Node) openStorage() (*storage.Database, error) {
 	// on /ready until the next start.
 	n.api.SetDamage(db.Recovery().Warnings())
 	return db, nil
+}
+
+// namespaceOptions turns a namespace's YAML form into storage's options
+// (config is read here, in node, not by storage).
+func namespaceOptions(c config.Namespace) storage.NamespaceOptions {
+	return storage.NamespaceOptions{
+		Name: c.Name, Retention: c.Retention, BlockSize: c.BlockSize,
+		BufferPast: c.BufferPast, BufferFuture: c.BufferFuture,
+		ColdWrites: c.ColdWritesEnabled(), Index: c.IndexEnabled(),
+	}
 }

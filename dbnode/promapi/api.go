@@ -105,10 +105,14 @@ func (a *API) wrap(h func(r *http.Request) result) http.HandlerFunc {
 // successPrefix opens every successful response; the data follows.
 const successPrefix = `{"status":"success","data":`
 
+// initialResponseCap is the first capacity of a response body: most
+// answers (an instant vector of a few series) fit without growing it.
+const initialResponseCap = 4 << 10
+
 func (a *API) respond(w http.ResponseWriter, r *http.Request, res result) {
 	buf := res.body
 	if buf == nil {
-		buf = append(make([]byte, 0, 4096), successPrefix...)
+		buf = append(make([]byte, 0, initialResponseCap), successPrefix...)
 		var err error
 		if buf, err = res.data(buf); err != nil {
 			a.opts.Logger.Error("encode query API response", "err", err)

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 )
 
 // Reason classifies why a sample was refused. Refusals are permanent: the
@@ -55,6 +57,17 @@ func (r Reason) String() string {
 
 // ErrUnknownNamespace is returned for a namespace not configured.
 var ErrUnknownNamespace = errors.New("unknown namespace")
+
+// The commit log's errors a write can return, under storage's name so
+// the layers above classify a write's failure by storage's contract alone
+// (errors.Is matches either name: they are the same values).
+var (
+	// ErrOverloaded: the commit log holds its most pending bytes; the
+	// write was not taken and a retry soon may succeed (HTTP 503).
+	ErrOverloaded = commitlog.ErrQueueFull
+	// ErrClosed: storage is closing or closed (HTTP 503).
+	ErrClosed = commitlog.ErrClosed
+)
 
 // SampleError is one refused sample.
 type SampleError struct {

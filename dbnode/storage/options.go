@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 	"github.com/tessera-tsdb/tessera/limits"
@@ -23,15 +22,6 @@ type NamespaceOptions struct {
 	Index        bool
 }
 
-// NamespaceFromConfig converts the YAML form.
-func NamespaceFromConfig(c config.Namespace) NamespaceOptions {
-	return NamespaceOptions{
-		Name: c.Name, Retention: c.Retention, BlockSize: c.BlockSize,
-		BufferPast: c.BufferPast, BufferFuture: c.BufferFuture,
-		ColdWrites: c.ColdWritesEnabled(), Index: c.IndexEnabled(),
-	}
-}
-
 // Options configure a Database.
 type Options struct {
 	// Dir is the data directory: commit log under Dir/commitlog, filesets
@@ -40,7 +30,8 @@ type Options struct {
 	// FS is the file-system seam; vfs.OS() when nil.
 	FS         vfs.FS
 	Namespaces []NamespaceOptions
-	// NumShards is the number of virtual shards (4096 by default).
+	// NumShards is the number of virtual shards (the node passes
+	// config's cluster.numShards). Required.
 	NumShards uint32
 	// CommitLogMode, CommitLogFlushEvery, ... configure the commit log.
 	CommitLogMode       commitlog.Mode
@@ -69,7 +60,7 @@ func (o *Options) defaults() error {
 		o.FS = vfs.OS()
 	}
 	if o.NumShards == 0 {
-		o.NumShards = 4096
+		return fmt.Errorf("storage: options: NumShards is 0")
 	}
 	if len(o.Namespaces) == 0 {
 		return fmt.Errorf("storage: options: no namespaces")

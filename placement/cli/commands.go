@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/placement"
 )
 
@@ -52,7 +53,7 @@ func newInitCommand(o *options) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&ifNotExists, "if-not-exists", false, "succeed and print the existing placement when there is one")
 	cmd.Flags().IntVar(&rf, "rf", 3, "replica factor: owners per shard, each in a different isolation group")
-	cmd.Flags().Uint32Var(&numShards, "shards", 4096, "number of virtual shards (fixed for the life of the cluster)")
+	cmd.Flags().Uint32Var(&numShards, "shards", ident.DefaultNumShards, "number of virtual shards (fixed for the life of the cluster)")
 	addInstanceFlag(cmd, &specs)
 	return cmd
 }

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/placement"
 )
 
@@ -147,7 +148,7 @@ func (h *Handler) init(ctx context.Context, r *http.Request) (placement.Placemen
 		return placement.Placement{}, err
 	}
 	if req.NumShards == 0 {
-		req.NumShards = 4096
+		req.NumShards = ident.DefaultNumShards
 	}
 	if req.ReplicaFactor <= 0 {
 		return placement.Placement{}, badRequest("replicaFactor must be >= 1")

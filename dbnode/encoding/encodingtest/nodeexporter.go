@@ -15,6 +15,10 @@ import (
 	"github.com/tessera-tsdb/tessera/ident"
 )
 
+// pageSize is the disk page and file-system block size the fake
+// node_exporter's disk and file-system counters are made of.
+const pageSize = 4096
+
 // Series is one generated series.
 type Series struct {
 	ID     []byte        // ident.FromLabels(Labels)
@@ -352,7 +356,7 @@ func (h *host) addDisk() {
 		}
 		return reads
 	}))
-	disk("disk_bytes", "read_bytes_total", counter(h.rng.Int64N(1e9), 4096, 1, func() int64 {
+	disk("disk_bytes", "read_bytes_total", counter(h.rng.Int64N(1e9), pageSize, 1, func() int64 {
 		return reads * (1 + h.rng.Int64N(32)) // pages
 	}))
 	disk("disk_seconds", "io_time_seconds_total", counter(h.rng.Int64N(1e9), 1, 1000, func() int64 {
@@ -374,7 +378,7 @@ func (h *host) addFilesystem() {
 		filesMove float64
 	}{{"/", 100, 30, 0.9}, {"/var/lib/docker", 200, 8, 0.6}} {
 		size := fs.sizeGB << 30
-		blocks := float64(size / 4096)
+		blocks := float64(size / pageSize)
 		lbl := []string{"device", "/dev/sda1", "fstype", "ext4", "mountpoint", fs.mount}
 		add := func(kind, name string, next func() float64) {
 			h.add(kind, next, append([]string{"__name__", "node_filesystem_" + name}, lbl...)...)
@@ -391,8 +395,8 @@ func (h *host) addFilesystem() {
 			free = math.Max(0, free+d)
 			return free
 		}
-		add("fs_bytes", "free_bytes", func() float64 { return step() * 4096 })
-		add("fs_bytes", "avail_bytes", func() float64 { return (free - reserved) * 4096 })
+		add("fs_bytes", "free_bytes", func() float64 { return step() * pageSize })
+		add("fs_bytes", "avail_bytes", func() float64 { return (free - reserved) * pageSize })
 		add("gauge_int", "files_free", h.gauge(float64(size/16384)*0.9, 3, fs.filesMove, 1))
 	}
 }
