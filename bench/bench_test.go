@@ -16,6 +16,7 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi/httpapitest"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"go.uber.org/goleak"
 )
@@ -122,9 +123,7 @@ func TestOptionsValidate(t *testing.T) {
 func newNode(t *testing.T) string {
 	t.Helper()
 	db := storagetest.Open(t, 64, nil)
-	api := httpapi.New(httpapi.Options{Namespace: "default", NumShards: 64})
-	api.SetBackend(httpapi.Local{DB: db})
-	api.SetReady("")
+	api := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 64, Backend: httpapi.Local{DB: db}})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL

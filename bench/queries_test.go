@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-tsdb/tessera/bench/nodeexporter"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding/encodingtest"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi/httpapitest"
 	"github.com/tessera-tsdb/tessera/dbnode/promapi"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 )
@@ -25,9 +26,7 @@ import (
 func newQueryNode(t *testing.T) string {
 	t.Helper()
 	db := storagetest.Open(t, 64, nil)
-	api := httpapi.New(httpapi.Options{Namespace: "default", NumShards: 64})
-	api.SetBackend(httpapi.Local{DB: db})
-	api.SetReady("")
+	api := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 64, Backend: httpapi.Local{DB: db}})
 	promapi.New(httpapi.Local{DB: db}, promapi.Options{}).Register(api.Mux())
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)

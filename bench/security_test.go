@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi/httpapitest"
 	"github.com/tessera-tsdb/tessera/dbnode/httpauth"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/dbnode/webconfig"
@@ -41,9 +42,7 @@ func newSecureNode(t *testing.T) (url, caFile string) {
 	})
 	require.NoError(t, err)
 	db := storagetest.Open(t, 64, nil)
-	api := httpapi.New(httpapi.Options{Namespace: "default", NumShards: 64})
-	api.SetBackend(httpapi.Local{DB: db})
-	api.SetReady("")
+	api := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 64, Backend: httpapi.Local{DB: db}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := &http.Server{Handler: auth.Wrap(api.Handler()), ReadHeaderTimeout: 10 * time.Second}

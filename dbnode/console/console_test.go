@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi/httpapitest"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/placement"
 )
@@ -71,13 +72,24 @@ func TestInstanceViewsMatchThePlacement(t *testing.T) {
 }
 
 // readyNode is a real node HTTP API (storage behind it) on a loopback
-// port, not ready until told.
-func readyNode(t *testing.T) (*httpapi.API, string) {
-	api := httpapi.New(httpapi.Options{Namespace: "default"})
+// port, whose /ready gives reason ("": ready).
+func readyNode(t *testing.T, reason string) string {
+	st := nodeState{backend: httpapi.Local{DB: storagetest.Open(t, 64, nil)}, reason: reason}
+	api := httpapitest.New(t, httpapi.Options{Namespace: "default", State: st})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return api, strings.TrimPrefix(srv.URL, "http://")
+	return strings.TrimPrefix(srv.URL, "http://")
 }
+
+// nodeState is a node's fixed lifecycle state (httpapi.State).
+type nodeState struct {
+	backend httpapi.Backend
+	reason  string
+}
+
+func (s nodeState) Backend() httpapi.Backend { return s.backend }
+func (s nodeState) Ready() (string, any)     { return s.reason, nil }
+func (s nodeState) Damage() []string         { return nil }
 
 func closedPort(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -88,12 +100,8 @@ func closedPort(t *testing.T) string {
 }
 
 func TestClusterProbesEachInstance(t *testing.T) {
-	up, upAddr := readyNode(t)
-	up.SetBackend(httpapi.Local{DB: storagetest.Open(t, 64, nil)})
-	up.SetReady("")
-	booting, bootingAddr := readyNode(t)
-	booting.SetBackend(httpapi.Local{DB: storagetest.Open(t, 64, nil)})
-	booting.SetReady("bootstrapping: 3 shards INITIALIZING")
+	upAddr := readyNode(t, "")
+	bootingAddr := readyNode(t, "bootstrapping: 3 shards INITIALIZING")
 
 	p := movingPlacement(t)
 	for i := range p.Instances {

@@ -25,20 +25,21 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type fixture struct {
-	srv *httptest.Server
-	db  *storage.Database
-	api *API
+	srv   *httptest.Server
+	db    *storage.Database
+	api   *API
+	state *testState // serves db, ready; a test may swap the backend
 }
 
 func newFixture(t *testing.T, maxBody int64) *fixture {
 	t.Helper()
 	db := storagetest.Open(t, 64, nil)
-	api := New(Options{Namespace: "default", MaxBodyBytes: maxBody, NumShards: 64})
-	api.SetBackend(Local{DB: db})
-	api.SetReady("")
+	st := newTestState("")
+	st.serve(Local{DB: db})
+	api := newAPI(t, Options{Namespace: "default", MaxBodyBytes: maxBody, NumShards: 64, State: st})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, db: db, api: api}
+	return &fixture{srv: srv, db: db, api: api, state: st}
 }
 
 func writeBody(t *testing.T, series ...prompb.TimeSeries) []byte {
@@ -132,7 +133,8 @@ func TestRemoteWriteErrorClasses(t *testing.T) {
 }
 
 func TestReadyAndHealth(t *testing.T) {
-	api := New(Options{Namespace: "default"})
+	st := newTestState("recovering: storage is not open yet")
+	api := newAPI(t, Options{Namespace: "default", State: st})
 	srv := httptest.NewServer(api.Handler())
 	defer srv.Close()
 	get := func(p string) (int, string) {
@@ -154,12 +156,12 @@ func TestReadyAndHealth(t *testing.T) {
 
 	// Damage found at start shows on /ready without making the node
 	// unready: it serves what was not damaged.
-	api.SetBackend(Local{})
-	api.SetReady("")
+	st.serve(Local{})
+	st.setReason("")
 	code, body = get("/ready")
 	require.Equal(t, 200, code)
 	require.JSONEq(t, `{"ready":true}`, body)
-	api.SetDamage([]string{"commit log: corruption in 1 files: skipped 57 bytes"})
+	st.setDamage([]string{"commit log: corruption in 1 files: skipped 57 bytes"})
 	code, body = get("/ready")
 	require.Equal(t, 200, code)
 	require.JSONEq(t, `{"ready":true,"damage":["commit log: corruption in 1 files: skipped 57 bytes"]}`, body)
@@ -169,12 +171,13 @@ func TestReadyAndHealth(t *testing.T) {
 // moves while the node stays unready (a bootstrap round) is current on
 // each read, with the progress under "bootstrap".
 func TestReadyAsksOnEveryRequest(t *testing.T) {
-	api := New(Options{Namespace: "default"})
-	api.SetBackend(Local{})
+	st := newTestState("")
+	st.serve(Local{})
+	api := newAPI(t, Options{Namespace: "default", State: st})
 	srv := httptest.NewServer(api.Handler())
 	defer srv.Close()
 	streamed := 0
-	api.SetReadyFunc(func() (string, any) {
+	st.setReadyFunc(func() (string, any) {
 		streamed++
 		return "bootstrapping: " + strconv.Itoa(streamed) + " streamed", map[string]int{"roundStreamed": streamed}
 	})
@@ -262,13 +265,14 @@ func TestRemoteReadStreamedXORChunks(t *testing.T) {
 // once per distinct line, after what start found, and at most
 // maxReportedDamage lines in all, however many reads report it.
 func TestReportDamageIsBounded(t *testing.T) {
-	a := New(Options{})
-	a.SetDamage([]string{"at start"})
+	st := newTestState("")
+	a := newAPI(t, Options{State: st})
+	st.setDamage([]string{"at start"})
 	a.ReportDamage("page 1", "page 1", "page 2")
 	a.ReportDamage("page 2")
-	require.Equal(t, []string{"at start", "page 1", "page 2"}, *a.damage.Load())
+	require.Equal(t, []string{"at start", "page 1", "page 2"}, a.damage())
 	for i := range 3 * maxReportedDamage {
 		a.ReportDamage("page x" + strconv.Itoa(i))
 	}
-	require.Len(t, *a.damage.Load(), 1+maxReportedDamage)
+	require.Len(t, a.damage(), 1+maxReportedDamage)
 }

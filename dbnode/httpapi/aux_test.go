@@ -55,7 +55,7 @@ func (b *auxLocal) QueryMetadata(context.Context, string, int, int) (map[string]
 func TestAuxHandedToClusterBackend(t *testing.T) {
 	f := newFixture(t, 0)
 	b := &auxLocal{Local: Local{DB: f.db}}
-	f.api.SetBackend(b)
+	f.state.serve(b)
 	now := time.Now().UnixMilli()
 	body := func() []byte {
 		raw, err := (&prompb.WriteRequest{

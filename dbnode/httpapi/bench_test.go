@@ -46,9 +46,7 @@ func benchmarkRemoteWrite(b *testing.B, proto int) {
 	cfg.Defaults()
 	l := limits.New(limits.Config(cfg.Limits), nil)
 	db := storagetest.OpenWithLimits(b, 4096, l)
-	api := New(Options{Namespace: "default", NumShards: 4096, Limits: l})
-	api.SetBackend(Local{DB: db})
-	api.SetReady("")
+	api := newAPI(b, Options{Namespace: "default", Limits: l, Backend: Local{DB: db}})
 	h := api.Handler()
 
 	start := time.Now().Add(-30 * time.Minute).UnixMilli()
@@ -150,9 +148,7 @@ func BenchmarkOTLP(b *testing.B) {
 	cfg.Defaults()
 	l := limits.New(limits.Config(cfg.Limits), nil)
 	db := storagetest.OpenWithLimits(b, 4096, l)
-	api := New(Options{Namespace: "default", NumShards: 4096, Limits: l})
-	api.SetBackend(Local{DB: db})
-	api.SetReady("")
+	api := newAPI(b, Options{Namespace: "default", Limits: l, Backend: Local{DB: db}})
 	h := api.Handler()
 
 	start := time.Now().Add(-30 * time.Minute)

@@ -35,9 +35,7 @@ func newLimitedFixture(t *testing.T, cfg limits.Config) *limitedFixture {
 	scope := tally.NewTestScope("", nil)
 	l := limits.New(cfg, scope.SubScope("limits"))
 	db := storagetest.OpenWithLimits(t, 64, l)
-	api := New(Options{Namespace: "default", NumShards: 64, Limits: l})
-	api.SetBackend(Local{DB: db})
-	api.SetReady("")
+	api := newAPI(t, Options{Namespace: "default", NumShards: 64, Limits: l, Backend: Local{DB: db}})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	return &limitedFixture{fixture: &fixture{srv: srv, db: db, api: api}, scope: scope}

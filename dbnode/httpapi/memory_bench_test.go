@@ -55,9 +55,7 @@ func benchmarkActiveSeriesMemory(b *testing.B, numSeries int) {
 	l := limits.New(limits.Config(cfg.Limits), nil)
 	db := storagetest.OpenWithLimits(b, 4096, l)
 	defer db.Close()
-	api := New(Options{Namespace: "default", NumShards: 4096, Limits: l, SeriesCacheSize: cfg.HTTP.SeriesCacheSize})
-	api.SetBackend(Local{DB: db})
-	api.SetReady("")
+	api := newAPI(b, Options{Namespace: "default", Limits: l, SeriesCacheSize: cfg.HTTP.SeriesCacheSize, Backend: Local{DB: db}})
 	h := api.Handler()
 
 	start := time.Now().Add(-time.Minute).UnixMilli()

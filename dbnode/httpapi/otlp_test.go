@@ -272,7 +272,7 @@ func TestOTLPWriteThenRead(t *testing.T) {
 // the rest written); alone, the request is refused with 400.
 func TestOTLPExponentialHistogramsRefused(t *testing.T) {
 	f, scope := newScopedFixture(t)
-	f.api.SetBackend(floatsOnly{Local{DB: f.db}})
+	f.state.serve(floatsOnly{Local{DB: f.db}})
 	ts := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	md := otlpMetrics(ts)
 	addExponential(md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics(), ts, 2)
@@ -452,7 +452,7 @@ func TestOTLPLimits(t *testing.T) {
 
 // A node still recovering answers 503 (retry), in OTLP's error form.
 func TestOTLPNotReady(t *testing.T) {
-	api := New(Options{Namespace: "default", NumShards: 64})
+	api := newAPI(t, Options{Namespace: "default", NumShards: 64})
 	w := &recorder{header: http.Header{}}
 	r, err := http.NewRequest(http.MethodPost, otlpPath, bytes.NewReader(otlpBody(t, otlpMetrics(time.Now()), false, false)))
 	require.NoError(t, err)

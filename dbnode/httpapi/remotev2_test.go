@@ -118,7 +118,7 @@ func TestRemoteWriteNegotiation(t *testing.T) {
 // partial write).
 func TestRemoteWriteV2PartialWrite(t *testing.T) {
 	f, scope := newScopedFixture(t)
-	f.api.SetBackend(floatsOnly{Local{DB: f.db}})
+	f.state.serve(floatsOnly{Local{DB: f.db}})
 	url := f.srv.URL + "/api/v1/prom/remote/write"
 	now := time.Now().UnixMilli()
 	st := writev2.NewSymbolTable()

@@ -59,7 +59,7 @@ func readIDs(t *testing.T, f *fixture, id []byte, from, to int64) []int64 {
 func TestSeriesCacheHandsBackRefs(t *testing.T) {
 	f := newFixture(t, 32<<20)
 	rec := &recording{Local: Local{DB: f.db}}
-	f.api.SetBackend(rec)
+	f.state.serve(rec)
 	now := time.Now().UnixMilli()
 	job := func(v string) prompb.Label { return prompb.Label{Name: "job", Value: v} }
 	url := f.srv.URL + "/api/v1/prom/remote/write"
@@ -93,7 +93,7 @@ func TestSeriesCacheHandsBackRefs(t *testing.T) {
 func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	f := newFixture(t, 32<<20)
 	rec := &recording{Local: Local{DB: f.db}}
-	f.api.SetBackend(rec)
+	f.state.serve(rec)
 	now := time.Now().UnixMilli()
 	url := f.srv.URL + "/api/v1/prom/remote/write"
 	unsorted := func(ts int64) prompb.TimeSeries {
@@ -213,7 +213,7 @@ func TestSeriesCacheIgnoresRefusedRequests(t *testing.T) {
 func TestSeriesCacheSharesStorageID(t *testing.T) {
 	f := newFixture(t, 32<<20)
 	rec := &recording{Local: Local{DB: f.db}}
-	f.api.SetBackend(rec)
+	f.state.serve(rec)
 	now := time.Now().UnixMilli()
 	url := f.srv.URL + "/api/v1/prom/remote/write"
 	body := writeBody(t, ts("up", now-2000, 1, prompb.Label{Name: "job", Value: "a"}))
@@ -418,9 +418,7 @@ func TestSeriesCacheRefreshesHeldSeries(t *testing.T) {
 // -race.
 func TestSeriesCacheConcurrentWrites(t *testing.T) {
 	db := storagetest.Open(t, 64, nil)
-	api := New(Options{Namespace: "default", MaxBodyBytes: 32 << 20, NumShards: 64, SeriesCacheSize: 40})
-	api.SetBackend(Local{DB: db})
-	api.SetReady("")
+	api := newAPI(t, Options{Namespace: "default", MaxBodyBytes: 32 << 20, NumShards: 64, SeriesCacheSize: 40, Backend: Local{DB: db}})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	const writers, requests, perRequest, series = 4, 30, 25, 200

@@ -21,42 +21,89 @@ import (
 	"github.com/uber-go/tally/v4"
 )
 
-// Options configure the HTTP API.
+// Options configure the HTTP API. The node fills them from its config
+// (config.Defaults writes the default values, not this package): New
+// refuses a zero size, count or shard count.
 type Options struct {
 	// Namespace that remote write and read use unless the request names
 	// one with ?namespace=.
-	Namespace    string
+	Namespace string
+	// MaxBodyBytes bounds a remote write or read body, compressed and
+	// decompressed (config http.maxBodyBytes).
 	MaxBodyBytes int64
-	// NumShards is the placement's shard count (4096 by default).
+	// NumShards is the placement's shard count (config cluster.numShards).
 	NumShards uint32
-	Logger    *slog.Logger
-	Metrics   tally.Scope
+	Logger    *slog.Logger // nil: discard
+	Metrics   tally.Scope  // nil: tally.NoopScope
 	// MetricsHandler serves GET /metrics (the tally Prometheus reporter).
 	MetricsHandler http.Handler
 	// SeriesCacheSize bounds the series remote write remembers by their
-	// label bytes (see seriesCache). Default 1Mi.
+	// label bytes (see seriesCache; config http.seriesCacheSize).
 	SeriesCacheSize int
 	// Limits are applied to remote write (labels of new series, series
 	// and samples per request) and remote read (series fetched); nil: none
 	// but Prometheus' label rules.
 	Limits *limits.Limits
 	// MetadataMaxMetrics bounds the metric names whose metadata remote
-	// write keeps for /api/v1/metadata (metadata.Store). Default 10000.
+	// write keeps for /api/v1/metadata (metadata.Store; config
+	// ingest.metadataMaxMetrics).
 	MetadataMaxMetrics int
 	// MaxExemplars bounds the exemplars remote write keeps for
-	// /api/v1/query_exemplars (exemplars.Store). Default 100000.
+	// /api/v1/query_exemplars (exemplars.Store; config ingest.maxExemplars).
 	MaxExemplars int
+	// Backend serves writes and reads from the start, and the API is
+	// ready at once: a node that serves from a database it already holds
+	// (tests, tools). A node that binds HTTP before its storage recovers
+	// passes State instead.
+	Backend Backend
+	// State, when set, is asked on every request for the backend (nil
+	// while storage recovers: writes and reads answer 503), whether the
+	// node is ready and the damage storage found at start. It replaces
+	// Backend.
+	State State
 }
 
-// API serves the node's HTTP endpoints. The backend is set once storage
-// has recovered; until then writes and reads answer 503 and /ready too.
+// State is a node's lifecycle as the API sees it, owned by whoever starts
+// the node; the API asks on every request, so it never needs telling.
+// Every method must be cheap and safe to call concurrently.
+type State interface {
+	// Backend is what writes and reads go to; nil until storage is open.
+	Backend() Backend
+	// Ready says why the node is not ready ("" when it is) and, when
+	// non-nil, the progress /ready renders as JSON under "bootstrap"
+	// (read anew each time, so a streaming round's counters are current).
+	Ready() (reason string, progress any)
+	// Damage lists damage storage found on disk at start (a corrupt commit
+	// log range skipped, an unreadable fileset), shown on /ready under
+	// "damage". It does not make the node unready: the node serves
+	// everything that was not damaged.
+	Damage() []string
+}
+
+func (o Options) validate() error {
+	var errs []error
+	bad := func(field string, v int64) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("httpapi: options: %s must be > 0, got %d", field, v))
+		}
+	}
+	bad("MaxBodyBytes", o.MaxBodyBytes)
+	bad("NumShards", int64(o.NumShards))
+	bad("SeriesCacheSize", int64(o.SeriesCacheSize))
+	bad("MetadataMaxMetrics", int64(o.MetadataMaxMetrics))
+	bad("MaxExemplars", int64(o.MaxExemplars))
+	if o.Backend != nil && o.State != nil {
+		errs = append(errs, errors.New("httpapi: options: Backend and State both set"))
+	}
+	return errors.Join(errs...)
+}
+
+// API serves the node's HTTP endpoints. Until its State has a backend
+// (storage recovered), writes and reads answer 503 and /ready too.
 type API struct {
 	opts     Options
-	backend  atomic.Pointer[backendBox]
-	readyMsg atomic.Pointer[readyFunc]
-	damage   atomic.Pointer[[]string] // see SetDamage, ReportDamage
-	damageMu sync.Mutex               // serialises changes to damage
-	reported int                      // lines ReportDamage added, under damageMu
+	reported atomic.Pointer[[]string] // see ReportDamage
+	damageMu sync.Mutex               // serialises changes to reported
 	mux      *http.ServeMux
 
 	bufs sync.Pool // *[]byte request bodies
@@ -82,8 +129,6 @@ type API struct {
 // returns their memory (retain.Releaser): long enough that a burst costs
 // one collection, short enough that memory is back within a minute.
 const releaseQuiet = 5 * time.Second
-
-type backendBox struct{ b Backend }
 
 // writeState is one remote write's working memory, reused across requests.
 type writeState struct {
@@ -125,33 +170,20 @@ type apiMetrics struct {
 }
 
 // New builds the API; mount it with Handler.
-func New(opts Options) *API {
+func New(opts Options) (*API, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = tally.NoopScope
 	}
-	if opts.NumShards == 0 {
-		opts.NumShards = 4096
-	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 32 << 20
-	}
-	if opts.SeriesCacheSize <= 0 {
-		opts.SeriesCacheSize = 1 << 20
-	}
-	if opts.MetadataMaxMetrics <= 0 {
-		opts.MetadataMaxMetrics = 10000
-	}
-	if opts.MaxExemplars <= 0 {
-		opts.MaxExemplars = 100000
-	}
 	a := &API{opts: opts, mux: http.NewServeMux(), series: newSeriesCache(opts.SeriesCacheSize),
 		seriesV2: newSeriesCache(opts.SeriesCacheSize), meta: metadata.New(opts.MetadataMaxMetrics),
 		ex: exemplars.New(opts.MaxExemplars), resend: metadata.Resend{Every: metadataResendEvery, Max: opts.MetadataMaxMetrics},
 		release: &retain.Releaser{Quiet: releaseQuiet}}
-	a.SetReady("recovering: storage is not open yet")
 	buckets := tally.DurationBuckets{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,
 		100 * time.Millisecond, 500 * time.Millisecond, time.Second, 5 * time.Second, 30 * time.Second}
 	var errMu sync.Mutex
@@ -205,7 +237,7 @@ func New(opts Options) *API {
 	if opts.MetricsHandler != nil {
 		a.mux.Handle("GET /metrics", opts.MetricsHandler)
 	}
-	return a
+	return a, nil
 }
 
 // Handler is the root handler.
@@ -214,80 +246,72 @@ func (a *API) Handler() http.Handler { return a.mux }
 // Mux lets other packages (PromQL API, placement API) add routes.
 func (a *API) Mux() *http.ServeMux { return a.mux }
 
-// SetBackend makes the API serve from b.
-func (a *API) SetBackend(b Backend) { a.backend.Store(&backendBox{b}) }
-
-// SetReady marks the node ready (msg == "") or not ready with a reason
-// shown by /ready, e.g. bootstrap progress.
-func (a *API) SetReady(msg string) {
-	a.SetReadyFunc(func() (string, any) { return msg, nil })
-}
-
-// readyFunc says, at the moment /ready is asked, why the node is not
-// ready ("" when it is) and the progress to show beside the reason.
-type readyFunc func() (reason string, progress any)
-
-// SetReadyFunc makes /ready call f on every request, so progress that
-// moves while the reason holds (a bootstrap round streaming) is current
-// each time it is read. f must be cheap and safe to call concurrently;
-// a non-nil progress is rendered as JSON under "bootstrap".
-func (a *API) SetReadyFunc(f func() (reason string, progress any)) {
-	rf := readyFunc(f)
-	a.readyMsg.Store(&rf)
-}
-
-// SetDamage lists damage that storage found on disk at start (a corrupt
-// commit log range skipped, an unreadable fileset): /ready shows it under
-// "damage" until the node restarts. It does not make the node unready:
-// the node serves everything that was not damaged.
-func (a *API) SetDamage(lines []string) {
-	a.damageMu.Lock()
-	defer a.damageMu.Unlock()
-	a.damage.Store(&lines)
-}
-
 // maxReportedDamage bounds the lines ReportDamage adds to /ready: one per
 // distinct damaged page read, so a disk going bad cannot grow it without
 // end; the logs and the metrics still count the rest.
 const maxReportedDamage = 100
 
 // ReportDamage adds damage found while serving (a damaged fileset page a
-// read met) to what /ready lists, once per distinct line, until restart.
+// read met) to what /ready lists after State's, once per distinct line,
+// until restart.
 func (a *API) ReportDamage(lines ...string) {
 	a.damageMu.Lock()
 	defer a.damageMu.Unlock()
 	var cur []string
-	if d := a.damage.Load(); d != nil {
+	if d := a.reported.Load(); d != nil {
 		cur = *d
 	}
 	next := slices.Clone(cur)
 	for _, l := range lines {
-		if a.reported >= maxReportedDamage {
+		if len(next) >= maxReportedDamage {
 			break
 		}
 		if !slices.Contains(next, l) {
 			next = append(next, l)
-			a.reported++
 		}
 	}
 	if len(next) > len(cur) {
-		a.damage.Store(&next)
+		a.reported.Store(&next)
 	}
 }
 
-func (a *API) ready(w http.ResponseWriter, _ *http.Request) {
-	msg, progress := (*a.readyMsg.Load())()
-	var damage []string
-	if d := a.damage.Load(); d != nil {
-		damage = *d
+// damage is what /ready lists: what storage found at start, then what
+// reads met since.
+func (a *API) damage() []string {
+	var start, reported []string
+	if a.opts.State != nil {
+		start = a.opts.State.Damage()
 	}
+	if d := a.reported.Load(); d != nil {
+		reported = *d
+	}
+	if len(reported) == 0 {
+		return start
+	}
+	all := slices.Clone(start)
+	for _, l := range reported {
+		if !slices.Contains(all, l) {
+			all = append(all, l)
+		}
+	}
+	return all
+}
+
+func (a *API) ready(w http.ResponseWriter, _ *http.Request) {
+	var msg string
+	var progress any
+	if a.opts.State != nil {
+		msg, progress = a.opts.State.Ready()
+	}
+	_, err := a.getBackend()
+	damage := a.damage()
 	w.Header().Set("Content-Type", "application/json")
 	body := struct {
 		Ready     bool     `json:"ready"`
 		Reason    string   `json:"reason,omitempty"`
 		Damage    []string `json:"damage,omitempty"`
 		Bootstrap any      `json:"bootstrap,omitempty"`
-	}{Ready: msg == "" && a.backend.Load() != nil, Reason: msg, Damage: damage, Bootstrap: progress}
+	}{Ready: msg == "" && err == nil, Reason: msg, Damage: damage, Bootstrap: progress}
 	if !body.Ready {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
@@ -369,11 +393,14 @@ func classify(err error) (int, string) {
 }
 
 func (a *API) getBackend() (Backend, error) {
-	b := a.backend.Load()
+	b := a.opts.Backend
+	if a.opts.State != nil {
+		b = a.opts.State.Backend()
+	}
 	if b == nil {
 		return nil, errNotReady
 	}
-	return b.b, nil
+	return b, nil
 }
 
 func (a *API) namespace(r *http.Request) string {

@@ -20,12 +20,12 @@ func newScopedFixture(t *testing.T) (*fixture, tally.TestScope) {
 	t.Helper()
 	scope := tally.NewTestScope("", nil)
 	db := storagetest.Open(t, 64, nil)
-	api := New(Options{Namespace: "default", NumShards: 64, Metrics: scope})
-	api.SetBackend(Local{DB: db})
-	api.SetReady("")
+	st := newTestState("")
+	st.serve(Local{DB: db})
+	api := newAPI(t, Options{Namespace: "default", NumShards: 64, Metrics: scope, State: st})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, db: db, api: api}, scope
+	return &fixture{srv: srv, db: db, api: api, state: st}, scope
 }
 
 func counterValue(scope tally.TestScope, name string, tags map[string]string) int64 {
@@ -57,7 +57,7 @@ type floatsOnly struct{ Backend }
 // samples, known to the series cache or not.
 func TestRemoteWriteV1RefusesWhatIsNotStored(t *testing.T) {
 	f, scope := newScopedFixture(t)
-	f.api.SetBackend(floatsOnly{Local{DB: f.db}})
+	f.state.serve(floatsOnly{Local{DB: f.db}})
 	url := f.srv.URL + "/api/v1/prom/remote/write"
 	now := time.Now().UnixMilli()
 	up := ts("up", now-2000, 1, prompb.Label{Name: "job", Value: "a"})

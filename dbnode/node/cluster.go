@@ -167,17 +167,17 @@ func (n *Node) reconcile(ctx context.Context, b *bootstrap.Bootstrapper) {
 
 func (n *Node) updateReady(m *client.Map, b *bootstrap.Bootstrapper) {
 	if m == nil {
-		n.api.SetReady("no placement yet: waiting for etcd")
+		n.state.setReason("no placement yet: waiting for etcd")
 		return
 	}
 	pending := bootstrap.PendingShards(m, n.cfg.ID)
 	if pending == 0 {
-		n.api.SetReady("")
+		n.state.setReason("")
 		return
 	}
 	// Read on every /ready request: the round's counters move per block
 	// and page streamed, so the answer is current while the round runs.
-	n.api.SetReadyFunc(func() (string, any) {
+	n.state.setReadyFunc(func() (string, any) {
 		p := b.Progress()
 		return bootstrapReason(pending, p), p
 	})

@@ -46,6 +46,7 @@ type Node struct {
 	scope  tally.Scope
 	closer io.Closer
 	api    *httpapi.API
+	state  *lifecycle // what api asks about the node's progress
 	limits *limits.Limits
 	sec    *security
 	reg    *prom.Registry // this node's metrics, read by the console
@@ -79,7 +80,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		CachedReporter: reporter,
 		Separator:      promreporter.DefaultSeparator,
 	}, time.Second)
-	n := &Node{cfg: cfg, log: log, scope: scope, closer: closer, reg: reg}
+	n := &Node{cfg: cfg, log: log, scope: scope, closer: closer, reg: reg, state: newLifecycle()}
 	n.limits = limits.New(limits.Config(cfg.Limits), scope.SubScope("limits"))
 	sec, err := newSecurity(cfg, log, scope.SubScope("http"))
 	if err != nil {
@@ -92,7 +93,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	insecureGauge(reg, n.insecure)
-	n.api = httpapi.New(httpapi.Options{
+	if n.api, err = httpapi.New(httpapi.Options{
 		Namespace:          cfg.Namespaces[0].Name,
 		MaxBodyBytes:       cfg.HTTP.MaxBodyBytes,
 		SeriesCacheSize:    cfg.HTTP.SeriesCacheSize,
@@ -103,7 +104,11 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Metrics:            scope.SubScope("http"),
 		MetricsHandler:     reporter.HTTPHandler(),
 		Limits:             n.limits,
-	})
+		State:              n.state,
+	}); err != nil {
+		closer.Close()
+		return nil, err
+	}
 	promapi.New(httpapi.Deferred{API: n.api}, promapi.Options{
 		Namespace:          cfg.Namespaces[0].Name,
 		Timeout:            cfg.Query.Timeout,
@@ -243,7 +248,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	// Exemplars and metadata from their snapshots; saved once more when
 	// the node stops, after the session delivered what it still held.
 	if damage := n.loadAux(); len(damage) > 0 {
-		n.api.SetDamage(append(slices.Clone(db.Recovery().Warnings()), damage...))
+		n.state.setDamage(append(slices.Clone(db.Recovery().Warnings()), damage...))
 	}
 	stack.push("exemplar/metadata snapshot", n.saveAux)
 	// The collector's room for garbage follows the live heap (gctune): a
@@ -310,8 +315,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("cluster session: %w", err)
 	}
 	stack.push("session", session.Close)
-	n.api.SetBackend(session)
-	n.api.SetReady("no placement yet: waiting for etcd")
+	n.state.serve(session)
+	n.state.setReason("no placement yet: waiting for etcd")
 
 	// 6. Placement watch, bootstrap and shard release.
 	dials := newDialCache(n.cfg.Cluster.RequestTimeout, n.sec.rpcClient)
@@ -361,7 +366,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		err = fmt.Errorf("server: %w", err)
 		n.log.Error("node shutting down", "id", n.cfg.ID, "reason", err)
 	}
-	n.api.SetReady("shutting down")
+	n.state.setReason("shutting down")
 	return err
 }
 
@@ -422,7 +427,7 @@ func (n *Node) openStorage() (*storage.Database, error) {
 	}
 	// Damage found on disk (logged and counted by storage) stays visible
 	// on /ready until the next start.
-	n.api.SetDamage(db.Recovery().Warnings())
+	n.state.setDamage(db.Recovery().Warnings())
 	return db, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi/httpapitest"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 )
@@ -38,9 +39,7 @@ type tesseraNode struct {
 func newTesseraNode(t testing.TB, now time.Time, opts Options) *tesseraNode {
 	t.Helper()
 	db := storagetest.Open(t, 64, func() time.Time { return now })
-	h := httpapi.New(httpapi.Options{Namespace: "default", NumShards: 64})
-	h.SetBackend(httpapi.Local{DB: db})
-	h.SetReady("")
+	h := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 64, Backend: httpapi.Local{DB: db}})
 	New(httpapi.Local{DB: db}, opts).Register(h.Mux())
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(func() {

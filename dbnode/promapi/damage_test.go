@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi/httpapitest"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/uber-go/tally/v4"
 )
@@ -28,9 +29,7 @@ import (
 func TestDamagedPageQueryWarnsRemoteReadAnswersTheRest(t *testing.T) {
 	d := storagetest.OpenDamaged(t, 6000)
 	scope := tally.NewTestScope("", nil)
-	h := httpapi.New(httpapi.Options{Namespace: "default", NumShards: 1, Metrics: scope})
-	h.SetBackend(httpapi.Local{DB: d.DB})
-	h.SetReady("")
+	h := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 1, Metrics: scope, Backend: httpapi.Local{DB: d.DB}})
 	New(httpapi.Local{DB: d.DB}, Options{Now: d.Now}).Register(h.Mux())
 	srv := httptest.NewServer(h.Handler())
 	defer srv.Close()

@@ -15,6 +15,7 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi/httpapitest"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 )
 
@@ -22,9 +23,7 @@ import (
 // /api/v1/query_exemplars in Prometheus' shape, what Grafana reads.
 func TestQueryExemplarsFromRemoteWrite(t *testing.T) {
 	db := storagetest.Open(t, 64, nil)
-	h := httpapi.New(httpapi.Options{Namespace: "default", NumShards: 64})
-	h.SetBackend(httpapi.Local{DB: db})
-	h.SetReady("")
+	h := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 64, Backend: httpapi.Local{DB: db}})
 	New(httpapi.Deferred{API: h}, Options{Exemplars: h}).Register(h.Mux())
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)

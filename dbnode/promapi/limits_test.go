@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi/httpapitest"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
@@ -34,9 +35,7 @@ func newLimitedNode(t *testing.T, now time.Time, cfg limits.Config, opts Options
 	scope := tally.NewTestScope("", nil)
 	l := limits.New(cfg, scope.SubScope("limits"))
 	db := storagetest.Open(t, 64, func() time.Time { return now })
-	h := httpapi.New(httpapi.Options{Namespace: "default", NumShards: 64, Limits: l})
-	h.SetBackend(httpapi.Local{DB: db})
-	h.SetReady("")
+	h := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 64, Limits: l, Backend: httpapi.Local{DB: db}})
 	opts.Limits = l
 	opts.Now = func() time.Time { return now }
 	New(httpapi.Local{DB: db}, opts).Register(h.Mux())
