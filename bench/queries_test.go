@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tessera-tsdb/tessera/bench/nodeexporter"
+	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding/encodingtest"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
 	"github.com/tessera-tsdb/tessera/dbnode/httpapi/httpapitest"
@@ -27,7 +28,14 @@ func newQueryNode(t *testing.T) string {
 	t.Helper()
 	db := storagetest.Open(t, 64, nil)
 	api := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 64, Backend: httpapi.Local{DB: db}})
-	promapi.New(httpapi.Local{DB: db}, promapi.Options{}).Register(api.Mux())
+	q := config.Default().Query // the node's defaults, as it fills them
+	qa, err := promapi.New(httpapi.Local{DB: db}, promapi.Options{
+		Namespace: "default", Timeout: q.Timeout, MaxSamples: q.MaxSamples,
+		MaxExpressionBytes: q.MaxExpressionBytes, MaxExpressionDepth: q.MaxExpressionDepth,
+		MaxConcurrency: q.MaxConcurrency, LookbackDelta: q.LookbackDelta, EvaluationInterval: q.EvaluationInterval,
+	})
+	require.NoError(t, err)
+	qa.Register(api.Mux())
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -138,12 +138,21 @@ func (n Namespace) ColdWritesEnabled() bool { return n.ColdWrites == nil || *n.C
 // IndexEnabled reports the effective index switch.
 func (n Namespace) IndexEnabled() bool { return n.Index == nil || *n.Index }
 
-// Query bounds PromQL evaluation.
+// Query bounds PromQL evaluation. The defaults are Prometheus' flags.
 type Query struct {
-	Timeout    time.Duration `yaml:"timeout"`
-	MaxSamples int           `yaml:"maxSamples"`
+	// Timeout bounds one query's evaluation (--query.timeout). Default 2m.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxSamples bounds the samples one query holds in memory at once
+	// (--query.max-samples). Default 50000000.
+	MaxSamples int `yaml:"maxSamples"`
+	// MaxConcurrency bounds the queries evaluating at once; more wait for
+	// a slot within their timeout (--query.max-concurrency). Default 20.
+	MaxConcurrency int `yaml:"maxConcurrency"`
 	// LookbackDelta as in Prometheus. Default 5m.
 	LookbackDelta time.Duration `yaml:"lookbackDelta"`
+	// EvaluationInterval is the step of subqueries written without one
+	// (x[30m:]), as Prometheus' global evaluation_interval. Default 1m.
+	EvaluationInterval time.Duration `yaml:"evaluationInterval"`
 	// MaxExpressionBytes bounds a PromQL expression's length and
 	// MaxExpressionDepth its nesting (operators and brackets; a chain
 	// a + b + ... of n terms is n-1 deep), checked before parsing: past
@@ -151,9 +160,14 @@ type Query struct {
 	// tessera_limits_refused{limit="query.maxExpression..."}).
 	// Prometheus has none; its parser and engine cost grows with the
 	// square of the depth, uncancellable while parsing (8 s at 8,000
-	// terms). Defaults 65536 (64 KiB) and 1000 (promapi's): well
-	// above what dashboards send; bytes times depth bounds the cost of
-	// what passes (docs/promql.md). -1: no bound.
+	// terms). Defaults 65536 (64 KiB) and 1000 (a chain a + b + ... of
+	// 1,001 terms): well above what dashboards send (they nest tens of
+	// levels; a Grafana multi-value variable of 3,000 hosts expands into
+	// a regex of about 60 KB; VictoriaMetrics' -search.maxQueryLen is 16
+	// KiB); the engine's cost grows with an expression's nodes times its
+	// depth, so the costliest query within both, a balanced sum of
+	// parenthesised 1,000-term chains of 1 filling 64 KiB, takes seconds
+	// of a core, not minutes (docs/promql.md). -1: no bound.
 	MaxExpressionBytes int `yaml:"maxExpressionBytes" unit:"bytes"`
 	MaxExpressionDepth int `yaml:"maxExpressionDepth"`
 	// Parallelism bounds the goroutines one query spends computing
@@ -438,7 +452,11 @@ func (c *Config) Defaults() {
 	if c.Query.MaxSamples == 0 {
 		c.Query.MaxSamples = 50_000_000
 	}
+	if c.Query.MaxConcurrency == 0 {
+		c.Query.MaxConcurrency = 20
+	}
 	defDur(&c.Query.LookbackDelta, 5*time.Minute)
+	defDur(&c.Query.EvaluationInterval, time.Minute)
 	if c.Query.MaxExpressionBytes == 0 {
 		c.Query.MaxExpressionBytes = 64 << 10
 	}

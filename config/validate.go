@@ -79,6 +79,15 @@ func (c *Config) Validate() error {
 	if c.Query.MaxSamples <= 0 {
 		bad("query.maxSamples", "must be > 0, got %d", c.Query.MaxSamples)
 	}
+	if c.Query.MaxConcurrency <= 0 {
+		bad("query.maxConcurrency", "must be > 0, got %d", c.Query.MaxConcurrency)
+	}
+	if c.Query.LookbackDelta <= 0 {
+		bad("query.lookbackDelta", "must be > 0, got %v", c.Query.LookbackDelta)
+	}
+	if c.Query.EvaluationInterval <= 0 {
+		bad("query.evaluationInterval", "must be > 0, got %v", c.Query.EvaluationInterval)
+	}
 	if c.Query.MaxExpressionBytes < -1 {
 		bad("query.maxExpressionBytes", "must be positive, or -1 for no limit, got %d", c.Query.MaxExpressionBytes)
 	}

@@ -109,13 +109,15 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		closer.Close()
 		return nil, err
 	}
-	promapi.New(httpapi.Deferred{API: n.api}, promapi.Options{
+	qa, err := promapi.New(httpapi.Deferred{API: n.api}, promapi.Options{
 		Namespace:          cfg.Namespaces[0].Name,
 		Timeout:            cfg.Query.Timeout,
 		MaxSamples:         cfg.Query.MaxSamples,
 		MaxExpressionBytes: cfg.Query.MaxExpressionBytes,
 		MaxExpressionDepth: cfg.Query.MaxExpressionDepth,
+		MaxConcurrency:     cfg.Query.MaxConcurrency,
 		LookbackDelta:      cfg.Query.LookbackDelta,
+		EvaluationInterval: cfg.Query.EvaluationInterval,
 		Parallelism:        cfg.Query.Parallelism,
 		DisableFastPath:    !cfg.Query.FastPathEnabled(),
 		Limits:             n.limits,
@@ -123,7 +125,12 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Logger:             log,
 		Exemplars:          n.api,
 		BlockSize:          cfg.Namespaces[0].BlockSize.Milliseconds(),
-	}).Register(n.api.Mux())
+	})
+	if err != nil {
+		closer.Close()
+		return nil, err
+	}
+	qa.Register(n.api.Mux())
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
 		closer.Close()

@@ -40,10 +40,13 @@ type API struct {
 	parser     parser.Parser
 }
 
-// New returns the query API over b. Options left zero take the defaults
-// (namespace "default", timeout 2m, 50,000,000 samples, lookback 5m).
-func New(b query.Reader, opts Options) *API {
-	opts = opts.withDefaults()
+// New returns the query API over b, with opts as the node filled them
+// from its config.
+func New(b query.Reader, opts Options) (*API, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.resolved()
 	eo := opts.engineOpts()
 	a := &API{b: b, opts: opts, engine: promql.NewEngine(eo), parser: parser.NewParser(parser.Options{})}
 	if !opts.DisableFastPath {
@@ -51,7 +54,7 @@ func New(b query.Reader, opts Options) *API {
 		eo.Parser = fp
 		a.fast, a.fastMarker = promql.NewEngine(eo), fp.marker
 	}
-	return a
+	return a, nil
 }
 
 // Register adds the endpoints to mux: query, query_range, series and labels

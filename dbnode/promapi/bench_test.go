@@ -61,7 +61,7 @@ func BenchmarkRangeQuerySumRate(b *testing.B) {
 	}
 
 	mux := http.NewServeMux()
-	New(httpapi.Local{DB: db}, Options{}).Register(mux)
+	newAPI(b, httpapi.Local{DB: db}, Options{}).Register(mux)
 	target := "/api/v1/query_range?" + url.Values{
 		"query": {"sum by (job) (rate(x[5m]))"},
 		"start": {strconv.FormatInt(start/1000, 10)},

@@ -93,7 +93,7 @@ func TestExpressionLimits(t *testing.T) {
 	n.store(t, ident.FromLabels(labels.FromStrings("__name__", "canary")), now.UnixMilli())
 	at := unixParam(now)
 
-	deepest := DefaultMaxExpressionDepth + 1 // terms
+	deepest := defaultQuery.MaxExpressionDepth + 1 // terms
 	code, r := postQuery(t, n.srv.URL, "/api/v1/query", url.Values{"query": {chainExpr("1", deepest)}, "time": {at}})
 	require.Equal(t, http.StatusOK, code, r.Error)
 	require.JSONEq(t, `{"resultType":"scalar","result":[`+at+`,"`+strconv.Itoa(deepest)+`"]}`, string(r.Data))
@@ -122,7 +122,7 @@ func TestExpressionLimits(t *testing.T) {
 			limits.QueryExpressionDepth, "nests 7999 deep"},
 		{"depth, exemplars", "/api/v1/query_exemplars", url.Values{"query": {chainExpr("canary", 2000)}},
 			limits.QueryExpressionDepth, "nests 1999 deep"},
-		{"bytes", "/api/v1/query", url.Values{"query": {`canary{x=~"` + strings.Repeat("a|", DefaultMaxExpressionBytes/2) + `"}`}, "time": {at}},
+		{"bytes", "/api/v1/query", url.Values{"query": {`canary{x=~"` + strings.Repeat("a|", defaultQuery.MaxExpressionBytes/2) + `"}`}, "time": {at}},
 			limits.QueryExpressionBytes, "query expression of 65549 bytes exceeds query.maxExpressionBytes=65536"},
 		{"bytes, 1 MB chain", "/api/v1/query_range", rangeQ(chainExpr("1", 250_000)),
 			limits.QueryExpressionBytes, "query.maxExpressionBytes=65536"},
@@ -234,11 +234,11 @@ func FuzzExprDepth(f *testing.F) {
 //
 //	go test -run '^$' -bench ExpressionChain ./dbnode/promapi
 func BenchmarkExpressionChain(b *testing.B) {
-	api := New(&memBackend{}, Options{})
+	api := newAPI(b, &memBackend{}, Options{})
 	for _, terms := range []int{1000, 2000, 8000} {
 		form := url.Values{"query": {chainExpr("1", terms)}, "time": {"0"}}
 		want := http.StatusOK
-		if terms > DefaultMaxExpressionDepth+1 {
+		if terms > defaultQuery.MaxExpressionDepth+1 {
 			want = http.StatusBadRequest
 		}
 		b.Run("terms="+strconv.Itoa(terms), func(b *testing.B) {

@@ -40,7 +40,7 @@ func newTesseraNode(t testing.TB, now time.Time, opts Options) *tesseraNode {
 	t.Helper()
 	db := storagetest.Open(t, 64, func() time.Time { return now })
 	h := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 64, Backend: httpapi.Local{DB: db}})
-	New(httpapi.Local{DB: db}, opts).Register(h.Mux())
+	newAPI(t, httpapi.Local{DB: db}, opts).Register(h.Mux())
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(func() {
 		srv.Close()
@@ -371,7 +371,7 @@ func loadedNode(t *testing.T) (*tesseraNode, *refStorage, *dataset) {
 func TestQueriesMatchPrometheus(t *testing.T) {
 	node, ref, d := loadedNode(t)
 	start := d.start
-	engine := promql.NewEngine(Options{}.withDefaults().engineOpts())
+	engine := promql.NewEngine(testOptions(Options{}).resolved().engineOpts())
 
 	instants := []int64{
 		start - 10*60*1000,                      // before any data

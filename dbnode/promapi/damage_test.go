@@ -30,7 +30,7 @@ func TestDamagedPageQueryWarnsRemoteReadAnswersTheRest(t *testing.T) {
 	d := storagetest.OpenDamaged(t, 6000)
 	scope := tally.NewTestScope("", nil)
 	h := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 1, Metrics: scope, Backend: httpapi.Local{DB: d.DB}})
-	New(httpapi.Local{DB: d.DB}, Options{Now: d.Now}).Register(h.Mux())
+	newAPI(t, httpapi.Local{DB: d.DB}, Options{Now: d.Now}).Register(h.Mux())
 	srv := httptest.NewServer(h.Handler())
 	defer srv.Close()
 

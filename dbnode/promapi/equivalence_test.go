@@ -228,15 +228,15 @@ func genProperty(tb testing.TB, stats *fastStats, store genStore) func(*rapid.T)
 // relative of the engine's, in any vector order, where the partial sums of
 // several replicas were added in another order than the engine's.
 func genPropertyTol(tb testing.TB, stats *fastStats, store genStore, tolerant bool) func(*rapid.T) {
-	engine := promql.NewEngine(Options{}.withDefaults().engineOpts())
+	engine := promql.NewEngine(testOptions(Options{}).resolved().engineOpts())
 	return func(t *rapid.T) {
 		b, series := store(t, genSeries(t))
 		ref := &refStorage{}
 		for _, s := range series {
 			ref.add(s.lset, s.samples)
 		}
-		opts := Options{Now: func() time.Time { return time.UnixMilli(genStart + 24*3600*1000) }, Parallelism: 2}.withDefaults()
-		api := New(b, opts)
+		opts := testOptions(Options{Now: func() time.Time { return time.UnixMilli(genStart + 24*3600*1000) }, Parallelism: 2}).resolved()
+		api := newAPI(tb, b, opts)
 		mux := http.NewServeMux()
 		api.Register(mux)
 		for k := range rapid.IntRange(1, 10).Draw(t, "queries") {
@@ -393,7 +393,7 @@ type splitPusher struct {
 func (p splitPusher) Push(ctx context.Context, req *query.Request) (*query.Result, error) {
 	var all *query.Result
 	for _, part := range p.parts {
-		res, err := Evaluate(ctx, part, req, Options{Parallelism: 2})
+		res, err := Evaluate(ctx, part, req, testOptions(Options{Parallelism: 2}))
 		if err != nil {
 			return nil, err
 		}

@@ -31,7 +31,7 @@ func newMemAPI(t *testing.T, opts Options) (*httptest.Server, *memBackend) {
 		b.add(labels.FromStrings("__name__", "x", "job", job), ss...)
 	}
 	mux := http.NewServeMux()
-	New(b, opts).Register(mux)
+	newAPI(t, b, opts).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv, b

@@ -3,6 +3,7 @@ package promapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -18,9 +19,13 @@ import (
 // the whole answer. Requests without an aggregation, series with native
 // histograms, outputs past half of opts.MaxSamples and avg sums that would
 // overflow are declined (query.ErrDeclined): the caller reads raw series.
-// Of opts only Parallelism and MaxSamples apply (zero: the defaults).
+// Of opts only Parallelism (0: GOMAXPROCS) and MaxSamples (required, from
+// the node's config) apply.
 func Evaluate(ctx context.Context, r query.Reader, req *query.Request, opts Options) (*query.Result, error) {
-	opts = opts.withDefaults()
+	if opts.MaxSamples <= 0 {
+		return nil, fmt.Errorf("promapi: evaluate: MaxSamples must be > 0, got %d", opts.MaxSamples)
+	}
+	opts = opts.resolved()
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}

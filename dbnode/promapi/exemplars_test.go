@@ -24,7 +24,7 @@ import (
 func TestQueryExemplarsFromRemoteWrite(t *testing.T) {
 	db := storagetest.Open(t, 64, nil)
 	h := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 64, Backend: httpapi.Local{DB: db}})
-	New(httpapi.Deferred{API: h}, Options{Exemplars: h}).Register(h.Mux())
+	newAPI(t, httpapi.Deferred{API: h}, Options{Exemplars: h}).Register(h.Mux())
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
 	now := time.Now().Truncate(time.Second).UnixMilli()

@@ -38,9 +38,9 @@ func newBackendPair(t *testing.T, b httpapi.Backend, opts Options) fastPair {
 		t.Cleanup(srv.Close)
 		return srv
 	}
-	fastAPI := New(b, opts)
+	fastAPI := newAPI(t, b, opts)
 	opts.DisableFastPath = true
-	return fastPair{fast: serve(fastAPI), plain: serve(New(b, opts)), api: fastAPI}
+	return fastPair{fast: serve(fastAPI), plain: serve(newAPI(t, b, opts)), api: fastAPI}
 }
 
 func msParam(ms int64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64) }

@@ -169,9 +169,9 @@ func newFastPair(t *testing.T, node *tesseraNode, opts Options) fastPair {
 	t.Helper()
 	now := func() time.Time { return time.Now() }
 	opts.Now = now
-	fastAPI := New(httpapi.Local{DB: node.db}, opts)
+	fastAPI := newAPI(t, httpapi.Local{DB: node.db}, opts)
 	opts.DisableFastPath = true
-	plainAPI := New(httpapi.Local{DB: node.db}, opts)
+	plainAPI := newAPI(t, httpapi.Local{DB: node.db}, opts)
 	serve := func(a *API) *httptest.Server {
 		mux := http.NewServeMux()
 		a.Register(mux)

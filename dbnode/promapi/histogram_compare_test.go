@@ -383,7 +383,7 @@ func TestHistogramQueriesMatchPrometheus(t *testing.T) {
 	for _, s := range series {
 		ref.addMixed(t, s)
 	}
-	engine := promql.NewEngine(Options{}.withDefaults().engineOpts())
+	engine := promql.NewEngine(testOptions(Options{}).resolved().engineOpts())
 	instants := []int64{start + 30*60*1000, start + 60*60*1000 + 60_000, start + 75*60*1000 + 4_321, start + 92*60*1000, end}
 	ranges := []struct {
 		start, end int64

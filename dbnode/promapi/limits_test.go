@@ -38,7 +38,7 @@ func newLimitedNode(t *testing.T, now time.Time, cfg limits.Config, opts Options
 	h := httpapitest.New(t, httpapi.Options{Namespace: "default", NumShards: 64, Limits: l, Backend: httpapi.Local{DB: db}})
 	opts.Limits = l
 	opts.Now = func() time.Time { return now }
-	New(httpapi.Local{DB: db}, opts).Register(h.Mux())
+	newAPI(t, httpapi.Local{DB: db}, opts).Register(h.Mux())
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
 	return &limitedNode{srv: srv, db: db, scope: scope}

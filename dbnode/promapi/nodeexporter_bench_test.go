@@ -132,7 +132,7 @@ func TestNodeExporterQueriesMatchPrometheus(t *testing.T) {
 		}
 	})
 	require.Greater(t, numSeries, 12*100)
-	engine := promql.NewEngine(Options{}.withDefaults().engineOpts())
+	engine := promql.NewEngine(testOptions(Options{}).resolved().engineOpts())
 	for _, nq := range neQueries {
 		t.Run(nq.Name, func(t *testing.T) {
 			qry, err := engine.NewRangeQuery(context.Background(), ref, nil, nq.Expr,

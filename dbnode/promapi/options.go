@@ -1,6 +1,8 @@
 package promapi
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"time"
@@ -9,27 +11,9 @@ import (
 	"github.com/tessera-tsdb/tessera/limits"
 )
 
-// Defaults of Options, the same as Prometheus' flags.
-const (
-	DefaultNamespace          = "default"
-	DefaultTimeout            = 2 * time.Minute // --query.timeout
-	DefaultMaxSamples         = 50_000_000      // --query.max-samples
-	DefaultMaxConcurrency     = 20              // --query.max-concurrency
-	DefaultLookbackDelta      = 5 * time.Minute // --query.lookback-delta
-	DefaultEvaluationInterval = time.Minute     // global evaluation_interval
-	// Prometheus has no bound on an expression. These are well above
-	// what dashboards send (they nest tens of levels; a Grafana
-	// multi-value variable of 3,000 hosts expands into a regex of about
-	// 60 KB; VictoriaMetrics' -search.maxQueryLen is 16 KiB) and bound
-	// the cost of what passes: the engine's cost grows with an
-	// expression's nodes times its depth (bounds.go), so the costliest
-	// query within both, a balanced sum of parenthesised 1,000-term
-	// chains of 1 filling 64 KiB, takes seconds of a core, not minutes.
-	DefaultMaxExpressionBytes = 64 << 10
-	DefaultMaxExpressionDepth = 1000 // a chain a + b + ... of 1,001 terms
-)
-
-// Options configure the query API. Zero fields take the defaults above.
+// Options configure the query API. The node fills them from its config's
+// query section (config.Defaults writes the default values, the same as
+// Prometheus' flags, not this package); New refuses a zero bound.
 type Options struct {
 	// Namespace is queried unless a request names another with
 	// ?namespace=.
@@ -57,7 +41,7 @@ type Options struct {
 	// (x[30m:]), as Prometheus' global evaluation_interval.
 	EvaluationInterval time.Duration
 	// Parallelism bounds the goroutines one query's fast path computes
-	// rate, increase and delta on (rewrite.go). Default GOMAXPROCS.
+	// rate, increase and delta on (rewrite.go); 0 means GOMAXPROCS.
 	Parallelism int
 	// DisableFastPath evaluates every query with Prometheus' engine
 	// alone.
@@ -97,33 +81,38 @@ type BuildInfo struct {
 	GoVersion         string `json:"goVersion"`
 }
 
-func (o Options) withDefaults() Options {
-	if o.Namespace == "" {
-		o.Namespace = DefaultNamespace
+// validate refuses the bounds a config always fills: a zero here is a
+// caller that skipped config.Defaults.
+func (o Options) validate() error {
+	var errs []error
+	bad := func(field string, ok bool, v any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("promapi: options: %s must be > 0, got %v", field, v))
+		}
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
+	bad("Namespace", o.Namespace != "", `""`)
+	bad("Timeout", o.Timeout > 0, o.Timeout)
+	bad("MaxSamples", o.MaxSamples > 0, o.MaxSamples)
+	bad("MaxConcurrency", o.MaxConcurrency > 0, o.MaxConcurrency)
+	bad("LookbackDelta", o.LookbackDelta > 0, o.LookbackDelta)
+	bad("EvaluationInterval", o.EvaluationInterval > 0, o.EvaluationInterval)
+	for _, b := range []struct {
+		field string
+		v     int
+	}{{"MaxExpressionBytes", o.MaxExpressionBytes}, {"MaxExpressionDepth", o.MaxExpressionDepth}} {
+		if b.v == 0 || b.v < -1 {
+			errs = append(errs, fmt.Errorf("promapi: options: %s must be > 0, or -1 for no bound, got %d", b.field, b.v))
+		}
 	}
-	if o.MaxSamples <= 0 {
-		o.MaxSamples = DefaultMaxSamples
-	}
-	if o.MaxExpressionBytes == 0 {
-		o.MaxExpressionBytes = DefaultMaxExpressionBytes
-	}
-	if o.MaxExpressionDepth == 0 {
-		o.MaxExpressionDepth = DefaultMaxExpressionDepth
-	}
-	if o.MaxConcurrency <= 0 {
-		o.MaxConcurrency = DefaultMaxConcurrency
-	}
+	return errors.Join(errs...)
+}
+
+// resolved fills what is not a setting: the seams left nil (logger,
+// clock), the meaning of Parallelism 0, and the facts BuildInfo reports
+// that the caller did not.
+func (o Options) resolved() Options {
 	if o.Parallelism <= 0 {
 		o.Parallelism = runtime.GOMAXPROCS(0)
-	}
-	if o.LookbackDelta <= 0 {
-		o.LookbackDelta = DefaultLookbackDelta
-	}
-	if o.EvaluationInterval <= 0 {
-		o.EvaluationInterval = DefaultEvaluationInterval
 	}
 	if o.BuildInfo.PrometheusVersion == "" {
 		// The Prometheus release whose engine we embed (module v0.316.0).

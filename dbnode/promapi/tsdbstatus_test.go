@@ -51,7 +51,7 @@ func TestTSDBStatusEndpoint(t *testing.T) {
 		b.add(labels.FromStrings("__name__", "up", "pod", pod), tsample{now.UnixMilli(), 1})
 	}
 	b.add(labels.FromStrings("__name__", "other"), tsample{now.UnixMilli(), 1})
-	a := New(b, Options{Now: func() time.Time { return now }, BlockSize: 7_200_000})
+	a := newAPI(t, b, Options{Now: func() time.Time { return now }, BlockSize: 7_200_000})
 	mux := http.NewServeMux()
 	a.Register(mux)
 	srv := httptest.NewServer(mux)
