@@ -32,12 +32,12 @@ const testShards = 8
 func openDB(t *testing.T, clk *clock) (*storage.Database, string) {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := storage.Open(storage.Options{
+	db, err := storage.Open(storagetest.Options(storage.Options{
 		Dir: dir,
 		Namespaces: []storage.NamespaceOptions{{Name: "default", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
 			BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true}},
 		NumShards: testShards, CommitLogMode: commitlog.ModeSync, Now: clk.Now,
-	})
+	}))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	return db, dir

@@ -176,8 +176,8 @@ func benchValue(series, k int) float64 {
 // benchShards shards in a temporary directory, closed at cleanup.
 func openBench(b *testing.B, clock func() time.Time, mode commitlog.Mode) *storage.Database {
 	b.Helper()
-	db, err := storage.Open(storage.Options{Dir: b.TempDir(), Namespaces: []storage.NamespaceOptions{storagetest.Namespace()},
-		NumShards: benchShards, Now: clock, CommitLogMode: mode})
+	db, err := storage.Open(storagetest.Options(storage.Options{Dir: b.TempDir(), Namespaces: []storage.NamespaceOptions{storagetest.Namespace()},
+		NumShards: benchShards, Now: clock, CommitLogMode: mode}))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -202,8 +202,8 @@ func unflushedPeer(t *testing.T, series, samples, pageSeries int) (*fakePeer, ma
 
 func openDurable(t *testing.T, dir string, fsys vfs.FS) *storage.Database {
 	t.Helper()
-	db, err := storage.Open(storage.Options{Dir: dir, FS: fsys, Namespaces: []storage.NamespaceOptions{storagetest.Namespace()},
-		NumShards: numShards, Now: func() time.Time { return now }, CommitLogMode: commitlog.ModeSync})
+	db, err := storage.Open(storagetest.Options(storage.Options{Dir: dir, FS: fsys, Namespaces: []storage.NamespaceOptions{storagetest.Namespace()},
+		NumShards: numShards, Now: func() time.Time { return now }, CommitLogMode: commitlog.ModeSync}))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	return db
@@ -336,12 +336,12 @@ func TestUnflushedStreamingIsPaced(t *testing.T) {
 func TestUnflushedStreamingWaitsOutAFullCommitLogQueue(t *testing.T) {
 	fp, want := unflushedPeer(t, 40, 360, 1)
 	scope := tally.NewTestScope("", nil)
-	db, err := storage.Open(storage.Options{Dir: t.TempDir(), Namespaces: []storage.NamespaceOptions{storagetest.Namespace()},
+	db, err := storage.Open(storagetest.Options(storage.Options{Dir: t.TempDir(), Namespaces: []storage.NamespaceOptions{storagetest.Namespace()},
 		NumShards: numShards, Now: func() time.Time { return now }, CommitLogMode: commitlog.ModeSync,
 		Metrics: scope,
 		// A page is ~25 KiB estimated, a batch of shards may queue
 		// maxQueuedSamples (~2 MiB) before it waits.
-		CommitLogMaxPending: 1 << 20})
+		CommitLogMaxPending: 1 << 20}))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	store := &fakeStore{p: mkPlacement([]uint32{0, 1, 2, 3}, "p1")}

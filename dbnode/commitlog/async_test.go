@@ -36,7 +36,7 @@ func activeEntries(t *testing.T, l *Log) int {
 func TestAsyncFlushesWithinFlushEvery(t *testing.T) {
 	const every = 50 * time.Millisecond
 	scope := newTestScope()
-	l, _, err := Open(Options{Dir: t.TempDir(), Mode: ModeAsync, FlushEvery: every, Metrics: scope}, nil)
+	l, _, err := Open(testOptions(Options{Dir: t.TempDir(), Mode: ModeAsync, FlushEvery: every, Metrics: scope}), nil)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, l.Close()) }()
 	fsyncs := counter(scope, "fsyncs") // the new file's header
@@ -51,7 +51,7 @@ func TestAsyncFlushesWithinFlushEvery(t *testing.T) {
 func TestAsyncWritesLargeQueueBeforeTick(t *testing.T) {
 	// asyncHi = MaxPending/4 = 16 KiB; one batch above it is written at
 	// once even though the next tick is an hour away.
-	l, _, err := Open(Options{Dir: t.TempDir(), Mode: ModeAsync, FlushEvery: time.Hour, MaxPending: 64 << 10}, nil)
+	l, _, err := Open(testOptions(Options{Dir: t.TempDir(), Mode: ModeAsync, FlushEvery: time.Hour, MaxPending: 64 << 10}), nil)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, l.Close()) }()
 	require.NoError(t, l.Write(makeBatch("default", "s", 500, 50, 0)))
@@ -79,7 +79,7 @@ func TestQueueFull(t *testing.T) {
 			fs := vfs.NewFaulty(vfs.OS())
 			scope := newTestScope()
 			const maxPending = 10_000
-			opts := Options{Dir: t.TempDir(), FS: fs, Mode: mode, MaxPending: maxPending, FlushEvery: time.Hour, Metrics: scope}
+			opts := testOptions(Options{Dir: t.TempDir(), FS: fs, Mode: mode, MaxPending: maxPending, FlushEvery: time.Hour, Metrics: scope})
 			l, _, err := Open(opts, nil)
 			require.NoError(t, err)
 
@@ -104,7 +104,7 @@ func TestQueueFull(t *testing.T) {
 			require.NoError(t, l.Write(makeBatch("default", "huge", 1000, 10, 0)))
 			require.NoError(t, l.Close())
 
-			_, stats := reopen(t, Options{Dir: opts.Dir})
+			_, stats := reopen(t, testOptions(Options{Dir: opts.Dir}))
 			require.Equal(t, 150+150+1000, stats.Entries)
 		})
 	}

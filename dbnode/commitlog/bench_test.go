@@ -37,7 +37,7 @@ func mallocs() uint64 {
 // benchWrite runs b.N batches of benchBatch entries spread over writers
 // goroutines and reports entries/s and allocations per entry.
 func benchWrite(b *testing.B, mode Mode, writers int) {
-	l, _, err := Open(Options{Dir: b.TempDir(), Mode: mode}, nil)
+	l, _, err := Open(testOptions(Options{Dir: b.TempDir(), Mode: mode}), nil)
 	require.NoError(b, err)
 	batches := make([][]Entry, writers)
 	for w := range batches {
@@ -97,7 +97,7 @@ func BenchmarkWriteAsync(b *testing.B) {
 
 func BenchmarkReplay(b *testing.B) {
 	dir := b.TempDir()
-	l, _, err := Open(Options{Dir: dir, Mode: ModeAsync}, nil)
+	l, _, err := Open(testOptions(Options{Dir: dir, Mode: ModeAsync}), nil)
 	require.NoError(b, err)
 	batch := benchEntries(0)
 	const batches = 100
@@ -118,7 +118,7 @@ func BenchmarkReplay(b *testing.B) {
 	m0 := mallocs()
 	for range b.N {
 		n := 0
-		l, _, err := Open(Options{Dir: dir}, func(Entry) error { n++; return nil })
+		l, _, err := Open(testOptions(Options{Dir: dir}), func(Entry) error { n++; return nil })
 		require.NoError(b, err)
 		require.NoError(b, l.Close())
 		require.Equal(b, batches*benchBatch, n)

@@ -39,7 +39,7 @@ func crashBatch(k int) []Entry {
 // crashChild writes batches in sync mode from several goroutines and
 // prints the number of every acknowledged batch.
 func crashChild(dir string) int {
-	l, _, err := Open(Options{Dir: dir, Mode: ModeSync, MaxFileSize: 64 << 10}, nil)
+	l, _, err := Open(testOptions(Options{Dir: dir, Mode: ModeSync, MaxFileSize: 64 << 10}), nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -97,7 +97,7 @@ func TestCrashAcknowledgedWritesSurvive(t *testing.T) {
 	require.True(t, killed)
 
 	got := map[int]int{}
-	l, stats, err := Open(Options{Dir: dir}, func(e Entry) error {
+	l, stats, err := Open(testOptions(Options{Dir: dir}), func(e Entry) error {
 		k := int(e.T / 100)
 		want := crashBatch(k)[e.T%100]
 		if e.Namespace != want.Namespace || string(e.ID) != string(want.ID) || e.V != want.V {

@@ -96,7 +96,7 @@ func (m damageModel) replayBytes(t *testing.T, root string, data []byte) ([]rec,
 	require.NoError(t, os.RemoveAll(dir))
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, fileName(m.seq)), data, 0o644))
-	got, stats := reopen(t, Options{Dir: dir})
+	got, stats := reopen(t, testOptions(Options{Dir: dir}))
 	return got, stats, dir
 }
 
@@ -216,14 +216,14 @@ func TestVersion1FilesStillReplay(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, fileName(1))
 	require.NoError(t, os.WriteFile(path, file, 0o644))
-	got, stats := reopen(t, Options{Dir: dir})
+	got, stats := reopen(t, testOptions(Options{Dir: dir}))
 	require.Equal(t, toRecs(b1, b2, b3), got)
 	require.False(t, stats.Damaged())
 
 	// Damage the middle record's payload: the other two come back.
 	file[starts[1]+frameHeaderSizeV1+2] ^= 0x10
 	require.NoError(t, os.WriteFile(path, file, 0o644))
-	got, stats = reopen(t, Options{Dir: dir})
+	got, stats = reopen(t, testOptions(Options{Dir: dir}))
 	require.Equal(t, toRecs(b1, b3), got)
 	require.Equal(t, 1, stats.CorruptFiles)
 	require.Equal(t, int64(starts[2]-starts[1]), stats.SkippedBytes)
@@ -244,7 +244,7 @@ func TestDamagedHeaderKeepsRecords(t *testing.T) {
 	data := mustRead(t, path)
 	data[2] ^= 0x01 // the magic
 	require.NoError(t, os.WriteFile(path, data, 0o644))
-	got, stats := reopen(t, Options{Dir: dir})
+	got, stats := reopen(t, testOptions(Options{Dir: dir}))
 	require.Equal(t, toRecs(b1, b2), got)
 	require.Equal(t, 1, stats.CorruptFiles)
 	require.Equal(t, int64(headerSize), stats.SkippedBytes)

@@ -48,7 +48,7 @@ func TestInjectedFaults(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				dir := t.TempDir()
 				fs := vfs.NewFaulty(vfs.OS())
-				opts := Options{Dir: dir, FS: fs}
+				opts := testOptions(Options{Dir: dir, FS: fs})
 				l, _, err := Open(opts, nil)
 				require.NoError(t, err)
 				b1 := makeBatch("default", "s", 20, 5, 0)
@@ -87,7 +87,7 @@ func TestInjectedFaults(t *testing.T) {
 				require.NoError(t, l.Close())
 
 				var got []rec
-				l, stats, err := Open(Options{Dir: dir}, func(e Entry) error {
+				l, stats, err := Open(testOptions(Options{Dir: dir}), func(e Entry) error {
 					if !strings.HasPrefix(string(e.ID), "failed") {
 						got = append(got, toRec(e))
 					}
@@ -124,7 +124,7 @@ func (noTruncateFile) Truncate(int64) error { return errors.New("truncate refuse
 func TestShortWriteWithoutTruncateDoesNotHideLaterRecords(t *testing.T) {
 	dir := t.TempDir()
 	faulty := vfs.NewFaulty(vfs.OS())
-	l, _, err := Open(Options{Dir: dir, FS: noTruncateFS{faulty}}, nil)
+	l, _, err := Open(testOptions(Options{Dir: dir, FS: noTruncateFS{faulty}}), nil)
 	require.NoError(t, err)
 	b1 := makeBatch("default", "s", 20, 5, 0)
 	require.NoError(t, l.Write(b1))
@@ -134,7 +134,7 @@ func TestShortWriteWithoutTruncateDoesNotHideLaterRecords(t *testing.T) {
 	require.NoError(t, l.Write(b3))
 	require.NoError(t, l.Close())
 
-	got, stats := reopen(t, Options{Dir: dir})
+	got, stats := reopen(t, testOptions(Options{Dir: dir}))
 	require.Equal(t, toRecs(b1, b3), got)
 	require.Equal(t, 1, stats.CorruptTails)
 	require.Equal(t, int64(30), stats.TruncatedBytes)
@@ -143,7 +143,7 @@ func TestShortWriteWithoutTruncateDoesNotHideLaterRecords(t *testing.T) {
 func TestCreateFailureOnRotate(t *testing.T) {
 	dir := t.TempDir()
 	fs := vfs.NewFaulty(vfs.OS())
-	l, _, err := Open(Options{Dir: dir, FS: fs}, nil)
+	l, _, err := Open(testOptions(Options{Dir: dir, FS: fs}), nil)
 	require.NoError(t, err)
 	b1 := makeBatch("default", "s", 5, 5, 0)
 	require.NoError(t, l.Write(b1))
@@ -157,7 +157,7 @@ func TestCreateFailureOnRotate(t *testing.T) {
 	b2 := makeBatch("default", "s", 5, 5, 10)
 	require.NoError(t, l.Write(b2))
 	require.NoError(t, l.Close())
-	got, stats := reopen(t, Options{Dir: dir})
+	got, stats := reopen(t, testOptions(Options{Dir: dir}))
 	require.Equal(t, toRecs(b1, b2), got)
 	require.Zero(t, stats.CorruptTails)
 }
@@ -166,7 +166,7 @@ func TestAsyncWriteFailureIsCounted(t *testing.T) {
 	dir := t.TempDir()
 	fs := vfs.NewFaulty(vfs.OS())
 	scope := newTestScope()
-	l, _, err := Open(Options{Dir: dir, FS: fs, Mode: ModeAsync, Metrics: scope}, nil)
+	l, _, err := Open(testOptions(Options{Dir: dir, FS: fs, Mode: ModeAsync, Metrics: scope}), nil)
 	require.NoError(t, err)
 	fs.Set(logFault(vfs.OpWrite, 0, true))
 	require.NoError(t, l.Write(makeBatch("default", "lost", 5, 5, 0)), "async writes only queue")
@@ -176,6 +176,6 @@ func TestAsyncWriteFailureIsCounted(t *testing.T) {
 	require.NoError(t, l.Close())
 	require.Equal(t, int64(1), counter(scope, "write_errors"))
 
-	got, _ := reopen(t, Options{Dir: dir})
+	got, _ := reopen(t, testOptions(Options{Dir: dir}))
 	require.Equal(t, toRecs(b2), got)
 }

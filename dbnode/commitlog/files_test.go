@@ -10,7 +10,7 @@ import (
 
 func TestFilesRangesRemove(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{Dir: dir}
+	opts := testOptions(Options{Dir: dir})
 	l, _, err := Open(opts, nil)
 	require.NoError(t, err)
 	require.Empty(t, l.Files(), "the active file is not listed")
@@ -58,7 +58,7 @@ func TestFilesRangesRemove(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	dir := t.TempDir()
 	scope := newTestScope()
-	l, _, err := Open(Options{Dir: dir, Metrics: scope}, nil)
+	l, _, err := Open(testOptions(Options{Dir: dir, Metrics: scope}), nil)
 	require.NoError(t, err)
 	require.NoError(t, l.Write(makeBatch("default", "s", 10, 10, 0)))
 	require.NoError(t, l.Write(makeBatch("default", "s", 10, 10, 0)))
@@ -82,7 +82,7 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.Truncate(path, info.Size()-3))
 	scope = newTestScope()
-	l, _, err = Open(Options{Dir: dir, Metrics: scope}, nil)
+	l, _, err = Open(testOptions(Options{Dir: dir, Metrics: scope}), nil)
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 	require.Equal(t, int64(1), counter(scope, "corrupt_tails"))

@@ -58,7 +58,7 @@ func TestHistogramsReplay(t *testing.T) {
 	for _, mode := range []Mode{ModeSync, ModeAsync} {
 		t.Run(mode.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			l, _, err := Open(Options{Dir: dir, Mode: mode}, nil)
+			l, _, err := Open(testOptions(Options{Dir: dir, Mode: mode}), nil)
 			require.NoError(t, err)
 			b1, h1 := makeBatch("default", "s", 6, 3, 0), makeHists("default", "s", 7, 3, 50)
 			h2 := makeHists("other", "h", 4, 2, 100)
@@ -70,14 +70,14 @@ func TestHistogramsReplay(t *testing.T) {
 			require.NoError(t, l.Close())
 			require.Empty(t, files)
 
-			got, stats := reopen(t, Options{Dir: dir})
+			got, stats := reopen(t, testOptions(Options{Dir: dir}))
 			want := append(append(append(toRecs(b1), histRecs(h1)...), histRecs(h2)...), toRecs(b3)...)
 			require.Equal(t, want, got)
 			require.False(t, stats.Damaged())
 			require.Equal(t, len(want), stats.Entries)
 
 			// The file's ranges count histogram timestamps too.
-			l, _, err = Open(Options{Dir: dir, ReplayHistogram: func(HistEntry) error { return nil }}, func(Entry) error { return nil })
+			l, _, err = Open(testOptions(Options{Dir: dir, ReplayHistogram: func(HistEntry) error { return nil }}), func(Entry) error { return nil })
 			require.NoError(t, err)
 			ranges := l.Files()[0].Ranges
 			require.NoError(t, l.Close())
@@ -90,11 +90,11 @@ func TestHistogramsReplay(t *testing.T) {
 // that gives no histogram replay.
 func TestHistogramsNeedReplayCallback(t *testing.T) {
 	dir := t.TempDir()
-	l, _, err := Open(Options{Dir: dir}, nil)
+	l, _, err := Open(testOptions(Options{Dir: dir}), nil)
 	require.NoError(t, err)
 	writeWith(t, l, nil, makeHists("default", "s", 2, 1, 0))
 	require.NoError(t, l.Close())
-	_, _, err = Open(Options{Dir: dir}, func(Entry) error { return nil })
+	_, _, err = Open(testOptions(Options{Dir: dir}), func(Entry) error { return nil })
 	require.ErrorContains(t, err, "histogram samples and no ReplayHistogram")
 }
 
@@ -102,7 +102,7 @@ func TestHistogramsNeedReplayCallback(t *testing.T) {
 // and after it replay, and the file is salvaged with them.
 func TestDamagedHistogramRecord(t *testing.T) {
 	dir := t.TempDir()
-	l, _, err := Open(Options{Dir: dir}, nil)
+	l, _, err := Open(testOptions(Options{Dir: dir}), nil)
 	require.NoError(t, err)
 	h1, h2, h3 := makeHists("default", "s", 5, 2, 0), makeHists("default", "s", 5, 3, 100), makeHists("default", "t", 5, 2, 200)
 	for _, h := range [][]HistEntry{h1, h2, h3} {
@@ -116,14 +116,14 @@ func TestDamagedHistogramRecord(t *testing.T) {
 	// Flip a bit deep inside the second record's histogram bytes.
 	data[offs[1]+(offs[2]-offs[1])*3/4] ^= 0x08
 	require.NoError(t, os.WriteFile(path, data, 0o644))
-	got, stats := reopen(t, Options{Dir: dir})
+	got, stats := reopen(t, testOptions(Options{Dir: dir}))
 	// Series s-2 is defined in the lost record only: h3 does not use it.
 	require.Equal(t, append(histRecs(h1), histRecs(h3)...), got)
 	require.Equal(t, 1, stats.CorruptFiles)
 	require.Equal(t, offs[2]-offs[1], stats.SkippedBytes)
 	require.Less(t, offs[2], size)
 	require.FileExists(t, path+corruptSuffix)
-	got, stats = reopen(t, Options{Dir: dir})
+	got, stats = reopen(t, testOptions(Options{Dir: dir}))
 	require.Equal(t, append(histRecs(h1), histRecs(h3)...), got)
 	require.False(t, stats.Damaged())
 }
@@ -150,13 +150,13 @@ func TestVersion2FilesStillReplay(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, fileName(1))
 	require.NoError(t, os.WriteFile(path, file, 0o644))
-	got, stats := reopen(t, Options{Dir: dir})
+	got, stats := reopen(t, testOptions(Options{Dir: dir}))
 	require.Equal(t, toRecs(b1, b2), got)
 	require.False(t, stats.Damaged())
 
 	file[1] ^= 0x01 // the magic: the version is unknown now
 	require.NoError(t, os.WriteFile(path, file, 0o644))
-	got, stats = reopen(t, Options{Dir: dir})
+	got, stats = reopen(t, testOptions(Options{Dir: dir}))
 	require.Equal(t, toRecs(b1, b2), got)
 	require.Equal(t, 1, stats.CorruptFiles)
 }

@@ -166,7 +166,7 @@ func Open(opts Options, replay func(Entry) error) (*Log, ReplayStats, error) {
 	if err := opts.validate(); err != nil {
 		return nil, stats, err
 	}
-	opts = opts.withDefaults()
+	opts = opts.withSeams()
 	l := &Log{
 		opts:     opts,
 		log:      opts.Logger.With("component", "commitlog", "dir", opts.Dir),

@@ -13,7 +13,7 @@ import (
 func TestRoundTrip(t *testing.T) {
 	for _, mode := range []Mode{ModeSync, ModeAsync} {
 		t.Run(mode.String(), func(t *testing.T) {
-			opts := Options{Dir: t.TempDir(), Mode: mode}
+			opts := testOptions(Options{Dir: t.TempDir(), Mode: mode})
 			l, stats, err := Open(opts, nil)
 			require.NoError(t, err)
 			require.Equal(t, ReplayStats{}, stats)
@@ -45,7 +45,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestConcurrentSyncWriters(t *testing.T) {
-	opts := Options{Dir: t.TempDir(), Mode: ModeSync, MaxFileSize: 64 << 10}
+	opts := testOptions(Options{Dir: t.TempDir(), Mode: ModeSync, MaxFileSize: 64 << 10})
 	l, _, err := Open(opts, nil)
 	require.NoError(t, err)
 
@@ -93,7 +93,7 @@ func sortRecs(r []rec) {
 
 func TestRotationBySize(t *testing.T) {
 	const maxSize = 4 << 10
-	opts := Options{Dir: t.TempDir(), MaxFileSize: maxSize}
+	opts := testOptions(Options{Dir: t.TempDir(), MaxFileSize: maxSize})
 	l, _, err := Open(opts, nil)
 	require.NoError(t, err)
 	var batches [][]Entry
@@ -123,7 +123,7 @@ func TestRotationBySize(t *testing.T) {
 }
 
 func TestCloseThenWrite(t *testing.T) {
-	l, _, err := Open(Options{Dir: t.TempDir()}, nil)
+	l, _, err := Open(testOptions(Options{Dir: t.TempDir()}), nil)
 	require.NoError(t, err)
 	require.NoError(t, l.Write(makeBatch("ns", "s", 1, 1, 0)))
 	require.NoError(t, l.Close())
@@ -135,7 +135,7 @@ func TestCloseThenWrite(t *testing.T) {
 }
 
 func TestCloseWhileWriting(t *testing.T) {
-	opts := Options{Dir: t.TempDir()}
+	opts := testOptions(Options{Dir: t.TempDir()})
 	l, _, err := Open(opts, nil)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -176,7 +176,7 @@ func TestCloseWhileWriting(t *testing.T) {
 }
 
 func TestReplayErrorFailsOpen(t *testing.T) {
-	opts := Options{Dir: t.TempDir()}
+	opts := testOptions(Options{Dir: t.TempDir()})
 	l, _, err := Open(opts, nil)
 	require.NoError(t, err)
 	require.NoError(t, l.Write(makeBatch("ns", "s", 3, 3, 0)))
@@ -187,7 +187,7 @@ func TestReplayErrorFailsOpen(t *testing.T) {
 }
 
 func TestOpenRequiresDir(t *testing.T) {
-	_, _, err := Open(Options{}, nil)
+	_, _, err := Open(testOptions(Options{}), nil)
 	require.ErrorContains(t, err, "Dir")
 }
 
@@ -195,7 +195,7 @@ func TestOpenRequiresDir(t *testing.T) {
 // one write and one fsync for them all, and every waiter sees it durable.
 func TestEnqueueThenWaitSharesOneFsync(t *testing.T) {
 	scope := newTestScope()
-	opts := Options{Dir: t.TempDir(), Mode: ModeSync, Metrics: scope}
+	opts := testOptions(Options{Dir: t.TempDir(), Mode: ModeSync, Metrics: scope})
 	l, _, err := Open(opts, nil)
 	require.NoError(t, err)
 	fsyncsAtOpen := counter(scope, "fsyncs") // the new file's header
@@ -233,7 +233,7 @@ func TestEnqueueThenWaitSharesOneFsync(t *testing.T) {
 
 // A batch enqueued but not yet waited for is still written by Close.
 func TestCloseWritesEnqueuedBatch(t *testing.T) {
-	opts := Options{Dir: t.TempDir(), Mode: ModeSync}
+	opts := testOptions(Options{Dir: t.TempDir(), Mode: ModeSync})
 	l, _, err := Open(opts, nil)
 	require.NoError(t, err)
 	b := makeBatch("default", "a", 10, 2, 0)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/config"
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/goleak"
 )
@@ -122,4 +123,21 @@ func counter(s tally.TestScope, name string) int64 {
 		return 0
 	}
 	return c.Value()
+}
+
+// testOptions is o with the sizes and interval the node fills from its
+// config's commitlog section taken from config.Default() where o leaves
+// them zero: the default values are written once, in config.Defaults.
+func testOptions(o Options) Options {
+	d := config.Default().CommitLog
+	if o.FlushEvery == 0 {
+		o.FlushEvery = d.FlushEvery
+	}
+	if o.MaxFileSize == 0 {
+		o.MaxFileSize = d.MaxFileSize
+	}
+	if o.MaxPending == 0 {
+		o.MaxPending = d.MaxPendingBytes
+	}
+	return o
 }

@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -31,15 +32,9 @@ func (m Mode) String() string {
 	return "unknown"
 }
 
-// Defaults for the zero values of Options.
-const (
-	DefaultFlushEvery  = time.Second
-	DefaultMaxFileSize = 256 << 20
-	DefaultMaxPending  = 64 << 20
-)
-
-// Options configures a Log. The zero value of every field but Dir means
-// its default.
+// Options configures a Log. The node fills the sizes and the interval
+// from its config's commitlog section (config.Defaults writes their
+// default values, not this package); Open refuses them zero.
 type Options struct {
 	Dir string
 	FS  vfs.FS // vfs.OS() when nil
@@ -48,14 +43,17 @@ type Options struct {
 	// concurrent writers' batches share one write+fsync.
 	Mode Mode
 	// FlushEvery (ModeAsync) is the fsync interval, and the longest a
-	// queued async record waits before it is written. Default 1s.
+	// queued async record waits before it is written (config
+	// commitlog.flushEvery).
 	FlushEvery time.Duration
 	// MaxFileSize: the active file is rotated once it holds this many
-	// bytes (default 256 MiB). A file can exceed it by at most one record.
+	// bytes (config commitlog.maxFileSize). A file can exceed it by at
+	// most one record.
 	MaxFileSize int64
 	// MaxPending bounds the bytes queued or being written; a Write that
-	// would exceed it returns ErrQueueFull (default 64 MiB). A batch larger
-	// than MaxPending is still accepted when nothing else is pending.
+	// would exceed it returns ErrQueueFull (config
+	// commitlog.maxPendingBytes). A batch larger than MaxPending is still
+	// accepted when nothing else is pending.
 	MaxPending int64
 	// ReplayHistogram is Open's replay callback for native histogram
 	// samples, as its replay argument is for floats. With it nil, Open
@@ -66,18 +64,11 @@ type Options struct {
 	Metrics tally.Scope  // nil = tally.NoopScope
 }
 
-func (o Options) withDefaults() Options {
+// withSeams fills the seams left nil: the OS file system, a discarding
+// logger, no metrics.
+func (o Options) withSeams() Options {
 	if o.FS == nil {
 		o.FS = vfs.OS()
-	}
-	if o.FlushEvery <= 0 {
-		o.FlushEvery = DefaultFlushEvery
-	}
-	if o.MaxFileSize <= 0 {
-		o.MaxFileSize = DefaultMaxFileSize
-	}
-	if o.MaxPending <= 0 {
-		o.MaxPending = DefaultMaxPending
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -94,6 +85,10 @@ func (o Options) validate() error {
 	}
 	if o.Mode != ModeSync && o.Mode != ModeAsync {
 		return errors.New("commitlog: options: Mode must be ModeSync or ModeAsync")
+	}
+	if o.FlushEvery <= 0 || o.MaxFileSize <= 0 || o.MaxPending <= 0 {
+		return fmt.Errorf("commitlog: options: FlushEvery, MaxFileSize and MaxPending must be > 0, got %v, %d, %d",
+			o.FlushEvery, o.MaxFileSize, o.MaxPending)
 	}
 	return nil
 }

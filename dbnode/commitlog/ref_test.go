@@ -16,7 +16,7 @@ import (
 func TestSeriesRefDefinesOncePerFile(t *testing.T) {
 	for _, mode := range []Mode{ModeSync, ModeAsync} {
 		t.Run(mode.String(), func(t *testing.T) {
-			opts := Options{Dir: t.TempDir(), Mode: mode}
+			opts := testOptions(Options{Dir: t.TempDir(), Mode: mode})
 			l, _, err := Open(opts, nil)
 			require.NoError(t, err)
 
@@ -57,7 +57,7 @@ func TestSeriesRefDefinesOncePerFile(t *testing.T) {
 func TestSeriesRefFromAnotherLogIsStale(t *testing.T) {
 	ref := SeriesRef{}
 	for range 2 {
-		opts := Options{Dir: t.TempDir(), Mode: ModeSync}
+		opts := testOptions(Options{Dir: t.TempDir(), Mode: ModeSync})
 		l, _, err := Open(opts, nil)
 		require.NoError(t, err)
 		e := []Entry{{Namespace: "ns", ID: []byte("a"), Ref: &ref, T: 1, V: 2}}
@@ -85,7 +85,7 @@ func TestSeriesRefGenerationsExhausted(t *testing.T) {
 
 	// An earlier file's ref whose number a wrapped counter would give again.
 	stale := SeriesRef{gen: 1, ref: 0}
-	opts := Options{Dir: t.TempDir(), Mode: ModeSync}
+	opts := testOptions(Options{Dir: t.TempDir(), Mode: ModeSync})
 	l, _, err := Open(opts, nil)
 	require.NoError(t, err)
 	refs := []SeriesRef{stale, {}}

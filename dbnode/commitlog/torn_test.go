@@ -12,7 +12,7 @@ import (
 // dir and returns that file's path.
 func writeLog(t testing.TB, dir string, batches ...[]Entry) string {
 	t.Helper()
-	l, _, err := Open(Options{Dir: dir}, nil)
+	l, _, err := Open(testOptions(Options{Dir: dir}), nil)
 	require.NoError(t, err)
 	for _, b := range batches {
 		require.NoError(t, l.Write(b))
@@ -43,7 +43,7 @@ func TestTornTailAtEveryOffset(t *testing.T) {
 		p := filepath.Join(dir, filepath.Base(path))
 		require.NoError(t, os.WriteFile(p, orig[:cut], 0o644))
 
-		got, stats := reopen(t, Options{Dir: dir})
+		got, stats := reopen(t, testOptions(Options{Dir: dir}))
 		require.Equal(t, want, got, "cut at %d", cut)
 		wantStats := ReplayStats{Files: 1, Entries: len(want)}
 		if cut > lastStart {
@@ -55,7 +55,7 @@ func TestTornTailAtEveryOffset(t *testing.T) {
 		require.Equal(t, lastStart, info.Size(), "the tail is truncated on disk")
 
 		// A second open finds a clean file.
-		_, stats = reopen(t, Options{Dir: dir})
+		_, stats = reopen(t, testOptions(Options{Dir: dir}))
 		require.Zero(t, stats.CorruptTails)
 	}
 }
@@ -85,7 +85,7 @@ func TestCorruptRecord(t *testing.T) {
 			dir := t.TempDir()
 			// First file: b1 b2 b3; the middle record gets corrupted.
 			// Second file: b4, which must still be replayed.
-			l, _, err := Open(Options{Dir: dir}, nil)
+			l, _, err := Open(testOptions(Options{Dir: dir}), nil)
 			require.NoError(t, err)
 			require.NoError(t, l.Write(b1))
 			require.NoError(t, l.Write(b2))
@@ -103,7 +103,7 @@ func TestCorruptRecord(t *testing.T) {
 			require.NoError(t, os.WriteFile(files[0], data, 0o644))
 
 			scope := newTestScope()
-			got, stats := reopen(t, Options{Dir: dir, Metrics: scope})
+			got, stats := reopen(t, testOptions(Options{Dir: dir, Metrics: scope}))
 			want := toRecs(b1, b3kept, b4)
 			require.Equal(t, want, got)
 			aside := files[0] + corruptSuffix
@@ -126,7 +126,7 @@ func TestCorruptRecord(t *testing.T) {
 			require.Equal(t, data, kept)
 
 			// The rewritten file replays the same entries, cleanly.
-			again, stats := reopen(t, Options{Dir: dir})
+			again, stats := reopen(t, testOptions(Options{Dir: dir}))
 			require.Equal(t, want, again)
 			require.False(t, stats.Damaged())
 			require.Zero(t, stats.CorruptTails)
@@ -145,7 +145,7 @@ func TestZeroFilledTail(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
-	got, stats := reopen(t, Options{Dir: dir})
+	got, stats := reopen(t, testOptions(Options{Dir: dir}))
 	require.Equal(t, toRecs(b), got)
 	require.Equal(t, 1, stats.CorruptTails)
 	require.Equal(t, int64(4096), stats.TruncatedBytes)
@@ -168,7 +168,7 @@ func TestBadHeader(t *testing.T) {
 			bad := filepath.Join(dir, fileName(7))
 			require.NoError(t, os.WriteFile(bad, tc.header, 0o644))
 
-			got, stats := reopen(t, Options{Dir: dir})
+			got, stats := reopen(t, testOptions(Options{Dir: dir}))
 			require.Equal(t, toRecs(b), got)
 			require.Equal(t, ReplayStats{Files: 2, Entries: len(b), CorruptTails: 1, TruncatedBytes: int64(len(tc.header))}, stats)
 			require.NoFileExists(t, bad)
@@ -186,7 +186,7 @@ func TestUnknownVersionFailsOpen(t *testing.T) {
 	sum := crc(h[:16])
 	h[16], h[17], h[18], h[19] = byte(sum), byte(sum>>8), byte(sum>>16), byte(sum>>24)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, fileName(1)), h, 0o644))
-	_, _, err := Open(Options{Dir: dir}, nil)
+	_, _, err := Open(testOptions(Options{Dir: dir}), nil)
 	require.ErrorContains(t, err, "unsupported commit log version 99")
 	require.FileExists(t, filepath.Join(dir, fileName(1)), "a newer file is never truncated")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
 	"google.golang.org/grpc"
 )
@@ -23,7 +24,7 @@ const (
 )
 
 func testStorageOptions(dir string, mode commitlog.Mode) storage.Options {
-	return storage.Options{
+	return storagetest.Options(storage.Options{
 		Dir: dir,
 		Namespaces: []storage.NamespaceOptions{
 			{Name: testNS, Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
@@ -33,7 +34,7 @@ func testStorageOptions(dir string, mode commitlog.Mode) storage.Options {
 		},
 		NumShards:     testShards,
 		CommitLogMode: mode,
-	}
+	})
 }
 
 func openStorage(t testing.TB, mode commitlog.Mode) *storage.Database {

@@ -27,9 +27,9 @@ var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 func open(t *testing.T, clk *clock) (*storage.Database, string) {
 	dir := t.TempDir()
-	db, err := storage.Open(storage.Options{Dir: dir, NumShards: 8, CommitLogMode: commitlog.ModeSync, Now: clk.Now,
+	db, err := storage.Open(storagetest.Options(storage.Options{Dir: dir, NumShards: 8, CommitLogMode: commitlog.ModeSync, Now: clk.Now,
 		Namespaces: []storage.NamespaceOptions{{Name: "default", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
-			BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true}}})
+			BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true}}}))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	return db, dir

@@ -118,7 +118,7 @@ func newMetrics(s tally.Scope) metrics {
 // Open recovers a database from its directory: filesets first, then the
 // commit log replayed on top. It returns once recovery is complete.
 func Open(opts Options) (*Database, error) {
-	if err := opts.defaults(); err != nil {
+	if err := opts.check(); err != nil {
 		return nil, err
 	}
 	db := &Database{

@@ -33,7 +33,9 @@ type Options struct {
 	// NumShards is the number of virtual shards (the node passes
 	// config's cluster.numShards). Required.
 	NumShards uint32
-	// CommitLogMode, CommitLogFlushEvery, ... configure the commit log.
+	// CommitLogMode, CommitLogFlushEvery, ... configure the commit log
+	// (commitlog.Options: the node passes its config's commitlog section;
+	// the sizes and interval are required).
 	CommitLogMode       commitlog.Mode
 	CommitLogFlushEvery time.Duration
 	CommitLogMaxFile    int64
@@ -52,7 +54,9 @@ type Options struct {
 	Metrics tally.Scope
 }
 
-func (o *Options) defaults() error {
+// check refuses what the node's config always fills and fills the seams
+// left nil (file system, clock, logger, metrics).
+func (o *Options) check() error {
 	if o.Dir == "" {
 		return fmt.Errorf("storage: options: Dir is empty")
 	}

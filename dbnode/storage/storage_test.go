@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/vfs"
@@ -33,16 +34,23 @@ func (c *clock) Add(d time.Duration) {
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC) // a block boundary for 2h blocks
 
+// testOpts are the options of a node with the default config (the commit
+// log's sizes from config.Default(), where they are written) but for 64
+// shards, a sync commit log and clk.
 func testOpts(dir string, clk *clock) Options {
+	cl := config.Default().CommitLog
 	return Options{
 		Dir: dir,
 		Namespaces: []NamespaceOptions{{
 			Name: "default", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
 			BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true,
 		}},
-		NumShards:     64,
-		CommitLogMode: commitlog.ModeSync,
-		Now:           clk.Now,
+		NumShards:           64,
+		CommitLogMode:       commitlog.ModeSync,
+		CommitLogFlushEvery: cl.FlushEvery,
+		CommitLogMaxFile:    cl.MaxFileSize,
+		CommitLogMaxPending: cl.MaxPendingBytes,
+		Now:                 clk.Now,
 	}
 }
 

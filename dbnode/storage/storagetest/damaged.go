@@ -36,13 +36,13 @@ func OpenDamaged(tb testing.TB, n int) DamagedBlock {
 	var mu sync.Mutex
 	now := start.Add(30 * time.Minute)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	opts := storage.Options{
+	opts := Options(storage.Options{
 		Dir:           tb.TempDir(),
 		Namespaces:    []storage.NamespaceOptions{Namespace()},
 		NumShards:     1,
 		CommitLogMode: commitlog.ModeSync,
 		Now:           clock,
-	}
+	})
 	db, err := storage.Open(opts)
 	if err != nil {
 		tb.Fatalf("open storage: %v", err)

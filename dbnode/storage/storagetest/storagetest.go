@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/limits"
@@ -33,12 +34,33 @@ func OpenWithLimits(tb testing.TB, numShards uint32, l *limits.Limits) *storage.
 	return open(tb, storage.Options{NumShards: numShards, Limits: l})
 }
 
+// Options is o with the commit log sizes and interval, and the shard
+// count, taken from config.Default() where o leaves them zero, as a node
+// fills them from its config: the default values are written once, in
+// config.Defaults.
+func Options(o storage.Options) storage.Options {
+	d := config.Default()
+	if o.NumShards == 0 {
+		o.NumShards = uint32(d.Cluster.NumShards)
+	}
+	if o.CommitLogFlushEvery == 0 {
+		o.CommitLogFlushEvery = d.CommitLog.FlushEvery
+	}
+	if o.CommitLogMaxFile == 0 {
+		o.CommitLogMaxFile = d.CommitLog.MaxFileSize
+	}
+	if o.CommitLogMaxPending == 0 {
+		o.CommitLogMaxPending = d.CommitLog.MaxPendingBytes
+	}
+	return o
+}
+
 func open(tb testing.TB, o storage.Options) *storage.Database {
 	tb.Helper()
 	o.Dir = tb.TempDir()
 	o.Namespaces = []storage.NamespaceOptions{Namespace()}
 	o.CommitLogMode = commitlog.ModeSync
-	db, err := storage.Open(o)
+	db, err := storage.Open(Options(o))
 	if err != nil {
 		tb.Fatalf("open storage: %v", err)
 	}
