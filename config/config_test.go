@@ -31,6 +31,30 @@ func TestEmptyConfigIsDefaults(t *testing.T) {
 	require.Equal(t, int64(8<<20), c.Hints.ReplayBytesPerSecond)
 }
 
+// The defaults httpapi, promapi, storage and the commit log wrote for
+// themselves until they moved here, with the values they had: the node
+// passes these, and those packages refuse a zero.
+func TestPackageDefaultsAreHere(t *testing.T) {
+	c := Default()
+	require.Equal(t, int64(32<<20), c.HTTP.MaxBodyBytes)
+	require.Equal(t, 1<<20, c.HTTP.SeriesCacheSize)
+	require.Equal(t, 10000, c.Ingest.MetadataMaxMetrics)
+	require.Equal(t, 100000, c.Ingest.MaxExemplars)
+	require.Equal(t, 4096, c.Cluster.NumShards)
+	require.Equal(t, time.Second, c.CommitLog.FlushEvery)
+	require.Equal(t, int64(256<<20), c.CommitLog.MaxFileSize)
+	require.Equal(t, int64(64<<20), c.CommitLog.MaxPendingBytes)
+	q := c.Query
+	require.Equal(t, 2*time.Minute, q.Timeout)
+	require.Equal(t, 50_000_000, q.MaxSamples)
+	require.Equal(t, 20, q.MaxConcurrency)
+	require.Equal(t, 5*time.Minute, q.LookbackDelta)
+	require.Equal(t, time.Minute, q.EvaluationInterval)
+	require.Equal(t, 64<<10, q.MaxExpressionBytes)
+	require.Equal(t, 1000, q.MaxExpressionDepth)
+	require.Equal(t, "default", c.Namespaces[0].Name)
+}
+
 func TestDefaultIsEmbeddedSeed(t *testing.T) {
 	c := Default()
 	require.NoError(t, c.Validate())
@@ -97,6 +121,9 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"gc:\n  minPercent: 200", "gc.minPercent"},
 		{"gc:\n  headroom: -1", "gc.headroom"},
 		{"query:\n  parallelism: -1", "query.parallelism"},
+		{"query:\n  maxConcurrency: -1", "query.maxConcurrency"},
+		{"query:\n  lookbackDelta: -1m", "query.lookbackDelta"},
+		{"query:\n  evaluationInterval: -1m", "query.evaluationInterval"},
 	} {
 		_, err := Parse(strings.NewReader(tc.yaml))
 		require.Error(t, err, tc.yaml)
