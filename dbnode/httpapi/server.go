@@ -304,6 +304,9 @@ func (a *API) ready(w http.ResponseWriter, _ *http.Request) {
 		msg, progress = a.opts.State.Ready()
 	}
 	_, err := a.getBackend()
+	if msg == "" && err != nil {
+		msg = "recovering: storage is not open yet" // a not-ready answer always says why
+	}
 	damage := a.damage()
 	w.Header().Set("Content-Type", "application/json")
 	body := struct {
