@@ -118,6 +118,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Logger:             log,
 		Exemplars:          n.api,
 		BlockSize:          cfg.Namespaces[0].BlockSize.Milliseconds(),
+		Namespaces:         namespaceNames(cfg.Namespaces),
 	}).Register(n.api.Mux())
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
@@ -415,4 +416,13 @@ func (n *Node) openStorage() (*storage.Database, error) {
 	// on /ready until the next start.
 	n.api.SetDamage(db.Recovery().Warnings())
 	return db, nil
+}
+
+// namespaceNames lists the configured namespaces' names in config order.
+func namespaceNames(nss []config.Namespace) []string {
+	out := make([]string, len(nss))
+	for i, ns := range nss {
+		out[i] = ns.Name
+	}
+	return out
 }

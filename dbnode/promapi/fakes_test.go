@@ -32,6 +32,7 @@ type tsample struct {
 }
 
 type memQuery struct {
+	ns         string
 	matchers   []*labels.Matcher
 	start, end int64
 }
@@ -51,9 +52,9 @@ func matchesAll(ms []*labels.Matcher, ls labels.Labels) bool {
 	return true
 }
 
-func (m *memBackend) Query(ctx context.Context, _ string, ms []*labels.Matcher, start, end int64) ([]tstorage.SeriesIterator, error) {
+func (m *memBackend) Query(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]tstorage.SeriesIterator, error) {
 	m.mu.Lock()
-	m.queries = append(m.queries, memQuery{matchers: ms, start: start, end: end})
+	m.queries = append(m.queries, memQuery{ns: ns, matchers: ms, start: start, end: end})
 	err, block := m.err, m.block
 	m.mu.Unlock()
 	if err != nil {
