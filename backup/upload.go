@@ -22,8 +22,9 @@ type UploadOptions struct {
 	BytesPerSecond int64
 	// Concurrency is how many parts are read and uploaded at once (> 0).
 	Concurrency int
-	// Progress, when set, is called after every part (from several
-	// goroutines at once; it must be safe for that).
+	// Progress, when set, is called once the parts are listed and after
+	// every part (from several goroutines at once; it must be safe for
+	// that).
 	Progress func(Progress)
 }
 
@@ -86,6 +87,11 @@ func Upload(ctx context.Context, b objstore.Bucket, s *snapshot.Snapshot, o Uplo
 	}
 	var c counters
 	c.parts.Store(int64(len(jobs)))
+	// The parts to do are known now: said before the first one ends, so
+	// a slow first part shows 0 of n rather than nothing.
+	if o.Progress != nil {
+		o.Progress(c.progress())
+	}
 	limiter := pace.New(o.BytesPerSecond)
 	refs := make([]ObjectRef, len(jobs))
 	ctx, cancel := context.WithCancel(ctx)

@@ -224,8 +224,8 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	}
 	// The areas the dashboard covers, each by at least one metric.
 	for _, prefix := range []string{"tessera_http_remote_write_", "tessera_query_", "tessera_storage_commitlog_",
-		"tessera_storage_flush", "tessera_bootstrap_", "tessera_placement_shards", "tessera_repair_",
-		"tessera_hints_", "tessera_limits_refused_total"} {
+		"tessera_storage_flush", "tessera_bootstrap_", "tessera_bootstrap_progress_", "tessera_placement_shards",
+		"tessera_repair_", "tessera_hints_", "tessera_limits_refused_total", "tessera_backup_upload_"} {
 		found := false
 		for name := range wanted {
 			found = found || strings.HasPrefix(name, prefix)

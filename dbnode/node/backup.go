@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/uber-go/tally/v4"
+
 	"github.com/tessera-tsdb/tessera/backup"
 	"github.com/tessera-tsdb/tessera/dbnode/snapshot"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -47,10 +49,39 @@ type backupAdmin struct {
 	mu     sync.Mutex
 	status BackupStatus
 	busy   bool
+	gauges backupGauges
+}
+
+// backupGauges export the current (or last) upload's progress as
+// tessera_backup_upload_*, updated with every part (as the status route),
+// not only when the upload ends.
+type backupGauges struct {
+	running, parts, done, uploaded, skipped, bytes tally.Gauge
+}
+
+func newBackupGauges(s tally.Scope) backupGauges {
+	return backupGauges{running: s.Gauge("running"), parts: s.Gauge("parts"), done: s.Gauge("parts_done"),
+		uploaded: s.Gauge("parts_uploaded"), skipped: s.Gauge("parts_skipped"), bytes: s.Gauge("uploaded_bytes")}
+}
+
+// set publishes st; called with a.mu held, so the gauges move in the
+// status' order.
+func (g backupGauges) set(st BackupStatus) {
+	running := 0.0
+	if st.Running {
+		running = 1
+	}
+	g.running.Update(running)
+	g.parts.Update(float64(st.Progress.Parts))
+	g.done.Update(float64(st.Progress.Done))
+	g.uploaded.Update(float64(st.Progress.Uploaded))
+	g.skipped.Update(float64(st.Progress.Skipped))
+	g.bytes.Update(float64(st.Progress.BytesUploaded))
 }
 
 func (n *Node) registerBackup(db *storage.Database, restorer *backup.Restorer) {
-	a := &backupAdmin{n: n, db: db}
+	a := &backupAdmin{n: n, db: db, gauges: newBackupGauges(n.scope.SubScope("backup").SubScope("upload"))}
+	a.gauges.set(a.status)
 	mux := n.api.Mux()
 	mux.HandleFunc("POST "+SnapshotPath, a.createSnapshot)
 	mux.HandleFunc("GET "+SnapshotsPath, a.listSnapshots)
@@ -199,6 +230,7 @@ func (a *backupAdmin) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	a.busy = true
 	a.status = BackupStatus{Running: true, Snapshot: req.Snapshot, Shards: len(req.Shards), StartedMs: time.Now().UnixMilli()}
+	a.gauges.set(a.status)
 	a.mu.Unlock()
 
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -220,8 +252,9 @@ func (a *backupAdmin) upload(w http.ResponseWriter, r *http.Request) {
 		Shards: req.Shards, BytesPerSecond: req.BytesPerSecond, Concurrency: req.Concurrency,
 		Progress: func(p backup.Progress) {
 			a.mu.Lock()
-			if p.Done > a.status.Progress.Done {
+			if p.Done > a.status.Progress.Done || a.status.Progress.Parts == 0 {
 				a.status.Progress = p
+				a.gauges.set(a.status)
 			}
 			a.mu.Unlock()
 			lmu.Lock()
@@ -242,6 +275,7 @@ func (a *backupAdmin) upload(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.status.Error = err.Error()
 	}
+	a.gauges.set(a.status)
 	a.mu.Unlock()
 	if err != nil {
 		a.n.log.Error("backup upload failed", "snapshot", req.Snapshot, "err", err)

@@ -125,6 +125,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Logger:             log,
 		Exemplars:          n.api,
 		BlockSize:          cfg.Namespaces[0].BlockSize.Milliseconds(),
+		Namespaces:         namespaceNames(cfg.Namespaces),
 	})
 	if err != nil {
 		closer.Close()
@@ -446,4 +447,13 @@ func namespaceOptions(c config.Namespace) storage.NamespaceOptions {
 		BufferPast: c.BufferPast, BufferFuture: c.BufferFuture,
 		ColdWrites: c.ColdWritesEnabled(), Index: c.IndexEnabled(),
 	}
+}
+
+// namespaceNames lists the configured namespaces' names in config order.
+func namespaceNames(nss []config.Namespace) []string {
+	out := make([]string, len(nss))
+	for i, ns := range nss {
+		out[i] = ns.Name
+	}
+	return out
 }

@@ -17,8 +17,10 @@ type memBackend struct {
 
 	mu      sync.Mutex
 	queries []memQuery
-	err     error // returned by every call when set
-	block   bool  // Query waits for its context to end
+	// namespaces are the namespaces Query was asked for, in order.
+	namespaces []string
+	err        error // returned by every call when set
+	block      bool  // Query waits for its context to end
 }
 
 type memSeries struct {
@@ -51,9 +53,10 @@ func matchesAll(ms []*labels.Matcher, ls labels.Labels) bool {
 	return true
 }
 
-func (m *memBackend) Query(ctx context.Context, _ string, ms []*labels.Matcher, start, end int64) ([]tstorage.SeriesIterator, error) {
+func (m *memBackend) Query(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]tstorage.SeriesIterator, error) {
 	m.mu.Lock()
 	m.queries = append(m.queries, memQuery{matchers: ms, start: start, end: end})
+	m.namespaces = append(m.namespaces, ns)
 	err, block := m.err, m.block
 	m.mu.Unlock()
 	if err != nil {

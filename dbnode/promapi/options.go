@@ -18,6 +18,10 @@ type Options struct {
 	// Namespace is queried unless a request names another with
 	// ?namespace=.
 	Namespace string
+	// Namespaces are every namespace of the node's config, for
+	// /api/v1/status/tsdb's per-namespace counts (none: that list is
+	// left out).
+	Namespaces []string
 	// Timeout bounds each query's evaluation; a request may ask for less
 	// with ?timeout=. Exceeding it answers 503 with errorType "timeout".
 	Timeout time.Duration

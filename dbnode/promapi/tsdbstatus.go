@@ -14,9 +14,11 @@ import (
 
 // TSDBStatus is GET /api/v1/status/tsdb in Prometheus' shape (its
 // headStats and the four top lists), computed over the series of the
-// block of time holding now (the open block, Tessera's "head"), plus two
-// Tessera fields: the namespace, and the series count per shard for the
-// console to add up per node.
+// block of time holding now (the open block, Tessera's "head"), plus
+// Tessera fields: the namespace, the series count per shard for the
+// console to add up per node, and the same two counts for every
+// namespace of the node's config (the console's per-node, per-namespace
+// table).
 //
 // In a cluster the series come through the backend, the client session:
 // its read fan-out asks each shard group's owners at the read level and
@@ -34,6 +36,19 @@ type TSDBStatus struct {
 	Namespace string `json:"namespace"`
 	// SeriesCountByShard: shard (decimal) -> series, shards with none left
 	// out.
+	SeriesCountByShard map[string]int `json:"seriesCountByShard"`
+	// Namespaces counts the active series of every configured namespace
+	// (Options.Namespaces; the queried one among them, counted once),
+	// in config order.
+	Namespaces []NamespaceSeries `json:"namespaces,omitempty"`
+}
+
+// NamespaceSeries is one namespace's active series (the block of now,
+// each series once across replicas) and their count per shard (decimal
+// shard -> series, shards with none left out).
+type NamespaceSeries struct {
+	Namespace          string         `json:"namespace"`
+	NumSeries          int            `json:"numSeries"`
 	SeriesCountByShard map[string]int `json:"seriesCountByShard"`
 }
 
@@ -76,23 +91,30 @@ func (a *API) tsdbStatus(r *http.Request) result {
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.Timeout)
 	defer cancel()
 	now := a.opts.Now().UnixMilli()
-	all := []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+")}
-	// The series of the block holding now: the index matches by block,
-	// and a one-instant range keeps the samples sent with them few.
-	series, err := q.b.Query(ctx, q.ns, all, now, now)
+	ids, shards, err := a.headSeries(ctx, q.ns, now)
 	if err != nil {
-		return result{err: queryError(fmt.Errorf("list series for tsdb status: %w", err))}
-	}
-	ids := make([][]byte, len(series))
-	shards := make([]uint32, len(series))
-	for i, s := range series {
-		ids[i], shards[i] = s.ID, s.Shard
+		return result{err: queryError(err)}
 	}
 	st, err := ComputeTSDBStatus(ids, shards, limit)
 	if err != nil {
 		return result{err: &apiError{errorInternal, err}}
 	}
 	st.Namespace = q.ns
+	// The other namespaces cost one more listing each, made one after
+	// the other within the same timeout: an operator's page, not a poll.
+	for _, ns := range a.opts.Namespaces {
+		if ns == q.ns {
+			st.Namespaces = append(st.Namespaces, NamespaceSeries{Namespace: ns, NumSeries: st.HeadStats.NumSeries,
+				SeriesCountByShard: st.SeriesCountByShard})
+			continue
+		}
+		_, nsShards, err := a.headSeries(ctx, ns, now)
+		if err != nil {
+			return result{err: queryError(err)}
+		}
+		st.Namespaces = append(st.Namespaces, NamespaceSeries{Namespace: ns, NumSeries: len(nsShards),
+			SeriesCountByShard: countByShard(nsShards)})
+	}
 	if bs := a.opts.BlockSize; bs > 0 {
 		st.HeadStats.MinTime = now - ((now%bs)+bs)%bs
 		st.HeadStats.MaxTime = st.HeadStats.MinTime + bs - 1
@@ -101,6 +123,32 @@ func (a *API) tsdbStatus(r *http.Request) result {
 		b, err := json.Marshal(st)
 		return append(dst, b...), err
 	}}
+}
+
+// headSeries lists the IDs and shards of namespace ns's series in the
+// block holding now: the index matches by block, and a one-instant range
+// keeps the samples sent with them few.
+func (a *API) headSeries(ctx context.Context, ns string, now int64) ([][]byte, []uint32, error) {
+	all := []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+")}
+	series, err := a.b.Query(ctx, ns, all, now, now)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list series of namespace %s for tsdb status: %w", ns, err)
+	}
+	ids := make([][]byte, len(series))
+	shards := make([]uint32, len(series))
+	for i, s := range series {
+		ids[i], shards[i] = s.ID, s.Shard
+	}
+	return ids, shards, nil
+}
+
+// countByShard is shard (decimal) -> how many of shards name it.
+func countByShard(shards []uint32) map[string]int {
+	out := map[string]int{}
+	for _, sh := range shards {
+		out[fmt.Sprint(sh)]++
+	}
+	return out
 }
 
 // ComputeTSDBStatus counts series IDs (each once: the caller de-duplicated
@@ -114,10 +162,8 @@ func ComputeTSDBStatus(ids [][]byte, shards []uint32, limit int) (TSDBStatus, er
 	values := map[string]map[string]struct{}{}
 	memory := map[string]uint64{}
 	pairs := map[string]uint64{}
-	byShard := map[string]int{}
 	var errs []error
-	for i, id := range ids {
-		byShard[fmt.Sprint(shards[i])]++
+	for _, id := range ids {
 		err := ident.Range(id, func(n, v []byte) {
 			name := string(n)
 			if name == labels.MetricName {
@@ -151,7 +197,7 @@ func ComputeTSDBStatus(ids [][]byte, shards []uint32, limit int) (TSDBStatus, er
 		LabelValueCountByLabelName:  top(valueCounts, limit),
 		MemoryInBytesByLabelName:    top(memory, limit),
 		SeriesCountByLabelValuePair: top(pairs, limit),
-		SeriesCountByShard:          byShard,
+		SeriesCountByShard:          countByShard(shards),
 	}, nil
 }
 

@@ -51,7 +51,7 @@ func TestTSDBStatusEndpoint(t *testing.T) {
 		b.add(labels.FromStrings("__name__", "up", "pod", pod), tsample{now.UnixMilli(), 1})
 	}
 	b.add(labels.FromStrings("__name__", "other"), tsample{now.UnixMilli(), 1})
-	a := newAPI(t, b, Options{Now: func() time.Time { return now }, BlockSize: 7_200_000})
+	a := newAPI(t, b, Options{Now: func() time.Time { return now }, BlockSize: 7_200_000, Namespaces: []string{"default", "other"}})
 	mux := http.NewServeMux()
 	a.Register(mux)
 	srv := httptest.NewServer(mux)
@@ -78,6 +78,15 @@ func TestTSDBStatusEndpoint(t *testing.T) {
 	require.Equal(t, "default", got.Data.Namespace)
 	q := b.recorded()
 	require.Equal(t, now.UnixMilli(), q[len(q)-1].start, "the series of the block holding now")
+	// Every configured namespace counted, the queried one listed once:
+	// the fake backend holds the same series whatever the namespace.
+	b.mu.Lock()
+	require.Equal(t, []string{"default", "other"}, b.namespaces)
+	b.mu.Unlock()
+	require.Equal(t, []NamespaceSeries{
+		{Namespace: "default", NumSeries: 4, SeriesCountByShard: got.Data.SeriesCountByShard},
+		{Namespace: "other", NumSeries: 4, SeriesCountByShard: got.Data.SeriesCountByShard},
+	}, got.Data.Namespaces)
 
 	for _, bad := range []string{"?limit=0", "?limit=x", "?limit=10001"} {
 		code, body = get(bad)

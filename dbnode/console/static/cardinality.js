@@ -1,7 +1,7 @@
 // The cardinality page: /api/v1/status/tsdb (the series of the block
 // holding now, counted once each across the cluster) as tables with
-// bars, and the series each node holds, from the per-shard counts and
-// the placement (/api/v1/console/cluster).
+// bars, and the series each node holds, per namespace and in all, from
+// the per-shard counts and the placement (/api/v1/console/cluster).
 "use strict";
 
 async function getJSON(path) {
@@ -31,13 +31,34 @@ function barTable(id, stats, unit, link) {
     }));
 }
 
-// perNode adds up the series of the shards each instance holds.
-function perNode(cluster, byShard) {
-  return (cluster.instances || []).map((inst) => {
-    let n = 0;
-    for (let sh = 0; sh < inst.shards.length; sh++) if (inst.shards[sh] !== "." && byShard[sh]) n += byShard[sh];
-    return { name: inst.id, value: n };
-  });
+// held adds up the series of the shards inst holds.
+function held(inst, byShard) {
+  let n = 0;
+  for (let sh = 0; sh < inst.shards.length; sh++) if (inst.shards[sh] !== "." && byShard[sh]) n += byShard[sh];
+  return n;
+}
+
+// perNode is the series each instance holds, all namespaces together
+// when the API listed them (else the queried namespace's).
+function perNode(cluster, d) {
+  const nss = d.namespaces && d.namespaces.length ? d.namespaces : [{ seriesCountByShard: d.seriesCountByShard || {} }];
+  return (cluster.instances || []).map((inst) => ({
+    name: inst.id, value: nss.reduce((n, ns) => n + held(inst, ns.seriesCountByShard || {}), 0),
+  }));
+}
+
+// nodeByNamespace is a table of the series each instance holds of each
+// namespace, with the cluster's count of distinct series as the last
+// row; each count cell carries data-node, data-namespace, data-value.
+function nodeByNamespace(cluster, namespaces) {
+  if (!namespaces || !namespaces.length) return el("p", { class: "muted" }, "no namespaces listed");
+  const cell = (node, ns, v) => el("td", { class: "num", "data-node": node, "data-namespace": ns, "data-value": v }, fmtCount(v));
+  return el("table", { class: "grid-table", id: "node-namespace-table" },
+    el("tr", {}, el("th", {}, "node"), ...namespaces.map((ns) => el("th", { class: "num" }, ns.namespace))),
+    ...(cluster.instances || []).map((inst) => el("tr", {}, el("td", { class: "name" }, inst.id),
+      ...namespaces.map((ns) => cell(inst.id, ns.namespace, held(inst, ns.seriesCountByShard || {}))))),
+    el("tr", { class: "total" }, el("td", { class: "name" }, "cluster (each series once)"),
+      ...namespaces.map((ns) => cell("", ns.namespace, ns.numSeries))));
 }
 
 async function load() {
@@ -55,7 +76,8 @@ async function load() {
       cluster.placement ? item("replica factor", cluster.placement.replicaFactor, "rf") : "");
     document.body.dataset.numSeries = h.numSeries;
     const q = (expr) => "/console/query.html?" + new URLSearchParams({ expr, view: "table" });
-    document.getElementById("per-node").replaceChildren(barTable("per-node-table", perNode(cluster, d.seriesCountByShard || {}), "series"));
+    document.getElementById("per-node").replaceChildren(barTable("per-node-table", perNode(cluster, d), "series"));
+    document.getElementById("per-namespace").replaceChildren(nodeByNamespace(cluster, d.namespaces));
     document.getElementById("by-metric").replaceChildren(barTable("metric-table", d.seriesCountByMetricName, "series",
       (name) => q("count by (job) ({__name__=" + JSON.stringify(name) + "})")));
     document.getElementById("by-label").replaceChildren(barTable("label-table", d.labelValueCountByLabelName, "values",

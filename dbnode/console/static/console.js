@@ -193,10 +193,14 @@ function renderBackup(data) {
   const rows = [];
   if (b && b.snapshot) {
     const p = b.progress || {};
+    const bar = el("div", { class: "progress" }, el("i", {}));
+    bar.style.width = "120px";
+    bar.firstChild.style.width = (p.parts ? 100 * (p.done || 0) / p.parts : 0).toFixed(1) + "%";
     rows.push(el("tr", { "data-backup-running": String(!!b.running) },
       el("td", {}, "upload " + b.snapshot + (b.running ? " (running)" : "")),
       el("td", {}, (p.done || 0) + "/" + (p.parts || 0) + " parts"),
-      el("td", {}, (p.uploaded || 0) + " uploaded, " + (p.bytesUploaded || 0) + " bytes"),
+      el("td", { "data-backup-done": p.done || 0, "data-backup-parts": p.parts || 0 }, bar),
+      el("td", {}, (p.uploaded || 0) + " uploaded, " + fmtBytes(p.bytesUploaded || 0)),
       el("td", {}, (p.skipped || 0) + " already in the bucket"),
       el("td", {}, b.error || "")));
   }
@@ -205,7 +209,7 @@ function renderBackup(data) {
     rows.push(el("tr", { "data-restore": "true" },
       el("td", {}, "restore " + x.backup),
       el("td", {}, (x.shardsDone || 0) + " shards"),
-      el("td", {}, (x.parts || 0) + " parts, " + (x.bytes || 0) + " bytes"),
+      el("td", {}, (x.parts || 0) + " parts, " + fmtBytes(x.bytes || 0)),
       el("td", {}, (x.samples || 0) + " samples"),
       el("td", {}, (x.damaged || []).length + " damaged")));
   }

@@ -17,8 +17,8 @@ function stepFor(rangeSec) {
   return steps.find((s) => rangeSec / s <= MAX_POINTS) || 86400;
 }
 
-async function api(path, params) {
-  const resp = await fetch(path + "?" + new URLSearchParams(params), { credentials: "same-origin", cache: "no-store" });
+async function api(path, params, signal) {
+  const resp = await fetch(path + "?" + new URLSearchParams(params), { credentials: "same-origin", cache: "no-store", signal });
   let body;
   try { body = await resp.json(); } catch (_) { throw new Error("HTTP " + resp.status + ": the answer is not JSON"); }
   if (body.status !== "success") {
@@ -65,8 +65,18 @@ function renderTable(data) {
     el("div", { class: "muted" }, rows.length + " rows"));
 }
 
+// running aborts the query in flight: the Cancel button, or a new query
+// replacing it. Aborting the fetch closes the request, which ends the
+// query's context on the node: the evaluation stops there too.
+let running = null;
+
+function cancel() {
+  if (running) running.abort();
+}
+
 async function run(ev) {
   if (ev) ev.preventDefault();
+  cancel();
   const f = document.getElementById("query-form");
   const expr = f.expr.value.trim();
   const st = document.getElementById("query-status");
@@ -76,13 +86,18 @@ async function run(ev) {
   const start = end - rangeSec, step = stepFor(rangeSec), view = f.view.value;
   // A submitted query goes into the URL, to be linked or reloaded.
   if (ev) history.replaceState(null, "", "?" + new URLSearchParams({ expr, range: rangeSec, view }));
+  const ctl = new AbortController();
+  running = ctl;
+  const cancelButton = document.getElementById("cancel");
+  cancelButton.disabled = false;
   document.body.dataset.state = "running";
   st.textContent = "running…";
   const t0 = performance.now();
   try {
     const body = view === "graph"
-      ? await api("/api/v1/query_range", { query: expr, start, end, step })
-      : await api("/api/v1/query", { query: expr, time: end });
+      ? await api("/api/v1/query_range", { query: expr, start, end, step }, ctl.signal)
+      : await api("/api/v1/query", { query: expr, time: end }, ctl.signal);
+    if (ctl.signal.aborted) throw new DOMException("cancelled as it arrived", "AbortError");
     showNotes("error", []);
     showNotes("warnings", (body.warnings || []).concat(body.infos || []));
     if (view === "graph" && body.data.resultType === "matrix") renderGraph(body.data, start, end, step);
@@ -90,11 +105,24 @@ async function run(ev) {
     st.textContent = "took " + fmtDuration((performance.now() - t0) / 1000);
     document.body.dataset.state = "done";
   } catch (err) {
+    if (running !== ctl) return; // a newer query owns the page now
+    if (ctl.signal.aborted) {
+      showNotes("error", []);
+      showNotes("warnings", []);
+      st.textContent = "cancelled after " + fmtDuration((performance.now() - t0) / 1000);
+      document.body.dataset.state = "cancelled";
+      return;
+    }
     showNotes("error", [err.message]);
     showNotes("warnings", err.warnings || []);
     document.getElementById("result").replaceChildren();
     st.textContent = "";
     document.body.dataset.state = "error";
+  } finally {
+    if (running === ctl) {
+      running = null;
+      cancelButton.disabled = true;
+    }
   }
 }
 
@@ -107,6 +135,7 @@ function init() {
   if (q.get("range")) f.range.value = q.get("range");
   if (q.get("view")) for (const r of f.view) r.checked = r.value === q.get("view");
   f.addEventListener("submit", run);
+  document.getElementById("cancel").addEventListener("click", (e) => { e.preventDefault(); cancel(); });
   f.expr.addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) run(e); });
   if (f.expr.value) run();
 }
