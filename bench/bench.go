@@ -103,16 +103,28 @@ func Value(i, j int) float64 {
 }
 
 // MetricNames is how many metric names the series are spread over: series
-// i is named Metric_(i % MetricNames), each name with its own kind of
-// values (see Value and Describe).
+// i is named MetricName(o, i), each name with its own kind of values (see
+// Value and Describe).
 const MetricNames = 4
+
+// MetricName is series i's metric name: Metric_(i % MetricNames), with the
+// counters (kind 0) ending in _total as Prometheus' naming convention asks,
+// so Prometheus 3 does not annotate every rate() over them as "might not be
+// a counter".
+func MetricName(o Options, i int) string {
+	k := i % MetricNames
+	if k == 0 {
+		return o.Metric + "_0_total"
+	}
+	return o.Metric + "_" + strconv.Itoa(k)
+}
 
 // Describe says, in the words a PromQL user needs, which series a run
 // writes: their metric names, what each holds, and their labels. `tessera
 // bench` prints it before the run.
 func Describe(o Options) string {
 	per := func(k int) int { return (o.Series - k + MetricNames - 1) / MetricNames }
-	return fmt.Sprintf("series: %d over %d metric names: %s_0 (%d counters: rate() works), %s_1 (%d gauges), "+
+	return fmt.Sprintf("series: %d over %d metric names: %s_0_total (%d counters: rate() works), %s_1 (%d gauges), "+
 		"%s_2 (%d noisy floats), %s_3 (%d large integers); labels job=\"bench\", instance=\"host-0:9100\"..\"host-%d:9100\", "+
 		"group (series/100), series (0..%d); query all with {__name__=~\"%s_.*\"}",
 		o.Series, MetricNames, o.Metric, per(0), o.Metric, per(1), o.Metric, per(2), o.Metric, per(3),
@@ -122,7 +134,7 @@ func Describe(o Options) string {
 // Labels are series i's labels, sorted by name.
 func Labels(o Options, i int) []prompb.Label {
 	return []prompb.Label{
-		{Name: "__name__", Value: o.Metric + "_" + strconv.Itoa(i%MetricNames)},
+		{Name: "__name__", Value: MetricName(o, i)},
 		{Name: "group", Value: strconv.Itoa(i / 100)},
 		{Name: "instance", Value: "host-" + strconv.Itoa(i%50) + ":9100"},
 		{Name: "job", Value: "bench"},

@@ -16,7 +16,7 @@ import (
 )
 
 // benchSeries is how many series the pages' test writes with the bench
-// workload (bench_0..bench_3, 100 each).
+// workload (bench_0_total, bench_1..bench_3, 100 each).
 const benchSeries = 400
 
 // writeBench runs `tessera bench`'s workload against url: benchSeries
@@ -135,7 +135,7 @@ func TestCardinalityPageAcrossTheCluster(t *testing.T) {
   return { numSeries: document.body.dataset.numSeries, metrics: rows("metric-table"), perNode: rows("per-node-table"), perNodeNs, namespaceTotals };
 })()`, &page)
 	require.Equal(t, fmt.Sprint(benchSeries), page.NumSeries)
-	require.Equal(t, map[string]int{"bench_0": 100, "bench_1": 100, "bench_2": 100, "bench_3": 100}, page.Metrics)
+	require.Equal(t, map[string]int{"bench_0_total": 100, "bench_1": 100, "bench_2": 100, "bench_3": 100}, page.Metrics)
 	// Replica factor 3 on three nodes: each holds a copy of every series,
 	// of both namespaces.
 	both := benchSeries + otherSeries
@@ -147,7 +147,7 @@ func TestCardinalityPageAcrossTheCluster(t *testing.T) {
 
 	// The query page graphs a bench counter's rate per group: one SVG
 	// line per group, drawn by the page's own code.
-	qurl := nodes[1].url() + "/console/query.html?expr=" + "sum+by+(group)+(rate(bench_0[1m]))" + "&range=900&view=graph"
+	qurl := nodes[1].url() + "/console/query.html?expr=" + "sum+by+(group)+(rate(bench_0_total[1m]))" + "&range=900&view=graph"
 	q := startBrowser(t, bin, qurl)
 	var graph struct {
 		Lines  int    `json:"lines"`
@@ -176,7 +176,7 @@ func TestCardinalityPageAcrossTheCluster(t *testing.T) {
   f.requestSubmit();
   await until(() => document.body.dataset.state === "done" && document.getElementById("result-table"), "the table");
   const rows = document.querySelectorAll("#result-table tr").length - 1;
-  f.expr.value = "rate(bench_0[1m]";
+  f.expr.value = "rate(bench_0_total[1m]";
   f.requestSubmit();
   await until(() => document.body.dataset.state === "error", "the error");
   return { rows, error: document.getElementById("query-error").textContent };

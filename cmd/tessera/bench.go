@@ -17,7 +17,7 @@ func benchCommand() *cobra.Command {
 		Short: "Load a node through Prometheus remote write and optionally read every sample back",
 		Long: `Load a node through Prometheus remote write and optionally read every sample back.
 
-Series i is named <metric>_(i % 4): with the default --metric, tessera_bench_0
+Series i is named <metric>_(i % 4), counters with _total: with the default --metric, tessera_bench_0_total
 holds counters (rate() works), tessera_bench_1 gauges, tessera_bench_2 noisy
 floats and tessera_bench_3 large integers. Every series has the labels
 job="bench", instance="host-(i % 50):9100", group (i / 100) and series (i).
@@ -74,7 +74,7 @@ The run prints how many series each name got.`,
 	f.BoolVar(&verifyOnly, "verify-only", false, "only verify data written by an earlier run with the same --start")
 	f.Int64Var(&o.Start, "start", 0, "timestamp (ms) of the first sample; default now - samples*interval")
 	securityFlags(f, &o.Security)
-	f.StringVar(&o.Metric, "metric", "tessera_bench", "metric name prefix: the series are spread over PREFIX_0 (counters), PREFIX_1 (gauges), PREFIX_2 (noisy floats) and PREFIX_3 (large integers)")
+	f.StringVar(&o.Metric, "metric", "tessera_bench", "metric name prefix: the series are spread over PREFIX_0_total (counters), PREFIX_1 (gauges), PREFIX_2 (noisy floats) and PREFIX_3 (large integers)")
 	f.IntVar(&o.Protocol, "protocol", 1, "remote write version: 1 (prometheus.WriteRequest) or 2 (io.prometheus.write.v2.Request, with metadata on every series)")
 	f.Int64Var(&o.PregenBytes, "pregen-bytes", bench.DefaultPregenBytes, "build every request before the run when they fit in this many bytes (negative: build them during the run)")
 	cmd.AddCommand(benchQueriesCommand())

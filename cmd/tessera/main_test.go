@@ -249,7 +249,7 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	bench := exec.Command(binary, "bench", "--url", base, "--series", "40", "--samples", "20", "--interval", "10s", "--verify")
 	out, err := bench.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	n.get(t, "/api/v1/query?query="+url.QueryEscape("sum(rate(tessera_bench_0[5m]))"))
+	n.get(t, "/api/v1/query?query="+url.QueryEscape("sum(rate(tessera_bench_0_total[5m]))"))
 	n.get(t, "/api/v1/label/job/values")
 	resp, err := http.Post(base+"/api/v1/prom/remote/write", "application/x-protobuf", strings.NewReader("not snappy"))
 	require.NoError(t, err)
