@@ -31,6 +31,19 @@ func (n *Node) sessionEvaluator(db *storage.Database) rpc.Evaluator {
 	return n.evaluator(db)
 }
 
+// rawEvaluator is the session's evaluator over raw series it read from
+// the cluster (a pushed-down part whose replicas disagreed); nil when the
+// session does not push down.
+func (n *Node) rawEvaluator() func(context.Context, query.Reader, *query.Request) (*query.Result, error) {
+	if !n.cfg.Query.Pushdown || !n.cfg.Query.FastPathEnabled() {
+		return nil
+	}
+	opts := promapi.Options{Parallelism: n.cfg.Query.Parallelism, MaxSamples: n.cfg.Query.MaxSamples}
+	return func(ctx context.Context, r query.Reader, req *query.Request) (*query.Result, error) {
+		return promapi.Evaluate(ctx, r, req, opts)
+	}
+}
+
 // shardReader reads the series of some shards of a database.
 type shardReader struct {
 	db     *storage.Database
