@@ -27,6 +27,8 @@
 # Environment: HOSTS (800: ~100,000 series), ROUNDS (3), PORT (26100:
 # node i's HTTP is PORT+10*i, its RPC +1, etcd client +2 and peer +3; the
 # single node PORT+40..43), PUSHDOWN (false: the cluster nodes' query.pushdown),
+# READ (unstrict_majority: the cluster's read consistency; one asks one
+# replica per shard, so that each node computes a third of the shards),
 # KEEP=1 keeps the temp dir (logs, tables).
 set -euo pipefail
 
@@ -36,6 +38,7 @@ ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-26100}
 KEEP=${KEEP:-0}
 PUSHDOWN=${PUSHDOWN:-false}
+READ=${READ:-unstrict_majority}
 [ -x "$TESSERA" ] || { echo "not an executable: $TESSERA" >&2; exit 2; }
 
 work=$(mktemp -d /tmp/query-cluster.XXXXXX)
@@ -80,7 +83,7 @@ query:
 cluster:
   name: default
   writeConsistency: majority
-  readConsistency: unstrict_majority
+  readConsistency: $READ
 etcd:
   endpoints: [${etcds//,/, }]
   embedded:
@@ -189,7 +192,7 @@ for q in $names; do
 done
 
 echo
-echo "best of $ROUNDS per query (ms), three-node RF 3 through node 1 vs one node, $HOSTS hosts, $TESSERA:"
+echo "best of $ROUNDS per query (ms), three-node RF 3 (read $READ, pushdown $PUSHDOWN) through node 1 vs one node, $HOSTS hosts, $TESSERA:"
 awk '
 $1 == "q" {
 	k = $2 SUBSEP $4
