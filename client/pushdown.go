@@ -31,7 +31,10 @@ var errNoPushdown = status.Error(codes.Unimplemented, "pushdown not supported by
 // its owners as the read level needs, starting with a different owner per
 // part, so that the owners compute over disjoint shards in parallel (this
 // node its parts through Options.Evaluate, the others over RPC). Each
-// answer is a part's partial aggregates; they are merged here.
+// answer is a part's partial aggregates; they are merged here. A part is
+// hedged only once another answered and it took longer again (a part's
+// time grows with its data: a fixed cluster.hedgeAfter would have a busy
+// cluster compute every part on every owner).
 //
 // Where the level needs more than one owner, a part's answers' digests
 // must agree (they read the same samples); a part whose owners disagree
@@ -58,7 +61,7 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 	for i, g := range parts {
 		groups[i] = FanoutGroup{Owners: g.readable, Quorum: NewReadQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.ReadLevel)}
 	}
-	answers, rep := Fanout(ctx, groups, FanoutOptions{Read: true, HedgeAfter: s.opts.HedgeAfter,
+	answers, rep := Fanout(ctx, groups, FanoutOptions{Read: true, HedgeAfter: s.opts.HedgeAfter, HedgeAfterFirst: true,
 		Timeout: s.opts.RequestTimeout, Down: s.down(m)},
 		func(ctx context.Context, inst string, gs []int) ([]*query.Result, error) {
 			return s.pushHost(ctx, m, parts, inst, gs, req)
