@@ -21,14 +21,13 @@ import (
 )
 
 // TestClusterPushdown: through every node of a three-node RF 3 cluster
-// with query.pushdown on,
+// (query.pushdown on, its default),
 // aggregations are computed by the replicas (Push: partial aggregates
 // over RPC, digests compared at majority) and answer as the plain engine
 // over the raw series does (stats=all turns the pushdown off), and the
 // session says it pushed them down.
 func TestClusterPushdown(t *testing.T) {
 	_, nodes, c := clusterNWith(t, 3, func(c *config.Config) {
-		c.Query.Pushdown = true
 		off := false
 		c.Repair.Enabled = &off // the replicas made to differ below stay so
 	})

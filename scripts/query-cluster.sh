@@ -26,7 +26,7 @@
 #
 # Environment: HOSTS (800: ~100,000 series), ROUNDS (3), PORT (26100:
 # node i's HTTP is PORT+10*i, its RPC +1, etcd client +2 and peer +3; the
-# single node PORT+40..43), PUSHDOWN (false: the cluster nodes' query.pushdown),
+# single node PORT+40..43), PUSHDOWN (true: the cluster nodes' query.pushdown),
 # READ (unstrict_majority: the cluster's read consistency; one asks one
 # replica per shard, so that each node computes a third of the shards),
 # AB=1 (node 2 runs with query.pushdown false whatever PUSHDOWN says, and
@@ -40,7 +40,7 @@ HOSTS=${HOSTS:-800}
 ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-26100}
 KEEP=${KEEP:-0}
-PUSHDOWN=${PUSHDOWN:-false}
+PUSHDOWN=${PUSHDOWN:-true}
 AB=${AB:-0}
 READ=${READ:-unstrict_majority}
 [ -x "$TESSERA" ] || { echo "not an executable: $TESSERA" >&2; exit 2; }
