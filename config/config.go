@@ -167,8 +167,7 @@ type Query struct {
 	// partial aggregates cross the network (docs/query.md). Default true:
 	// at the default read level it answers in about the time of raw reads
 	// on one shared host (where the nodes have their own cores the parts
-	// run in parallel; not measured)
-	// with 89-99.8% fewer bytes received for counts and sums; false reads
+	// run in parallel; not measured), with 89-99.8% fewer bytes received for counts and sums; false reads
 	// raw series (with RF equal to the cluster size and read level one,
 	// where every raw read is local, that is a little faster).
 	Pushdown *bool `yaml:"pushdown"`
