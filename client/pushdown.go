@@ -56,6 +56,7 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 	if m.Sole != "" && m.Sole == s.opts.LocalID && s.opts.Local != nil {
 		return nil, query.ErrDeclined // the raw read is local already
 	}
+	req = req.Wire() // group is asked as count, which every pushing node computes
 	parts := s.routing(m).parts
 	groups := make([]FanoutGroup, len(parts))
 	for i, g := range parts {

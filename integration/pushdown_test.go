@@ -52,6 +52,7 @@ func TestClusterPushdown(t *testing.T) {
 		`avg(it_metric)`,
 		`count by (job) (count_over_time(it_metric[1m]))`,
 		`sum(rate(it_metric[1m]))`,
+		`group by (job) (it_metric)`,
 	}
 	for _, n := range nodes {
 		for _, q := range queries {

@@ -98,7 +98,7 @@ func threeNodes(t *testing.T, scope tally.Scope) genStore {
 	p, err := placement.Init(ins, clusterShards, 3)
 	require.NoError(t, err)
 	s, err := client.NewSession(client.Options{
-		Topology: client.NewTopologyFromMap(client.NewMap(placement.MarkAllAvailable(p))),
+		Topology:  client.NewTopologyFromMap(client.NewMap(placement.MarkAllAvailable(p))),
 		ReadLevel: client.ReadMajority, WriteLevel: client.WriteMajority, Metrics: scope,
 		HedgeAfter: time.Minute, RequestTimeout: time.Minute, MaxBatch: 1000,
 		Dial: func(ep string) (client.Peer, error) {
