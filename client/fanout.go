@@ -31,6 +31,13 @@ type FanoutOptions struct {
 	// HedgeAfter: a read asks the next owner of every group still short of
 	// its level after each HedgeAfter. Zero disables hedging.
 	HedgeAfter time.Duration
+	// HedgeAfterFirst starts hedging only once the first call answered,
+	// every max(HedgeAfter, the time that first answer took): for calls
+	// whose duration grows with the work they do (pushed-down queries
+	// computing over their part of the data), a call slower than
+	// HedgeAfter is no straggler until the others show it is one, and
+	// hedging it would compute the same part again on a busy cluster.
+	HedgeAfterFirst bool
 	// Timeout bounds the whole fan-out, and a write's stragglers.
 	Timeout time.Duration
 	// Down reports hosts known not to answer; a read asks them last. Nil:
@@ -176,11 +183,22 @@ func Fanout[T any](ctx context.Context, groups []FanoutGroup, opts FanoutOptions
 	}
 	ask(plan)
 
-	var hedge <-chan time.Time
-	if opts.Read && opts.HedgeAfter > 0 {
-		t := time.NewTicker(opts.HedgeAfter)
-		defer t.Stop()
-		hedge = t.C
+	var (
+		hedge   <-chan time.Time
+		hedging *time.Ticker
+		begun   = time.Now()
+	)
+	startHedging := func(every time.Duration) {
+		hedging = time.NewTicker(every)
+		hedge = hedging.C
+	}
+	defer func() {
+		if hedging != nil {
+			hedging.Stop()
+		}
+	}()
+	if opts.Read && opts.HedgeAfter > 0 && !opts.HedgeAfterFirst {
+		startHedging(opts.HedgeAfter)
 	}
 	var answers []FanoutAnswer[T]
 	for {
@@ -223,6 +241,9 @@ func Fanout[T any](ctx context.Context, groups []FanoutGroup, opts FanoutOptions
 			}
 			if r.err == nil {
 				answers = append(answers, FanoutAnswer[T]{Instance: r.instance, Groups: r.groups, Value: r.value})
+				if hedging == nil && opts.Read && opts.HedgeAfter > 0 && opts.HedgeAfterFirst {
+					startHedging(max(opts.HedgeAfter, time.Since(begun)))
+				}
 			}
 			ask(plan)
 		case <-hedge:

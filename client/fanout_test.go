@@ -420,3 +420,28 @@ func TestFanoutCallerCancelled(t *testing.T) {
 	require.Equal(t, []string{"a", "b", "c"}, rep.Groups[0].Pending)
 	require.True(t, strings.Contains(fmt.Sprint(rep.Cause), "canceled"))
 }
+
+// TestFanoutHedgesAfterFirstAnswer: with HedgeAfterFirst, no owner is
+// hedged while nothing answered (a pushdown's parts all take their time);
+// once one did, a hung owner's group is asked of the next owner.
+func TestFanoutHedgesAfterFirstAnswer(t *testing.T) {
+	f := newFakeOwners(map[string]behaviour{"a": hung})
+	owners := steadyOwners()
+	_, rep := Fanout(context.Background(), []FanoutGroup{{Owners: owners, Quorum: NewReadQuorum(owners, 3, ReadOne)}},
+		FanoutOptions{Read: true, HedgeAfter: time.Millisecond, HedgeAfterFirst: true, Timeout: 300 * time.Millisecond}, f.call)
+	require.False(t, rep.OK, "nothing answered: nobody hedged, the timeout ended it")
+	require.Zero(t, rep.Hedged)
+	require.Equal(t, []string{"a"}, f.called())
+
+	f = newFakeOwners(map[string]behaviour{"a": hung})
+	rotated := []placement.Owner{own("b", A, ""), own("c", A, ""), own("a", A, "")}
+	answers, rep := Fanout(context.Background(), []FanoutGroup{
+		{Owners: owners, Quorum: NewReadQuorum(owners, 3, ReadOne)},
+		{Owners: rotated, Quorum: NewReadQuorum(rotated, 3, ReadOne)},
+	}, FanoutOptions{Read: true, HedgeAfter: time.Millisecond, HedgeAfterFirst: true, Timeout: time.Minute}, f.call)
+	require.True(t, rep.OK)
+	require.Positive(t, rep.Hedged)
+	for _, a := range answers {
+		require.NotEqual(t, "a", a.Value)
+	}
+}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/query"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -22,16 +25,26 @@ type pushPeer interface {
 // older node, a peer without the method): the read goes raw.
 var errNoPushdown = status.Error(codes.Unimplemented, "pushdown not supported by this peer")
 
-// Push answers req from the owners of every shard: per read group, as
-// many readable owners as the read level needs each compute the request
-// over the group's shards where the data lives (this node through
-// Options.Evaluate, the others over RPC) and answer the groups' partial
-// aggregates, which are merged here. Where the level needs more than one
-// owner, their answers' digests must agree (they read the same samples);
-// otherwise, or when any owner declines or predates pushdown, Push
-// returns query.ErrDeclined and the caller reads raw series (Query),
-// whose merge reconciles the replicas. A session without Evaluate, or
-// whose placement is this node alone, declines before asking anyone.
+// Push answers req from the owners of every shard, computed where the
+// data lives: every read group's shards are split in parts, one per
+// readable owner (routing.parts), and each part is asked of as many of
+// its owners as the read level needs, starting with a different owner per
+// part, so that the owners compute over disjoint shards in parallel (this
+// node its parts through Options.Evaluate, the others over RPC). Each
+// answer is a part's partial aggregates; they are merged here. A part is
+// hedged only once another answered and it took longer again (a part's
+// time grows with its data: a fixed cluster.hedgeAfter would have a busy
+// cluster compute every part on every owner).
+//
+// Where the level needs more than one owner, a part's answers' digests
+// must agree (they read the same samples); a part whose owners disagree
+// is read raw from its owners, merged as Query merges replicas, and
+// computed here (Options.EvaluateReader), alone: the other parts keep
+// their pushed-down answers. Push returns query.ErrDeclined, and the
+// caller reads every shard raw (Query), when an owner declines or
+// predates pushdown, or a disagreeing part cannot be computed here. A
+// session without Evaluate, or whose placement is this node alone,
+// declines before asking anyone.
 func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, error) {
 	if s.opts.Evaluate == nil {
 		return nil, query.ErrDeclined
@@ -43,15 +56,16 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 	if m.Sole != "" && m.Sole == s.opts.LocalID && s.opts.Local != nil {
 		return nil, query.ErrDeclined // the raw read is local already
 	}
-	r := s.routing(m)
-	groups := make([]FanoutGroup, len(r.groups))
-	for i, g := range r.groups {
+	req = req.Wire() // group is asked as count, which every pushing node computes
+	parts := s.routing(m).parts
+	groups := make([]FanoutGroup, len(parts))
+	for i, g := range parts {
 		groups[i] = FanoutGroup{Owners: g.readable, Quorum: NewReadQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.ReadLevel)}
 	}
-	answers, rep := Fanout(ctx, groups, FanoutOptions{Read: true, HedgeAfter: s.opts.HedgeAfter,
+	answers, rep := Fanout(ctx, groups, FanoutOptions{Read: true, HedgeAfter: s.opts.HedgeAfter, HedgeAfterFirst: true,
 		Timeout: s.opts.RequestTimeout, Down: s.down(m)},
 		func(ctx context.Context, inst string, gs []int) ([]*query.Result, error) {
-			return s.pushHost(ctx, m, r, inst, gs, req)
+			return s.pushHost(ctx, m, parts, inst, gs, req)
 		})
 	if !rep.OK {
 		for _, g := range rep.Groups {
@@ -62,29 +76,38 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 			}
 		}
 		s.m.readFail.Inc(1)
-		return nil, s.failure(fmt.Sprintf("read consistency %s not met", s.opts.ReadLevel), "answered", m, r, nil, groups, rep)
+		return nil, s.failure(fmt.Sprintf("read consistency %s not met", s.opts.ReadLevel), "answered", m, &routing{groups: parts}, nil, groups, rep)
 	}
 	if rep.Hedged > 0 {
 		s.m.hedged.Inc(1)
 	}
-	byGroup := make([][]*query.Result, len(r.groups))
+	byPart := make([][]*query.Result, len(parts))
 	for _, a := range answers {
-		for k, gi := range a.Groups {
-			byGroup[gi] = append(byGroup[gi], a.Value[k])
+		for k, pi := range a.Groups {
+			byPart[pi] = append(byPart[pi], a.Value[k])
 		}
 	}
 	out := &query.Result{Steps: req.Steps.Count()}
-	for _, rs := range byGroup {
+	var disagree []routeGroup
+	for pi, rs := range byPart {
 		if len(rs) == 0 {
 			continue
 		}
-		for _, o := range rs[1:] {
-			if o.Digest != rs[0].Digest {
-				s.m.pushDisagree.Inc(1)
-				return nil, query.ErrDeclined // the raw read merges them
-			}
+		if slices.ContainsFunc(rs[1:], func(o *query.Result) bool { return o.Digest != rs[0].Digest }) {
+			s.m.pushDisagree.Inc(1)
+			disagree = append(disagree, parts[pi])
+			continue
 		}
 		if err := out.Merge(rs[0]); err != nil {
+			return nil, err
+		}
+	}
+	if len(disagree) > 0 {
+		res, err := s.pushRaw(ctx, m, disagree, req)
+		if err != nil {
+			return nil, err
+		}
+		if err := out.Merge(res); err != nil {
 			return nil, err
 		}
 	}
@@ -93,47 +116,95 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 	return out, nil
 }
 
-// pushHost asks one owner for req over the shards of each group in gs,
-// one answer per group (so that each group's replicas can be compared).
-func (s *Session) pushHost(ctx context.Context, m *Map, r *routing, inst string, gs []int, req *query.Request) ([]*query.Result, error) {
+// pushRaw computes req here over the raw series of the parts whose owners
+// disagreed, read and merged at the read level as Query reads them; it
+// declines when the session cannot compute over raw series.
+func (s *Session) pushRaw(ctx context.Context, m *Map, parts []routeGroup, req *query.Request) (*query.Result, error) {
+	if s.opts.EvaluateReader == nil {
+		return nil, query.ErrDeclined
+	}
+	return s.opts.EvaluateReader(ctx, setsReader{s: s, m: m, sets: parts}, req)
+}
+
+// setsReader reads some parts' shards raw through the session.
+type setsReader struct {
+	s    *Session
+	m    *Map
+	sets []routeGroup
+}
+
+func (r setsReader) Query(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+	return r.s.readSets(ctx, r.m, r.sets, ns, ms, start, end)
+}
+
+func (r setsReader) LabelNames(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]string, error) {
+	return r.s.LabelNames(ctx, ns, ms, start, end)
+}
+
+func (r setsReader) LabelValues(ctx context.Context, ns, name string, ms []*labels.Matcher, start, end int64) ([]string, error) {
+	return r.s.LabelValues(ctx, ns, name, ms, start, end)
+}
+
+// pushHost asks one owner for req over the shards of each part in gs, one
+// answer per part (so that each part's replicas can be compared), the
+// parts concurrently.
+func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst string, gs []int, req *query.Request) ([]*query.Result, error) {
 	out := make([]*query.Result, len(gs))
+	var ask func(ctx context.Context, pi int) (*query.Result, error)
 	if inst == s.opts.LocalID && s.opts.Local != nil {
-		for k, gi := range gs {
-			want := make(map[uint32]bool, len(r.groups[gi].shards))
-			for _, sh := range r.groups[gi].shards {
-				want[sh] = true
-			}
-			res, err := s.opts.Evaluate(ctx, req, func(sh uint32) bool { return want[sh] })
-			if err != nil {
-				return nil, err
-			}
-			out[k] = res
+		ask = func(ctx context.Context, pi int) (*query.Result, error) {
+			return s.opts.Evaluate(ctx, req, shardSet(m, parts, []int{pi}))
 		}
-		return out, nil
-	}
-	h, err := s.host(inst, m.Endpoints[inst])
-	if err != nil {
-		return nil, err
-	}
-	pp, ok := h.peer.(pushPeer)
-	if !ok {
-		return nil, errNoPushdown
-	}
-	gctx, cancel, err := h.health.guard(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	for k, gi := range gs {
-		res, err := pp.Pushdown(gctx, req, r.groups[gi].shards)
+	} else {
+		h, err := s.host(inst, m.Endpoints[inst])
 		if err != nil {
-			if errors.Is(err, query.ErrDeclined) {
-				return nil, err
-			}
-			return nil, callErr(gctx, err)
+			return nil, err
 		}
-		out[k] = res
-		s.m.readBytes.Inc(int64(resultBytes(res)))
+		pp, ok := h.peer.(pushPeer)
+		if !ok {
+			return nil, errNoPushdown
+		}
+		gctx, cancel, err := h.health.guard(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer cancel()
+		ctx = gctx
+		ask = func(ctx context.Context, pi int) (*query.Result, error) {
+			res, err := pp.Pushdown(ctx, req, parts[pi].shards)
+			if err != nil {
+				if errors.Is(err, query.ErrDeclined) {
+					return nil, err
+				}
+				return nil, callErr(ctx, err)
+			}
+			s.m.readBytes.Inc(int64(resultBytes(res)))
+			return res, nil
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(gs))
+	var wg sync.WaitGroup
+	for k, pi := range gs {
+		wg.Go(func() {
+			out[k], errs[k] = ask(ctx, pi)
+			if errs[k] != nil {
+				cancel() // the owner failed these parts: the others are moot
+			}
+		})
+	}
+	wg.Wait()
+	// The first failure is the owner's; a sibling's cancellation is not.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/tessera-tsdb/tessera/placement"
@@ -19,6 +20,13 @@ type routing struct {
 	// hosts are the instances owning any shard; hostIdx indexes them.
 	hosts   []string
 	hostIdx map[string]int
+	// parts split every group's shards among its readable owners for
+	// pushed-down reads: part k of a group holds every n-th of its shards
+	// (n readable owners) and asks the owners rotated by k, so that at
+	// read level one each owner computes over 1/n of the shards, this
+	// node's part locally, and at higher levels each part is asked of the
+	// next owners in turn. A part's owners are the group's.
+	parts []routeGroup
 }
 
 type routeGroup struct {
@@ -70,5 +78,26 @@ func newRouting(m *Map, localID string) *routing {
 		r.groups[gi].shards = append(r.groups[gi].shards, sh)
 		r.byShard[sh] = gi
 	}
+	for _, g := range r.groups {
+		r.parts = append(r.parts, splitGroup(g)...)
+	}
 	return r
+}
+
+// splitGroup is g as one part per readable owner (g itself when it has at
+// most one, or fewer shards than owners would leave a part empty).
+func splitGroup(g routeGroup) []routeGroup {
+	n := min(len(g.readable), len(g.shards))
+	if n <= 1 {
+		return []routeGroup{g}
+	}
+	parts := make([]routeGroup, n)
+	for k := range parts {
+		parts[k] = routeGroup{owners: g.owners, hosts: g.hosts,
+			readable: append(slices.Clone(g.readable[k:]), g.readable[:k]...)}
+	}
+	for i, sh := range g.shards {
+		parts[i%n].shards = append(parts[i%n].shards, sh)
+	}
+	return parts
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/exemplars"
 	"github.com/tessera-tsdb/tessera/dbnode/metadata"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/uber-go/tally/v4"
@@ -68,6 +69,10 @@ type Options struct {
 	// Evaluate computes a pushed-down query over this node's shards (Push);
 	// nil: Push declines and queries read raw series.
 	Evaluate rpc.Evaluator
+	// EvaluateReader computes a pushed-down query over raw series read
+	// through the session, for Push's parts whose replicas disagreed; nil:
+	// such a query reads every shard raw.
+	EvaluateReader func(ctx context.Context, r query.Reader, req *query.Request) (*query.Result, error)
 	// Logger and Metrics: nil discards.
 	Logger  *slog.Logger
 	Metrics tally.Scope
@@ -624,19 +629,26 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 	if m.Sole != "" && m.Sole == s.opts.LocalID && s.opts.Local != nil {
 		return s.opts.Local.Query(ctx, ns, ms, start, end, storage.QueryOptions{})
 	}
-	r := s.routing(m)
-	groups := make([]FanoutGroup, len(r.groups))
-	for i, g := range r.groups {
+	return s.readSets(ctx, m, s.routing(m).groups, ns, ms, start, end)
+}
+
+// readSets reads the series matching matchers from the owners of every
+// set of shards at the read level and merges the replicas' answers: Query
+// over every routing group, and Push's raw fallback over the parts whose
+// replicas disagreed.
+func (s *Session) readSets(ctx context.Context, m *Map, sets []routeGroup, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+	groups := make([]FanoutGroup, len(sets))
+	for i, g := range sets {
 		groups[i] = FanoutGroup{Owners: g.readable, Quorum: NewReadQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.ReadLevel)}
 	}
 	answers, rep := Fanout(ctx, groups, FanoutOptions{Read: true, HedgeAfter: s.opts.HedgeAfter,
 		Timeout: s.opts.RequestTimeout, Down: s.down(m)},
 		func(ctx context.Context, inst string, gs []int) ([]storage.SeriesIterator, error) {
-			return s.readHost(ctx, m, r, ns, inst, gs, ms, start, end)
+			return s.readHost(ctx, m, sets, ns, inst, gs, ms, start, end)
 		})
 	if !rep.OK {
 		s.m.readFail.Inc(1)
-		return nil, s.failure(fmt.Sprintf("read consistency %s not met", s.opts.ReadLevel), "answered", m, r, nil, groups, rep)
+		return nil, s.failure(fmt.Sprintf("read consistency %s not met", s.opts.ReadLevel), "answered", m, &routing{groups: sets}, nil, groups, rep)
 	}
 	if rep.Hedged > 0 {
 		s.m.hedged.Inc(1)
@@ -672,15 +684,9 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 	return out, nil
 }
 
-func (s *Session) readHost(ctx context.Context, m *Map, r *routing, ns, inst string, gs []int, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+func (s *Session) readHost(ctx context.Context, m *Map, sets []routeGroup, ns, inst string, gs []int, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
 	if inst == s.opts.LocalID && s.opts.Local != nil {
-		asked := make([]bool, len(r.groups))
-		for _, gi := range gs {
-			asked[gi] = true
-		}
-		return s.opts.Local.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: func(sh uint32) bool {
-			return int(sh) < len(r.byShard) && asked[r.byShard[sh]]
-		}})
+		return s.opts.Local.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: shardSet(m, sets, gs)})
 	}
 	h, err := s.host(inst, m.Endpoints[inst])
 	if err != nil {
@@ -693,7 +699,7 @@ func (s *Session) readHost(ctx context.Context, m *Map, r *routing, ns, inst str
 	defer cancel()
 	req := &rpc.FetchTaggedRequest{Namespace: ns, Start: start, End: end, AcceptHistograms: true}
 	for _, gi := range gs {
-		req.Shards = append(req.Shards, r.groups[gi].shards...)
+		req.Shards = append(req.Shards, sets[gi].shards...)
 	}
 	for _, mt := range ms {
 		req.Matchers = append(req.Matchers, rpc.Matcher{Type: uint8(mt.Type), Name: mt.Name, Value: mt.Value})
@@ -713,6 +719,17 @@ func (s *Session) readHost(ctx context.Context, m *Map, r *routing, ns, inst str
 	}
 	s.m.readBytes.Inc(int64(n))
 	return out, nil
+}
+
+// shardSet is the membership test of the shards of sets gs.
+func shardSet(m *Map, sets []routeGroup, gs []int) func(uint32) bool {
+	asked := make([]bool, m.Placement.NumShards)
+	for _, gi := range gs {
+		for _, sh := range sets[gi].shards {
+			asked[sh] = true
+		}
+	}
+	return func(sh uint32) bool { return int(sh) < len(asked) && asked[sh] }
 }
 
 // LabelNames answers from the series matching matchers (all series when

@@ -178,16 +178,24 @@ type Query struct {
 	// to the bit either way. Default true; false is the escape hatch.
 	FastPath *bool `yaml:"fastPath"`
 	// Pushdown: in a cluster, sum/count/avg aggregations are computed by
-	// each read group's replicas over their own shards and only partial
-	// aggregates cross the network (docs/query.md). Default false: every
-	// replica the read level asks computes the whole group, so on one
-	// shared host it costs more CPU than fetching raw series, until a
-	// group's shards are split among its replicas.
-	Pushdown bool `yaml:"pushdown"`
+	// the replicas, each read group's shards split among them, and only
+	// partial aggregates cross the network (docs/query.md). Default true:
+	// at the default read level it answers in about the time of raw reads
+	// on one shared host (where the nodes have their own cores the parts
+	// run in parallel; not measured), with 89-99.8% fewer bytes received for counts and sums; false reads
+	// raw series (with RF equal to the cluster size and read level one,
+	// where every raw read is local, that is a little faster).
+	Pushdown *bool `yaml:"pushdown"`
 }
 
 // FastPathEnabled reports the effective query.fastPath switch.
 func (q Query) FastPathEnabled() bool { return q.FastPath == nil || *q.FastPath }
+
+// PushdownEnabled reports the effective query.pushdown switch (off with
+// the fast path: the pushdown is its evaluator).
+func (q Query) PushdownEnabled() bool {
+	return (q.Pushdown == nil || *q.Pushdown) && q.FastPathEnabled()
+}
 
 // Cluster configures routing and consistency.
 type Cluster struct {

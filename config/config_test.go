@@ -84,6 +84,7 @@ query:
 	require.Equal(t, -1, c.Query.MaxExpressionDepth, "-1: no limit")
 	require.Equal(t, 64<<10, c.Query.MaxExpressionBytes)
 	require.False(t, c.Query.FastPathEnabled())
+	require.False(t, c.Query.PushdownEnabled(), "the pushdown is the fast path's evaluator")
 	require.Equal(t, "n2", c.ID)
 	require.Equal(t, 250*time.Millisecond, c.CommitLog.FlushEvery)
 	require.Equal(t, 2*time.Second, c.Storage.TickInterval)

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,19 +12,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/ident"
 )
 
 // TestClusterPushdown: through every node of a three-node RF 3 cluster
-// with query.pushdown on,
+// (query.pushdown on, its default),
 // aggregations are computed by the replicas (Push: partial aggregates
 // over RPC, digests compared at majority) and answer as the plain engine
 // over the raw series does (stats=all turns the pushdown off), and the
 // session says it pushed them down.
 func TestClusterPushdown(t *testing.T) {
-	_, nodes, c := clusterNWith(t, 3, func(c *config.Config) { c.Query.Pushdown = true })
+	_, nodes, c := clusterNWith(t, 3, func(c *config.Config) {
+		off := false
+		c.Repair.Enabled = &off // the replicas made to differ below stay so
+	})
 	d := newDataset()
 	now := time.Now().UnixMilli()
 	for j := 0; j < 6; j++ {
@@ -45,6 +52,7 @@ func TestClusterPushdown(t *testing.T) {
 		`avg(it_metric)`,
 		`count by (job) (count_over_time(it_metric[1m]))`,
 		`sum(rate(it_metric[1m]))`,
+		`group by (job) (it_metric)`,
 	}
 	for _, n := range nodes {
 		for _, q := range queries {
@@ -64,6 +72,50 @@ func TestClusterPushdown(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A sample of every series on node1 and node3 but not node2: the
+	// shards' parts asked of node2 and another replica disagree and are
+	// read raw (every pair of replicas holds the sample once), the others
+	// stay pushed down; the answers are the raw engine's still.
+	var extra []storage.Sample
+	for i := 0; i < 200; i++ {
+		id := ident.FromLabels(labels.New(seriesLabelsOf(i)...))
+		extra = append(extra, storage.Sample{ID: id, Shard: ident.Shard(id, 4096), T: now - 5000, V: float64(i)})
+	}
+	for _, n := range []*tnode{nodes[0], nodes[2]} {
+		rc, err := rpc.Dial(instanceOf(t, c, n.cfg.ID).Endpoint, rpc.ClientOptions{Timeout: 30 * time.Second})
+		require.NoError(t, err)
+		_, err = rc.WriteBatch(context.Background(), "default", extra)
+		require.NoError(t, rc.Close())
+		require.NoError(t, err, "write to %s alone", n.cfg.ID)
+	}
+	for _, n := range nodes {
+		for _, q := range queries {
+			p := url.Values{"query": {q}, "start": {ms(now - 40_000)}, "end": {ms(now)}, "step": {"5"}}
+			pushed := queryResult(t, n.url(), p)
+			p.Set("stats", "all")
+			require.JSONEq(t, queryResult(t, n.url(), p), pushed, "%s through %s, node2 missing a sample", q, n.cfg.ID)
+		}
+	}
+	eventually(t, 60*time.Second, "disagreements counted", func() error {
+		v, err := metricValue(nodes[0].url(), "tessera_session_pushdown_disagreements")
+		if err != nil {
+			return err
+		}
+		if v == 0 {
+			return fmt.Errorf("no disagreement counted")
+		}
+		return nil
+	})
+}
+
+// seriesLabelsOf is seriesLabels(i) as Prometheus labels.
+func seriesLabelsOf(i int) []labels.Label {
+	var out []labels.Label
+	for _, l := range seriesLabels(i) {
+		out = append(out, labels.Label{Name: l.Name, Value: l.Value})
+	}
+	return out
 }
 
 func ms(t int64) string { return strconv.FormatFloat(float64(t)/1000, 'f', 3, 64) }

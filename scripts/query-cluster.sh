@@ -26,8 +26,13 @@
 #
 # Environment: HOSTS (800: ~100,000 series), ROUNDS (3), PORT (26100:
 # node i's HTTP is PORT+10*i, its RPC +1, etcd client +2 and peer +3; the
-# single node PORT+40..43), PUSHDOWN (false: the cluster nodes' query.pushdown),
-# KEEP=1 keeps the temp dir (logs, tables).
+# single node PORT+40..43), PUSHDOWN (true: the cluster nodes' query.pushdown),
+# READ (unstrict_majority: the cluster's read consistency; one asks one
+# replica per shard, so that each node computes a third of the shards),
+# AB=1 (node 2 runs with query.pushdown false whatever PUSHDOWN says, and
+# each round also queries through node 2: an A/B of the pushdown in the
+# same window, both nodes holding every shard at RF 3; a second table
+# compares node 1 with node 2), KEEP=1 keeps the temp dir (logs, tables).
 set -euo pipefail
 
 TESSERA=${1:?usage: $0 TESSERA_BIN}
@@ -35,7 +40,9 @@ HOSTS=${HOSTS:-800}
 ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-26100}
 KEEP=${KEEP:-0}
-PUSHDOWN=${PUSHDOWN:-false}
+PUSHDOWN=${PUSHDOWN:-true}
+AB=${AB:-0}
+READ=${READ:-unstrict_majority}
 [ -x "$TESSERA" ] || { echo "not an executable: $TESSERA" >&2; exit 2; }
 
 work=$(mktemp -d /tmp/query-cluster.XXXXXX)
@@ -76,11 +83,11 @@ namespaces:
     bufferPast: 10m
     bufferFuture: 2m
 query:
-  pushdown: $PUSHDOWN
+  pushdown: $(if [ "$AB" = 1 ] && [ "$1" = 2 ]; then echo false; else echo "$PUSHDOWN"; fi)
 cluster:
   name: default
   writeConsistency: majority
-  readConsistency: unstrict_majority
+  readConsistency: $READ
 etcd:
   endpoints: [${etcds//,/, }]
   embedded:
@@ -163,8 +170,13 @@ res="$work/results"
 for r in $(seq 1 "$ROUNDS"); do
 	order="cluster single"
 	[ $((r % 2)) = 0 ] && order="single cluster"
+	[ "$AB" = 1 ] && order="cluster raw single" && [ $((r % 2)) = 0 ] && order="single raw cluster"
 	for who in $order; do
-		if [ "$who" = cluster ]; then url=$C_URL; else url=$S_URL; fi
+		case $who in
+		cluster) url=$C_URL ;;
+		raw) url=http://127.0.0.1:$(http 2) ;;
+		*) url=$S_URL ;;
+		esac
 		"$TESSERA" bench queries --url "$url" --start "$start" --rounds 1 >"$work/q-$who-$r.txt"
 		geo=$(awk '$1 == "geomean" {print $2}' "$work/q-$who-$r.txt")
 		printf 'round %s %-8s geomean %8s ms, load1 %s\n' "$r" "$who" "$geo" "$(cut -d' ' -f1 /proc/loadavg)"
@@ -189,7 +201,7 @@ for q in $names; do
 done
 
 echo
-echo "best of $ROUNDS per query (ms), three-node RF 3 through node 1 vs one node, $HOSTS hosts, $TESSERA:"
+echo "best of $ROUNDS per query (ms), three-node RF 3 (read $READ, pushdown $PUSHDOWN) through node 1 vs one node, $HOSTS hosts, $TESSERA:"
 awk '
 $1 == "q" {
 	k = $2 SUBSEP $4
@@ -208,4 +220,24 @@ END {
 	}
 	printf "%-20s %12.2f %12.2f %7.2fx   (worst %.2fx)\n", "geomean", exp(lc / n), exp(ls / n), exp((lc - ls) / n), worst
 }' "$res"
+if [ "$AB" = 1 ]; then
+	echo
+	echo "the same window: node 1 (pushdown $PUSHDOWN) vs node 2 (pushdown false), best of $ROUNDS (ms):"
+	awk '
+	$1 == "q" {
+		k = $2 SUBSEP $4
+		if (!(k in best) || $5 < best[k]) best[k] = $5
+		if (!($4 in seen)) { seen[$4] = 1; names[++n] = $4 }
+	}
+	END {
+		printf "%-20s %12s %12s %8s %8s\n", "query", "node1_ms", "node2_ms", "n1/n2", "n2/single"
+		lc = 0; lr = 0; ls = 0
+		for (i = 1; i <= n; i++) {
+			q = names[i]; c = best["cluster" SUBSEP q]; r = best["raw" SUBSEP q]; s = best["single" SUBSEP q]
+			printf "%-20s %12.2f %12.2f %7.2fx %7.2fx\n", q, c, r, c / r, r / s
+			lc += log(c); lr += log(r); ls += log(s)
+		}
+		printf "%-20s %12.2f %12.2f %7.2fx %7.2fx\n", "geomean", exp(lc / n), exp(lr / n), exp((lc - lr) / n), exp((lr - ls) / n)
+	}' "$res"
+fi
 echo "load after: $(cat /proc/loadavg)"

@@ -305,7 +305,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		stack.push("hints", closeHints) // after the session stopped replaying
 	}
 	session, err := client.NewSession(client.Options{
-		LocalID: n.cfg.ID, Local: db, Topology: n.topo, Evaluate: n.sessionEvaluator(db),
+		LocalID: n.cfg.ID, Local: db, Topology: n.topo, Evaluate: n.sessionEvaluator(db), EvaluateReader: n.rawEvaluator(),
 		WriteLevel: wl, ReadLevel: rl, Pairing: pairing,
 		HedgeAfter: n.cfg.Cluster.HedgeAfter, RequestTimeout: n.cfg.Cluster.RequestTimeout,
 		MaxBatch: n.cfg.Cluster.MaxWriteBatch,

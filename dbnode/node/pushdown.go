@@ -22,13 +22,26 @@ func (n *Node) evaluator(db *storage.Database) rpc.Evaluator {
 }
 
 // sessionEvaluator is the session's evaluator: nil (queries read raw
-// series) unless query.pushdown is on. The RPC server answers other
+// series) when query.pushdown is off. The RPC server answers other
 // nodes' pushdowns either way.
 func (n *Node) sessionEvaluator(db *storage.Database) rpc.Evaluator {
-	if !n.cfg.Query.Pushdown || !n.cfg.Query.FastPathEnabled() {
+	if !n.cfg.Query.PushdownEnabled() {
 		return nil
 	}
 	return n.evaluator(db)
+}
+
+// rawEvaluator is the session's evaluator over raw series it read from
+// the cluster (a pushed-down part whose replicas disagreed); nil when the
+// session does not push down.
+func (n *Node) rawEvaluator() func(context.Context, query.Reader, *query.Request) (*query.Result, error) {
+	if !n.cfg.Query.PushdownEnabled() {
+		return nil
+	}
+	opts := promapi.Options{Parallelism: n.cfg.Query.Parallelism, MaxSamples: n.cfg.Query.MaxSamples}
+	return func(ctx context.Context, r query.Reader, req *query.Request) (*query.Result, error) {
+		return promapi.Evaluate(ctx, r, req, opts)
+	}
 }
 
 // shardReader reads the series of some shards of a database.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 )
 
 // countGroups is one fast path worker's share of a count by (...): per
@@ -127,5 +128,15 @@ func (s *fastSet) countOut(parts []*countGroups) ([]fastSeries, error) {
 			return nil, errFallback
 		}
 	}
-	return mergeCounts(parts, s.q.fast.steps()), nil
+	out := mergeCounts(parts, s.q.fast.steps())
+	if s.spec.Agg == query.AggGroup {
+		for i := range out {
+			for k, v := range out[i].vals {
+				if !value.IsStaleNaN(v) {
+					out[i].vals[k] = 1 // a group with a series at the step
+				}
+			}
+		}
+	}
+	return out, nil
 }

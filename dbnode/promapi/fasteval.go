@@ -229,7 +229,7 @@ func (s *fastSet) load() error {
 			if s.spec.Agg != query.AggNone {
 				wk.slabs = &slabs[w]
 			}
-			if s.spec.Agg == query.AggCount {
+			if counted(s.spec.Agg) {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				counts[w] = wk.counts
 			}
@@ -310,7 +310,7 @@ func (s *fastSet) load() error {
 	}
 	if s.spec.Agg != query.AggNone {
 		switch {
-		case s.partial != nil && s.spec.Agg == query.AggCount:
+		case s.partial != nil && counted(s.spec.Agg):
 			var cs []fastSeries
 			if cs, err = s.countOut(counts); err == nil {
 				s.partial.Groups = countPartials(cs, r.steps())
@@ -319,7 +319,7 @@ func (s *fastSet) load() error {
 		case s.partial != nil:
 			s.partial.Groups, err = s.partials(s.out)
 			s.out = nil
-		case s.spec.Agg == query.AggCount:
+		case counted(s.spec.Agg):
 			s.out, err = s.countOut(counts) // counted in the workers
 		default:
 			s.out, err = s.aggregate(s.out)
@@ -408,6 +408,10 @@ func (s *fastSet) partials(in []fastSeries) ([]query.Partial, error) {
 	}
 	return out, nil
 }
+
+// counted reports an aggregation computed by counting series in the
+// workers: count, and group (the counts read as 1).
+func counted(a query.Agg) bool { return a == query.AggCount || a == query.AggGroup }
 
 // seriesDigest hashes a series' ID and its step values (first step,
 // float bits): summed over the series, it is the same on replicas that

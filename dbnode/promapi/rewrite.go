@@ -207,7 +207,8 @@ func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
 // count. Both produce one series per group, a few where the
 // input has thousands; the engine would otherwise take every input
 // series' step values on its one goroutine only to add them.
-var fastAggs = map[parser.ItemType]query.Agg{parser.SUM: query.AggSum, parser.COUNT: query.AggCount, parser.AVG: query.AggAvg}
+var fastAggs = map[parser.ItemType]query.Agg{parser.SUM: query.AggSum, parser.COUNT: query.AggCount, parser.AVG: query.AggAvg,
+	parser.GROUP: query.AggGroup}
 
 // replaceAgg returns the marked vector selector standing for agg, a sum,
 // count or avg by (...) (no without: its groups' hash keeps __type__ and

@@ -97,10 +97,14 @@ const (
 	AggSum
 	AggCount
 	AggAvg
+	// AggGroup is count's partials read as 1 where the count is not 0:
+	// on the wire it is asked as AggCount (Request.Wire), which every
+	// node that pushes down computes.
+	AggGroup
 	numAggs
 )
 
-var aggNames = [numAggs]string{AggNone: "", AggSum: "sum", AggCount: "count", AggAvg: "avg"}
+var aggNames = [numAggs]string{AggNone: "", AggSum: "sum", AggCount: "count", AggAvg: "avg", AggGroup: "group"}
 
 // String is the aggregation's PromQL name, "" for AggNone.
 func (a Agg) String() string {
@@ -185,6 +189,17 @@ type Request struct {
 	Matchers  []*labels.Matcher
 	Steps     Steps
 	Pushdown
+}
+
+// Wire is the request as it is asked of a replica: group as count (its
+// partials are counts; Partial.Value reads them as group).
+func (r *Request) Wire() *Request {
+	if r.Agg != AggGroup {
+		return r
+	}
+	w := *r
+	w.Agg = AggCount
+	return &w
 }
 
 // Validate reports a request no evaluator can compute, naming why.

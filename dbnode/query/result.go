@@ -125,6 +125,8 @@ func (p *Partial) Value(agg Agg, step int) (float64, bool) {
 	switch agg {
 	case AggCount:
 		return n, true
+	case AggGroup:
+		return 1, true
 	case AggSum:
 		return p.Sum[step] + p.Comp[step], true
 	case AggAvg:
