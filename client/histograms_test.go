@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/client/hints"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
@@ -70,12 +71,23 @@ func TestSessionStoresHistograms(t *testing.T) {
 	require.NoError(t, it.Err())
 }
 
+// writeHists writes samples by placement m through the session's one
+// write path, placement retries included.
+func writeHists(s *Session, samples []storage.HistogramSample, m *Map) error {
+	ctx := context.Background()
+	return s.routeAgain(ctx, m, func(m *Map) error {
+		return s.writeOnce(ctx, "default", storage.Batch{Histograms: samples}, m)
+	})
+}
+
 // histPeer is a fake node that also stores native histograms; old makes
 // it refuse them as a node older than the HISTOGRAMS_V1 payload does.
+// floatFail and histFail fail the writes of one kind only.
 type histPeer struct {
 	*fakePeer
-	old  bool
-	gate chan struct{} // non-nil: histogram writes wait until it is closed
+	old                 bool
+	floatFail, histFail error
+	gate                chan struct{} // non-nil: histogram writes wait until it is closed
 
 	hmu   sync.Mutex
 	hists []storage.HistogramSample
@@ -92,6 +104,9 @@ func (p *histPeer) WriteHistograms(ctx context.Context, ns string, samples []sto
 			return WriteResult{}, ctx.Err()
 		}
 	}
+	if p.histFail != nil {
+		return WriteResult{}, p.histFail
+	}
 	if p.old {
 		return WriteResult{}, status.Error(codes.InvalidArgument, "write payload format 30 (PAYLOAD_FORMAT_30) unknown to this node")
 	}
@@ -102,6 +117,13 @@ func (p *histPeer) WriteHistograms(ctx context.Context, ns string, samples []sto
 		p.hists = append(p.hists, s)
 	}
 	return WriteResult{Written: len(samples)}, nil
+}
+
+func (p *histPeer) WriteBatch(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
+	if p.floatFail != nil {
+		return WriteResult{}, p.floatFail
+	}
+	return p.fakePeer.WriteBatch(ctx, ns, samples)
 }
 
 // holdsHistograms says whether p has every sample of want (ID, time,
@@ -221,7 +243,7 @@ func TestSessionWritesHistogramsAtLevel(t *testing.T) {
 	}{
 		{name: "majority", level: WriteMajority},
 		{name: "majority, one failing", level: WriteMajority, fail: []string{"node3"}},
-		{name: "majority, two failing", level: WriteMajority, fail: []string{"node2", "node3"}, wantErr: "native histogram write consistency majority not met"},
+		{name: "majority, two failing", level: WriteMajority, fail: []string{"node2", "node3"}, wantErr: "write consistency majority not met"},
 		{name: "one, two failing", level: WriteOne, fail: []string{"node2", "node3"}},
 		{name: "all, one failing", level: WriteAll, fail: []string{"node1"}, wantErr: "node1 (127.0.0.1:9001): disk full"},
 		{name: "all", level: WriteAll},
@@ -246,7 +268,7 @@ func TestSessionWritesHistogramsAtLevel(t *testing.T) {
 			}
 			s := c.session(t, m, tc.level, tc.pairing)
 			in := histogramsOf(20)
-			err := s.writeHistogramsCluster(context.Background(), "default", in, m)
+			err := writeHists(s, in, m)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 			} else {
@@ -273,17 +295,51 @@ func TestSessionWritesHistogramsAtLevel(t *testing.T) {
 	}
 }
 
+// A batch of floats and histograms meets its level once: an owner counts
+// only when it stored its share of both kinds. Here each kind alone has
+// two owners of three (a majority), but only node1 stored both, so the
+// write is not acknowledged, naming the owner that failed each kind; a
+// batch every owner stores whole is, and reaches each of them.
+func TestSessionMixedBatchOneLevelCount(t *testing.T) {
+	c := newHistCluster(t)
+	c.peers["node2"].histFail = errors.New("histogram disk full")
+	c.peers["node3"].floatFail = errors.New("float disk full")
+	s := c.session(t, c.steady, WriteMajority, false)
+	hs := histogramsOf(4)
+	var fs []storage.Sample
+	for i, h := range hs {
+		fs = append(fs, storage.Sample{ID: h.ID, Shard: h.Shard, T: h.T, V: float64(i)})
+	}
+	err := s.Write(context.Background(), "default", storage.Batch{Floats: fs, Histograms: hs})
+	require.ErrorContains(t, err, "write consistency majority not met")
+	require.ErrorContains(t, err, "histogram disk full")
+	require.ErrorContains(t, err, "float disk full")
+
+	c = newHistCluster(t)
+	s = c.session(t, c.steady, WriteMajority, false)
+	require.NoError(t, s.Write(context.Background(), "default", storage.Batch{Floats: fs, Histograms: hs}))
+	for _, id := range []string{"node1", "node2", "node3"} {
+		p := c.peers[id]
+		waitfor.Condition(t, 10*time.Second, 5*time.Millisecond, id+" written", func() error {
+			if err := p.holdsHistograms(hs); err != nil {
+				return err
+			}
+			return p.holds(fs)
+		})
+	}
+}
+
 // A write of a shard the placement does not have is refused by name, and
 // the caller's buffers may be reused as soon as the write returned.
 func TestSessionHistogramsBadShardAndBufferReuse(t *testing.T) {
 	c := newHistCluster(t)
 	s := c.session(t, c.steady, WriteMajority, true)
-	err := s.writeHistogramsCluster(context.Background(), "default", []storage.HistogramSample{{ID: []byte("x"), Shard: 99, H: &histogram.Histogram{}}}, c.steady)
+	err := writeHists(s, []storage.HistogramSample{{ID: []byte("x"), Shard: 99, H: &histogram.Histogram{}}}, c.steady)
 	require.ErrorContains(t, err, "histogram sample of shard 99")
 
 	// node1-3 are known to store histograms after one write; then node3
 	// is written only after the next write returned.
-	require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", histogramsOf(1), c.steady))
+	require.NoError(t, writeHists(s, histogramsOf(1), c.steady))
 	gate := make(chan struct{})
 	c.peers["node3"].gate = gate
 	in := histogramsOf(5)
@@ -293,7 +349,7 @@ func TestSessionHistogramsBadShardAndBufferReuse(t *testing.T) {
 		keep[i].ID = append([]byte(nil), smp.ID...)
 		keep[i].H = smp.H.Copy()
 	}
-	require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", in, c.steady))
+	require.NoError(t, writeHists(s, in, c.steady))
 	for i := range in {
 		for j := range in[i].ID {
 			in[i].ID[j] = 'z'
@@ -322,7 +378,7 @@ func TestHistogramHintsReplayToReplicaThatFailed(t *testing.T) {
 		for i := range in {
 			in[i].T += int64(10 * k)
 		}
-		require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", in, c.steady))
+		require.NoError(t, writeHists(s, in, c.steady))
 		all = append(all, in...)
 	}
 	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "hinted", func() error {
@@ -364,14 +420,21 @@ func TestSessionCloseDeliversHistogramsInFlight(t *testing.T) {
 	c := newHistCluster(t)
 	s, err := NewSession(c.options(c.steady, WriteMajority, true, nil))
 	require.NoError(t, err)
-	require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", histogramsOf(1), c.steady)) // every owner known
+	require.NoError(t, writeHists(s, histogramsOf(1), c.steady)) // every owner known
 	gate := make(chan struct{})
 	c.peers["node3"].gate = gate
 	in := histogramsOf(5)
-	require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", in, c.steady))
+	require.NoError(t, writeHists(s, in, c.steady))
 	require.Error(t, c.peers["node3"].holdsHistograms(in), "node3 waits at its gate")
 	go close(gate)
 	require.NoError(t, s.Close())
 	require.NoError(t, c.peers["node3"].holdsHistograms(in))
-	require.ErrorContains(t, s.writeHistogramsCluster(context.Background(), "default", in, c.steady), "session closed")
+	require.ErrorContains(t, writeHists(s, in, c.steady), "session closed")
 }
+
+// The HTTP handlers write a request's batch of every kind in one Write
+// when the backend has it: the session must.
+var (
+	_ httpapi.BatchWriter     = (*Session)(nil)
+	_ httpapi.HistogramWriter = (*Session)(nil)
+)

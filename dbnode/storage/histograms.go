@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -301,6 +302,10 @@ func (db *Database) writeHistograms(nsName string, batch []HistogramSample, boot
 	w, err := db.queueHistograms(nsName, batch, bootstrap)
 	if werr := w.wait(); werr != nil {
 		return werr
+	}
+	var rej *RejectedError
+	if errors.As(err, &rej) {
+		rej.Histograms = rej.Total
 	}
 	return err
 }
