@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -402,7 +403,7 @@ func TestHistogramHintsReplayToReplicaThatFailed(t *testing.T) {
 	q, err := st.Queue("node2")
 	require.NoError(t, err)
 	c.peers["node2"].old = true
-	require.NoError(t, q.AppendHistograms("default", all[:4]))
+	require.NoError(t, q.AppendBatch("default", storage.Batch{Histograms: all[:4]}))
 	c.hintedSession(t, c.steady, WriteMajority, true, st) // replays what it finds
 	waitfor.Condition(t, 20*time.Second, 10*time.Millisecond, "refused hints dropped", func() error {
 		if n := q.Status().Dropped[hints.DropRejected+"_samples"]; n != 4 {
@@ -411,6 +412,60 @@ func TestHistogramHintsReplayToReplicaThatFailed(t *testing.T) {
 		return nil
 	})
 	require.Zero(t, records(st, "node2"))
+}
+
+// What a replica missed of a batch of every kind is one hint record
+// holding both kinds, and its replay gives the replica both.
+func TestMixedBatchHintIsOneRecord(t *testing.T) {
+	c := newHistCluster(t)
+	st := openStore(t, t.TempDir(), hints.Options{})
+	s, err := NewSession(c.options(c.steady, WriteMajority, true, st))
+	require.NoError(t, err)
+	node3 := c.peers["node3"]
+	node3.setFail(status.Error(codes.Unavailable, "disk busy"))
+	hs := histogramsOf(4)
+	var fs []storage.Sample
+	for i, h := range hs {
+		fs = append(fs, storage.Sample{ID: h.ID, Shard: h.Shard, T: h.T, V: float64(i)})
+	}
+	for k := 0; k < 3; k++ {
+		b := storage.Batch{Floats: slices.Clone(fs), Histograms: slices.Clone(hs)}
+		for i := range b.Floats {
+			b.Floats[i].T += int64(100 * k)
+			b.Histograms[i].T += int64(100 * k)
+		}
+		require.NoError(t, s.Write(context.Background(), "default", b))
+	}
+	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "hinted", func() error {
+		if n := records(st, "node3"); n < 3 {
+			return fmt.Errorf("%d records", n)
+		}
+		return nil
+	})
+	require.NoError(t, s.Close()) // no replay reads the queue from here on
+	q, err := st.Queue("node3")
+	require.NoError(t, err)
+	for k := 0; k < 3; k++ {
+		rec, ok, err := q.Next()
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Len(t, rec.Samples, len(fs), "record %d", k)
+		require.Len(t, rec.Histograms, len(hs), "record %d", k)
+		q.Ack(rec)
+	}
+	_, ok, err := q.Next()
+	require.NoError(t, err)
+	require.False(t, ok, "one record a batch")
+
+	require.NoError(t, q.AppendBatch("default", storage.Batch{Floats: fs, Histograms: hs}))
+	node3.setFail(nil)
+	c.hintedSession(t, c.steady, WriteMajority, true, st) // replays what it finds
+	waitfor.Condition(t, 20*time.Second, 10*time.Millisecond, "node3 caught up", func() error {
+		if err := node3.holdsHistograms(hs); err != nil {
+			return err
+		}
+		return node3.holds(fs)
+	})
 }
 
 // Close delivers histogram writes still on their way to a replica after

@@ -106,18 +106,16 @@ func (hw *histWrite) start(s *Session, m *Map) bool {
 }
 
 // write writes owner inst's share of the histograms, from the fan-out's
-// call for inst; nothing when it has none.
-func (hw *histWrite) write(ctx context.Context, s *Session, m *Map, ns, inst string) (*storage.RejectedError, error) {
+// call for inst, and returns that share; nothing when it has none.
+func (hw *histWrite) write(ctx context.Context, s *Session, m *Map, ns, inst string) ([]storage.HistogramSample, *storage.RejectedError, error) {
 	batch := hw.perHost[hw.r.hostIdx[inst]]
 	if len(batch) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	defer s.histCalls.done()
 	c := hw.conns[inst]
 	rej, err := s.writeHistogramsHost(ctx, m, ns, inst, c.h, c.err, batch)
 	if err != nil {
-		// Durable before the level is met, as for floats.
-		s.hints.hintHistograms(inst, ns, batch, err)
 		// A node restarted older than the format fails this way first:
 		// it is waited for again until it answers.
 		s.histOK.Delete(inst)
@@ -127,7 +125,7 @@ func (hw *histWrite) write(ctx context.Context, s *Session, m *Map, ns, inst str
 	if ch := hw.unknown[inst]; ch != nil {
 		ch <- err
 	}
-	return rej, err
+	return batch, rej, err
 }
 
 // refused returns the *HistogramRefusedError of an owner that cannot store

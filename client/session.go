@@ -434,6 +434,7 @@ func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *
 			hi := r.hostIdx[inst]
 			var rej *storage.RejectedError
 			var err error
+			var hint storage.Batch // what the owner did not acknowledge
 			if perHost != nil {
 				batch := perHost[hi]
 				var sb *sharedBatch
@@ -442,21 +443,28 @@ func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *
 				}
 				if len(batch) > 0 || sb != nil {
 					rej, err = s.writeHost(ctx, m, ns, inst, batch, sb)
-					if err != nil {
+					if err != nil && hintable(err) {
 						if sb != nil {
 							batch = sb.samples()
 						}
-						s.hints.hint(inst, ns, batch, err)
+						hint.Floats = batch
 					}
 				}
 			}
 			if hw != nil {
 				// An owner counts once it stored its share of every kind.
-				hrej, herr := hw.write(ctx, s, m, ns, inst)
+				hbatch, hrej, herr := hw.write(ctx, s, m, ns, inst)
 				rej = storage.MergeRejected(rej, hrej)
 				if herr != nil {
 					err = errors.Join(err, herr)
+					if hintable(herr) {
+						hint.Histograms = hbatch
+					}
 				}
+			}
+			if err != nil {
+				// Durable before the level is met: one record of every kind.
+				s.hints.hint(inst, ns, hint, err)
 			}
 			if local != nil && inst == s.opts.LocalID {
 				close(localDone)
