@@ -176,7 +176,7 @@ func (s *Session) writeHistogramsHost(ctx context.Context, m *Map, ns, inst stri
 		if !ok {
 			err = &HistogramRefusedError{Instance: inst, Endpoint: m.Endpoints[inst], Err: errors.New("local storage does not store native histograms")}
 		} else {
-			err = lh.WriteHistograms(ns, batch)
+			err = lh.Write(ns, storage.Batch{Histograms: batch})
 		}
 	} else {
 		err = hostErr

@@ -294,16 +294,12 @@ func (s *Session) Write(ctx context.Context, ns string, b storage.Batch) error {
 }
 
 // writeLocal writes b to this node's storage alone (a one-node
-// placement), each kind to its entry point.
+// placement): a batch with histograms through its one entry point.
 func (s *Session) writeLocal(ns string, b storage.Batch) error {
 	if len(b.Histograms) == 0 {
 		return s.opts.Local.WriteBatch(ns, b.Floats)
 	}
-	var ferr error
-	if len(b.Floats) > 0 {
-		ferr = s.opts.Local.WriteBatch(ns, b.Floats)
-	}
-	return storage.JoinWriteErrors(ferr, s.opts.Local.(localHistograms).WriteHistograms(ns, b.Histograms))
+	return s.opts.Local.(localHistograms).Write(ns, b)
 }
 
 // routeAgain runs one write attempt by placement m and, while it misses
@@ -327,10 +323,10 @@ func (s *Session) routeAgain(ctx context.Context, m *Map, once func(*Map) error)
 	}
 }
 
-// localHistograms is what a Local that stores native histograms has
-// (storage.Database does).
+// localHistograms is what a Local that stores native histograms has: the
+// storage entry point for a batch of every kind (storage.Database.Write).
 type localHistograms interface {
-	WriteHistograms(ns string, samples []storage.HistogramSample) error
+	Write(ns string, b storage.Batch) error
 }
 
 // StoresHistograms reports whether native histograms written now are

@@ -123,6 +123,11 @@ func storesHistograms(b Backend) (HistogramWriter, bool) {
 
 func (l Local) StoresHistograms() bool { return true }
 
+// Write writes a batch of every kind through storage's one entry point.
+func (l Local) Write(_ context.Context, ns string, b storage.Batch) error {
+	return l.DB.Write(ns, b)
+}
+
 func (l Local) WriteHistograms(_ context.Context, ns string, samples []storage.HistogramSample) error {
 	return l.DB.WriteHistograms(ns, samples)
 }
