@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
@@ -211,7 +212,7 @@ func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
 			return nil
 		}
 		shard := ident.Shard(e.ID, db.opts.NumShards)
-		_, err := db.applyHistTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(e.ID), e.ID), e.T, e.H, e.FH)
+		_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(e.ID), e.ID), e.T, 0, e.H, e.FH)
 		return err
 	}
 	cl, stats, err := commitlog.Open(commitlog.Options{
@@ -534,13 +535,13 @@ func (db *Database) logAndApply(ns *namespace, b Batch, sc *writeScratch) (w que
 	}()
 	for k, se := range sc.series {
 		s := &b.Floats[sc.index[k]]
-		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V); err != nil {
+		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V, nil, nil); err != nil {
 			return queuedWrite{}, err
 		}
 	}
 	for k, se := range sc.hseries {
 		s := &b.Histograms[sc.hindex[k]]
-		if s.Ref, err = db.applyHistTo(ns, s.Shard, se, s.T, s.H, s.FH); err != nil {
+		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, 0, s.H, s.FH); err != nil {
 			return queuedWrite{}, err
 		}
 	}
@@ -568,7 +569,7 @@ func (db *Database) logAndApplyEntries(ns *namespace, shard uint32, sc *writeScr
 	}()
 	for k, se := range sc.series {
 		e := &sc.entries[k]
-		if _, err = db.applyTo(ns, shard, se, e.T, e.V); err != nil {
+		if _, err = db.applyTo(ns, shard, se, e.T, e.V, nil, nil); err != nil {
 			return queuedWrite{}, err
 		}
 	}
@@ -616,18 +617,25 @@ func (db *Database) putScratch(sc *writeScratch) {
 
 // apply writes one sample to memory (commit log replay).
 func (db *Database) apply(ns *namespace, id []byte, shard uint32, t int64, v float64) error {
-	_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(id), id), t, v)
+	_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(id), id), t, v, nil, nil)
 	return err
 }
 
-// applyTo writes one sample to series s of shard, and indexes the series
-// for the block the first time it opens a bucket there. If a flush or a
-// shard drop removed s from memory meanwhile, the series is looked up
-// again. It returns the series written.
-func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v float64) (*Series, error) {
+// applyTo writes one sample to series s of shard, to the encoder of its
+// kind: float v, or the native histogram h or fh when one is set. It
+// indexes the series for the block the first time it opens a bucket
+// there. If a flush or a shard drop removed s from memory meanwhile, the
+// series is looked up again. It returns the series written.
+func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram) (*Series, error) {
 	bs := ns.blockStart(t)
 	for {
-		newBucket, err := s.write(bs, t, v)
+		var newBucket bool
+		var err error
+		if h == nil && fh == nil {
+			newBucket, err = s.write(bs, t, v)
+		} else {
+			newBucket, err = s.writeHist(bs, t, h, fh)
+		}
 		if err == errSeriesRemoved {
 			s = ns.shard(shard).getOrCreate(ns, s.hash, s.ID())
 			continue

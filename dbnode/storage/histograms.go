@@ -354,27 +354,6 @@ func checkHistogram(h *histogram.Histogram, fh *histogram.FloatHistogram) error 
 	}
 }
 
-// applyHistTo is applyTo for a histogram sample.
-func (db *Database) applyHistTo(ns *namespace, shard uint32, s *Series, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (*Series, error) {
-	bs := ns.blockStart(t)
-	for {
-		newBucket, err := s.writeHist(bs, t, h, fh)
-		if err == errSeriesRemoved {
-			s = ns.shard(shard).getOrCreate(ns, s.hash, s.ID())
-			continue
-		}
-		if err != nil {
-			return s, fmt.Errorf("shard %d: %w", shard, err)
-		}
-		if newBucket && ns.index != nil {
-			if err := ns.index.InsertString(s.id, bs); err != nil {
-				return s, fmt.Errorf("index series: %w", err)
-			}
-		}
-		return s, nil
-	}
-}
-
 // ReadHistograms returns the histogram samples of one series in [start,
 // end] (ms, inclusive), merged across filesets and memory.
 func (db *Database) ReadHistograms(nsName string, id []byte, start, end int64) (encoding.HistogramIterator, error) {
