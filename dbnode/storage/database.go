@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
@@ -212,7 +211,7 @@ func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
 			return nil
 		}
 		shard := ident.Shard(e.ID, db.opts.NumShards)
-		_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(e.ID), e.ID), e.T, 0, e.H, e.FH)
+		_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(e.ID), e.ID), e.T, 0, &HistogramSample{H: e.H, FH: e.FH})
 		return err
 	}
 	cl, stats, err := commitlog.Open(commitlog.Options{
@@ -421,6 +420,7 @@ type admit struct {
 	db        *Database
 	ns        *namespace
 	now       time.Time
+	numShards uint32
 	bootstrap bool
 	maxSeries int64
 	rejected  *RejectedError
@@ -431,7 +431,7 @@ func (db *Database) admission(ns *namespace, bootstrap bool) admit {
 	if bootstrap || maxSeries < 0 {
 		maxSeries = 0
 	}
-	return admit{db: db, ns: ns, now: db.opts.Now(), bootstrap: bootstrap, maxSeries: maxSeries}
+	return admit{db: db, ns: ns, now: db.opts.Now(), numShards: db.opts.NumShards, bootstrap: bootstrap, maxSeries: maxSeries}
 }
 
 func (a *admit) reject(i int, reason Reason, msg string) {
@@ -442,40 +442,52 @@ func (a *admit) reject(i int, reason Reason, msg string) {
 	a.db.metrics.rejected[reason].Inc(1)
 }
 
-// series admits sample i of a batch (its series' id, shard and ref, its
-// time t) and returns its series, found or created; nil when it is
-// refused (counted in rejected). bad, when not 0, is the kind's own
-// reason to refuse the sample (msg says why), which a time or shard
-// reason precedes; a refused sample creates no series. Each accepted
+// refused is the reason the namespace's rules refuse a sample of shard
+// at time t (msg says why), 0 if they take it.
+func (a *admit) refused(shard uint32, t int64) (Reason, string) {
+	reason, msg := a.ns.check(t, a.now)
+	if reason != 0 || shard >= a.numShards {
+		return a.refusal(reason, msg, shard)
+	}
+	return 0, ""
+}
+
+// refusal is refused past the time check, for a sample the check refused
+// (reason, msg) or of a shard out of range: the float hot path calls it
+// only then.
+func (a *admit) refusal(reason Reason, msg string, shard uint32) (Reason, string) {
+	if a.bootstrap && reason == ReasonColdDisabled {
+		reason, msg = 0, ""
+	}
+	if reason == 0 && shard >= a.numShards {
+		return ReasonBadID, fmt.Sprintf("shard %d out of range", shard)
+	}
+	return reason, msg
+}
+
+// series returns the series of admitted sample i (its series' id, shard
+// and the ref the caller kept, nil if none): the ref when it is live in
+// this namespace, else the series found or created; nil when the active
+// series limit refuses a new one (counted in rejected). Each accepted
 // sample's series is found (or created) before the commit log write, so
 // the log can record it by the ref kept in the series and memory is
 // written without a second lookup. A series created for a write the log
 // then fails stays empty and is dropped at the next tick.
-func (a *admit) series(i int, id []byte, shard uint32, ref *Series, t int64, bad Reason, msg string) *Series {
-	reason, rmsg := a.ns.check(t, a.now)
-	if a.bootstrap && reason == ReasonColdDisabled {
-		reason = 0
+func (a *admit) series(i int, id []byte, shard uint32, ref *Series) *Series {
+	if ref != nil && ref.ns == a.ns.num {
+		return ref
 	}
-	if reason == 0 && shard >= a.db.opts.NumShards {
-		reason, rmsg = ReasonBadID, fmt.Sprintf("shard %d out of range", shard)
-	}
-	if reason == 0 {
-		reason, rmsg = bad, msg
-	}
-	if reason != 0 {
-		a.reject(i, reason, rmsg)
+	return a.lookup(i, id, shard)
+}
+
+func (a *admit) lookup(i int, id []byte, shard uint32) *Series {
+	se, ok := a.ns.shard(shard).getOrCreateUpTo(a.ns, hashID(id), id, a.maxSeries)
+	if !ok {
+		// A replayed or streamed series is history already
+		// acknowledged: only new writes are limited.
+		a.reject(i, ReasonSeriesLimit, a.db.seriesLimitMsg(id))
+		a.db.opts.Limits.Count(limits.ActiveSeries)
 		return nil
-	}
-	se := ref
-	if se == nil || se.ns != a.ns.num {
-		var ok bool
-		if se, ok = a.ns.shard(shard).getOrCreateUpTo(a.ns, hashID(id), id, a.maxSeries); !ok {
-			// A replayed or streamed series is history already
-			// acknowledged: only new writes are limited.
-			a.reject(i, ReasonSeriesLimit, a.db.seriesLimitMsg(id))
-			a.db.opts.Limits.Count(limits.ActiveSeries)
-			return nil
-		}
 	}
 	return se
 }
@@ -488,7 +500,14 @@ func (a *admit) floats(nsName string, batch []Sample, sc *writeScratch) {
 	checkHist := a.ns.hadHist.Load()
 	for i := range batch {
 		s := &batch[i]
-		se := a.series(i, s.ID, s.Shard, s.Ref, s.T, 0, "")
+		// refused, spelt out: one call per sample, as before it was shared.
+		if reason, msg := a.ns.check(s.T, a.now); reason != 0 || s.Shard >= a.numShards {
+			if reason, msg = a.refusal(reason, msg, s.Shard); reason != 0 {
+				a.reject(i, reason, msg)
+				continue
+			}
+		}
+		se := a.series(i, s.ID, s.Shard, s.Ref)
 		if se == nil {
 			continue
 		}
@@ -535,13 +554,13 @@ func (db *Database) logAndApply(ns *namespace, b Batch, sc *writeScratch) (w que
 	}()
 	for k, se := range sc.series {
 		s := &b.Floats[sc.index[k]]
-		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V, nil, nil); err != nil {
+		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V, nil); err != nil {
 			return queuedWrite{}, err
 		}
 	}
 	for k, se := range sc.hseries {
 		s := &b.Histograms[sc.hindex[k]]
-		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, 0, s.H, s.FH); err != nil {
+		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, 0, s); err != nil {
 			return queuedWrite{}, err
 		}
 	}
@@ -569,7 +588,7 @@ func (db *Database) logAndApplyEntries(ns *namespace, shard uint32, sc *writeScr
 	}()
 	for k, se := range sc.series {
 		e := &sc.entries[k]
-		if _, err = db.applyTo(ns, shard, se, e.T, e.V, nil, nil); err != nil {
+		if _, err = db.applyTo(ns, shard, se, e.T, e.V, nil); err != nil {
 			return queuedWrite{}, err
 		}
 	}
@@ -617,24 +636,24 @@ func (db *Database) putScratch(sc *writeScratch) {
 
 // apply writes one sample to memory (commit log replay).
 func (db *Database) apply(ns *namespace, id []byte, shard uint32, t int64, v float64) error {
-	_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(id), id), t, v, nil, nil)
+	_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(id), id), t, v, nil)
 	return err
 }
 
 // applyTo writes one sample to series s of shard, to the encoder of its
-// kind: float v, or the native histogram h or fh when one is set. It
+// kind: float v, or the native histogram of hs when it is not nil. It
 // indexes the series for the block the first time it opens a bucket
 // there. If a flush or a shard drop removed s from memory meanwhile, the
 // series is looked up again. It returns the series written.
-func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram) (*Series, error) {
+func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v float64, hs *HistogramSample) (*Series, error) {
 	bs := ns.blockStart(t)
 	for {
 		var newBucket bool
 		var err error
-		if h == nil && fh == nil {
+		if hs == nil {
 			newBucket, err = s.write(bs, t, v)
 		} else {
-			newBucket, err = s.writeHist(bs, t, h, fh)
+			newBucket, err = s.writeHist(bs, t, hs.H, hs.FH)
 		}
 		if err == errSeriesRemoved {
 			s = ns.shard(shard).getOrCreate(ns, s.hash, s.ID())

@@ -311,12 +311,17 @@ func (a *admit) histograms(nsName string, batch []HistogramSample, sc *writeScra
 	}
 	for i := range batch {
 		s := &batch[i]
-		var bad Reason
-		var msg string
-		if err := checkHistogram(s.H, s.FH); err != nil {
-			bad, msg = ReasonBadHistogram, fmt.Sprintf("histogram at %s: %v", fmtMs(s.T), err)
+		reason, msg := a.refused(s.Shard, s.T)
+		if reason == 0 {
+			if err := checkHistogram(s.H, s.FH); err != nil {
+				reason, msg = ReasonBadHistogram, fmt.Sprintf("histogram at %s: %v", fmtMs(s.T), err)
+			}
 		}
-		se := a.series(i, s.ID, s.Shard, s.Ref, s.T, bad, msg)
+		if reason != 0 {
+			a.reject(i, reason, msg)
+			continue
+		}
+		se := a.series(i, s.ID, s.Shard, s.Ref)
 		if se == nil {
 			continue
 		}
