@@ -63,7 +63,7 @@ type histConn struct {
 
 // newHistWrite splits samples per host of r, marking in used the routing
 // groups they fall in.
-func (s *Session) newHistWrite(r *routing, m *Map, samples []storage.HistogramSample, used []bool) (*histWrite, error) {
+func (s *Session) newHistWrite(r *routing, samples []storage.HistogramSample, used []bool) (*histWrite, error) {
 	perHost, err := distributeHistograms(r, samples, used)
 	if err != nil {
 		return nil, err

@@ -391,7 +391,7 @@ func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *
 	}
 	var hw *histWrite
 	if len(b.Histograms) > 0 {
-		if hw, err = s.newHistWrite(r, m, b.Histograms, used); err != nil {
+		if hw, err = s.newHistWrite(r, b.Histograms, used); err != nil {
 			return err
 		}
 	}
