@@ -48,37 +48,41 @@ func newHinter(s *Session, opts HintOptions) *hinter {
 }
 
 // hintable says whether a replica's failure should leave a hint. A
-// refusal of shards the replica does not hold, and a request it found
-// malformed, would be refused again on replay.
+// refusal of shards the replica does not hold, a request it found
+// malformed, and native histograms refused by a node older than them
+// would be refused again on replay.
 func hintable(err error) bool {
 	switch rpc.Code(err) {
 	case codes.FailedPrecondition, codes.InvalidArgument:
 		return false
 	}
-	return true
+	var refused *HistogramRefusedError
+	return !errors.As(err, &refused)
 }
 
-// hint keeps the samples a remote replica did not acknowledge (failure
-// err). It runs inside the fan-out's call for that replica, so a failure
-// known before the write's level was met is durable before the write is
-// acknowledged; a straggler that fails after the return is hinted then.
-// A hint that cannot be written is logged and counted: the replica simply
-// failed, as it would without hints.
-func (h *hinter) hint(inst, ns string, batch []storage.Sample, err error) {
-	if h == nil || inst == h.s.opts.LocalID || !hintable(err) {
+// hint keeps the samples of every kind a remote replica did not
+// acknowledge (failure err) in one record. It runs inside the fan-out's
+// call for that replica, so a failure known before the write's level was
+// met is durable before the write is acknowledged; a straggler that fails
+// after the return is hinted then. A hint that cannot be written is
+// logged and counted: the replica simply failed, as it would without
+// hints. The caller leaves out of b each kind whose failure is not
+// hintable.
+func (h *hinter) hint(inst, ns string, b storage.Batch, err error) {
+	if h == nil || inst == h.s.opts.LocalID || b.Len() == 0 {
 		return
 	}
 	q, qerr := h.opts.Store.Queue(inst)
 	if qerr == nil {
-		qerr = q.Append(ns, batch)
+		qerr = q.AppendBatch(ns, b)
 	}
 	if qerr != nil {
 		h.s.m.hintFail.Inc(1)
 		h.s.opts.Logger.Warn("hint not stored: the replica stays short of these samples until repair",
-			"instance", inst, "samples", len(batch), "write_err", err, "err", qerr)
+			"instance", inst, "samples", len(b.Floats), "histograms", len(b.Histograms), "write_err", err, "err", qerr)
 		return
 	}
-	h.s.m.hinted.Inc(int64(len(batch)))
+	h.s.m.hinted.Inc(int64(b.Len()))
 	h.start(inst)
 }
 
@@ -202,17 +206,45 @@ func paceDue(due, sent time.Time, size, rate int64) time.Time {
 	return due.Add(time.Duration(float64(size) / float64(rate) * float64(time.Second)))
 }
 
-// deliver sends one record's samples of shards the target still holds
-// in placement m; the rest are dropped, counted. A nil error means the
-// record is done with.
+// deliver sends one record's samples of every kind, of shards the target
+// still holds in placement m; the rest are dropped, counted. A nil error
+// means the record is done with.
 func (h *hinter) deliver(ctx context.Context, q *hints.Queue, host *host, m *Map, rec hints.Record) error {
-	if len(rec.Histograms) > 0 {
-		return h.deliverHistograms(ctx, q, host, m, rec)
+	write := host.peer.WriteBatch
+	if fw, ok := host.peer.(fillWriter); ok {
+		write = fw.WriteBatchFill
 	}
-	samples := rec.Samples
+	if err := deliverKind(ctx, h, q, host, m, "samples", rec.Samples, func(ctx context.Context, s []storage.Sample) (WriteResult, error) {
+		return write(ctx, rec.Namespace, s)
+	}); err != nil || len(rec.Histograms) == 0 {
+		return err
+	}
+	var hwrite func(ctx context.Context, ns string, s []storage.HistogramSample) (WriteResult, error)
+	if fw, ok := host.peer.(histogramFillWriter); ok {
+		hwrite = fw.WriteHistogramsFill
+	} else if hp, ok := host.peer.(histogramPeer); ok {
+		hwrite = hp.WriteHistograms
+	} else {
+		q.Dropped(hints.DropRejected, len(rec.Histograms))
+		return nil
+	}
+	return deliverKind(ctx, h, q, host, m, "histograms", rec.Histograms, func(ctx context.Context, s []storage.HistogramSample) (WriteResult, error) {
+		return hwrite(ctx, rec.Namespace, s)
+	})
+}
+
+// deliverKind sends one kind's samples of a record with write, each call
+// under the host's health guard and the request timeout. Samples of
+// shards the target does not hold (by m, or by its own answer: its
+// placement is newer than ours, or they moved away) are dropped, counted:
+// nobody replays them. A target that refuses the kind as a whole
+// (InvalidArgument: a node older than it) would refuse every replay: the
+// samples are dropped, counted rejected, rather than blocking the queue
+// behind them.
+func deliverKind[S storage.Sample | storage.HistogramSample](ctx context.Context, h *hinter, q *hints.Queue, host *host, m *Map, what string, samples []S, write func(context.Context, []S) (WriteResult, error)) error {
 	kept := samples[:0:0]
 	for i := range samples {
-		if ownsShard(m, host.instance, samples[i].Shard) {
+		if ownsShard(m, host.instance, shardOf(&samples[i])) {
 			kept = append(kept, samples[i])
 		}
 	}
@@ -225,25 +257,22 @@ func (h *hinter) deliver(ctx context.Context, q *hints.Queue, host *host, m *Map
 			return err
 		}
 		tctx, tcancel := context.WithTimeout(gctx, h.s.opts.RequestTimeout)
-		var resp WriteResult
-		if fw, ok := host.peer.(fillWriter); ok {
-			resp, err = fw.WriteBatchFill(tctx, rec.Namespace, kept)
-		} else {
-			resp, err = host.peer.WriteBatch(tctx, rec.Namespace, kept)
-		}
+		resp, err := write(tctx, kept)
 		err = callErr(gctx, err)
 		tcancel()
 		cancel()
 		var rerr *rpc.Error
-		if rpc.Code(err) == codes.FailedPrecondition && errors.As(err, &rerr) && len(rerr.Shards) > 0 {
-			// The target does not hold these shards (its placement is
-			// newer than ours, or they moved away): nobody replays them.
+		switch {
+		case rpc.Code(err) == codes.FailedPrecondition && errors.As(err, &rerr) && len(rerr.Shards) > 0:
 			rest := withoutShards(kept, rerr.Shards)
 			q.Dropped(hints.DropNotOwner, len(kept)-len(rest))
 			kept = rest
 			continue
-		}
-		if err != nil {
+		case rpc.Code(err) == codes.InvalidArgument:
+			h.s.opts.Logger.Warn("hints refused by the target: dropped", "target", host.instance, what, len(kept), "err", err)
+			q.Dropped(hints.DropRejected, len(kept))
+			return nil
+		case err != nil:
 			return err
 		}
 		if resp.Rejected > 0 {
@@ -260,6 +289,11 @@ func (h *hinter) deliver(ctx context.Context, q *hints.Queue, host *host, m *Map
 // timestamp; peers without it overwrite.
 type fillWriter interface {
 	WriteBatchFill(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error)
+}
+
+// histogramFillWriter is fillWriter for native histograms.
+type histogramFillWriter interface {
+	WriteHistogramsFill(ctx context.Context, ns string, samples []storage.HistogramSample) (WriteResult, error)
 }
 
 func ownsShard(m *Map, instance string, shard uint32) bool {

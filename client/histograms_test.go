@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/client/hints"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
@@ -70,12 +72,23 @@ func TestSessionStoresHistograms(t *testing.T) {
 	require.NoError(t, it.Err())
 }
 
+// writeHists writes samples by placement m through the session's one
+// write path, placement retries included.
+func writeHists(s *Session, samples []storage.HistogramSample, m *Map) error {
+	ctx := context.Background()
+	return s.routeAgain(ctx, m, func(m *Map) error {
+		return s.writeOnce(ctx, "default", storage.Batch{Histograms: samples}, m)
+	})
+}
+
 // histPeer is a fake node that also stores native histograms; old makes
 // it refuse them as a node older than the HISTOGRAMS_V1 payload does.
+// floatFail and histFail fail the writes of one kind only.
 type histPeer struct {
 	*fakePeer
-	old  bool
-	gate chan struct{} // non-nil: histogram writes wait until it is closed
+	old                 bool
+	floatFail, histFail error
+	gate                chan struct{} // non-nil: histogram writes wait until it is closed
 
 	hmu   sync.Mutex
 	hists []storage.HistogramSample
@@ -92,6 +105,9 @@ func (p *histPeer) WriteHistograms(ctx context.Context, ns string, samples []sto
 			return WriteResult{}, ctx.Err()
 		}
 	}
+	if p.histFail != nil {
+		return WriteResult{}, p.histFail
+	}
 	if p.old {
 		return WriteResult{}, status.Error(codes.InvalidArgument, "write payload format 30 (PAYLOAD_FORMAT_30) unknown to this node")
 	}
@@ -102,6 +118,13 @@ func (p *histPeer) WriteHistograms(ctx context.Context, ns string, samples []sto
 		p.hists = append(p.hists, s)
 	}
 	return WriteResult{Written: len(samples)}, nil
+}
+
+func (p *histPeer) WriteBatch(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {
+	if p.floatFail != nil {
+		return WriteResult{}, p.floatFail
+	}
+	return p.fakePeer.WriteBatch(ctx, ns, samples)
 }
 
 // holdsHistograms says whether p has every sample of want (ID, time,
@@ -221,7 +244,7 @@ func TestSessionWritesHistogramsAtLevel(t *testing.T) {
 	}{
 		{name: "majority", level: WriteMajority},
 		{name: "majority, one failing", level: WriteMajority, fail: []string{"node3"}},
-		{name: "majority, two failing", level: WriteMajority, fail: []string{"node2", "node3"}, wantErr: "native histogram write consistency majority not met"},
+		{name: "majority, two failing", level: WriteMajority, fail: []string{"node2", "node3"}, wantErr: "write consistency majority not met"},
 		{name: "one, two failing", level: WriteOne, fail: []string{"node2", "node3"}},
 		{name: "all, one failing", level: WriteAll, fail: []string{"node1"}, wantErr: "node1 (127.0.0.1:9001): disk full"},
 		{name: "all", level: WriteAll},
@@ -246,7 +269,7 @@ func TestSessionWritesHistogramsAtLevel(t *testing.T) {
 			}
 			s := c.session(t, m, tc.level, tc.pairing)
 			in := histogramsOf(20)
-			err := s.writeHistogramsCluster(context.Background(), "default", in, m)
+			err := writeHists(s, in, m)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 			} else {
@@ -273,17 +296,51 @@ func TestSessionWritesHistogramsAtLevel(t *testing.T) {
 	}
 }
 
+// A batch of floats and histograms meets its level once: an owner counts
+// only when it stored its share of both kinds. Here each kind alone has
+// two owners of three (a majority), but only node1 stored both, so the
+// write is not acknowledged, naming the owner that failed each kind; a
+// batch every owner stores whole is, and reaches each of them.
+func TestSessionMixedBatchOneLevelCount(t *testing.T) {
+	c := newHistCluster(t)
+	c.peers["node2"].histFail = errors.New("histogram disk full")
+	c.peers["node3"].floatFail = errors.New("float disk full")
+	s := c.session(t, c.steady, WriteMajority, false)
+	hs := histogramsOf(4)
+	var fs []storage.Sample
+	for i, h := range hs {
+		fs = append(fs, storage.Sample{ID: h.ID, Shard: h.Shard, T: h.T, V: float64(i)})
+	}
+	err := s.Write(context.Background(), "default", storage.Batch{Floats: fs, Histograms: hs})
+	require.ErrorContains(t, err, "write consistency majority not met")
+	require.ErrorContains(t, err, "histogram disk full")
+	require.ErrorContains(t, err, "float disk full")
+
+	c = newHistCluster(t)
+	s = c.session(t, c.steady, WriteMajority, false)
+	require.NoError(t, s.Write(context.Background(), "default", storage.Batch{Floats: fs, Histograms: hs}))
+	for _, id := range []string{"node1", "node2", "node3"} {
+		p := c.peers[id]
+		waitfor.Condition(t, 10*time.Second, 5*time.Millisecond, id+" written", func() error {
+			if err := p.holdsHistograms(hs); err != nil {
+				return err
+			}
+			return p.holds(fs)
+		})
+	}
+}
+
 // A write of a shard the placement does not have is refused by name, and
 // the caller's buffers may be reused as soon as the write returned.
 func TestSessionHistogramsBadShardAndBufferReuse(t *testing.T) {
 	c := newHistCluster(t)
 	s := c.session(t, c.steady, WriteMajority, true)
-	err := s.writeHistogramsCluster(context.Background(), "default", []storage.HistogramSample{{ID: []byte("x"), Shard: 99, H: &histogram.Histogram{}}}, c.steady)
+	err := writeHists(s, []storage.HistogramSample{{ID: []byte("x"), Shard: 99, H: &histogram.Histogram{}}}, c.steady)
 	require.ErrorContains(t, err, "histogram sample of shard 99")
 
 	// node1-3 are known to store histograms after one write; then node3
 	// is written only after the next write returned.
-	require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", histogramsOf(1), c.steady))
+	require.NoError(t, writeHists(s, histogramsOf(1), c.steady))
 	gate := make(chan struct{})
 	c.peers["node3"].gate = gate
 	in := histogramsOf(5)
@@ -293,7 +350,7 @@ func TestSessionHistogramsBadShardAndBufferReuse(t *testing.T) {
 		keep[i].ID = append([]byte(nil), smp.ID...)
 		keep[i].H = smp.H.Copy()
 	}
-	require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", in, c.steady))
+	require.NoError(t, writeHists(s, in, c.steady))
 	for i := range in {
 		for j := range in[i].ID {
 			in[i].ID[j] = 'z'
@@ -322,7 +379,7 @@ func TestHistogramHintsReplayToReplicaThatFailed(t *testing.T) {
 		for i := range in {
 			in[i].T += int64(10 * k)
 		}
-		require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", in, c.steady))
+		require.NoError(t, writeHists(s, in, c.steady))
 		all = append(all, in...)
 	}
 	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "hinted", func() error {
@@ -346,7 +403,7 @@ func TestHistogramHintsReplayToReplicaThatFailed(t *testing.T) {
 	q, err := st.Queue("node2")
 	require.NoError(t, err)
 	c.peers["node2"].old = true
-	require.NoError(t, q.AppendHistograms("default", all[:4]))
+	require.NoError(t, q.AppendBatch("default", storage.Batch{Histograms: all[:4]}))
 	c.hintedSession(t, c.steady, WriteMajority, true, st) // replays what it finds
 	waitfor.Condition(t, 20*time.Second, 10*time.Millisecond, "refused hints dropped", func() error {
 		if n := q.Status().Dropped[hints.DropRejected+"_samples"]; n != 4 {
@@ -357,6 +414,60 @@ func TestHistogramHintsReplayToReplicaThatFailed(t *testing.T) {
 	require.Zero(t, records(st, "node2"))
 }
 
+// What a replica missed of a batch of every kind is one hint record
+// holding both kinds, and its replay gives the replica both.
+func TestMixedBatchHintIsOneRecord(t *testing.T) {
+	c := newHistCluster(t)
+	st := openStore(t, t.TempDir(), hints.Options{})
+	s, err := NewSession(c.options(c.steady, WriteMajority, true, st))
+	require.NoError(t, err)
+	node3 := c.peers["node3"]
+	node3.setFail(status.Error(codes.Unavailable, "disk busy"))
+	hs := histogramsOf(4)
+	var fs []storage.Sample
+	for i, h := range hs {
+		fs = append(fs, storage.Sample{ID: h.ID, Shard: h.Shard, T: h.T, V: float64(i)})
+	}
+	for k := 0; k < 3; k++ {
+		b := storage.Batch{Floats: slices.Clone(fs), Histograms: slices.Clone(hs)}
+		for i := range b.Floats {
+			b.Floats[i].T += int64(100 * k)
+			b.Histograms[i].T += int64(100 * k)
+		}
+		require.NoError(t, s.Write(context.Background(), "default", b))
+	}
+	waitfor.Condition(t, 10*time.Second, 10*time.Millisecond, "hinted", func() error {
+		if n := records(st, "node3"); n < 3 {
+			return fmt.Errorf("%d records", n)
+		}
+		return nil
+	})
+	require.NoError(t, s.Close()) // no replay reads the queue from here on
+	q, err := st.Queue("node3")
+	require.NoError(t, err)
+	for k := 0; k < 3; k++ {
+		rec, ok, err := q.Next()
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Len(t, rec.Samples, len(fs), "record %d", k)
+		require.Len(t, rec.Histograms, len(hs), "record %d", k)
+		q.Ack(rec)
+	}
+	_, ok, err := q.Next()
+	require.NoError(t, err)
+	require.False(t, ok, "one record a batch")
+
+	require.NoError(t, q.AppendBatch("default", storage.Batch{Floats: fs, Histograms: hs}))
+	node3.setFail(nil)
+	c.hintedSession(t, c.steady, WriteMajority, true, st) // replays what it finds
+	waitfor.Condition(t, 20*time.Second, 10*time.Millisecond, "node3 caught up", func() error {
+		if err := node3.holdsHistograms(hs); err != nil {
+			return err
+		}
+		return node3.holds(fs)
+	})
+}
+
 // Close delivers histogram writes still on their way to a replica after
 // the level was met, as it drains the float queues: when it returns, the
 // slow replica holds them.
@@ -364,14 +475,21 @@ func TestSessionCloseDeliversHistogramsInFlight(t *testing.T) {
 	c := newHistCluster(t)
 	s, err := NewSession(c.options(c.steady, WriteMajority, true, nil))
 	require.NoError(t, err)
-	require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", histogramsOf(1), c.steady)) // every owner known
+	require.NoError(t, writeHists(s, histogramsOf(1), c.steady)) // every owner known
 	gate := make(chan struct{})
 	c.peers["node3"].gate = gate
 	in := histogramsOf(5)
-	require.NoError(t, s.writeHistogramsCluster(context.Background(), "default", in, c.steady))
+	require.NoError(t, writeHists(s, in, c.steady))
 	require.Error(t, c.peers["node3"].holdsHistograms(in), "node3 waits at its gate")
 	go close(gate)
 	require.NoError(t, s.Close())
 	require.NoError(t, c.peers["node3"].holdsHistograms(in))
-	require.ErrorContains(t, s.writeHistogramsCluster(context.Background(), "default", in, c.steady), "session closed")
+	require.ErrorContains(t, writeHists(s, in, c.steady), "session closed")
 }
+
+// The HTTP handlers write a request's batch of every kind in one Write
+// when the backend has it: the session must.
+var (
+	_ httpapi.BatchWriter     = (*Session)(nil)
+	_ httpapi.HistogramWriter = (*Session)(nil)
+)

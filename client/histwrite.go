@@ -12,31 +12,18 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// The session's native histogram write path. It is kept apart from the
-// float path (session.go) on purpose: floats go through each host's
-// coalescing write queue and the series-ref cache, histograms are rarer
-// and bigger and go to each owner in their own RPC (payload format
-// HISTOGRAMS_V1), but both meet the write level through the same Fanout
-// and the same write quorums, so a histogram batch counts toward its
-// shards' level exactly as a float batch does.
+// The native histogram share of the session's one write path (writeOnce
+// in session.go): floats go through each host's coalescing write queue
+// and the series-ref cache, histograms are rarer and bigger and go to
+// each owner in their own RPC (payload format HISTOGRAMS_V1), from the
+// same fan-out call for that owner, so an owner counts toward its shards'
+// level once it stored its share of both.
 
 // histogramPeer is a Peer that writes native histograms (*rpc.Client; the
 // in-memory fakes of the tests). A peer without it fails every histogram
 // write it is asked for, by name, as an older node does.
 type histogramPeer interface {
 	WriteHistograms(ctx context.Context, ns string, samples []storage.HistogramSample) (WriteResult, error)
-}
-
-// writeHistogramsCluster writes samples to every owner of their shards
-// and returns once each shard met the write level (or cannot): the local
-// owner directly, remote ones through WriteHistograms under the host's
-// health guard. It returns a
-// *storage.RejectedError when replicas refused samples for good, and a
-// *HistogramRefusedError when an owner refused the batch as a whole
-// (a node older than the payload format): that is never acknowledged,
-// even when the level was met by the others.
-func (s *Session) writeHistogramsCluster(ctx context.Context, ns string, samples []storage.HistogramSample, m *Map) error {
-	return s.routeAgain(ctx, m, func(m *Map) error { return s.writeHistogramsOnce(ctx, ns, samples, m) })
 }
 
 // HistogramRefusedError is a histogram write an owner refused as a whole
@@ -55,94 +42,109 @@ func (e *HistogramRefusedError) Error() string {
 
 func (e *HistogramRefusedError) Unwrap() error { return e.Err }
 
-func (s *Session) writeHistogramsOnce(ctx context.Context, ns string, samples []storage.HistogramSample, m *Map) error {
-	r := s.routing(m)
-	perHost, used, err := distributeHistograms(r, samples)
+// histWrite is the native histogram share of one write: the histograms
+// split per host, the connections of their remote owners, and the owners
+// not yet known to store histograms, whose answers the write waits for
+// before it is acknowledged.
+type histWrite struct {
+	r       *routing
+	perHost [][]storage.HistogramSample
+	conns   map[string]histConn
+	// unknown: owners not yet known to store histograms are waited for
+	// even after the level is met (refused): each reports its outcome
+	// here once.
+	unknown map[string]chan error
+}
+
+type histConn struct {
+	h   *host
+	err error
+}
+
+// newHistWrite splits samples per host of r, marking in used the routing
+// groups they fall in.
+func (s *Session) newHistWrite(r *routing, samples []storage.HistogramSample, used []bool) (*histWrite, error) {
+	perHost, err := distributeHistograms(r, samples, used)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var groups []FanoutGroup
-	var ridx []int
-	for i, g := range r.groups {
-		if used[i] {
-			groups = append(groups, FanoutGroup{Owners: g.owners, Quorum: NewWriteQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.WriteLevel, s.opts.Pairing)})
-			ridx = append(ridx, i)
-		}
-	}
-	// Owners not yet known to store histograms are waited for even after
-	// the level is met (below): each reports its outcome here once.
-	unknown := map[string]chan error{}
+	hw := &histWrite{r: r, perHost: perHost, unknown: map[string]chan error{}}
 	for _, inst := range r.hosts {
 		if _, ok := s.histOK.Load(inst); !ok && len(perHost[r.hostIdx[inst]]) > 0 {
-			unknown[inst] = make(chan error, 1)
+			hw.unknown[inst] = make(chan error, 1)
 		}
 	}
-	// Close waits for every call of this write, as it drains the float
-	// queues: a write acknowledged at its level still reaches the others.
-	// A write's fan-out calls each owner of its groups once; they are all
-	// counted before any starts, so a call not yet running when the level
-	// is met (and the caller closes the session) is waited for too.
-	callees := map[string]bool{}
-	for _, g := range groups {
-		for _, o := range g.Owners {
-			callees[o.InstanceID] = true
+	return hw, nil
+}
+
+// start counts the write's histogram calls, and finds their hosts, before
+// the fan-out begins; false once the session closes. Close waits for
+// every call of this write, as it drains the float queues: a write
+// acknowledged at its level still reaches the others. A write's fan-out
+// calls each owner of its groups once; they are all counted before any
+// starts, so a call not yet running when the level is met (and the caller
+// closes the session) is waited for too, and finds its connection, which
+// Close keeps open until the calls end.
+func (hw *histWrite) start(s *Session, m *Map) bool {
+	n := 0
+	for hi := range hw.perHost {
+		if len(hw.perHost[hi]) > 0 {
+			n++
 		}
 	}
-	if !s.histCalls.add(len(callees)) {
-		return errHostClosed
+	if !s.histCalls.add(n) {
+		return false
 	}
-	// Their hosts too, now: a call starting after Close began must still
-	// find its connection, which Close keeps open until the calls end.
-	type conn struct {
-		h   *host
-		err error
-	}
-	conns := make(map[string]conn, len(callees))
-	for inst := range callees {
-		if inst != s.opts.LocalID || s.opts.Local == nil {
+	hw.conns = make(map[string]histConn, n)
+	for hi, inst := range hw.r.hosts {
+		if len(hw.perHost[hi]) > 0 && (inst != s.opts.LocalID || s.opts.Local == nil) {
 			h, err := s.host(inst, m.Endpoints[inst])
-			conns[inst] = conn{h, err}
+			hw.conns[inst] = histConn{h, err}
 		}
 	}
-	answers, rep := Fanout(ctx, groups, FanoutOptions{Timeout: s.opts.RequestTimeout},
-		func(ctx context.Context, inst string, _ []int) (*storage.RejectedError, error) {
-			defer s.histCalls.done()
-			batch := perHost[r.hostIdx[inst]]
-			c := conns[inst]
-			rej, err := s.writeHistogramsHost(ctx, m, ns, inst, c.h, c.err, batch)
-			if err != nil {
-				// Durable before the level is met, as for floats.
-				s.hints.hintHistograms(inst, ns, batch, err)
-			}
-			if err == nil {
-				s.histOK.Store(inst, struct{}{})
-			} else {
-				// A node restarted older than the format fails this way
-				// first: it is waited for again until it answers.
-				s.histOK.Delete(inst)
-			}
-			if ch := unknown[inst]; ch != nil {
-				ch <- err
-			}
-			return rej, err
-		})
-	// An owner that cannot store histograms at all fails the write even
-	// when the others met the level: acknowledging would leave it short
-	// for good (neither hints nor repair could give it what it refuses).
-	// Owners never seen storing histograms (a fresh session, a node that
-	// failed since) are waited for, within the request timeout, so that
-	// an older node's refusal is seen before the write is acknowledged;
-	// known ones are not, as floats.
+	return true
+}
+
+// write writes owner inst's share of the histograms, from the fan-out's
+// call for inst, and returns that share; nothing when it has none.
+func (hw *histWrite) write(ctx context.Context, s *Session, m *Map, ns, inst string) ([]storage.HistogramSample, *storage.RejectedError, error) {
+	batch := hw.perHost[hw.r.hostIdx[inst]]
+	if len(batch) == 0 {
+		return nil, nil, nil
+	}
+	defer s.histCalls.done()
+	c := hw.conns[inst]
+	rej, err := s.writeHistogramsHost(ctx, m, ns, inst, c.h, c.err, batch)
+	if err != nil {
+		// A node restarted older than the format fails this way first:
+		// it is waited for again until it answers.
+		s.histOK.Delete(inst)
+	} else {
+		s.histOK.Store(inst, struct{}{})
+	}
+	if ch := hw.unknown[inst]; ch != nil {
+		ch <- err
+	}
+	return batch, rej, err
+}
+
+// refused returns the *HistogramRefusedError of an owner that cannot store
+// histograms at all: it fails the write even when the others met the
+// level, as acknowledging would leave it short for good (neither hints nor
+// repair could give it what it refuses). Owners never seen storing
+// histograms (a fresh session, a node that failed since) are waited for,
+// within the request timeout, so that an older node's refusal is seen
+// before the write is acknowledged; known ones are not, as floats.
+func (hw *histWrite) refused(ctx context.Context, s *Session, rep *FanoutReport) error {
 	if rep.OK {
 		wctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
 		defer cancel()
 	wait:
-		for _, ch := range unknown {
+		for _, ch := range hw.unknown {
 			select {
 			case err := <-ch:
 				var refused *HistogramRefusedError
 				if errors.As(err, &refused) {
-					s.m.writeFail.Inc(1)
 					return refused
 				}
 			case <-wctx.Done():
@@ -156,19 +158,8 @@ func (s *Session) writeHistogramsOnce(ctx context.Context, ns string, samples []
 		for _, f := range rep.Groups[gi].Failed {
 			var refused *HistogramRefusedError
 			if errors.As(f.Err, &refused) {
-				s.m.writeFail.Inc(1)
 				return refused
 			}
-		}
-	}
-	if !rep.OK {
-		s.m.writeFail.Inc(1)
-		return s.failure(fmt.Sprintf("native histogram write consistency %s not met", s.opts.WriteLevel), "acknowledged", m, r, ridx, groups, rep)
-	}
-	s.m.writeOK.Inc(1)
-	for _, a := range answers {
-		if a.Value != nil {
-			return a.Value
 		}
 	}
 	return nil
@@ -185,7 +176,7 @@ func (s *Session) writeHistogramsHost(ctx context.Context, m *Map, ns, inst stri
 		if !ok {
 			err = &HistogramRefusedError{Instance: inst, Endpoint: m.Endpoints[inst], Err: errors.New("local storage does not store native histograms")}
 		} else {
-			err = lh.WriteHistograms(ns, batch)
+			err = lh.Write(ns, storage.Batch{Histograms: batch})
 		}
 	} else {
 		err = hostErr
@@ -240,6 +231,7 @@ func (s *Session) sendHistograms(ctx context.Context, h *host, ns string, batch 
 		batch = batch[n:]
 	}
 	if total != nil {
+		total.Histograms = total.Total
 		return total
 	}
 	return nil
@@ -265,18 +257,17 @@ func (s *Session) histogramRPC(ctx context.Context, h *host, hp histogramPeer, n
 }
 
 // distributeHistograms splits samples per host of routing r, as
-// distribute does for floats. Replicas still being written after the
+// distribute does for floats, and marks in used their routing groups. Replicas still being written after the
 // write returned must not see the caller reuse its buffers: series IDs
 // are copied into one arena and histograms are copied, once per sample,
 // shared by every host (hosts only read them).
-func distributeHistograms(r *routing, samples []storage.HistogramSample) ([][]storage.HistogramSample, []bool, error) {
+func distributeHistograms(r *routing, samples []storage.HistogramSample, used []bool) ([][]storage.HistogramSample, error) {
 	counts := make([]int, len(r.hosts))
-	used := make([]bool, len(r.groups))
 	size := 0
 	for i := range samples {
 		sh := samples[i].Shard
 		if int(sh) >= len(r.byShard) {
-			return nil, nil, fmt.Errorf("histogram sample of shard %d: placement version %d has %d shards",
+			return nil, fmt.Errorf("histogram sample of shard %d: placement version %d has %d shards",
 				sh, r.m.Placement.Version, len(r.byShard))
 		}
 		gi := r.byShard[sh]
@@ -311,7 +302,7 @@ func distributeHistograms(r *routing, samples []storage.HistogramSample) ([][]st
 			perHost[hi] = append(perHost[hi], smp)
 		}
 	}
-	return perHost, used, nil
+	return perHost, nil
 }
 
 // inflight counts running calls and lets Close wait for them; once

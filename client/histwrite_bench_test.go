@@ -23,7 +23,7 @@ func BenchmarkSessionWriteHistograms(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := s.writeHistogramsCluster(ctx, "default", in, c.steady); err != nil {
+		if err := s.WriteHistograms(ctx, "default", in); err != nil {
 			b.Fatal(err)
 		}
 		if i%50 == 49 {

@@ -266,19 +266,45 @@ func (s *Session) routing(m *Map) *routing {
 // ErrNoPlacement is returned before any placement is known.
 var ErrNoPlacement = errors.New("no placement: the cluster is not initialised or etcd was never reached")
 
-// WriteBatch writes samples to every owner of their shards and returns
-// once each shard met the write level (or cannot). It returns a
-// *storage.RejectedError when replicas refused samples permanently.
+// WriteBatch writes float samples to every owner of their shards and
+// returns once each shard met the write level (or cannot). It returns a
+// *storage.RejectedError when replicas refused samples permanently. It is
+// Write of a batch of floats only, the hot path's own signature.
 func (s *Session) WriteBatch(ctx context.Context, ns string, samples []storage.Sample) error {
+	return s.Write(ctx, ns, storage.Batch{Floats: samples})
+}
+
+// Write writes a batch of samples of every kind to every owner of their
+// shards and returns once each shard met the write level (or cannot): one
+// fan-out, one level count, in which an owner counts once it stored its
+// share of every kind. It returns a *storage.RejectedError when replicas
+// refused samples permanently, and a *HistogramRefusedError when an owner
+// refused native histograms as a whole (a node older than them): that is
+// never acknowledged, even when the level was met by the others. A batch
+// with histograms is refused (ErrHistogramsNotStored) while
+// StoresHistograms is false.
+func (s *Session) Write(ctx context.Context, ns string, b storage.Batch) error {
+	if len(b.Histograms) > 0 && !s.StoresHistograms() {
+		return ErrHistogramsNotStored
+	}
 	m := s.opts.Topology.Get()
 	if m == nil {
 		return ErrNoPlacement
 	}
 	if m.Sole != "" && m.Sole == s.opts.LocalID && s.opts.Local != nil {
 		// One node owning everything: every level is met by its own write.
-		return s.opts.Local.WriteBatch(ns, samples)
+		return s.writeLocal(ns, b)
 	}
-	return s.routeAgain(ctx, m, func(m *Map) error { return s.writeOnce(ctx, ns, samples, m) })
+	return s.routeAgain(ctx, m, func(m *Map) error { return s.writeOnce(ctx, ns, b, m) })
+}
+
+// writeLocal writes b to this node's storage alone (a one-node
+// placement): a batch with histograms through its one entry point.
+func (s *Session) writeLocal(ns string, b storage.Batch) error {
+	if len(b.Histograms) == 0 {
+		return s.opts.Local.WriteBatch(ns, b.Floats)
+	}
+	return s.opts.Local.(localHistograms).Write(ns, b)
 }
 
 // routeAgain runs one write attempt by placement m and, while it misses
@@ -302,18 +328,18 @@ func (s *Session) routeAgain(ctx context.Context, m *Map, once func(*Map) error)
 	}
 }
 
-// localHistograms is what a Local that stores native histograms has
-// (storage.Database does).
+// localHistograms is what a Local that stores native histograms has: the
+// storage entry point for a batch of every kind (storage.Database.Write).
 type localHistograms interface {
-	WriteHistograms(ns string, samples []storage.HistogramSample) error
+	Write(ns string, b storage.Batch) error
 }
 
 // StoresHistograms reports whether native histograms written now are
-// stored end to end: the cluster session writes them to every owner
-// (histwrite.go), so yes once a placement is known, unless this node's
-// own storage cannot store them. A replica that cannot (a node older than
-// the HISTOGRAMS_V1 payload) fails the write by name instead
-// (*HistogramRefusedError), never acknowledged.
+// stored end to end: the cluster session writes them to every owner, so
+// yes once a placement is known, unless this node's own storage cannot
+// store them. A replica that cannot (a node older than the HISTOGRAMS_V1
+// payload) fails the write by name instead (*HistogramRefusedError),
+// never acknowledged.
 func (s *Session) StoresHistograms() bool {
 	if s.opts.Topology.Get() == nil {
 		return false
@@ -325,27 +351,14 @@ func (s *Session) StoresHistograms() bool {
 	return ok
 }
 
-// ErrHistogramsNotStored is WriteHistograms' refusal when StoresHistograms
-// is false: no placement is known yet, or this node's storage does not
-// store native histograms.
+// ErrHistogramsNotStored is Write's refusal of histograms when
+// StoresHistograms is false: no placement is known yet, or this node's
+// storage does not store native histograms.
 var ErrHistogramsNotStored = errors.New("client: native histograms are not stored: no placement is known yet, or this node's storage does not store them; retry")
 
-// WriteHistograms writes native histogram samples to every owner of their
-// shards at the write level, with WriteBatch's error contract (see
-// writeHistogramsCluster); on a one-node placement straight to this
-// node's storage.
+// WriteHistograms is Write of a batch of native histograms only.
 func (s *Session) WriteHistograms(ctx context.Context, ns string, samples []storage.HistogramSample) error {
-	if !s.StoresHistograms() {
-		return ErrHistogramsNotStored
-	}
-	m := s.opts.Topology.Get()
-	if m == nil {
-		return ErrNoPlacement
-	}
-	if m.Sole != "" && m.Sole == s.opts.LocalID && s.opts.Local != nil {
-		return s.opts.Local.(localHistograms).WriteHistograms(ns, samples)
-	}
-	return s.writeHistogramsCluster(ctx, ns, samples, m)
+	return s.Write(ctx, ns, storage.Batch{Histograms: samples})
 }
 
 // waitNewer returns a map newer than version, polling until d elapses;
@@ -363,15 +376,29 @@ func (s *Session) waitNewer(ctx context.Context, version int64, d time.Duration)
 	}
 }
 
-func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sample, m *Map) error {
+// writeOnce writes batch b by placement m: every kind is split per
+// owner, and each owner is called once for its share of all of them.
+func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *Map) error {
+	samples := b.Floats
 	r := s.routing(m)
 	localIdx := -1
 	if hi, ok := r.hostIdx[s.opts.LocalID]; ok && s.opts.Local != nil {
 		localIdx = hi
 	}
-	perHost, used, chunk, err := distribute(r, samples, localIdx)
-	if err != nil {
-		return err
+	used := make([]bool, len(r.groups))
+	var perHost [][]storage.Sample
+	var chunk *rpc.SeqChunk
+	var err error
+	if len(samples) > 0 {
+		if perHost, chunk, err = distribute(r, samples, localIdx, used); err != nil {
+			return err
+		}
+	}
+	var hw *histWrite
+	if len(b.Histograms) > 0 {
+		if hw, err = s.newHistWrite(r, b.Histograms, used); err != nil {
+			return err
+		}
 	}
 	// Only the groups of shards the batch writes must meet the level: a
 	// write never waits for, or fails on, replicas of shards it does not
@@ -384,6 +411,9 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 			ridx = append(ridx, i)
 		}
 	}
+	if hw != nil && !hw.start(s, m) {
+		return errHostClosed
+	}
 	// The local write sets each sample's storage ref in its copy. When it
 	// holds every sample (as with RF 3 on three nodes) and finished before
 	// the level was met, the refs are handed back to the caller, whose
@@ -391,7 +421,7 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 	// node. A local write still running is never waited for.
 	var local []storage.Sample
 	localDone := make(chan struct{})
-	if hi, ok := r.hostIdx[s.opts.LocalID]; ok && s.opts.Local != nil && len(perHost[hi]) == len(samples) {
+	if hi, ok := r.hostIdx[s.opts.LocalID]; ok && s.opts.Local != nil && len(samples) > 0 && len(perHost[hi]) == len(samples) {
 		local = perHost[hi]
 	}
 	// Remote hosts that receive every sample share one encoding of them
@@ -402,17 +432,40 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 	}
 	answers, rep := Fanout(ctx, groups, FanoutOptions{Timeout: s.opts.RequestTimeout},
 		func(ctx context.Context, inst string, _ []int) (*storage.RejectedError, error) {
-			batch := perHost[r.hostIdx[inst]]
-			var sb *sharedBatch
-			if batch == nil {
-				sb = shared
-			}
-			rej, err := s.writeHost(ctx, m, ns, inst, batch, sb)
-			if err != nil {
-				if sb != nil {
-					batch = sb.samples()
+			hi := r.hostIdx[inst]
+			var rej *storage.RejectedError
+			var err error
+			var hint storage.Batch // what the owner did not acknowledge
+			if perHost != nil {
+				batch := perHost[hi]
+				var sb *sharedBatch
+				if batch == nil {
+					sb = shared
 				}
-				s.hints.hint(inst, ns, batch, err)
+				if len(batch) > 0 || sb != nil {
+					rej, err = s.writeHost(ctx, m, ns, inst, batch, sb)
+					if err != nil && hintable(err) {
+						if sb != nil {
+							batch = sb.samples()
+						}
+						hint.Floats = batch
+					}
+				}
+			}
+			if hw != nil {
+				// An owner counts once it stored its share of every kind.
+				hbatch, hrej, herr := hw.write(ctx, s, m, ns, inst)
+				rej = storage.MergeRejected(rej, hrej)
+				if herr != nil {
+					err = errors.Join(err, herr)
+					if hintable(herr) {
+						hint.Histograms = hbatch
+					}
+				}
+			}
+			if err != nil {
+				// Durable before the level is met: one record of every kind.
+				s.hints.hint(inst, ns, hint, err)
 			}
 			if local != nil && inst == s.opts.LocalID {
 				close(localDone)
@@ -426,6 +479,12 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 				samples[i].Ref = local[i].Ref
 			}
 		default:
+		}
+	}
+	if hw != nil {
+		if err := hw.refused(ctx, s, rep); err != nil {
+			s.m.writeFail.Inc(1)
+			return err
 		}
 	}
 	if !rep.OK {
@@ -447,7 +506,7 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 // buffers (the HTTP decoder's): a sample with a storage ref takes the
 // series' own immutable ID (storage.Series.ID), the others' IDs are
 // copied into one arena, consecutive samples of one series once.
-// used marks the routing groups the samples fall in.
+// It marks in used the routing groups the samples fall in.
 //
 // Remote hosts that receive every sample (all of them with RF equal to
 // the cluster size) get them encoded once for all (chunk, rpc.SeqChunk,
@@ -455,14 +514,13 @@ func (s *Session) writeOnce(ctx context.Context, ns string, samples []storage.Sa
 // encoding does not pay (most series without a storage ref), share one
 // slice: hosts only read their batch. The local host, whose write sets
 // each sample's Ref, always gets its own.
-func distribute(r *routing, samples []storage.Sample, local int) (perHost [][]storage.Sample, used []bool, chunk *rpc.SeqChunk, err error) {
+func distribute(r *routing, samples []storage.Sample, local int, used []bool) (perHost [][]storage.Sample, chunk *rpc.SeqChunk, err error) {
 	counts := make([]int, len(r.hosts))
-	used = make([]bool, len(r.groups))
 	size := 0
 	for i := range samples {
 		sh := samples[i].Shard
 		if int(sh) >= len(r.byShard) {
-			return nil, nil, nil, fmt.Errorf("sample of shard %d: placement version %d has %d shards",
+			return nil, nil, fmt.Errorf("sample of shard %d: placement version %d has %d shards",
 				sh, r.m.Placement.Version, len(r.byShard))
 		}
 		gi := r.byShard[sh]
@@ -521,7 +579,7 @@ func distribute(r *routing, samples []storage.Sample, local int) (perHost [][]st
 			}
 		}
 	}
-	return perHost, used, chunk, nil
+	return perHost, chunk, nil
 }
 
 // sameSeries says whether b is of a's series. Samples of different series

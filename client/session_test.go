@@ -390,7 +390,7 @@ func TestDistribute(t *testing.T) {
 		if hi, ok := r.hostIdx[local]; ok {
 			li = hi
 		}
-		perHost, _, chunk, err := distribute(r, in, li)
+		perHost, chunk, err := distribute(r, in, li, make([]bool, len(r.groups)))
 		require.NoError(t, err)
 		require.Nil(t, chunk, "samples without refs are not worth encoding once")
 		for hi, inst := range r.hosts {
@@ -437,7 +437,7 @@ func TestDistribute(t *testing.T) {
 	}
 	require.NoError(t, db.WriteBatch(storagetest.Namespace().Name, refd))
 	refd[0].ID = append([]byte(nil), refd[0].ID...) // the caller's bytes
-	perHost, _, chunk, err := distribute(newRouting(c.m, "node1"), refd, r.hostIdx["node1"])
+	perHost, chunk, err := distribute(newRouting(c.m, "node1"), refd, r.hostIdx["node1"], make([]bool, len(r.groups)))
 	require.NoError(t, err)
 	require.Same(t, &refd[0].Ref.ID()[0], &perHost[r.hostIdx["node1"]][0].ID[0])
 	// The remote hosts, which get every sample, get them encoded once

@@ -71,8 +71,8 @@ func benchQueue(b *testing.B, n int) (*Queue, []storage.Sample) {
 }
 
 // BenchmarkAppendHistograms: BenchmarkAppend for a 100-sample share of
-// native histograms (one per series, 8 buckets each): the histogram
-// record kind encodes each as a one-sample stream.
+// native histograms (one per series, 8 buckets each): the batch record
+// encodes each as a one-sample stream.
 func BenchmarkAppendHistograms(b *testing.B) {
 	q, _ := benchQueue(b, 0)
 	batch := make([]storage.HistogramSample, 100)
@@ -81,7 +81,7 @@ func BenchmarkAppendHistograms(b *testing.B) {
 			PositiveBuckets: []int64{int64(i + 1), 0, 0, 0, 0, 0, 0, 0}}
 		batch[i] = storage.HistogramSample{ID: []byte(fmt.Sprintf("__name__=latency,instance=host-%04d", i)), Shard: uint32(i), T: 1_700_000_000_000, H: h}
 	}
-	rec, err := appendHistogramRecord(nil, time.Now(), "default", batch)
+	rec, err := appendBatchRecord(nil, time.Now(), "default", storage.Batch{Histograms: batch})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func BenchmarkAppendHistograms(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := q.AppendHistograms("default", batch); err != nil {
+			if err := q.AppendBatch("default", storage.Batch{Histograms: batch}); err != nil {
 				b.Error(err)
 				return
 			}

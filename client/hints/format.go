@@ -71,21 +71,35 @@ const kindFlag = uint64(1) << 63
 
 // Record kinds after kindFlag.
 const (
-	kindHistograms = 1 // the payload is HISTOGRAMS_V1 (docs/format/rpc.md)
+	// kindHistograms: the payload is HISTOGRAMS_V1 (docs/format/rpc.md).
+	// Written by builds before batch records; read, never written.
+	kindHistograms = 1
+	// kindBatch: a batch of every kind, the floats' SERIES_V1 payload
+	// (after its length, uvarint) then HISTOGRAMS_V1.
+	kindBatch = 2
 )
 
 // createdOf is the created time in a record's first 8 bytes, of any kind.
 func createdOf(v uint64) time.Time { return time.UnixMilli(int64(v &^ kindFlag)) }
 
-// appendHistogramRecord is appendRecord for native histogram samples.
-func appendHistogramRecord(dst []byte, created time.Time, ns string, samples []storage.HistogramSample) ([]byte, error) {
+// appendBatchRecord appends one record holding batch b of namespace ns,
+// hinted at created, as appendRecord. A batch of floats alone is a float
+// record, which every build reads; one with histograms is a batch record.
+// It fails on a histogram the payload encoding refuses.
+func appendBatchRecord(dst []byte, created time.Time, ns string, b storage.Batch) ([]byte, error) {
+	if len(b.Histograms) == 0 {
+		return appendRecord(dst, created, ns, b.Floats), nil
+	}
 	start := len(dst)
 	dst = commitlog.OpenFrame(dst)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(created.UnixMilli())|kindFlag)
-	dst = append(dst, kindHistograms)
+	dst = append(dst, kindBatch)
 	dst = binary.AppendUvarint(dst, uint64(len(ns)))
 	dst = append(dst, ns...)
-	out, err := rpc.AppendHistograms(dst, samples)
+	floats := rpc.AppendSamples(nil, b.Floats)
+	dst = binary.AppendUvarint(dst, uint64(len(floats)))
+	dst = append(dst, floats...)
+	out, err := rpc.AppendHistograms(dst, b.Histograms)
 	if err != nil {
 		return dst[:start], err
 	}
@@ -99,8 +113,8 @@ type Record struct {
 	Namespace string
 	// Samples are the caller's (they alias no buffer the queue reuses).
 	Samples []storage.Sample
-	// Histograms are the native histogram samples of a histogram record
-	// (then Samples is empty; a record holds one kind).
+	// Histograms are the record's native histogram samples: a record
+	// holds one write's share of every kind.
 	Histograms []storage.HistogramSample
 	// Size is the record's size on disk, frames included.
 	Size int64
@@ -124,7 +138,7 @@ func decodeRecord(p []byte, dst []storage.Sample) (Record, []storage.Sample, err
 		created &^= kindFlag
 		kind = int(p[off])
 		off++
-		if kind != kindHistograms {
+		if kind != kindHistograms && kind != kindBatch {
 			return r, dst, fmt.Errorf("record of unknown kind %d (a newer build wrote it)", kind)
 		}
 	}
@@ -136,7 +150,27 @@ func decodeRecord(p []byte, dst []storage.Sample) (Record, []storage.Sample, err
 	off += n
 	r.Namespace = string(p[off : off+int(l)])
 	off += int(l)
-	if kind == kindHistograms {
+	floats := p[off:]
+	switch kind {
+	case kindHistograms:
+		floats = nil
+	case kindBatch:
+		l, n := binary.Uvarint(p[off:])
+		if n <= 0 || l > uint64(len(p)-off-n) {
+			return r, dst, fmt.Errorf("record floats: bad length")
+		}
+		off += n
+		floats = p[off : off+int(l)]
+		off += int(l)
+	}
+	if floats != nil {
+		out, err := rpc.DecodeSamples(floats, dst[:0])
+		if err != nil {
+			return r, dst, fmt.Errorf("record samples: %w", err)
+		}
+		r.Samples, dst = out, out
+	}
+	if kind != 0 {
 		hs, err := rpc.DecodeHistograms(p[off:], nil)
 		if err != nil {
 			return r, dst, fmt.Errorf("record histograms: %w", err)
@@ -145,12 +179,6 @@ func decodeRecord(p []byte, dst []storage.Sample) (Record, []storage.Sample, err
 			return r, dst, fmt.Errorf("record histograms: empty")
 		}
 		r.Histograms = hs
-		return r, dst, nil
 	}
-	out, err := rpc.DecodeSamples(p[off:], dst[:0])
-	if err != nil {
-		return r, dst, fmt.Errorf("record samples: %w", err)
-	}
-	r.Samples = out
-	return r, out, nil
+	return r, dst, nil
 }

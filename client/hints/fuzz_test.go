@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
 )
 
 // FuzzDecodeRecord: any payload decodes or fails with an error, never a
@@ -20,19 +21,23 @@ func FuzzDecodeRecord(f *testing.F) {
 	hrec, err := appendHistogramRecord(nil, time.UnixMilli(1234), "default", histBatchOf(2))
 	require.NoError(f, err)
 	f.Add(hrec[commitlog.FrameHeaderSize:])
+	brec, err := appendBatchRecord(nil, time.UnixMilli(1234), "default", storage.Batch{Floats: batchOf(2), Histograms: histBatchOf(2)})
+	require.NoError(f, err)
+	f.Add(brec[commitlog.FrameHeaderSize:])
 	f.Fuzz(func(t *testing.T, p []byte) {
 		r, _, err := decodeRecord(p, nil)
 		if err != nil {
 			return
 		}
 		if len(r.Histograms) > 0 {
-			again, err := appendHistogramRecord(nil, r.Created, r.Namespace, r.Histograms)
+			again, err := appendBatchRecord(nil, r.Created, r.Namespace, storage.Batch{Floats: r.Samples, Histograms: r.Histograms})
 			if err != nil {
 				return // a stream may decode to values its encoder refuses
 			}
 			r2, _, err := decodeRecord(again[commitlog.FrameHeaderSize:], nil)
 			require.NoError(t, err)
 			require.Equal(t, len(r.Histograms), len(r2.Histograms))
+			require.Equal(t, len(r.Samples), len(r2.Samples))
 			return
 		}
 		again := appendRecord(nil, r.Created, r.Namespace, r.Samples)

@@ -198,26 +198,22 @@ func (q *Queue) scan(s *segment) error {
 	return nil
 }
 
-// Append stores samples of namespace ns for the target and returns once
-// they are durable (fsynced). An error means they are not stored.
+// Append stores float samples of namespace ns for the target: AppendBatch
+// of floats alone.
 func (q *Queue) Append(ns string, samples []storage.Sample) error {
-	if len(samples) == 0 {
-		return nil
-	}
-	return q.append(func(b []byte, now time.Time) ([]byte, error) {
-		return appendRecord(b, now, ns, samples), nil
-	})
+	return q.AppendBatch(ns, storage.Batch{Floats: samples})
 }
 
-// AppendHistograms is Append for native histogram samples: they go in a
-// record of their own kind (docs/format/hints.md). It fails on a
+// AppendBatch stores batch b of namespace ns, samples of every kind, for
+// the target in one record (docs/format/hints.md) and returns once it is
+// durable (fsynced). An error means it is not stored; it fails on a
 // histogram the payload encoding refuses.
-func (q *Queue) AppendHistograms(ns string, samples []storage.HistogramSample) error {
-	if len(samples) == 0 {
+func (q *Queue) AppendBatch(ns string, b storage.Batch) error {
+	if b.Len() == 0 {
 		return nil
 	}
-	return q.append(func(b []byte, now time.Time) ([]byte, error) {
-		return appendHistogramRecord(b, now, ns, samples)
+	return q.append(func(buf []byte, now time.Time) ([]byte, error) {
+		return appendBatchRecord(buf, now, ns, b)
 	})
 }
 
@@ -480,7 +476,6 @@ func (q *Queue) NextBatch(maxSamples int) (Record, bool, error) {
 			}
 			more, err := q.readLocked(s, off)
 			if err != nil || more.Namespace != rec.Namespace || more.Created.Before(cutoff) ||
-				(len(more.Histograms) > 0) != (len(rec.Histograms) > 0) ||
 				len(rec.Samples)+len(rec.Histograms)+len(more.Samples)+len(more.Histograms) > maxSamples {
 				break
 			}

@@ -123,6 +123,11 @@ func storesHistograms(b Backend) (HistogramWriter, bool) {
 
 func (l Local) StoresHistograms() bool { return true }
 
+// Write writes a batch of every kind through storage's one entry point.
+func (l Local) Write(_ context.Context, ns string, b storage.Batch) error {
+	return l.DB.Write(ns, b)
+}
+
 func (l Local) WriteHistograms(_ context.Context, ns string, samples []storage.HistogramSample) error {
 	return l.DB.WriteHistograms(ns, samples)
 }
@@ -173,37 +178,59 @@ func (a *API) histogramBatch(out []storage.HistogramSample, hs []remote.Histogra
 	return out
 }
 
-// writeHistograms writes a request's histograms after its floats (whose
-// write returned ferr) and returns the request's outcome and how many
-// histograms were written: a transient error of either write wins (the
-// sender retries the request whole, rewriting is idempotent); samples
-// refused for good by both are reported as one *storage.RejectedError.
-func writeHistograms(ctx context.Context, hw HistogramWriter, ns string, hs []storage.HistogramSample, ferr error) (int, error) {
-	var frej *storage.RejectedError
-	if ferr != nil && !errors.As(ferr, &frej) {
-		return 0, ferr
+// BatchWriter is a Backend that writes a batch of every kind as one write
+// (a cluster session: one fan-out, in which a replica counts toward the
+// level once it stored its share of every kind).
+type BatchWriter interface {
+	Write(ctx context.Context, namespace string, b storage.Batch) error
+}
+
+// Write writes a batch of every kind to the backend once it is open.
+func (d Deferred) Write(ctx context.Context, ns string, batch storage.Batch) error {
+	b, err := d.get()
+	if err != nil {
+		return err
 	}
-	if len(hs) == 0 {
-		return 0, ferr
+	return writeAll(ctx, b, ns, batch)
+}
+
+// writeAll writes a request's samples of every kind: floats alone by the
+// backend's WriteBatch (the hot path), a batch with histograms by its
+// Write when it has one, else each kind to its entry point, the outcomes
+// joined (storage.JoinWriteErrors). Histograms need a backend that
+// stores them now (storesHistograms), which the handlers asked before
+// decoding any.
+func writeAll(ctx context.Context, b Backend, ns string, batch storage.Batch) error {
+	if len(batch.Histograms) == 0 {
+		return b.WriteBatch(ctx, ns, batch.Floats)
 	}
-	herr := hw.WriteHistograms(ctx, ns, hs)
-	var hrej *storage.RejectedError
+	if bw, ok := b.(BatchWriter); ok {
+		return bw.Write(ctx, ns, batch)
+	}
+	var ferr error
+	if len(batch.Floats) > 0 {
+		ferr = b.WriteBatch(ctx, ns, batch.Floats)
+	}
+	hw, ok := storesHistograms(b)
+	if !ok {
+		return storage.JoinWriteErrors(ferr, errHistogramsNotStored)
+	}
+	return storage.JoinWriteErrors(ferr, hw.WriteHistograms(ctx, ns, batch.Histograms))
+}
+
+// writeBatch is writeAll returning also how many float and histogram
+// samples were written: all of them, all but those refused for good (a
+// *storage.RejectedError, which says how many of those are histograms),
+// or none on any other error (the sender retries the request whole,
+// rewriting is idempotent).
+func writeBatch(ctx context.Context, b Backend, ns string, batch storage.Batch) (floats, hists int, err error) {
+	err = writeAll(ctx, b, ns, batch)
+	var rej *storage.RejectedError
 	switch {
-	case herr == nil:
-		return len(hs), ferr
-	case !errors.As(herr, &hrej):
-		return 0, herr
+	case err == nil:
+		return len(batch.Floats), len(batch.Histograms), nil
+	case errors.As(err, &rej):
+		return max(0, len(batch.Floats)-(rej.Total-rej.Histograms)), max(0, len(batch.Histograms)-rej.Histograms), err
 	}
-	n := len(hs) - hrej.Total
-	if frej == nil {
-		return n, hrej
-	}
-	merged := &storage.RejectedError{Total: frej.Total + hrej.Total, ByReason: map[storage.Reason]int{}}
-	for _, r := range []*storage.RejectedError{frej, hrej} {
-		for k, v := range r.ByReason {
-			merged.ByReason[k] += v
-		}
-		merged.Examples = append(merged.Examples, r.Examples...)
-	}
-	return n, merged
+	return 0, 0, err
 }

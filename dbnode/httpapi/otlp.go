@@ -133,7 +133,7 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 		return asJSON, err
 	}
 	md := req.Metrics()
-	hw, hok := storesHistograms(backend)
+	_, hok := storesHistograms(backend)
 	rejected, reason, why := refuseUnstoredOTLP(md, hok)
 	app := &st.app
 	app.numShards = a.opts.NumShards
@@ -158,13 +158,7 @@ func (a *API) serveOTLP(w http.ResponseWriter, r *http.Request) (asJSON bool, er
 		return asJSON, err
 	}
 	if len(app.samples) > 0 || len(app.hists) > 0 {
-		var err error
-		if len(app.samples) > 0 {
-			err = backend.WriteBatch(r.Context(), a.namespace(r), app.samples)
-		}
-		if len(app.hists) > 0 {
-			_, err = writeHistograms(r.Context(), hw, a.namespace(r), app.hists, err)
-		}
+		err := writeAll(r.Context(), backend, a.namespace(r), tstorage.Batch{Floats: app.samples, Histograms: app.hists})
 		app.remember(a)
 		if rej := (*tstorage.RejectedError)(nil); err != nil && !errors.As(err, &rej) {
 			return asJSON, err // nothing acknowledged: 503, the sender retries

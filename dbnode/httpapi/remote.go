@@ -42,7 +42,7 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	if v2 {
 		return a.remoteWriteV2(w, r, backend, st) // remotev2.go
 	}
-	hw, hok := storesHistograms(backend)
+	_, hok := storesHistograms(backend)
 	st.dec.AcceptHistograms = hok
 	a.series.view(func() { err = st.dec.Decode(st.raw) })
 	if err != nil {
@@ -56,14 +56,11 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 	}
 	samples := a.batch(st.samples[:0], st.dec.Series, st.known)
 	st.samples = samples
-	if len(samples) > 0 || len(st.dec.Histograms) == 0 {
-		err = backend.WriteBatch(r.Context(), a.namespace(r), samples)
-	}
-	nh := 0
+	var hs []storage.HistogramSample
 	if len(st.dec.Histograms) > 0 {
-		hs := a.histogramBatch(nil, st.dec.Histograms, st.dec.Series, st.known)
-		nh, err = writeHistograms(r.Context(), hw, a.namespace(r), hs, err)
+		hs = a.histogramBatch(nil, st.dec.Histograms, st.dec.Series, st.known)
 	}
+	_, nh, err := writeBatch(r.Context(), backend, a.namespace(r), storage.Batch{Floats: samples, Histograms: hs})
 	a.remember(st, a.series, st.dec.Series, st.dec.Keys)
 	clear(st.samples) // drop refs and IDs until the next request
 	clear(st.known)

@@ -76,7 +76,7 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 		h.Set(headerExemplarsWritten, strconv.Itoa(exemplars))
 	}
 	written(0, 0, 0)
-	hw, hok := storesHistograms(backend)
+	_, hok := storesHistograms(backend)
 	d.AcceptHistograms = hok
 	if err := d.Decode(st.raw); err != nil {
 		return err
@@ -94,30 +94,21 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 	}
 	samples := a.batch(st.samples[:0], d.Series, st.known)
 	st.samples = samples
-	var err error
-	if len(samples) > 0 {
-		err = backend.WriteBatch(r.Context(), a.namespace(r), samples)
-	}
-	var frej *storage.RejectedError
-	errors.As(err, &frej)
-	nh := 0
+	var hs []storage.HistogramSample
 	if hok && len(d.Histograms) > 0 {
-		hs := a.histogramBatch(nil, d.Histograms, d.Series, st.known)
-		nh, err = writeHistograms(r.Context(), hw, a.namespace(r), hs, err)
+		hs = a.histogramBatch(nil, d.Histograms, d.Series, st.known)
+	}
+	var n, nh int
+	var err error
+	if len(samples) > 0 || len(hs) > 0 {
+		n, nh, err = writeBatch(r.Context(), backend, a.namespace(r), storage.Batch{Floats: samples, Histograms: hs})
 	}
 	a.remember(st, a.seriesV2, d.Series, d.Keys)
 	clear(st.samples)
 	clear(st.known)
 	clear(st.add)
 	st.add = st.add[:0]
-	n := len(samples) // written
-	var rej *storage.RejectedError
-	switch {
-	case errors.As(err, &rej):
-		if frej != nil {
-			n = max(0, n-frej.Total)
-		}
-	case err != nil:
+	if rej := (*storage.RejectedError)(nil); err != nil && !errors.As(err, &rej) {
 		return err // nothing acknowledged: the sender retries the request whole
 	}
 	written(n, nh, a.keepAux(backend, d.Meta, d.Series, d.Exemplars, d.ExemplarPairs))

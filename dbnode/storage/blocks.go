@@ -191,7 +191,7 @@ func (db *Database) LoadStreams(nsName string, shard uint32, series []SeriesStre
 // nil *Queued has nothing to wait for.
 type Queued struct {
 	floats queuedWrite
-	hists  queuedHist
+	hists  queuedWrite
 }
 
 // Wait returns once the samples are durable (sync mode: fsynced), or the
@@ -322,7 +322,7 @@ func (db *Database) QueueStreams(nsName string, shard uint32, series []SeriesStr
 	}
 	if len(hist) > 0 {
 		var err error
-		q.hists, err = db.queueHistograms(nsName, hist, true)
+		q.hists, err = db.queue(nsName, Batch{Histograms: hist}, true)
 		var rej *RejectedError
 		switch {
 		case errors.As(err, &rej):

@@ -211,7 +211,7 @@ func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
 			return nil
 		}
 		shard := ident.Shard(e.ID, db.opts.NumShards)
-		_, err := db.applyHistTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(e.ID), e.ID), e.T, e.H, e.FH)
+		_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(e.ID), e.ID), e.T, 0, &HistogramSample{H: e.H, FH: e.FH})
 		return err
 	}
 	cl, stats, err := commitlog.Open(commitlog.Options{
@@ -313,7 +313,24 @@ func (db *Database) LoadBatch(nsName string, batch []Sample) error {
 }
 
 func (db *Database) writeBatch(nsName string, batch []Sample, bootstrap bool) error {
-	w, err := db.queueBatch(nsName, batch, bootstrap)
+	return db.write(nsName, Batch{Floats: batch}, bootstrap)
+}
+
+// Write writes a batch of samples of every kind to namespace ns: the one
+// entry point of the write path. Each sample goes to its series' encoder
+// by its kind (float or native histogram); all of them go into one commit
+// log record, replayed entirely or not at all, and the batch is durable
+// once that record is. Errors as WriteBatch's; a *RejectedError's Index
+// is a position in the sample's own kind's slice, and its Histograms says
+// how many of the refused are histograms. A float and a histogram of one
+// series at one timestamp in one batch: the histogram is refused (type
+// conflict), as when the float came first.
+func (db *Database) Write(nsName string, b Batch) error {
+	return db.write(nsName, b, false)
+}
+
+func (db *Database) write(nsName string, b Batch, bootstrap bool) error {
+	w, err := db.queue(nsName, b, bootstrap)
 	if werr := w.wait(); werr != nil {
 		return werr
 	}
@@ -329,7 +346,8 @@ type queuedWrite struct {
 	ticket commitlog.Ticket
 	sc     *writeScratch // back to the pool after the wait; nil: none
 	nsName string
-	n      int
+	n      int // samples, of which hists are histograms
+	hists  int
 }
 
 // wait waits for the commit log exactly once and releases the scratch.
@@ -346,95 +364,161 @@ func (w *queuedWrite) wait() error {
 		return fmt.Errorf("write batch to namespace %s: %w", w.nsName, err)
 	}
 	db.metrics.written.Inc(int64(w.n))
+	if w.hists > 0 {
+		db.metrics.histWritten.Inc(int64(w.hists))
+	}
 	return nil
 }
 
-// queueBatch is writeBatch up to the commit log wait: the accepted samples
-// are in memory and queued in the commit log when it returns, and the
-// caller waits (queuedWrite.wait) before counting them durable. err is a
+// queue is write up to the commit log wait: the accepted samples are in
+// memory and queued in the commit log when it returns, and the caller
+// waits (queuedWrite.wait) before counting them durable. err is a
 // *RejectedError (the others were taken) or a failure (nothing to wait
 // for: the caller may retry the batch whole).
-func (db *Database) queueBatch(nsName string, batch []Sample, bootstrap bool) (queuedWrite, error) {
+func (db *Database) queue(nsName string, b Batch, bootstrap bool) (queuedWrite, error) {
 	ns, err := db.namespace(nsName)
 	if err != nil {
 		return queuedWrite{}, err
 	}
-	now := db.opts.Now()
-	var rejected *RejectedError
+	a := db.admission(ns, bootstrap)
+	sc := db.getScratch(len(b.Floats))
+	a.floats(nsName, b.Floats, sc)
+	if len(b.Histograms) > 0 {
+		nf := 0
+		if a.rejected != nil {
+			nf = a.rejected.Total
+		}
+		a.histograms(nsName, b.Histograms, sc)
+		if a.rejected != nil {
+			a.rejected.Histograms = a.rejected.Total - nf
+		}
+	}
+	if len(sc.entries) == 0 && len(sc.hentries) == 0 {
+		db.putScratch(sc)
+	} else {
+		w, err := db.logAndApply(ns, b, sc)
+		if err != nil {
+			return queuedWrite{}, fmt.Errorf("write batch to namespace %s: %w", nsName, err)
+		}
+		w.nsName = nsName
+		if a.rejected != nil {
+			return w, a.rejected
+		}
+		return w, nil
+	}
+	if a.rejected != nil {
+		return queuedWrite{}, a.rejected
+	}
+	return queuedWrite{}, nil
+}
+
+// admit is the admission of one write, of any kind: the namespace's
+// rules every sample is checked against before it is logged (time, shard,
+// the active series limit), written once for every kind, and the
+// rejections so far.
+type admit struct {
+	db        *Database
+	ns        *namespace
+	now       time.Time
+	numShards uint32
+	bootstrap bool
+	maxSeries int64
+	rejected  *RejectedError
+}
+
+func (db *Database) admission(ns *namespace, bootstrap bool) admit {
 	maxSeries := int64(db.opts.Limits.Config().MaxActiveSeries)
 	if bootstrap || maxSeries < 0 {
 		maxSeries = 0
 	}
-	sc := db.getScratch(len(batch))
+	return admit{db: db, ns: ns, now: db.opts.Now(), numShards: db.opts.NumShards, bootstrap: bootstrap, maxSeries: maxSeries}
+}
+
+func (a *admit) reject(i int, reason Reason, msg string) {
+	if a.rejected == nil {
+		a.rejected = &RejectedError{}
+	}
+	a.rejected.add(SampleError{Index: i, Reason: reason, Msg: msg})
+	a.db.metrics.rejected[reason].Inc(1)
+}
+
+// refused is the reason the namespace's rules refuse a sample of shard
+// at time t (msg says why), 0 if they take it.
+func (a *admit) refused(shard uint32, t int64) (Reason, string) {
+	reason, msg := a.ns.check(t, a.now)
+	if reason != 0 || shard >= a.numShards {
+		return a.refusal(reason, msg, shard)
+	}
+	return 0, ""
+}
+
+// refusal is refused past the time check, for a sample the check refused
+// (reason, msg) or of a shard out of range: the float hot path calls it
+// only then.
+func (a *admit) refusal(reason Reason, msg string, shard uint32) (Reason, string) {
+	if a.bootstrap && reason == ReasonColdDisabled {
+		reason, msg = 0, ""
+	}
+	if reason == 0 && shard >= a.numShards {
+		return ReasonBadID, fmt.Sprintf("shard %d out of range", shard)
+	}
+	return reason, msg
+}
+
+// series returns the series of admitted sample i (its series' id, shard
+// and the ref the caller kept, nil if none): the ref when it is live in
+// this namespace, else the series found or created; nil when the active
+// series limit refuses a new one (counted in rejected). Each accepted
+// sample's series is found (or created) before the commit log write, so
+// the log can record it by the ref kept in the series and memory is
+// written without a second lookup. A series created for a write the log
+// then fails stays empty and is dropped at the next tick.
+func (a *admit) series(i int, id []byte, shard uint32, ref *Series) *Series {
+	if ref != nil && ref.ns == a.ns.num {
+		return ref
+	}
+	return a.lookup(i, id, shard)
+}
+
+func (a *admit) lookup(i int, id []byte, shard uint32) *Series {
+	se, ok := a.ns.shard(shard).getOrCreateUpTo(a.ns, hashID(id), id, a.maxSeries)
+	if !ok {
+		// A replayed or streamed series is history already
+		// acknowledged: only new writes are limited.
+		a.reject(i, ReasonSeriesLimit, a.db.seriesLimitMsg(id))
+		a.db.opts.Limits.Count(limits.ActiveSeries)
+		return nil
+	}
+	return se
+}
+
+// floats admits the float samples of batch into sc: their series, their
+// indexes in batch and their commit log entries.
+func (a *admit) floats(nsName string, batch []Sample, sc *writeScratch) {
 	// Only a namespace that has taken histograms can hold a conflict: the
 	// common one pays one atomic load per batch, not a lock per sample.
-	checkHist := ns.hadHist.Load()
-	// Each accepted sample's series is found (or created) before the
-	// commit log write, so the log can record it by the ref kept in the
-	// series and memory is written without a second lookup. A series
-	// created for a write the log then fails stays empty and is dropped at
-	// the next tick.
+	checkHist := a.ns.hadHist.Load()
 	for i := range batch {
 		s := &batch[i]
-		reason, msg := ns.check(s.T, now)
-		if bootstrap && reason == ReasonColdDisabled {
-			reason = 0
-		}
-		if reason == 0 && s.Shard >= db.opts.NumShards {
-			reason, msg = ReasonBadID, fmt.Sprintf("shard %d out of range", s.Shard)
-		}
-		if reason != 0 {
-			if rejected == nil {
-				rejected = &RejectedError{}
-			}
-			rejected.add(SampleError{Index: i, Reason: reason, Msg: msg})
-			db.metrics.rejected[reason].Inc(1)
-			continue
-		}
-		se := s.Ref
-		if se == nil || se.ns != ns.num {
-			var ok bool
-			if se, ok = ns.shard(s.Shard).getOrCreateUpTo(ns, hashID(s.ID), s.ID, maxSeries); !ok {
-				// A replayed or streamed series is history already
-				// acknowledged: only new writes are limited.
-				if rejected == nil {
-					rejected = &RejectedError{}
-				}
-				rejected.add(SampleError{Index: i, Reason: ReasonSeriesLimit, Msg: db.seriesLimitMsg(s.ID)})
-				db.metrics.rejected[ReasonSeriesLimit].Inc(1)
-				db.opts.Limits.Count(limits.ActiveSeries)
+		// refused, spelt out: one call per sample, as before it was shared.
+		if reason, msg := a.ns.check(s.T, a.now); reason != 0 || s.Shard >= a.numShards {
+			if reason, msg = a.refusal(reason, msg, s.Shard); reason != 0 {
+				a.reject(i, reason, msg)
 				continue
 			}
 		}
-		if checkHist && se.holdsHistAt(ns.blockStart(s.T), s.T) {
-			if rejected == nil {
-				rejected = &RejectedError{}
-			}
-			rejected.add(SampleError{Index: i, Reason: ReasonTypeConflict, Msg: db.typeConflictMsg(s.ID, s.T, "native histogram")})
-			db.metrics.rejected[ReasonTypeConflict].Inc(1)
+		se := a.series(i, s.ID, s.Shard, s.Ref)
+		if se == nil {
+			continue
+		}
+		if checkHist && se.holdsHistAt(a.ns.blockStart(s.T), s.T) {
+			a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(s.ID, s.T, "native histogram"))
 			continue
 		}
 		sc.series = append(sc.series, se)
 		sc.index = append(sc.index, int32(i))
 		sc.entries = append(sc.entries, commitlog.Entry{Namespace: nsName, ID: se.ID(), Ref: &se.clRef, T: s.T, V: s.V})
 	}
-	if len(sc.entries) == 0 {
-		db.putScratch(sc)
-	} else {
-		w, err := db.logAndApply(ns, batch, sc)
-		if err != nil {
-			return queuedWrite{}, fmt.Errorf("write batch to namespace %s: %w", nsName, err)
-		}
-		w.nsName = nsName
-		if rejected != nil {
-			return w, rejected
-		}
-		return w, nil
-	}
-	if rejected != nil {
-		return queuedWrite{}, rejected
-	}
-	return queuedWrite{}, nil
 }
 
 // logAndApply queues the accepted samples in the commit log and applies
@@ -448,15 +532,20 @@ func (db *Database) queueBatch(nsName string, batch []Sample, bootstrap bool) (q
 // On a failure it has already waited (the queued entries live in sc, which
 // must not go back to the pool while queued, even when applying panics)
 // and released sc.
-func (db *Database) logAndApply(ns *namespace, batch []Sample, sc *writeScratch) (w queuedWrite, err error) {
+func (db *Database) logAndApply(ns *namespace, b Batch, sc *writeScratch) (w queuedWrite, err error) {
+	if len(sc.hentries) > 0 {
+		// Before the histograms are applied: a float write that starts
+		// after this checks its series for them (admit.floats).
+		ns.hadHist.Store(true)
+	}
 	db.writeMu.RLock()
 	defer db.writeMu.RUnlock()
-	ticket, err := db.cl.Enqueue(sc.entries)
+	ticket, err := db.cl.EnqueueWith(sc.entries, sc.hentries)
 	if err != nil {
 		db.putScratch(sc)
 		return queuedWrite{}, err
 	}
-	w = queuedWrite{db: db, ticket: ticket, sc: sc, n: len(sc.entries)}
+	w = queuedWrite{db: db, ticket: ticket, sc: sc, n: len(sc.entries) + len(sc.hentries), hists: len(sc.hentries)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -464,8 +553,14 @@ func (db *Database) logAndApply(ns *namespace, batch []Sample, sc *writeScratch)
 		}
 	}()
 	for k, se := range sc.series {
-		s := &batch[sc.index[k]]
-		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V); err != nil {
+		s := &b.Floats[sc.index[k]]
+		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V, nil); err != nil {
+			return queuedWrite{}, err
+		}
+	}
+	for k, se := range sc.hseries {
+		s := &b.Histograms[sc.hindex[k]]
+		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, 0, s); err != nil {
 			return queuedWrite{}, err
 		}
 	}
@@ -493,7 +588,7 @@ func (db *Database) logAndApplyEntries(ns *namespace, shard uint32, sc *writeScr
 	}()
 	for k, se := range sc.series {
 		e := &sc.entries[k]
-		if _, err = db.applyTo(ns, shard, se, e.T, e.V); err != nil {
+		if _, err = db.applyTo(ns, shard, se, e.T, e.V, nil); err != nil {
 			return queuedWrite{}, err
 		}
 	}
@@ -508,6 +603,10 @@ type writeScratch struct {
 	series  []*Series
 	index   []int32
 	entries []commitlog.Entry
+	// The same for the batch's histograms (none: never grown).
+	hseries  []*Series
+	hindex   []int32
+	hentries []commitlog.HistEntry
 }
 
 func (db *Database) getScratch(n int) *writeScratch {
@@ -527,23 +626,35 @@ func (db *Database) putScratch(sc *writeScratch) {
 	clear(sc.series) // drop references to series and caller IDs
 	clear(sc.entries)
 	sc.series, sc.index, sc.entries = sc.series[:0], sc.index[:0], sc.entries[:0]
+	if len(sc.hentries) > 0 { // and histograms
+		clear(sc.hseries)
+		clear(sc.hentries)
+		sc.hseries, sc.hindex, sc.hentries = sc.hseries[:0], sc.hindex[:0], sc.hentries[:0]
+	}
 	db.scratchPool.Put(sc)
 }
 
 // apply writes one sample to memory (commit log replay).
 func (db *Database) apply(ns *namespace, id []byte, shard uint32, t int64, v float64) error {
-	_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(id), id), t, v)
+	_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(id), id), t, v, nil)
 	return err
 }
 
-// applyTo writes one sample to series s of shard, and indexes the series
-// for the block the first time it opens a bucket there. If a flush or a
-// shard drop removed s from memory meanwhile, the series is looked up
-// again. It returns the series written.
-func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v float64) (*Series, error) {
+// applyTo writes one sample to series s of shard, to the encoder of its
+// kind: float v, or the native histogram of hs when it is not nil. It
+// indexes the series for the block the first time it opens a bucket
+// there. If a flush or a shard drop removed s from memory meanwhile, the
+// series is looked up again. It returns the series written.
+func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v float64, hs *HistogramSample) (*Series, error) {
 	bs := ns.blockStart(t)
 	for {
-		newBucket, err := s.write(bs, t, v)
+		var newBucket bool
+		var err error
+		if hs == nil {
+			newBucket, err = s.write(bs, t, v)
+		} else {
+			newBucket, err = s.writeHist(bs, t, hs.H, hs.FH)
+		}
 		if err == errSeriesRemoved {
 			s = ns.shard(shard).getOrCreate(ns, s.hash, s.ID())
 			continue

@@ -82,6 +82,9 @@ type SampleError struct {
 type RejectedError struct {
 	Total    int
 	ByReason map[Reason]int
+	// Histograms is how many of Total are native histogram samples, so
+	// that a batch of every kind can say how many of each were written.
+	Histograms int
 	// First few errors, for the message.
 	Examples []SampleError
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
-	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // HistogramSample is one native histogram sample of one series: H
@@ -289,116 +288,56 @@ func (s *Series) emptyLocked() bool {
 // reported in a *RejectedError (Index: position in batch); the rest is
 // durable in the commit log (sync mode) when it returns nil.
 func (db *Database) WriteHistograms(nsName string, batch []HistogramSample) error {
-	return db.writeHistograms(nsName, batch, false)
+	return db.write(nsName, Batch{Histograms: batch}, false)
 }
 
 // LoadHistograms is LoadBatch for histogram samples.
 func (db *Database) LoadHistograms(nsName string, batch []HistogramSample) error {
-	return db.writeHistograms(nsName, batch, true)
+	return db.write(nsName, Batch{Histograms: batch}, true)
 }
 
-func (db *Database) writeHistograms(nsName string, batch []HistogramSample, bootstrap bool) error {
-	w, err := db.queueHistograms(nsName, batch, bootstrap)
-	if werr := w.wait(); werr != nil {
-		return werr
-	}
-	return err
-}
-
-// queuedHist is queuedWrite for histogram samples.
-type queuedHist struct {
-	db     *Database
-	ticket commitlog.Ticket
-	nsName string
-	n      int
-}
-
-func (w *queuedHist) wait() error {
-	db := w.db
-	if db == nil {
-		return nil
-	}
-	w.db = nil
-	if err := w.ticket.Wait(); err != nil {
-		return fmt.Errorf("write histograms to namespace %s: %w", w.nsName, err)
-	}
-	db.metrics.written.Inc(int64(w.n))
-	db.metrics.histWritten.Inc(int64(w.n))
-	return nil
-}
-
-// queueHistograms is queueBatch for histogram samples.
-func (db *Database) queueHistograms(nsName string, batch []HistogramSample, bootstrap bool) (queuedHist, error) {
-	ns, err := db.namespace(nsName)
-	if err != nil {
-		return queuedHist{}, err
-	}
-	now := db.opts.Now()
-	var rejected *RejectedError
-	reject := func(i int, reason Reason, msg string) {
-		if rejected == nil {
-			rejected = &RejectedError{}
+// histograms admits the histogram samples of batch into sc, as floats
+// does the floats: also refused are invalid histograms and those of a
+// series holding a float at their timestamp, already or earlier in sc.
+func (a *admit) histograms(nsName string, batch []HistogramSample, sc *writeScratch) {
+	// A float of the same batch at the same series and time is not in
+	// memory yet: the histogram loses to it, as to one written before.
+	var floatAt map[seriesAt]bool
+	if len(sc.entries) > 0 {
+		floatAt = make(map[seriesAt]bool, len(sc.entries))
+		for k, se := range sc.series {
+			floatAt[seriesAt{se, sc.entries[k].T}] = true
 		}
-		rejected.add(SampleError{Index: i, Reason: reason, Msg: msg})
-		db.metrics.rejected[reason].Inc(1)
 	}
-	maxSeries := int64(db.opts.Limits.Config().MaxActiveSeries)
-	if bootstrap || maxSeries < 0 {
-		maxSeries = 0
-	}
-	series := make([]*Series, 0, len(batch))
-	index := make([]int32, 0, len(batch))
-	entries := make([]commitlog.HistEntry, 0, len(batch))
 	for i := range batch {
 		s := &batch[i]
-		reason, msg := ns.check(s.T, now)
-		if bootstrap && reason == ReasonColdDisabled {
-			reason = 0
-		}
-		if reason == 0 && s.Shard >= db.opts.NumShards {
-			reason, msg = ReasonBadID, fmt.Sprintf("shard %d out of range", s.Shard)
-		}
+		reason, msg := a.refused(s.Shard, s.T)
 		if reason == 0 {
 			if err := checkHistogram(s.H, s.FH); err != nil {
 				reason, msg = ReasonBadHistogram, fmt.Sprintf("histogram at %s: %v", fmtMs(s.T), err)
 			}
 		}
 		if reason != 0 {
-			reject(i, reason, msg)
+			a.reject(i, reason, msg)
 			continue
 		}
-		se := s.Ref
-		if se == nil || se.ns != ns.num {
-			var ok bool
-			if se, ok = ns.shard(s.Shard).getOrCreateUpTo(ns, hashID(s.ID), s.ID, maxSeries); !ok {
-				reject(i, ReasonSeriesLimit, db.seriesLimitMsg(s.ID))
-				db.opts.Limits.Count(limits.ActiveSeries)
-				continue
-			}
-		}
-		if se.holdsFloatAt(ns.blockStart(s.T), s.T) {
-			reject(i, ReasonTypeConflict, db.typeConflictMsg(s.ID, s.T, "float sample"))
+		se := a.series(i, s.ID, s.Shard, s.Ref)
+		if se == nil {
 			continue
 		}
-		series = append(series, se)
-		index = append(index, int32(i))
-		entries = append(entries, commitlog.HistEntry{Namespace: nsName, ID: se.ID(), Ref: &se.clRef, T: s.T, H: s.H, FH: s.FH})
-	}
-	var w queuedHist
-	if len(entries) > 0 {
-		// Before the histograms are applied: a float write that starts
-		// after this checks its series for them (queueBatch).
-		ns.hadHist.Store(true)
-		ticket, err := db.logAndApplyHist(ns, batch, series, index, entries)
-		if err != nil {
-			return queuedHist{}, fmt.Errorf("write histograms to namespace %s: %w", nsName, err)
+		if floatAt[seriesAt{se, s.T}] || se.holdsFloatAt(a.ns.blockStart(s.T), s.T) {
+			a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(s.ID, s.T, "float sample"))
+			continue
 		}
-		w = queuedHist{db: db, ticket: ticket, nsName: nsName, n: len(entries)}
+		sc.hseries = append(sc.hseries, se)
+		sc.hindex = append(sc.hindex, int32(i))
+		sc.hentries = append(sc.hentries, commitlog.HistEntry{Namespace: nsName, ID: se.ID(), Ref: &se.clRef, T: s.T, H: s.H, FH: s.FH})
 	}
-	if rejected != nil {
-		return w, rejected
-	}
-	return w, nil
+}
+
+type seriesAt struct {
+	s *Series
+	t int64
 }
 
 // checkHistogram refuses what Prometheus' TSDB refuses (Validate) and
@@ -417,52 +356,6 @@ func checkHistogram(h *histogram.Histogram, fh *histogram.FloatHistogram) error 
 			return err
 		}
 		return encoding.CheckFloatHistogram(fh)
-	}
-}
-
-// logAndApplyHist is logAndApply for histogram samples: it returns the
-// ticket to wait on, or, having waited already, the error.
-func (db *Database) logAndApplyHist(ns *namespace, batch []HistogramSample, series []*Series, index []int32, entries []commitlog.HistEntry) (_ commitlog.Ticket, err error) {
-	db.writeMu.RLock()
-	defer db.writeMu.RUnlock()
-	ticket, err := db.cl.EnqueueWith(nil, entries)
-	if err != nil {
-		return commitlog.Ticket{}, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = ticket.Wait() // the apply error is the one reported
-		}
-	}()
-	for k, se := range series {
-		s := &batch[index[k]]
-		if s.Ref, err = db.applyHistTo(ns, s.Shard, se, s.T, s.H, s.FH); err != nil {
-			return commitlog.Ticket{}, err
-		}
-	}
-	ok = true
-	return ticket, nil
-}
-
-// applyHistTo is applyTo for a histogram sample.
-func (db *Database) applyHistTo(ns *namespace, shard uint32, s *Series, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (*Series, error) {
-	bs := ns.blockStart(t)
-	for {
-		newBucket, err := s.writeHist(bs, t, h, fh)
-		if err == errSeriesRemoved {
-			s = ns.shard(shard).getOrCreate(ns, s.hash, s.ID())
-			continue
-		}
-		if err != nil {
-			return s, fmt.Errorf("shard %d: %w", shard, err)
-		}
-		if newBucket && ns.index != nil {
-			if err := ns.index.InsertString(s.id, bs); err != nil {
-				return s, fmt.Errorf("index series: %w", err)
-			}
-		}
-		return s, nil
 	}
 }
 

@@ -250,3 +250,50 @@ func TestFloatAndHistogramAtOneTimestampRefused(t *testing.T) {
 	require.Len(t, readAll(t, db, id, base, base+10_000), 2)
 	require.Len(t, readHists(t, db, id, base, base+10_000), 1)
 }
+
+// One Write takes a batch of every kind: each sample goes to its series'
+// encoder, the refusals of both kinds come back as one error that says
+// how many were histograms, a float and a histogram of one series at one
+// timestamp keep the float (as when written one after the other), and the
+// batch replays from the commit log whole.
+func TestWriteBatchOfEveryKind(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	dir := t.TempDir()
+	db := openDB(t, testOpts(dir, clk))
+	id, hid := sid("mixed", "k", "v"), sid("mixed_hist")
+	base := ms(t0)
+	bad := testHist(1)
+	bad.Count++ // buckets and count disagree
+	b := Batch{
+		Floats: []Sample{
+			{ID: id, Shard: db.Shard(id), T: base + 1000, V: 1.5},
+			{ID: id, Shard: db.Shard(id), T: base + 2000, V: 2.5},
+			{ID: id, Shard: db.Shard(id), T: ms(t0.Add(-48 * time.Hour)), V: 9}, // too old
+		},
+		Histograms: []HistogramSample{
+			{ID: id, Shard: db.Shard(id), T: base + 1000, H: testHist(1)}, // the float's timestamp
+			{ID: id, Shard: db.Shard(id), T: base + 3000, H: testHist(2)},
+			{ID: hid, Shard: db.Shard(hid), T: base + 1000, FH: testHist(3).ToFloat(nil)},
+			{ID: hid, Shard: db.Shard(hid), T: base + 2000, H: bad},
+		},
+	}
+	err := db.Write("default", b)
+	var rej *RejectedError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, 3, rej.Total, "%v", err)
+	require.Equal(t, 2, rej.Histograms)
+	require.Equal(t, 1, rej.ByReason[ReasonTypeConflict])
+	require.Equal(t, 1, rej.ByReason[ReasonBadHistogram])
+	require.NotNil(t, b.Floats[0].Ref, "written samples carry their series' ref")
+	require.NotNil(t, b.Histograms[2].Ref)
+	check := func(what string) {
+		t.Helper()
+		require.Len(t, readAll(t, db, id, base, base+10_000), 2, what)
+		require.Equal(t, wantHists(b.Histograms[1]), readHists(t, db, id, base, base+10_000), what)
+		require.Equal(t, wantHists(b.Histograms[2]), readHists(t, db, hid, base, base+10_000), what)
+	}
+	check("memory")
+	require.NoError(t, db.Close())
+	db = openDB(t, testOpts(dir, clk))
+	check("replayed")
+}

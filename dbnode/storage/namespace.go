@@ -14,7 +14,7 @@ import (
 type namespace struct {
 	// hadHist is set once the namespace has taken a native histogram
 	// sample: from then on a float write checks its series for a
-	// histogram at the same timestamp (queueBatch), which a namespace of
+	// histogram at the same timestamp (admit.floats), which a namespace of
 	// floats alone never pays for.
 	hadHist atomic.Bool
 	// num is this namespace's number, no other namespace of the process
