@@ -32,15 +32,21 @@ const testShards = 8
 func openDB(t *testing.T, clk *clock) (*storage.Database, string) {
 	t.Helper()
 	dir := t.TempDir()
+	return openDBAt(t, clk, dir, testShards), dir
+}
+
+// openDBAt opens (or reopens) the database in dir with numShards shards.
+func openDBAt(t *testing.T, clk *clock, dir string, numShards uint32) *storage.Database {
+	t.Helper()
 	db, err := storage.Open(storage.Options{
 		Dir: dir,
 		Namespaces: []storage.NamespaceOptions{{Name: "default", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
 			BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true}},
-		NumShards: testShards, CommitLogMode: commitlog.ModeSync, Now: clk.Now,
+		NumShards: numShards, CommitLogMode: commitlog.ModeSync, Now: clk.Now,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	return db, dir
+	return db
 }
 
 func seriesID(i int) []byte {
@@ -119,7 +125,8 @@ func restoreInto(t *testing.T, clk *clock, b objstore.Bucket, id string) (*stora
 	db, _ := openDB(t, clk)
 	m, err := ReadManifest(context.Background(), b, id)
 	require.NoError(t, err)
-	r := NewRestorer(b, m, db, nil)
+	r, err := NewRestorer(b, m, testShards, db, nil)
+	require.NoError(t, err)
 	require.NoError(t, r.Restore(context.Background(), allShards()))
 	return db, r.Report()
 }

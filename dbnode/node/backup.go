@@ -253,8 +253,8 @@ func (a *backupAdmin) upload(w http.ResponseWriter, r *http.Request) {
 }
 
 // openRestore builds the backup bootstrapper from bootstrap.restore, or
-// nil when none is configured. A missing manifest or a backup of another
-// shard count fails start-up, naming the field.
+// nil when none is configured. A missing manifest fails start-up, naming
+// the field; a backup of another shard count is re-sharded as it loads.
 func (n *Node) openRestore(ctx context.Context, db *storage.Database) (*backup.Restorer, func(), error) {
 	rc := n.cfg.Bootstrap.Restore
 	if !rc.Enabled() {
@@ -275,13 +275,18 @@ func (n *Node) openRestore(ctx context.Context, db *storage.Database) (*backup.R
 		b.Close()
 		return nil, nil, fmt.Errorf("bootstrap.restore.backup: %w", err)
 	}
-	if m.NumShards != uint32(n.cfg.Cluster.NumShards) {
+	r, err := backup.NewRestorer(b, m, uint32(n.cfg.Cluster.NumShards), restoreDB{db}, n.log.With("component", "restore"))
+	if err != nil {
 		b.Close()
-		return nil, nil, fmt.Errorf("bootstrap.restore.backup: backup %s has %d shards, cluster.numShards is %d: a restore keeps the shard count",
-			m.ID, m.NumShards, n.cfg.Cluster.NumShards)
+		return nil, nil, fmt.Errorf("bootstrap.restore.backup: %w", err)
 	}
-	n.log.Info("restore from backup enabled: shards of a fresh cluster load from it", "backup", m.ID, "shards", len(m.Shards))
-	return backup.NewRestorer(b, m, restoreDB{db}, n.log.With("component", "restore")), func() { b.Close() }, nil
+	if r.Resharded() {
+		n.log.Info("restore from backup enabled, into another shard count: every series is re-hashed, and each node reads every backup shard that can hold series of its shards",
+			"backup", m.ID, "backup_shards", m.NumShards, "cluster_shards", n.cfg.Cluster.NumShards)
+	} else {
+		n.log.Info("restore from backup enabled: shards of a fresh cluster load from it", "backup", m.ID, "shards", len(m.Shards))
+	}
+	return r, func() { b.Close() }, nil
 }
 
 // restoreDB adapts storage to backup.RestoreDB.
