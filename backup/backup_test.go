@@ -105,13 +105,19 @@ func allShards() []uint32 {
 // backupDB snapshots db, uploads every shard and writes the manifest.
 func backupDB(t *testing.T, db *storage.Database, dir string, b objstore.Bucket, id string) (*Manifest, Progress) {
 	t.Helper()
+	return backupDBFrom(t, db, dir, b, id, nil)
+}
+
+// backupDBFrom is backupDB referencing unchanged volumes of prev.
+func backupDBFrom(t *testing.T, db *storage.Database, dir string, b objstore.Bucket, id string, prev *Manifest) (*Manifest, Progress) {
+	t.Helper()
 	ctx := context.Background()
 	meta, err := snapshot.Create(db, dir, snapshot.Options{ID: id, NodeID: "n1"})
 	require.NoError(t, err)
 	s, err := snapshot.OpenID(dir, meta.ID)
 	require.NoError(t, err)
 	defer s.Close()
-	entries, p, err := Upload(ctx, b, s, UploadOptions{Shards: allShards(), Concurrency: 3})
+	entries, p, err := Upload(ctx, b, s, UploadOptions{Shards: allShards(), Concurrency: 3, Previous: prev})
 	require.NoError(t, err)
 	m := &Manifest{FormatVersion: FormatVersion, ID: id, StartedMs: meta.CreatedMs, NumShards: testShards, Shards: entries}
 	summarizeManifest(m)
@@ -173,8 +179,9 @@ func backupScenario(t *testing.T, b objstore.Bucket, objectFile func(key string)
 	// More writes to the open block only: the flushed blocks' parts are
 	// referenced, not uploaded again.
 	write(t, db, n, clk.Now().UnixMilli()+1000)
-	m2, p2 := backupDB(t, db, dir, b, "second")
+	m2, p2 := backupDBFrom(t, db, dir, b, "second", m1)
 	require.Equal(t, blocks, p2.Skipped, "every block part found in the bucket")
+	require.Equal(t, blocks, p2.Reused, "every block part referenced without reading its volume")
 	require.Equal(t, p2.Parts-blocks, p2.Uploaded, "only unflushed parts uploaded")
 
 	want := readAllSeries(t, db, n)

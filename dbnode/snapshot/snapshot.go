@@ -322,6 +322,8 @@ type Snapshot struct {
 	// builds its dictionary decoder, which per shard made a 4096-shard
 	// node's backup 16k volume opens.
 	vols map[fileset.BlockID]*openVolume
+	// digests are the volumes' checkpoint digests read so far.
+	digests map[fileset.BlockID]fileset.VolumeDigest
 }
 
 type openVolume struct {
@@ -436,6 +438,35 @@ func (s *Snapshot) BlockPart(e BlockEntry) (part []byte, series, samples int, er
 	}
 	h := PartHeader{Namespace: e.Namespace, Shard: e.Shard, NumShards: s.Meta.NumShards, BlockStart: e.BlockStart, BlockSize: e.BlockSize}
 	return EncodeBlock(h, out), len(out), samples, nil
+}
+
+// VolumeDigest returns the checkpoint digest of the volume block e is a
+// section of (false for a version 1 fileset, which has no volume). It
+// reads the checkpoint only, once per volume: an incremental backup
+// compares it with the digest its previous backup recorded for the part,
+// to reference that part instead of reading the block again.
+func (s *Snapshot) VolumeDigest(e BlockEntry) (fileset.VolumeDigest, bool, error) {
+	if e.Version == 1 {
+		return fileset.VolumeDigest{}, false, nil
+	}
+	id := fileset.BlockID{Namespace: e.Namespace, BlockStart: e.BlockStart, Volume: e.Volume}
+	s.mu.Lock()
+	d, ok := s.digests[id]
+	s.mu.Unlock()
+	if ok {
+		return d, true, nil
+	}
+	d, err := fileset.ReadVolumeDigest(vfs.OS(), filepath.Join(s.Dir, "data"), id)
+	if err != nil {
+		return fileset.VolumeDigest{}, false, fmt.Errorf("block %d of shard %d (%s): %w", e.BlockStart, e.Shard, e.Namespace, err)
+	}
+	s.mu.Lock()
+	if s.digests == nil {
+		s.digests = map[fileset.BlockID]fileset.VolumeDigest{}
+	}
+	s.digests[id] = d
+	s.mu.Unlock()
+	return d, true, nil
 }
 
 // UnflushedPart reads one shard's in-memory samples as copied.
