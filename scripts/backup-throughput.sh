@@ -39,7 +39,7 @@ run() { # ID: back up, print the manifest's totals and the wall time
 import json, sys
 m = json.load(open(sys.argv[1])); t = float(sys.argv[3]) - float(sys.argv[2]); tot = m["totals"]
 n = int(sys.argv[4]) * int(sys.argv[5])
-print(f"{sys.argv[6]}: {tot['objects']} parts, {tot['bytes']/1e6:.1f} MB; uploaded {tot['uploadedObjects']} parts, "
+print(f"{sys.argv[6]}: {tot['objects']} parts, {tot['bytes']/1e6:.1f} MB; {tot.get('reusedObjects', 0)} referenced unread; uploaded {tot['uploadedObjects']} parts, "
       f"{tot['uploadedBytes']/1e6:.1f} MB in {t:.1f} s = {tot['uploadedBytes']/1e6/t:.1f} MB/s, "
       f"{n/t/1e6:.2f} M samples/s of the node's {n/1e6:.0f} M")
 PY

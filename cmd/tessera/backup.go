@@ -219,8 +219,8 @@ run it again with the same --id to resume.`,
 						return
 					}
 					last[node] = time.Now()
-					fmt.Fprintf(errw, "%s: %d/%d parts, %d uploaded (%s), %d already in the bucket\n",
-						node, pr.Done, pr.Parts, pr.Uploaded, human(pr.BytesUploaded), pr.Skipped)
+					fmt.Fprintf(errw, "%s: %d/%d parts, %d uploaded (%s), %d already in the bucket (%d of unchanged volumes, not read)\n",
+						node, pr.Done, pr.Parts, pr.Uploaded, human(pr.BytesUploaded), pr.Skipped, pr.Reused)
 				}})
 			if err != nil {
 				return err
@@ -229,9 +229,10 @@ run it again with the same --id to resume.`,
 				return printJSON(cmd.OutOrStdout(), m)
 			}
 			took := time.Duration(m.FinishedMs-m.StartedMs) * time.Millisecond
-			fmt.Fprintf(cmd.OutOrStdout(), "backup %s: %d shards, %d parts (%s), %d flushed samples; uploaded %d parts (%s), %d already in the bucket; took %v\n",
+			fmt.Fprintf(cmd.OutOrStdout(), "backup %s: %d shards, %d parts (%s), %d flushed samples; uploaded %d parts (%s), %d already in the bucket (%d of volumes unchanged since %q, not read); took %v\n",
 				m.ID, len(m.Shards), m.Totals.Objects, human(m.Totals.Bytes), m.Totals.Samples,
-				m.Totals.UploadedObjects, human(m.Totals.UploadedBytes), m.Totals.Objects-m.Totals.UploadedObjects, took.Round(time.Millisecond))
+				m.Totals.UploadedObjects, human(m.Totals.UploadedBytes), m.Totals.Objects-m.Totals.UploadedObjects,
+				m.Totals.ReusedObjects, m.Previous, took.Round(time.Millisecond))
 			return nil
 		},
 	}
