@@ -399,9 +399,11 @@ func backupRestoreCommand() *cobra.Command {
       bucketConfigFile: /etc/tessera/bucket.yml
       backup: <ID>
 
-and create its placement (any number of nodes, RF and isolation groups; the
-shard count must be the backup's). Each node loads the shards the placement
-gives it from the bucket, checking every checksum, and marks them AVAILABLE.
+and create its placement (any number of nodes, RF, isolation groups and
+shard count; with another shard count than the backup's every series is
+re-hashed, and each node reads every backup shard that can hold series of
+its own). Each node loads the shards the placement gives it from the
+bucket, checking every checksum, and marks them AVAILABLE.
 
 This command checks the backup against the cluster's placement, waits until
 no shard is INITIALIZING, and reports what each node restored and every
@@ -427,12 +429,14 @@ damaged part (what it cost). It exits non-zero when a part was damaged.`,
 				p  placement.Placement
 				st []backup.RestoreState
 			)
-			for {
+			for said := false; ; {
 				if p, err = backup.FetchPlacement(ctx, c, nf.url); err != nil {
 					return err
 				}
-				if p.NumShards != m.NumShards {
-					return fmt.Errorf("backup %s has %d shards, the cluster's placement %d: a restore keeps the shard count", m.ID, m.NumShards, p.NumShards)
+				if p.NumShards != m.NumShards && !said {
+					said = true
+					fmt.Fprintf(cmd.ErrOrStderr(), "backup %s has %d shards, the cluster %d: every series is re-hashed, each node reads every backup shard that can hold series of its shards\n",
+						m.ID, m.NumShards, p.NumShards)
 				}
 				st = backup.FetchRestoreStatus(ctx, c, nf.scheme(), p)
 				pending := 0
