@@ -168,6 +168,8 @@ func TestBackupRestoreIntoAnyPlacement(t *testing.T) {
 	m2, err := backup.Create(ctx, b, backup.CreateOptions{ID: "b2", BucketConfig: conf, Placement: p})
 	require.NoError(t, err)
 	require.LessOrEqual(t, m2.Totals.UploadedObjects, m2.Totals.Objects-blocks, "no block part uploaded again")
+	require.Equal(t, "b1", m2.Previous)
+	require.Positive(t, m2.Totals.ReusedObjects, "sealed blocks referenced from b1 without reading them")
 	t.Logf("first backup %d parts %d bytes; second uploaded %d of %d parts, %d bytes",
 		m1.Totals.Objects, m1.Totals.UploadedBytes, m2.Totals.UploadedObjects, m2.Totals.Objects, m2.Totals.UploadedBytes)
 	stop.Store(true)
