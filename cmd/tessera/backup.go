@@ -307,7 +307,20 @@ func backupVerifyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := backup.Verify(cmd.Context(), b, m, backup.VerifyOptions{Fraction: sample, Concurrency: concurrency})
+			var (
+				mu   sync.Mutex
+				last time.Time
+			)
+			res, err := backup.Verify(cmd.Context(), b, m, backup.VerifyOptions{Fraction: sample, Concurrency: concurrency,
+				Progress: func(done, total int) {
+					mu.Lock()
+					defer mu.Unlock()
+					if done < total && time.Since(last) < 2*time.Second {
+						return
+					}
+					last = time.Now()
+					fmt.Fprintf(cmd.ErrOrStderr(), "verify %s: %d/%d parts checked\n", m.ID, done, total)
+				}})
 			if err != nil {
 				return err
 			}
