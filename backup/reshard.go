@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/snapshot"
@@ -123,6 +124,8 @@ func (r *Restorer) restoreResharded(ctx context.Context, shards []uint32) error 
 		pending = 0
 		return nil
 	}
+	ahead, stop := r.prefetch(ctx, jobs)
+	defer stop()
 	for i, j := range jobs {
 		// Between two block starts, install what was gathered once it is
 		// big enough; within one, only far past the bound.
@@ -133,7 +136,7 @@ func (r *Restorer) restoreResharded(ctx context.Context, shards []uint32) error 
 				return err
 			}
 		}
-		buf, err := fetchPart(ctx, r.bucket, j.src, j.ref)
+		buf, err := ahead.next(ctx, i)
 		if errors.Is(err, ErrDamaged) {
 			d := damageOf(j.src, j.ref, err)
 			d.SourceNumShards = r.m.NumShards
@@ -222,4 +225,58 @@ func keepSeries(series []fileset.Series, numShards uint32, want []bool) ([]files
 		out = append(out, fileset.Series{ID: id, Data: arena[at:len(arena):len(arena)], Samples: s.Samples})
 	}
 	return out, int64(size)
+}
+
+// fetchAhead is how many parts a re-sharding restore downloads at once,
+// ahead of the one it decodes: it reads every part of many source shards
+// in one call, where the same-count restore has the bootstrapper's
+// workers fetching in parallel.
+const fetchAhead = 4
+
+type fetched struct {
+	buf []byte
+	err error
+}
+
+// prefetched delivers jobs' parts in order, downloaded up to fetchAhead
+// at once.
+type prefetched struct {
+	out  []chan fetched
+	slot chan struct{}
+}
+
+// next waits for job i's part (its turn: call for i = 0, 1, ...).
+func (p *prefetched) next(ctx context.Context, i int) ([]byte, error) {
+	select {
+	case f := <-p.out[i]:
+		<-p.slot
+		return f.buf, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// prefetch starts downloading jobs' parts in order; stop cancels what is
+// left and waits for the downloads in flight.
+func (r *Restorer) prefetch(ctx context.Context, jobs []reshardJob) (*prefetched, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &prefetched{out: make([]chan fetched, len(jobs)), slot: make(chan struct{}, fetchAhead)}
+	for i := range p.out {
+		p.out[i] = make(chan fetched, 1)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i, j := range jobs {
+			select {
+			case p.slot <- struct{}{}: // released by next
+			case <-ctx.Done():
+				return
+			}
+			wg.Go(func() {
+				buf, err := fetchPart(ctx, r.bucket, j.src, j.ref)
+				p.out[i] <- fetched{buf, err}
+			})
+		}
+	})
+	return p, func() { cancel(); wg.Wait() }
 }
