@@ -124,6 +124,32 @@ func (r *Restorer) restoreResharded(ctx context.Context, shards []uint32) error 
 		pending = 0
 		return nil
 	}
+	type streamKey struct {
+		ns    string
+		shard uint32
+	}
+	var (
+		streamsOf   = map[streamKey][]storage.SeriesStream{}
+		streamBytes int64
+	)
+	loadStreams := func() error {
+		keys := slices.SortedFunc(maps.Keys(streamsOf), func(a, b streamKey) int {
+			return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.shard, b.shard))
+		})
+		for _, k := range keys {
+			series := streamsOf[k]
+			slices.SortFunc(series, func(a, b storage.SeriesStream) int { return bytes.Compare(a.ID, b.ID) })
+			n, err := r.db.LoadStreams(k.ns, k.shard, series)
+			var rej *storage.RejectedError
+			if err != nil && !errors.As(err, &rej) { // out of retention by now: nothing to keep
+				return fmt.Errorf("restore shard %d: load unflushed samples: %w", k.shard, err)
+			}
+			samples += int64(n)
+		}
+		clear(streamsOf)
+		streamBytes = 0
+		return nil
+	}
 	ahead, stop := r.prefetch(ctx, jobs)
 	defer stop()
 	for i, j := range jobs {
@@ -174,20 +200,25 @@ func (r *Restorer) restoreResharded(ctx context.Context, shards []uint32) error 
 		if err != nil {
 			return fmt.Errorf("restore: %s: %w", j.ref.Key, err)
 		}
-		byShard := map[uint32][]storage.SeriesStream{}
+		// Gathered per shard over the source parts, so each shard's
+		// memory is one commit log write and wait, not one per source
+		// part (thousands of fsync waits for a 1000-shard node).
 		for _, s := range streams {
 			if t := ident.Shard(s.ID, r.numShards); want[t] {
-				byShard[t] = append(byShard[t], s)
+				k := streamKey{h.Namespace, t}
+				c, size := copyStream(s)
+				streamsOf[k] = append(streamsOf[k], c)
+				streamBytes += size
 			}
 		}
-		for _, t := range slices.Sorted(maps.Keys(byShard)) {
-			n, err := r.db.LoadStreams(h.Namespace, t, byShard[t])
-			var rej *storage.RejectedError
-			if err != nil && !errors.As(err, &rej) { // out of retention by now: nothing to keep
-				return fmt.Errorf("restore shard %d: load unflushed samples from source shard %d: %w", t, j.src, err)
+		if streamBytes >= loadBatchBytes {
+			if err := loadStreams(); err != nil {
+				return err
 			}
-			samples += int64(n)
 		}
+	}
+	if err := loadStreams(); err != nil {
+		return err
 	}
 	if err := flush(); err != nil {
 		return err
@@ -223,6 +254,29 @@ func keepSeries(series []fileset.Series, numShards uint32, want []bool) ([]files
 		at = len(arena)
 		arena = append(arena, s.Data...)
 		out = append(out, fileset.Series{ID: id, Data: arena[at:len(arena):len(arena)], Samples: s.Samples})
+	}
+	return out, int64(size)
+}
+
+// copyStream copies an unflushed series out of the part it was decoded
+// from (which would otherwise stay in memory for it) into one buffer.
+func copyStream(s storage.SeriesStream) (storage.SeriesStream, int64) {
+	size := len(s.ID) + len(s.Stream)
+	for _, h := range s.Histograms {
+		size += len(h)
+	}
+	arena := make([]byte, 0, size)
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		at := len(arena)
+		arena = append(arena, b...)
+		return arena[at:len(arena):len(arena)]
+	}
+	out := storage.SeriesStream{ID: take(s.ID), Stream: take(s.Stream)}
+	for _, h := range s.Histograms {
+		out.Histograms = append(out.Histograms, take(h))
 	}
 	return out, int64(size)
 }
