@@ -32,15 +32,21 @@ const testShards = 8
 func openDB(t *testing.T, clk *clock) (*storage.Database, string) {
 	t.Helper()
 	dir := t.TempDir()
+	return openDBAt(t, clk, dir, testShards), dir
+}
+
+// openDBAt opens (or reopens) the database in dir with numShards shards.
+func openDBAt(t *testing.T, clk *clock, dir string, numShards uint32) *storage.Database {
+	t.Helper()
 	db, err := storage.Open(storagetest.Options(storage.Options{
 		Dir: dir,
 		Namespaces: []storage.NamespaceOptions{{Name: "default", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
 			BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true}},
-		NumShards: testShards, CommitLogMode: commitlog.ModeSync, Now: clk.Now,
+		NumShards: numShards, CommitLogMode: commitlog.ModeSync, Now: clk.Now,
 	}))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	return db, dir
+	return db
 }
 
 func seriesID(i int) []byte {
@@ -99,13 +105,19 @@ func allShards() []uint32 {
 // backupDB snapshots db, uploads every shard and writes the manifest.
 func backupDB(t *testing.T, db *storage.Database, dir string, b objstore.Bucket, id string) (*Manifest, Progress) {
 	t.Helper()
+	return backupDBFrom(t, db, dir, b, id, nil)
+}
+
+// backupDBFrom is backupDB referencing unchanged volumes of prev.
+func backupDBFrom(t *testing.T, db *storage.Database, dir string, b objstore.Bucket, id string, prev *Manifest) (*Manifest, Progress) {
+	t.Helper()
 	ctx := context.Background()
 	meta, err := snapshot.Create(db, dir, snapshot.Options{ID: id, NodeID: "n1"})
 	require.NoError(t, err)
 	s, err := snapshot.OpenID(dir, meta.ID)
 	require.NoError(t, err)
 	defer s.Close()
-	entries, p, err := Upload(ctx, b, s, UploadOptions{Shards: allShards(), Concurrency: 3})
+	entries, p, err := Upload(ctx, b, s, UploadOptions{Shards: allShards(), Concurrency: 3, Previous: prev})
 	require.NoError(t, err)
 	m := &Manifest{FormatVersion: FormatVersion, ID: id, StartedMs: meta.CreatedMs, NumShards: testShards, Shards: entries}
 	summarizeManifest(m)
@@ -119,7 +131,8 @@ func restoreInto(t *testing.T, clk *clock, b objstore.Bucket, id string) (*stora
 	db, _ := openDB(t, clk)
 	m, err := ReadManifest(context.Background(), b, id)
 	require.NoError(t, err)
-	r := NewRestorer(b, m, db, nil)
+	r, err := NewRestorer(b, m, testShards, db, nil)
+	require.NoError(t, err)
 	require.NoError(t, r.Restore(context.Background(), allShards()))
 	return db, r.Report()
 }
@@ -166,8 +179,9 @@ func backupScenario(t *testing.T, b objstore.Bucket, objectFile func(key string)
 	// More writes to the open block only: the flushed blocks' parts are
 	// referenced, not uploaded again.
 	write(t, db, n, clk.Now().UnixMilli()+1000)
-	m2, p2 := backupDB(t, db, dir, b, "second")
+	m2, p2 := backupDBFrom(t, db, dir, b, "second", m1)
 	require.Equal(t, blocks, p2.Skipped, "every block part found in the bucket")
+	require.Equal(t, blocks, p2.Reused, "every block part referenced without reading its volume")
 	require.Equal(t, p2.Parts-blocks, p2.Uploaded, "only unflushed parts uploaded")
 
 	want := readAllSeries(t, db, n)

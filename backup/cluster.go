@@ -43,6 +43,10 @@ type UploadRequest struct {
 	// BytesPerSecond bounds this node's upload (0: unbounded).
 	BytesPerSecond int64 `json:"bytesPerSecond"`
 	Concurrency    int   `json:"concurrency"`
+	// Previous is the bucket's latest complete backup, if any: the node
+	// references its parts of unchanged sealed volumes without reading
+	// them (UploadOptions.Previous).
+	Previous string `json:"previous,omitempty"`
 }
 
 // UploadLine is one line of the upload's NDJSON answer: progress lines,
@@ -111,6 +115,7 @@ func Create(ctx context.Context, b objstore.Bucket, o CreateOptions) (*Manifest,
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %w", o.ID, err)
 	}
+	previous := latestID(ctx, b)
 	var (
 		mu      sync.Mutex
 		entries []ShardEntry
@@ -124,7 +129,7 @@ func Create(ctx context.Context, b objstore.Bucket, o CreateOptions) (*Manifest,
 			continue
 		}
 		wg.Go(func() {
-			e, pr, err := backupNode(ctx, o, in, shards)
+			e, pr, err := backupNode(ctx, o, in, shards, previous)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -135,6 +140,7 @@ func Create(ctx context.Context, b objstore.Bucket, o CreateOptions) (*Manifest,
 			total.Parts += pr.Parts
 			total.Uploaded += pr.Uploaded
 			total.Skipped += pr.Skipped
+			total.Reused += pr.Reused
 			total.BytesUploaded += pr.BytesUploaded
 		})
 	}
@@ -143,8 +149,9 @@ func Create(ctx context.Context, b objstore.Bucket, o CreateOptions) (*Manifest,
 		return nil, fmt.Errorf("backup %s incomplete (run it again with --id %s to resume): %w", o.ID, o.ID, err)
 	}
 	m := &Manifest{FormatVersion: FormatVersion, ID: o.ID, StartedMs: started.UnixMilli(), PlacementVersion: p.Version,
-		NumShards: p.NumShards, ReplicaFactor: p.ReplicaFactor, Shards: entries}
+		NumShards: p.NumShards, ReplicaFactor: p.ReplicaFactor, Shards: entries, Previous: previous}
 	summarizeManifest(m)
+	m.Totals.ReusedObjects = total.Reused
 	m.Totals.UploadedObjects, m.Totals.UploadedBytes = total.Uploaded, total.BytesUploaded
 	m.FinishedMs = o.Now().UnixMilli()
 	if err := m.Validate(); err != nil {
@@ -157,6 +164,17 @@ func Create(ctx context.Context, b objstore.Bucket, o CreateOptions) (*Manifest,
 		return m, fmt.Errorf("backup %s complete; clearing its in-progress mark failed (prune waits for its grace): %w", o.ID, err)
 	}
 	return m, nil
+}
+
+// latestID is the newest complete backup in the bucket ("" when there is
+// none or the bucket cannot be listed: the nodes then read every block,
+// which costs time, never correctness).
+func latestID(ctx context.Context, b objstore.Bucket) string {
+	ms, err := List(ctx, b)
+	if err != nil || len(ms) == 0 {
+		return ""
+	}
+	return ms[len(ms)-1].ID
 }
 
 // summarizeManifest fills namespaces, time range and totals from the
@@ -255,7 +273,7 @@ func probe(ctx context.Context, c *http.Client, url string) error {
 
 // backupNode has one node snapshot (or reuse the snapshot of a run being
 // resumed) and upload its shards, then deletes the snapshot.
-func backupNode(ctx context.Context, o CreateOptions, in placement.Instance, shards []uint32) ([]ShardEntry, Progress, error) {
+func backupNode(ctx context.Context, o CreateOptions, in placement.Instance, shards []uint32, previous string) ([]ShardEntry, Progress, error) {
 	base := o.Scheme + "://" + in.HTTPEndpoint
 	body, _ := json.Marshal(map[string]string{"id": o.ID})
 	code, msg, err := call(ctx, o.Client, http.MethodPost, base+SnapshotPath, body)
@@ -266,7 +284,7 @@ func backupNode(ctx context.Context, o CreateOptions, in placement.Instance, sha
 		return nil, Progress{}, fmt.Errorf("snapshot: %d %s", code, msg)
 	}
 	req, _ := json.Marshal(UploadRequest{BucketConfig: string(o.BucketConfig), Snapshot: o.ID, Shards: shards,
-		BytesPerSecond: o.BytesPerSecond, Concurrency: o.Concurrency})
+		BytesPerSecond: o.BytesPerSecond, Concurrency: o.Concurrency, Previous: previous})
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+UploadPath, bytes.NewReader(req))
 	if err != nil {
 		return nil, Progress{}, err

@@ -70,6 +70,9 @@ type Manifest struct {
 	MaxTime int64        `json:"maxTime"`
 	Shards  []ShardEntry `json:"shards"`
 	Totals  Totals       `json:"totals"`
+	// Previous is the backup whose parts of unchanged sealed volumes this
+	// one referenced without reading them ("": none).
+	Previous string `json:"previous,omitempty"`
 }
 
 // NamespaceInfo is a namespace as backed up.
@@ -87,6 +90,9 @@ type Totals struct {
 	// bucket already (an earlier backup, or the run this one resumed).
 	UploadedObjects int   `json:"uploadedObjects"`
 	UploadedBytes   int64 `json:"uploadedBytes"`
+	// ReusedObjects were referenced from Previous without reading their
+	// volume (a subset of the referenced ones).
+	ReusedObjects int `json:"reusedObjects,omitempty"`
 }
 
 // ShardEntry is one shard of a backup: the replica it came from and its
@@ -115,6 +121,21 @@ type ObjectRef struct {
 	BlockSize  int64  `json:"blockSize,omitempty"`
 	Series     int    `json:"series"`
 	Samples    int    `json:"samples,omitempty"`
+	// From names the sealed volume a block part was read from; nil for
+	// unflushed parts and version 1 filesets.
+	From *PartSource `json:"from,omitempty"`
+}
+
+// PartSource is the sealed volume a block part was read from: the node,
+// the volume index and the digest its checkpoint holds (sizes and CRC32C
+// of its files). Volumes are immutable once sealed and new data for a
+// block goes to a new volume index, so the next backup finding the same
+// node, namespace, shard, block, volume and digest references this part
+// without reading the volume again.
+type PartSource struct {
+	Node       string `json:"node"`
+	Volume     int    `json:"volume"`
+	Checkpoint string `json:"checkpoint"`
 }
 
 // Validate checks what a restore relies on.

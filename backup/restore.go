@@ -29,8 +29,11 @@ type RestoreDB interface {
 type Restorer struct {
 	bucket objstore.Bucket
 	m      *Manifest
-	db     RestoreDB
-	log    *slog.Logger
+	// numShards is the restoring cluster's shard count; when it differs
+	// from the backup's, every series is re-hashed (restoreResharded).
+	numShards uint32
+	db        RestoreDB
+	log       *slog.Logger
 
 	mu     sync.Mutex
 	report RestoreReport
@@ -48,13 +51,31 @@ type RestoreReport struct {
 	LastShardDone int64    `json:"lastShardDoneMs,omitempty"`
 }
 
-// NewRestorer returns the restore source for backup m. The caller checks
-// that m.NumShards equals the cluster's.
-func NewRestorer(b objstore.Bucket, m *Manifest, db RestoreDB, log *slog.Logger) *Restorer {
+// NewRestorer returns the restore source for backup m into a cluster of
+// numShards shards. With the backup's own shard count each shard loads
+// its own parts; with another, each shard's series are picked out of the
+// parts of every source shard that can hold them (restoreResharded).
+func NewRestorer(b objstore.Bucket, m *Manifest, numShards uint32, db RestoreDB, log *slog.Logger) (*Restorer, error) {
+	if numShards == 0 {
+		return nil, fmt.Errorf("restore backup %s: the cluster's shard count is 0", m.ID)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Restorer{bucket: b, m: m, db: db, log: log, report: RestoreReport{Backup: m.ID}}
+	return &Restorer{bucket: b, m: m, numShards: numShards, db: db, log: log, report: RestoreReport{Backup: m.ID}}, nil
+}
+
+// Resharded reports whether the backup's shard count differs from the
+// cluster's.
+func (r *Restorer) Resharded() bool { return r.m.NumShards != r.numShards }
+
+// WholeBatch tells the bootstrapper to hand over every shard it restores
+// in one Restore call (bootstrap.WholeRestore): when the cluster's shard
+// count does not divide the backup's, the series of one shard can be in
+// any source shard, and restoring in batches would download every part
+// once per batch instead of once per node.
+func (r *Restorer) WholeBatch() bool {
+	return r.Resharded() && r.m.NumShards%r.numShards != 0
 }
 
 // Report returns a copy of the restore's progress and damage.
@@ -78,6 +99,14 @@ func (r *Restorer) Restore(ctx context.Context, shards []uint32) error {
 		r.report.StartedMs = time.Now().UnixMilli()
 	}
 	r.mu.Unlock()
+	for _, sh := range shards {
+		if sh >= r.numShards {
+			return fmt.Errorf("restore: shard %d out of range (the cluster has %d)", sh, r.numShards)
+		}
+	}
+	if r.Resharded() {
+		return r.restoreResharded(ctx, shards)
+	}
 	var (
 		blocks  = map[string][]storage.StreamedBlock{}
 		pending int64
@@ -137,9 +166,15 @@ func (r *Restorer) Restore(ctx context.Context, shards []uint32) error {
 	if err := flush(); err != nil {
 		return err
 	}
+	r.account(len(shards), parts, bytes, samples, damaged)
+	return nil
+}
+
+// account adds a finished Restore call to the report.
+func (r *Restorer) account(shards, parts int, bytes, samples int64, damaged []Damage) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.report.ShardsDone += len(shards)
+	r.report.ShardsDone += shards
 	r.report.Parts += parts
 	r.report.Bytes += bytes
 	r.report.Samples += samples
@@ -151,5 +186,4 @@ func (r *Restorer) Restore(ctx context.Context, shards []uint32) error {
 	}
 	sortDamage(r.report.Damaged)
 	r.report.LastShardDone = time.Now().UnixMilli()
-	return nil
 }

@@ -26,27 +26,35 @@ type UploadOptions struct {
 	// every part (from several goroutines at once; it must be safe for
 	// that).
 	Progress func(Progress)
+	// Previous, when set, is the bucket's latest complete backup: a
+	// sealed block whose volume it recorded from this node with the same
+	// checkpoint digest is referenced as it was (after checking that the
+	// object is still in the bucket), without reading the block.
+	Previous *Manifest
 }
 
 // Progress counts an upload's parts so far.
 type Progress struct {
-	Parts           int   `json:"parts"`    // known to do
-	Done            int   `json:"done"`     // handled (uploaded or found)
-	Uploaded        int   `json:"uploaded"` // stored by this run
-	Skipped         int   `json:"skipped"`  // already in the bucket
+	Parts    int `json:"parts"`    // known to do
+	Done     int `json:"done"`     // handled (uploaded or found)
+	Uploaded int `json:"uploaded"` // stored by this run
+	Skipped  int `json:"skipped"`  // already in the bucket
+	// Reused are the skipped parts referenced from the previous backup
+	// without reading their sealed volume (UploadOptions.Previous).
+	Reused          int   `json:"reused"`
 	BytesUploaded   int64 `json:"bytesUploaded"`
 	BytesTotal      int64 `json:"bytesTotal"` // of the parts handled
 	SamplesUploaded int64 `json:"samplesUploaded"`
 }
 
 type counters struct {
-	parts, done, uploaded, skipped atomic.Int64
-	bytesUp, bytesTotal, samplesUp atomic.Int64
+	parts, done, uploaded, skipped, reused atomic.Int64
+	bytesUp, bytesTotal, samplesUp         atomic.Int64
 }
 
 func (c *counters) progress() Progress {
 	return Progress{Parts: int(c.parts.Load()), Done: int(c.done.Load()), Uploaded: int(c.uploaded.Load()),
-		Skipped: int(c.skipped.Load()), BytesUploaded: c.bytesUp.Load(), BytesTotal: c.bytesTotal.Load(),
+		Skipped: int(c.skipped.Load()), Reused: int(c.reused.Load()), BytesUploaded: c.bytesUp.Load(), BytesTotal: c.bytesTotal.Load(),
 		SamplesUploaded: c.samplesUp.Load()}
 }
 
@@ -85,6 +93,7 @@ func Upload(ctx context.Context, b objstore.Bucket, s *snapshot.Snapshot, o Uplo
 			jobs = append(jobs, partJob{shard: e.Shard, unflushed: e})
 		}
 	}
+	prev := previousParts(o.Previous, s.Meta.NodeID)
 	var c counters
 	c.parts.Store(int64(len(jobs)))
 	// The parts to do are known now: said before the first one ends, so
@@ -109,7 +118,7 @@ func Upload(ctx context.Context, b objstore.Bucket, s *snapshot.Snapshot, o Uplo
 				if i >= len(jobs) || ctx.Err() != nil {
 					return
 				}
-				ref, err := uploadPart(ctx, b, s, jobs[i], limiter, &c)
+				ref, err := uploadPart(ctx, b, s, jobs[i], prev, limiter, &c)
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)
@@ -152,23 +161,79 @@ func Upload(ctx context.Context, b objstore.Bucket, s *snapshot.Snapshot, o Uplo
 	return out, c.progress(), nil
 }
 
-func uploadPart(ctx context.Context, b objstore.Bucket, s *snapshot.Snapshot, j partJob, limiter *pace.Limiter, c *counters) (ObjectRef, error) {
+// sealedKey identifies a block part by the sealed volume it was read from.
+type sealedKey struct {
+	ns         string
+	shard      uint32
+	blockStart int64
+	blockSize  int64
+	volume     int
+	checkpoint string
+}
+
+// previousParts indexes the block parts of m read from node's volumes.
+func previousParts(m *Manifest, node string) map[sealedKey]ObjectRef {
+	if m == nil {
+		return nil
+	}
+	out := map[sealedKey]ObjectRef{}
+	for _, e := range m.Shards {
+		for _, o := range e.Objects {
+			if o.Kind != KindBlock || o.From == nil || o.From.Node != node || o.From.Checkpoint == "" {
+				continue
+			}
+			out[sealedKey{o.Namespace, e.Shard, o.BlockStart, o.BlockSize, o.From.Volume, o.From.Checkpoint}] = o
+		}
+	}
+	return out
+}
+
+func uploadPart(ctx context.Context, b objstore.Bucket, s *snapshot.Snapshot, j partJob, prev map[sealedKey]ObjectRef,
+	limiter *pace.Limiter, c *counters) (ObjectRef, error) {
 	var (
 		part []byte
 		ref  ObjectRef
 		err  error
+		from *PartSource
 	)
 	if j.block != nil {
+		d, ok, err := s.VolumeDigest(*j.block)
+		if err != nil {
+			return ObjectRef{}, fmt.Errorf("upload shard %d: %w", j.shard, err)
+		}
+		if ok {
+			from = &PartSource{Node: s.Meta.NodeID, Volume: j.block.Volume, Checkpoint: d.String()}
+			k := sealedKey{j.block.Namespace, j.shard, j.block.BlockStart, j.block.BlockSize, from.Volume, from.Checkpoint}
+			if old, ok := prev[k]; ok {
+				// The volume is the one the previous backup read: its part
+				// is the same, if the bucket still holds it.
+				attrs, err := b.Attributes(ctx, old.Key)
+				switch {
+				case err == nil && attrs.Size == old.Size:
+					c.bytesTotal.Add(old.Size)
+					c.skipped.Add(1)
+					c.reused.Add(1)
+					c.done.Add(1)
+					return old, nil
+				case err != nil && !b.IsObjNotFoundErr(err):
+					return ObjectRef{}, fmt.Errorf("upload shard %d: look up %s: %w", j.shard, old.Key, err)
+				}
+				// Gone (pruned) or torn: read the block and upload it again.
+			}
+		}
 		var series, samples int
 		part, series, samples, err = s.BlockPart(*j.block)
 		ref = ObjectRef{Kind: KindBlock, Namespace: j.block.Namespace, BlockStart: j.block.BlockStart,
-			BlockSize: j.block.BlockSize, Series: series, Samples: samples}
+			BlockSize: j.block.BlockSize, Series: series, Samples: samples, From: from}
+		if err != nil {
+			return ObjectRef{}, fmt.Errorf("upload shard %d: %w", j.shard, err)
+		}
 	} else {
 		part, err = s.UnflushedPart(*j.unflushed)
 		ref = ObjectRef{Kind: KindUnflushed, Namespace: j.unflushed.Namespace, Series: j.unflushed.Series}
-	}
-	if err != nil {
-		return ObjectRef{}, fmt.Errorf("upload shard %d: %w", j.shard, err)
+		if err != nil {
+			return ObjectRef{}, fmt.Errorf("upload shard %d: %w", j.shard, err)
+		}
 	}
 	ref.SHA256 = Sum(part)
 	ref.Key = ObjectKey(ref.SHA256)

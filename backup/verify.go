@@ -28,12 +28,19 @@ type Damage struct {
 	Kind       string `json:"kind"`
 	BlockStart int64  `json:"blockStart,omitempty"`
 	Err        string `json:"error"`
+	// SourceNumShards is set by a restore into another shard count: Shard
+	// is then the backup's shard (of SourceNumShards), and what is lost is
+	// the series of it that hash to the shards the node restores.
+	SourceNumShards uint32 `json:"sourceNumShards,omitempty"`
 }
 
 func (d Damage) String() string {
 	what := fmt.Sprintf("unflushed samples of shard %d (%s)", d.Shard, d.Namespace)
 	if d.Kind == KindBlock {
 		what = fmt.Sprintf("block %d of shard %d (%s)", d.BlockStart, d.Shard, d.Namespace)
+	}
+	if d.SourceNumShards > 0 {
+		what = fmt.Sprintf("the series of this node's shards in the %s of %d in the backup", what, d.SourceNumShards)
 	}
 	return fmt.Sprintf("%s: %s lost: %s", d.Key, what, d.Err)
 }

@@ -158,6 +158,15 @@ type RestoreSource interface {
 	Restore(ctx context.Context, shards []uint32) error
 }
 
+// WholeRestore is a RestoreSource that wants every shard it restores in
+// one call (WholeBatch true): a backup of another shard count, where one
+// part can hold series of any shard, would otherwise be downloaded once
+// per batch of ShardsPerFetch shards instead of once per node.
+type WholeRestore interface {
+	RestoreSource
+	WholeBatch() bool
+}
+
 func (o Options) validate() error {
 	var errs []error
 	if o.InstanceID == "" {
@@ -395,8 +404,12 @@ func (b *Bootstrapper) Reconcile(ctx context.Context, m *client.Map) error {
 	var jobs []job
 	for _, k := range order {
 		g := groups[k]
-		for i := 0; i < len(g.shards); i += b.opts.ShardsPerFetch {
-			end := min(i+b.opts.ShardsPerFetch, len(g.shards))
+		per := b.opts.ShardsPerFetch
+		if wr, ok := b.opts.Restore.(WholeRestore); ok && len(g.peers) == 0 && wr.WholeBatch() {
+			per = len(g.shards)
+		}
+		for i := 0; i < len(g.shards); i += per {
+			end := min(i+per, len(g.shards))
 			jobs = append(jobs, job{shards: g.shards[i:end], peers: g.peers})
 		}
 	}

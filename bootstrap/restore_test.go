@@ -17,7 +17,9 @@ import (
 type fakeRestore struct {
 	mu     sync.Mutex
 	shards []uint32
+	calls  [][]uint32
 	fail   bool
+	whole  bool
 }
 
 func (f *fakeRestore) Restore(_ context.Context, shards []uint32) error {
@@ -27,8 +29,11 @@ func (f *fakeRestore) Restore(_ context.Context, shards []uint32) error {
 		return errors.New("bucket unreachable")
 	}
 	f.shards = append(f.shards, shards...)
+	f.calls = append(f.calls, slices.Clone(shards))
 	return nil
 }
+
+func (f *fakeRestore) WholeBatch() bool { return f.whole }
 
 // TestRestoreSourceLoadsShardsWithNoOwnerToStreamFrom: in a fresh
 // placement (no AVAILABLE or LEAVING owner anywhere) the configured
@@ -59,4 +64,24 @@ func TestRestoreSourceLoadsShardsWithNoOwnerToStreamFrom(t *testing.T) {
 	require.NoError(t, h2.reconcile())
 	h2.requireMarked(0, 1)
 	require.Empty(t, r2.shards)
+}
+
+// TestWholeRestoreGetsEveryShardInOneCall: a restore source that reads
+// parts shared by every shard (a backup of another shard count) is given
+// all the node's shards at once, not in batches of ShardsPerFetch; one
+// that does not ask keeps the batches.
+func TestWholeRestoreGetsEveryShardInOneCall(t *testing.T) {
+	for _, whole := range []bool{true, false} {
+		h := newHarness(t, mkPlacement([]uint32{0, 1, 2, 3, 4}), nil)
+		h.b.opts.ShardsPerFetch = 2
+		r := &fakeRestore{whole: whole}
+		h.b.opts.Restore = r
+		require.NoError(t, h.reconcile())
+		h.requireMarked(0, 1, 2, 3, 4)
+		if whole {
+			require.Equal(t, [][]uint32{{0, 1, 2, 3, 4}}, r.calls)
+		} else {
+			require.Len(t, r.calls, 3, "batches of 2: %v", r.calls)
+		}
+	}
 }

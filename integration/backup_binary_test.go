@@ -70,7 +70,7 @@ func TestBinaryBackupResumesAfterKill9(t *testing.T) {
 	vout, err := exec.Command(b.bin, "backup", "verify", "--bucket-config", bucketFile, "--id", "k9").CombinedOutput()
 	require.NoError(t, err, "%s", vout)
 
-	one := restoreCluster(t, 1, 1, bucketFile, "k9")
+	one := restoreCluster(t, 1, 1, 4096, bucketFile, "k9")
 	require.NoError(t, want.check(one[0].url(), now-60_000, now+1))
 }
 

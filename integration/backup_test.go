@@ -62,13 +62,15 @@ func promLabels(ls []prompb.Label) labels.Labels {
 }
 
 // restoreCluster starts n fresh nodes restoring backup id from the bucket
-// with an RF rf placement, and waits until every shard is AVAILABLE.
-func restoreCluster(t *testing.T, n, rf int, bucketFile, id string) []*tnode {
+// with an RF rf placement of numShards shards, and waits until every
+// shard is AVAILABLE.
+func restoreCluster(t *testing.T, n, rf int, numShards uint32, bucketFile, id string) []*tnode {
 	t.Helper()
 	e := startEtcd(t)
 	var nodes []*tnode
 	for i := 1; i <= n; i++ {
 		cfg := nodeConfig(t, fmt.Sprintf("r%d", i), fmt.Sprintf("rack%d", i), e.client)
+		cfg.Cluster.NumShards = int(numShards)
 		cfg.Bootstrap.Restore = config.Restore{BucketConfigFile: bucketFile, Backup: id}
 		require.NoError(t, cfg.Validate())
 		nodes = append(nodes, startNode(t, cfg))
@@ -77,7 +79,7 @@ func restoreCluster(t *testing.T, n, rf int, bucketFile, id string) []*tnode {
 	for _, tn := range nodes {
 		ins = append(ins, tn.instance())
 	}
-	p, err := placement.Init(ins, 4096, rf)
+	p, err := placement.Init(ins, numShards, rf)
 	require.NoError(t, err)
 	putPlacement(t, etcdClient(t, e.client), p)
 	for _, tn := range nodes {
@@ -166,6 +168,8 @@ func TestBackupRestoreIntoAnyPlacement(t *testing.T) {
 	m2, err := backup.Create(ctx, b, backup.CreateOptions{ID: "b2", BucketConfig: conf, Placement: p})
 	require.NoError(t, err)
 	require.LessOrEqual(t, m2.Totals.UploadedObjects, m2.Totals.Objects-blocks, "no block part uploaded again")
+	require.Equal(t, "b1", m2.Previous)
+	require.Positive(t, m2.Totals.ReusedObjects, "sealed blocks referenced from b1 without reading them")
 	t.Logf("first backup %d parts %d bytes; second uploaded %d of %d parts, %d bytes",
 		m1.Totals.Objects, m1.Totals.UploadedBytes, m2.Totals.UploadedObjects, m2.Totals.Objects, m2.Totals.UploadedBytes)
 	stop.Store(true)
@@ -175,7 +179,7 @@ func TestBackupRestoreIntoAnyPlacement(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, res.Damaged)
 
-	one := restoreCluster(t, 1, 1, bucketFile, "b1")
+	one := restoreCluster(t, 1, 1, 4096, bucketFile, "b1")
 	require.NoError(t, want.check(one[0].url(), old-1, now+1), "restored into one node")
 
 	// One flipped byte in the flushed block part of one shard: verify
@@ -199,7 +203,7 @@ func TestBackupRestoreIntoAnyPlacement(t *testing.T) {
 	require.Len(t, res.Damaged, 1)
 	require.Equal(t, bad.Key, res.Damaged[0].Key)
 
-	four := restoreCluster(t, 4, 3, bucketFile, "b1")
+	four := restoreCluster(t, 4, 3, 4096, bucketFile, "b1")
 	fp, err := backup.FetchPlacement(ctx, nil, four[0].url())
 	require.NoError(t, err)
 	reported := 0
@@ -220,5 +224,81 @@ func TestBackupRestoreIntoAnyPlacement(t *testing.T) {
 		bad.BlockStart, bad.BlockStart+bad.BlockSize)
 	for _, tn := range four {
 		require.NoError(t, lost.check(tn.url(), old-1, now+1), "restored into four nodes, read through %s", tn.cfg.ID)
+	}
+}
+
+// TestBackupRestoreIntoAnotherShardCount backs up a one-node cluster of
+// 64 shards (a sealed block and memory) and restores it into a two-node
+// cluster of 24 shards (which divides neither way, so each node reads
+// every source shard and keeps the series that hash to its own): every
+// sample acknowledged before the backup reads back bit for bit through
+// each node.
+func TestBackupRestoreIntoAnotherShardCount(t *testing.T) {
+	e := startEtcd(t)
+	cfg := nodeConfig(t, "s1", "rack1", e.client)
+	cfg.Cluster.NumShards = 64
+	cfg.Storage.TickInterval = 500 * time.Millisecond
+	require.NoError(t, cfg.Validate())
+	src := startNode(t, cfg)
+	p, err := placement.Init([]placement.Instance{src.instance()}, 64, 1)
+	require.NoError(t, err)
+	putPlacement(t, etcdClient(t, e.client), p)
+	eventually(t, 60*time.Second, "s1 ready", src.ready)
+
+	d := newDataset()
+	now := time.Now().UnixMilli()
+	old := now - 3*3600_000 // a cold write, flushed at the next tick
+	for j := range 3 {
+		require.NoError(t, d.write(src.url(), 0, 300, old+int64(j)*10_000))
+	}
+	eventually(t, 30*time.Second, "history flushed", func() error {
+		for sh := range uint32(64) {
+			if bl, err := src.n.DB().FlushedBlocks("default", sh); err != nil || len(bl) > 0 {
+				return err
+			}
+		}
+		return fmt.Errorf("no flushed block yet")
+	})
+	for j := range 3 {
+		require.NoError(t, d.write(src.url(), 0, 300, now-int64(3-j)*1000))
+	}
+
+	dir := t.TempDir()
+	conf := fmt.Appendf(nil, "type: FILESYSTEM\nconfig:\n  directory: %s\n", filepath.Join(dir, "bucket"))
+	bucketFile := filepath.Join(dir, "bucket.yml")
+	require.NoError(t, os.WriteFile(bucketFile, conf, 0o600))
+	b, err := backup.NewBucket(conf)
+	require.NoError(t, err)
+	defer b.Close()
+	ctx := context.Background()
+	bp, err := backup.FetchPlacement(ctx, nil, src.url())
+	require.NoError(t, err)
+	m, err := backup.Create(ctx, b, backup.CreateOptions{ID: "b64", BucketConfig: conf, Placement: bp})
+	require.NoError(t, err)
+	require.Equal(t, uint32(64), m.NumShards)
+	blocks := 0
+	for _, s := range m.Shards {
+		for _, o := range s.Objects {
+			if o.Kind == backup.KindBlock {
+				blocks++
+			}
+		}
+	}
+	require.Positive(t, blocks, "the backup holds sealed blocks")
+
+	two := restoreCluster(t, 2, 1, 24, bucketFile, "b64")
+	fp, err := backup.FetchPlacement(ctx, nil, two[0].url())
+	require.NoError(t, err)
+	require.Equal(t, uint32(24), fp.NumShards)
+	restored := int64(0)
+	for _, st := range backup.FetchRestoreStatus(ctx, nil, "http", fp) {
+		require.Empty(t, st.Err)
+		require.True(t, st.Enabled)
+		require.Empty(t, st.Report.Damaged)
+		restored += st.Report.Samples
+	}
+	require.Positive(t, restored)
+	for _, tn := range two {
+		require.NoError(t, d.check(tn.url(), old-1, now+1), "restored into 24 shards, read through %s", tn.cfg.ID)
 	}
 }

@@ -6,6 +6,8 @@
 # incremental backup's size, time and rates, and the restore's.
 #
 #   scripts/backup-throughput.sh [BASE_PORT]   (default 25100; uses 8 ports)
+#
+# RESTORE_SHARDS=N restores into a node of N shards (the source has 4096).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/storelib.sh
@@ -39,7 +41,7 @@ run() { # ID: back up, print the manifest's totals and the wall time
 import json, sys
 m = json.load(open(sys.argv[1])); t = float(sys.argv[3]) - float(sys.argv[2]); tot = m["totals"]
 n = int(sys.argv[4]) * int(sys.argv[5])
-print(f"{sys.argv[6]}: {tot['objects']} parts, {tot['bytes']/1e6:.1f} MB; uploaded {tot['uploadedObjects']} parts, "
+print(f"{sys.argv[6]}: {tot['objects']} parts, {tot['bytes']/1e6:.1f} MB; {tot.get('reusedObjects', 0)} referenced unread; uploaded {tot['uploadedObjects']} parts, "
       f"{tot['uploadedBytes']/1e6:.1f} MB in {t:.1f} s = {tot['uploadedBytes']/1e6/t:.1f} MB/s, "
       f"{n/t/1e6:.2f} M samples/s of the node's {n/1e6:.0f} M")
 PY
@@ -56,16 +58,19 @@ echo "verify full: $(python3 -c "print(f'{float($e)-float($s):.1f}')") s"
 # and placement init included).
 node_yml "$DIR/dst" $((PORT + 4)) >"$DIR/dst.yml"
 printf 'bootstrap:\n  restore:\n    bucketConfigFile: %s\n    backup: full\n' "$BUCKET_CONFIG" >>"$DIR/dst.yml"
+if [ -n "${RESTORE_SHARDS:-}" ]; then # restore into another shard count
+	sed -i "s/^cluster:\$/cluster:\n  numShards: $RESTORE_SHARDS/" "$DIR/dst.yml"
+fi
 s=$(date +%s.%N)
 "$T" node -f "$DIR/dst.yml" >"$DIR/dst.log" 2>&1 &
 DST=$!
 wait_up "http://127.0.0.1:$((PORT + 4))" /ready "$DIR/dst.log" "$DST" || { tail -20 "$DIR/dst.log"; exit 1; }
 e=$(date +%s.%N)
-python3 - "$DIR/full.json" "$s" "$e" "$SERIES" "$SAMPLES" <<'PY'
+python3 - "$DIR/full.json" "$s" "$e" "$SERIES" "$SAMPLES" "${RESTORE_SHARDS:-}" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1])); t = float(sys.argv[3]) - float(sys.argv[2]); b = m["totals"]["bytes"]
 n = int(sys.argv[4]) * int(sys.argv[5])
-print(f"restore full into a fresh node: {b/1e6:.1f} MB in {t:.1f} s = {b/1e6/t:.1f} MB/s, {n/t/1e6:.2f} M samples/s")
+print(f"restore full into a fresh node{' of ' + sys.argv[6] + ' shards' if sys.argv[6] else ''}: {b/1e6:.1f} MB in {t:.1f} s = {b/1e6/t:.1f} MB/s, {n/t/1e6:.2f} M samples/s")
 PY
 "$T" bench --url "http://127.0.0.1:$((PORT + 4))" --series "$SERIES" --samples "$SAMPLES" --interval 15s --verify-only \
 	--start "$START" 2>&1 | tail -2 || true

@@ -219,8 +219,8 @@ run it again with the same --id to resume.`,
 						return
 					}
 					last[node] = time.Now()
-					fmt.Fprintf(errw, "%s: %d/%d parts, %d uploaded (%s), %d already in the bucket\n",
-						node, pr.Done, pr.Parts, pr.Uploaded, human(pr.BytesUploaded), pr.Skipped)
+					fmt.Fprintf(errw, "%s: %d/%d parts, %d uploaded (%s), %d already in the bucket (%d of unchanged volumes, not read)\n",
+						node, pr.Done, pr.Parts, pr.Uploaded, human(pr.BytesUploaded), pr.Skipped, pr.Reused)
 				}})
 			if err != nil {
 				return err
@@ -229,9 +229,10 @@ run it again with the same --id to resume.`,
 				return printJSON(cmd.OutOrStdout(), m)
 			}
 			took := time.Duration(m.FinishedMs-m.StartedMs) * time.Millisecond
-			fmt.Fprintf(cmd.OutOrStdout(), "backup %s: %d shards, %d parts (%s), %d flushed samples; uploaded %d parts (%s), %d already in the bucket; took %v\n",
+			fmt.Fprintf(cmd.OutOrStdout(), "backup %s: %d shards, %d parts (%s), %d flushed samples; uploaded %d parts (%s), %d already in the bucket (%d of volumes unchanged since %q, not read); took %v\n",
 				m.ID, len(m.Shards), m.Totals.Objects, human(m.Totals.Bytes), m.Totals.Samples,
-				m.Totals.UploadedObjects, human(m.Totals.UploadedBytes), m.Totals.Objects-m.Totals.UploadedObjects, took.Round(time.Millisecond))
+				m.Totals.UploadedObjects, human(m.Totals.UploadedBytes), m.Totals.Objects-m.Totals.UploadedObjects,
+				m.Totals.ReusedObjects, m.Previous, took.Round(time.Millisecond))
 			return nil
 		},
 	}
@@ -306,7 +307,20 @@ func backupVerifyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := backup.Verify(cmd.Context(), b, m, backup.VerifyOptions{Fraction: sample, Concurrency: concurrency})
+			var (
+				mu   sync.Mutex
+				last time.Time
+			)
+			res, err := backup.Verify(cmd.Context(), b, m, backup.VerifyOptions{Fraction: sample, Concurrency: concurrency,
+				Progress: func(done, total int) {
+					mu.Lock()
+					defer mu.Unlock()
+					if done < total && time.Since(last) < 2*time.Second {
+						return
+					}
+					last = time.Now()
+					fmt.Fprintf(cmd.ErrOrStderr(), "verify %s: %d/%d parts checked\n", m.ID, done, total)
+				}})
 			if err != nil {
 				return err
 			}
@@ -398,9 +412,11 @@ func backupRestoreCommand() *cobra.Command {
       bucketConfigFile: /etc/tessera/bucket.yml
       backup: <ID>
 
-and create its placement (any number of nodes, RF and isolation groups; the
-shard count must be the backup's). Each node loads the shards the placement
-gives it from the bucket, checking every checksum, and marks them AVAILABLE.
+and create its placement (any number of nodes, RF, isolation groups and
+shard count; with another shard count than the backup's every series is
+re-hashed, and each node reads every backup shard that can hold series of
+its own). Each node loads the shards the placement gives it from the
+bucket, checking every checksum, and marks them AVAILABLE.
 
 This command checks the backup against the cluster's placement, waits until
 no shard is INITIALIZING, and reports what each node restored and every
@@ -426,12 +442,14 @@ damaged part (what it cost). It exits non-zero when a part was damaged.`,
 				p  placement.Placement
 				st []backup.RestoreState
 			)
-			for {
+			for said := false; ; {
 				if p, err = backup.FetchPlacement(ctx, c, nf.url); err != nil {
 					return err
 				}
-				if p.NumShards != m.NumShards {
-					return fmt.Errorf("backup %s has %d shards, the cluster's placement %d: a restore keeps the shard count", m.ID, m.NumShards, p.NumShards)
+				if p.NumShards != m.NumShards && !said {
+					said = true
+					fmt.Fprintf(cmd.ErrOrStderr(), "backup %s has %d shards, the cluster %d: every series is re-hashed, each node reads every backup shard that can hold series of its shards\n",
+						m.ID, m.NumShards, p.NumShards)
 				}
 				st = backup.FetchRestoreStatus(ctx, c, nf.scheme(), p)
 				pending := 0

@@ -222,6 +222,14 @@ func (a *backupAdmin) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer b.Close()
+	var prev *backup.Manifest
+	if req.Previous != "" {
+		// Only an optimisation: without it every block is read again.
+		if prev, err = backup.ReadManifest(r.Context(), b, req.Previous); err != nil {
+			a.n.log.Warn("backup upload: previous backup unreadable, every sealed block is read again", "previous", req.Previous, "err", err)
+			prev = nil
+		}
+	}
 	a.mu.Lock()
 	if a.busy {
 		a.mu.Unlock()
@@ -249,7 +257,7 @@ func (a *backupAdmin) upload(w http.ResponseWriter, r *http.Request) {
 	var last time.Time
 	var lmu sync.Mutex
 	entries, p, err := backup.Upload(r.Context(), b, s, backup.UploadOptions{
-		Shards: req.Shards, BytesPerSecond: req.BytesPerSecond, Concurrency: req.Concurrency,
+		Shards: req.Shards, BytesPerSecond: req.BytesPerSecond, Concurrency: req.Concurrency, Previous: prev,
 		Progress: func(p backup.Progress) {
 			a.mu.Lock()
 			if p.Done > a.status.Progress.Done || a.status.Progress.Parts == 0 {
@@ -282,13 +290,13 @@ func (a *backupAdmin) upload(w http.ResponseWriter, r *http.Request) {
 		send(backup.UploadLine{Progress: &p, Error: err.Error()})
 		return
 	}
-	a.n.log.Info("backup upload done", "snapshot", req.Snapshot, "shards", len(req.Shards), "uploaded", p.Uploaded, "skipped", p.Skipped, "bytes", p.BytesUploaded)
+	a.n.log.Info("backup upload done", "snapshot", req.Snapshot, "shards", len(req.Shards), "uploaded", p.Uploaded, "skipped", p.Skipped, "reused", p.Reused, "bytes", p.BytesUploaded)
 	send(backup.UploadLine{Progress: &p, Shards: entries, Done: true})
 }
 
 // openRestore builds the backup bootstrapper from bootstrap.restore, or
-// nil when none is configured. A missing manifest or a backup of another
-// shard count fails start-up, naming the field.
+// nil when none is configured. A missing manifest fails start-up, naming
+// the field; a backup of another shard count is re-sharded as it loads.
 func (n *Node) openRestore(ctx context.Context, db *storage.Database) (*backup.Restorer, func(), error) {
 	rc := n.cfg.Bootstrap.Restore
 	if !rc.Enabled() {
@@ -309,13 +317,18 @@ func (n *Node) openRestore(ctx context.Context, db *storage.Database) (*backup.R
 		b.Close()
 		return nil, nil, fmt.Errorf("bootstrap.restore.backup: %w", err)
 	}
-	if m.NumShards != uint32(n.cfg.Cluster.NumShards) {
+	r, err := backup.NewRestorer(b, m, uint32(n.cfg.Cluster.NumShards), restoreDB{db}, n.log.With("component", "restore"))
+	if err != nil {
 		b.Close()
-		return nil, nil, fmt.Errorf("bootstrap.restore.backup: backup %s has %d shards, cluster.numShards is %d: a restore keeps the shard count",
-			m.ID, m.NumShards, n.cfg.Cluster.NumShards)
+		return nil, nil, fmt.Errorf("bootstrap.restore.backup: %w", err)
 	}
-	n.log.Info("restore from backup enabled: shards of a fresh cluster load from it", "backup", m.ID, "shards", len(m.Shards))
-	return backup.NewRestorer(b, m, restoreDB{db}, n.log.With("component", "restore")), func() { b.Close() }, nil
+	if r.Resharded() {
+		n.log.Info("restore from backup enabled, into another shard count: every series is re-hashed, and each node reads every backup shard that can hold series of its shards",
+			"backup", m.ID, "backup_shards", m.NumShards, "cluster_shards", n.cfg.Cluster.NumShards)
+	} else {
+		n.log.Info("restore from backup enabled: shards of a fresh cluster load from it", "backup", m.ID, "shards", len(m.Shards))
+	}
+	return r, func() { b.Close() }, nil
 }
 
 // restoreDB adapts storage to backup.RestoreDB.

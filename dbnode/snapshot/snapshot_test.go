@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,4 +127,60 @@ func TestSnapshotHoldsEverythingAcknowledgedBefore(t *testing.T) {
 	list, err = List(dir)
 	require.NoError(t, err)
 	require.Empty(t, list)
+}
+
+// TestUnflushedPartsInOneFile: every shard's unflushed part is in one
+// file of the snapshot; a damaged byte in it fails that shard's part only,
+// naming it; the one-file-per-shard layout of earlier snapshots still
+// reads.
+func TestUnflushedPartsInOneFile(t *testing.T) {
+	clk := storagetest.NewClock(t0.Add(30 * time.Minute))
+	db, dir := open(t, clk)
+	var batch []storage.Sample
+	for i := range 40 {
+		batch = append(batch, storage.Sample{ID: sid(i), Shard: db.Shard(sid(i)), T: t0.UnixMilli() + int64(i), V: float64(i)})
+	}
+	require.NoError(t, db.WriteBatch("default", batch))
+	m, err := Create(db, dir, Options{ID: "s", NodeID: "n1"})
+	require.NoError(t, err)
+	require.Greater(t, len(m.Unflushed), 1)
+	s, err := OpenID(dir, "s")
+	require.NoError(t, err)
+	defer s.Close()
+	series := 0
+	for _, e := range m.Unflushed {
+		require.Equal(t, unflushedFile, e.File)
+		b, err := s.UnflushedPart(e)
+		require.NoError(t, err)
+		_, got, err := DecodeUnflushed(b)
+		require.NoError(t, err)
+		series += len(got)
+	}
+	require.Equal(t, 40, series)
+
+	// The earlier layout: the same bytes in a file of their own.
+	e := m.Unflushed[0]
+	want, err := s.UnflushedPart(e)
+	require.NoError(t, err)
+	p := unflushedPath(s.Dir, e.Namespace, e.Shard)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, want, 0o644))
+	old := e
+	old.File, old.Offset = "", 0
+	got, err := s.UnflushedPart(old)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	// One flipped byte in the second part.
+	bad := m.Unflushed[1]
+	f := filepath.Join(s.Dir, unflushedFile)
+	raw, err := os.ReadFile(f)
+	require.NoError(t, err)
+	raw[bad.Offset+bad.Bytes/2] ^= 0x01
+	require.NoError(t, os.WriteFile(f, raw, 0o644))
+	_, err = s.UnflushedPart(bad)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, fmt.Sprintf("shard %d", bad.Shard))
+	_, err = s.UnflushedPart(m.Unflushed[0])
+	require.NoError(t, err)
 }
