@@ -57,6 +57,12 @@ func Compute(samples []Sample, res int64) ([]Window, error) {
 		return nil, fmt.Errorf("rollup: resolution must be > 0 ms, got %d", res)
 	}
 	var out []Window
+	if n := len(samples); n > 0 {
+		// One window per resolution step the samples span, at most one
+		// per sample. (A hint only: unordered input is refused below.)
+		span := uint64(samples[n-1].T) - uint64(samples[0].T)
+		out = make([]Window, 0, min(uint64(n), span/uint64(res)+2))
+	}
 	var cur *Window
 	var comp float64 // Kahan compensation of cur.Sum
 	for i, s := range samples {

@@ -53,8 +53,8 @@ func (s *valueState) update(w Window) {
 // for that resolution: strictly increasing End multiples of res, samples
 // inside their window; anything else is refused, so every encoding decodes.
 func Encode(dst []byte, res int64, ws []Window) ([]byte, error) {
-	if res <= 0 {
-		return dst, fmt.Errorf("rollup: encode: resolution must be > 0 ms, got %d", res)
+	if res <= 0 || res > math.MaxInt64/2 {
+		return dst, fmt.Errorf("rollup: encode: resolution must be 1 .. 2^62-1 ms, got %d", res)
 	}
 	dst = append(dst, Version)
 	dst = binary.AppendUvarint(dst, uint64(res))
