@@ -62,5 +62,9 @@
 // Created-timestamp (ST) resets are not kept: Tessera does not store
 // start timestamps.
 //
-// Native histograms are not rolled up yet: Compute takes float samples.
+// Native histograms: ComputeHistograms, MergeHistograms, RangeHistograms
+// and RateHistograms do the same per window (Count, Sum as a histogram,
+// First, Last, Resets as the sum of the histograms before each reset),
+// held to the engine's rate, increase, sum_over_time and
+// histogram_quantile. Their windows have no encoding yet.
 package rollup
