@@ -66,5 +66,5 @@
 // and RateHistograms do the same per window (Count, Sum as a histogram,
 // First, Last, Resets as the sum of the histograms before each reset),
 // held to the engine's rate, increase, sum_over_time and
-// histogram_quantile. Their windows have no encoding yet.
+// histogram_quantile; EncodeHistograms/DecodeHistograms store them.
 package rollup

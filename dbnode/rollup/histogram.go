@@ -22,7 +22,7 @@ type HSample struct {
 // is the counter increase promql's histogramRate computes before
 // extrapolation: where the engine drops the first sample because the
 // second resets, it drops first and its reset correction together, which
-// is the same value. Not encoded yet (docs/rollups.md).
+// is the same value. EncodeHistograms stores them.
 type HWindow struct {
 	End    int64
 	Count  uint64
