@@ -130,7 +130,20 @@ type Namespace struct {
 	ColdWrites *bool `yaml:"coldWrites"`
 	// Index keeps the tag index for label matchers. Default on.
 	Index *bool `yaml:"index"`
+	// RollupOf makes this namespace the rollup of the named one: per
+	// series and per Resolution window it holds count, sum, min, max, last
+	// and a reset-aware counter increase of the source's samples
+	// (dbnode/rollup, docs/rollups.md). A rollup may itself be rolled up
+	// (raw 15d -> 5m 90d -> 1h 2y). Default: none (a raw namespace).
+	RollupOf string `yaml:"rollupOf"`
+	// Resolution is a rollup namespace's window: it divides blockSize and
+	// the source's blockSize, and is a multiple of the source's resolution
+	// (so windows nest down a chain). Only with rollupOf.
+	Resolution time.Duration `yaml:"resolution"`
 }
+
+// IsRollup reports whether the namespace is the rollup of another.
+func (n Namespace) IsRollup() bool { return n.RollupOf != "" }
 
 // ColdWritesEnabled reports the effective cold-writes switch.
 func (n Namespace) ColdWritesEnabled() bool { return n.ColdWrites == nil || *n.ColdWrites }

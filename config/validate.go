@@ -73,6 +73,7 @@ func (c *Config) Validate() error {
 			bad(f("bufferFuture"), "must be > 0, got %v", n.BufferFuture)
 		}
 	}
+	validateRollups(c.Namespaces, bad)
 	if c.Query.Timeout <= 0 {
 		bad("query.timeout", "must be > 0, got %v", c.Query.Timeout)
 	}

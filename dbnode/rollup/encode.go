@@ -1,0 +1,418 @@
+package rollup
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// Version is the first byte of every encoding this package writes
+// (docs/format/rollup.md); Decode refuses any other.
+const Version = 1
+
+// Window flags (docs/format/rollup.md).
+const (
+	flagStale     = 1 << 0 // Stale
+	flagSingle    = 1 << 1 // Count 1: First == Last, Min, Max, Sum are First.V's bits, Resets +0
+	flagMinFirst  = 1 << 2 // Min has First.V's bits
+	flagMaxLast   = 1 << 3 // Max has Last.V's bits
+	flagNoResets  = 1 << 4 // Resets is +0
+	flagsKnown    = flagStale | flagSingle | flagMinFirst | flagMaxLast | flagNoResets
+	minWindowSize = 3 // End delta, flags, count: one byte each at least
+)
+
+// ErrCorrupt is wrapped by every Decode error: the bytes are not a rollup
+// encoding this version writes.
+var ErrCorrupt = errors.New("rollup: corrupt encoding")
+
+// valueState is the previous window's value of each float field: each
+// field is XORed with its own predecessor, since a counter's First, Last
+// and Sum move apart but each moves smoothly.
+type valueState [6]uint64
+
+const (
+	fFirst = iota
+	fLast
+	fMin
+	fMax
+	fSum
+	fResets
+)
+
+func (s *valueState) update(w Window) {
+	*s = valueState{
+		math.Float64bits(w.First.V), math.Float64bits(w.Last.V), math.Float64bits(w.Min),
+		math.Float64bits(w.Max), math.Float64bits(w.Sum), math.Float64bits(w.Resets),
+	}
+}
+
+// Encode appends the encoding of one series' windows of resolution res
+// (ms) to dst. The windows must be what Compute, Merge or Coarsen produce
+// for that resolution: strictly increasing End multiples of res, samples
+// inside their window; anything else is refused, so every encoding decodes.
+func Encode(dst []byte, res int64, ws []Window) ([]byte, error) {
+	if res <= 0 || res > math.MaxInt64/2 {
+		return dst, fmt.Errorf("rollup: encode: resolution must be 1 .. 2^62-1 ms, got %d", res)
+	}
+	dst = append(dst, Version)
+	dst = binary.AppendUvarint(dst, uint64(res))
+	dst = binary.AppendUvarint(dst, uint64(len(ws)))
+	var prev valueState
+	var prevUnits, prevDelta int64
+	for i, w := range ws {
+		if err := checkWindow(w, res); err != nil {
+			return dst, fmt.Errorf("rollup: encode window %d: %w", i, err)
+		}
+		units := w.End / res
+		if i == 0 {
+			dst = binary.AppendVarint(dst, units)
+			prevDelta = 1
+		} else {
+			delta := units - prevUnits
+			if delta < 1 {
+				return dst, fmt.Errorf("rollup: encode window %d: End %d not after the previous window's End %d", i, w.End, prevUnits*res)
+			}
+			dst = binary.AppendVarint(dst, delta-prevDelta)
+			prevDelta = delta
+		}
+		prevUnits = units
+		flags := byte(0)
+		if w.Stale {
+			flags |= flagStale
+		}
+		first := math.Float64bits(w.First.V)
+		single := isSingle(w)
+		switch {
+		case w.Count == 0:
+		case single:
+			flags |= flagSingle
+		default:
+			if math.Float64bits(w.Min) == first {
+				flags |= flagMinFirst
+			}
+			if math.Float64bits(w.Max) == math.Float64bits(w.Last.V) {
+				flags |= flagMaxLast
+			}
+			if math.Float64bits(w.Resets) == 0 {
+				flags |= flagNoResets
+			}
+		}
+		dst = append(dst, flags)
+		dst = binary.AppendUvarint(dst, w.Count)
+		if w.Count == 0 {
+			continue
+		}
+		dst = binary.AppendUvarint(dst, uint64(w.End-w.First.T))
+		dst = appendXOR(dst, first, prev[fFirst])
+		if !single {
+			dst = binary.AppendUvarint(dst, uint64(w.End-w.Last.T))
+			dst = appendXOR(dst, math.Float64bits(w.Last.V), prev[fLast])
+			if flags&flagMinFirst == 0 {
+				dst = appendXOR(dst, math.Float64bits(w.Min), prev[fMin])
+			}
+			if flags&flagMaxLast == 0 {
+				dst = appendXOR(dst, math.Float64bits(w.Max), prev[fMax])
+			}
+			dst = appendXOR(dst, math.Float64bits(w.Sum), prev[fSum])
+			if flags&flagNoResets == 0 {
+				dst = appendXOR(dst, math.Float64bits(w.Resets), prev[fResets])
+			}
+		}
+		prev.update(w)
+	}
+	return dst, nil
+}
+
+// isSingle reports whether the window is one sample whose every value
+// field has that sample's bits: the flagSingle short form.
+func isSingle(w Window) bool {
+	v := math.Float64bits(w.First.V)
+	return w.Count == 1 && w.Last.T == w.First.T && math.Float64bits(w.Last.V) == v &&
+		math.Float64bits(w.Min) == v && math.Float64bits(w.Max) == v &&
+		math.Float64bits(w.Sum) == v && math.Float64bits(w.Resets) == 0
+}
+
+// checkWindow is what Encode requires of a window and Decode checks of
+// what it read.
+func checkWindow(w Window, res int64) error {
+	if w.End%res != 0 {
+		return fmt.Errorf("End %d is not a multiple of the resolution %d", w.End, res)
+	}
+	if w.End/res < math.MinInt64/res+1 {
+		return fmt.Errorf("End %d is out of range", w.End)
+	}
+	if w.Count == 0 {
+		if !w.Stale {
+			return errors.New("no samples and no stale marker: such a window is never emitted")
+		}
+		return nil
+	}
+	lo := w.End - res
+	for _, s := range []struct {
+		name string
+		t    int64
+	}{{"first", w.First.T}, {"last", w.Last.T}} {
+		if s.t <= lo || s.t > w.End {
+			return fmt.Errorf("%s sample at %d is outside the window (%d, %d]", s.name, s.t, lo, w.End)
+		}
+	}
+	switch {
+	case w.Count == 1 && w.First.T != w.Last.T:
+		return fmt.Errorf("one sample but first at %d and last at %d", w.First.T, w.Last.T)
+	case w.Count > 1 && w.First.T >= w.Last.T:
+		return fmt.Errorf("%d samples but first at %d is not before last at %d", w.Count, w.First.T, w.Last.T)
+	case w.Count > uint64(w.Last.T-w.First.T)+1:
+		return fmt.Errorf("%d samples do not fit between %d and %d at one per millisecond", w.Count, w.First.T, w.Last.T)
+	}
+	return nil
+}
+
+// appendXOR writes v XOR prev as a header byte 0 (equal), or 1+8*lz+tz
+// (lz leading and tz trailing zero bytes of the XOR, lz+tz <= 7) and the
+// 8-lz-tz bytes between them, most significant first.
+func appendXOR(dst []byte, v, prev uint64) []byte {
+	x := v ^ prev
+	if x == 0 {
+		return append(dst, 0)
+	}
+	lz, tz := bits.LeadingZeros64(x)/8, bits.TrailingZeros64(x)/8
+	dst = append(dst, byte(1+8*lz+tz))
+	for i := 7 - lz; i >= tz; i-- {
+		dst = append(dst, byte(x>>(8*i)))
+	}
+	return dst
+}
+
+// reader reads an encoding, remembering the first thing found wrong.
+type reader struct {
+	b   []byte
+	off int
+}
+
+func (r *reader) fail(what string, args ...any) error {
+	return fmt.Errorf("%w at byte %d: %s", ErrCorrupt, r.off, fmt.Sprintf(what, args...))
+}
+
+func (r *reader) uvarint(what string) (uint64, error) {
+	v, n := binary.Uvarint(r.b[r.off:])
+	if n <= 0 {
+		return 0, r.fail("%s: truncated or overlong varint", what)
+	}
+	if n > 1 && r.b[r.off+n-1] == 0 {
+		return 0, r.fail("%s: varint with a needless zero byte", what)
+	}
+	r.off += n
+	return v, nil
+}
+
+func (r *reader) varint(what string) (int64, error) {
+	v, n := binary.Varint(r.b[r.off:])
+	if n <= 0 {
+		return 0, r.fail("%s: truncated or overlong varint", what)
+	}
+	if n > 1 && r.b[r.off+n-1] == 0 {
+		return 0, r.fail("%s: varint with a needless zero byte", what)
+	}
+	r.off += n
+	return v, nil
+}
+
+func (r *reader) byte(what string) (byte, error) {
+	if r.off >= len(r.b) {
+		return 0, r.fail("%s: truncated", what)
+	}
+	r.off++
+	return r.b[r.off-1], nil
+}
+
+func (r *reader) xor(what string, prev uint64) (float64, error) {
+	h, err := r.byte(what)
+	if err != nil {
+		return 0, err
+	}
+	if h == 0 {
+		return math.Float64frombits(prev), nil
+	}
+	lz, tz := int(h-1)/8, int(h-1)%8
+	if h > 64 || lz+tz > 7 {
+		return 0, r.fail("%s: XOR header %d names %d leading and %d trailing zero bytes", what, h, lz, tz)
+	}
+	n := 8 - lz - tz
+	if len(r.b)-r.off < n {
+		return 0, r.fail("%s: %d XOR bytes announced, %d left", what, n, len(r.b)-r.off)
+	}
+	mid := r.b[r.off : r.off+n]
+	if mid[0] == 0 || mid[n-1] == 0 {
+		return 0, r.fail("%s: XOR bytes have a zero byte the header should have counted", what)
+	}
+	var x uint64
+	for _, c := range mid {
+		x = x<<8 | uint64(c)
+	}
+	r.off += n
+	return math.Float64frombits(prev ^ x<<(8*tz)), nil
+}
+
+// offset reads a sample's distance back from its window's End.
+func (r *reader) offset(what string, end, res int64) (int64, error) {
+	d, err := r.uvarint(what)
+	if err != nil {
+		return 0, err
+	}
+	if d >= uint64(res) {
+		return 0, r.fail("%s: %d ms before the window end, the window is %d ms", what, d, res)
+	}
+	return end - int64(d), nil
+}
+
+// Decode reads one series' windows written by Encode and the resolution
+// they were computed at. Any bytes Encode would not write are an error
+// wrapping ErrCorrupt that says where and what; Decode never panics and
+// allocates in proportion to its input.
+func Decode(b []byte) (res int64, ws []Window, err error) {
+	r := &reader{b: b}
+	v, err := r.byte("version")
+	if err != nil {
+		return 0, nil, err
+	}
+	if v != Version {
+		return 0, nil, r.fail("version %d, this build reads %d", v, Version)
+	}
+	ures, err := r.uvarint("resolution")
+	if err != nil {
+		return 0, nil, err
+	}
+	if ures == 0 || ures > math.MaxInt64/2 {
+		return 0, nil, r.fail("resolution %d ms out of range", ures)
+	}
+	res = int64(ures)
+	n, err := r.uvarint("window count")
+	if err != nil {
+		return 0, nil, err
+	}
+	if n > uint64(len(b)-r.off)/minWindowSize {
+		return 0, nil, r.fail("%d windows announced, %d bytes left", n, len(b)-r.off)
+	}
+	ws = make([]Window, 0, n)
+	maxUnits, minUnits := math.MaxInt64/res, math.MinInt64/res+1
+	var prev valueState
+	var units, delta int64
+	for i := uint64(0); i < n; i++ {
+		w, err := decodeWindow(r, i, res, &prev, &units, &delta, minUnits, maxUnits)
+		if err != nil {
+			return 0, nil, fmt.Errorf("window %d: %w", i, err)
+		}
+		ws = append(ws, w)
+	}
+	if r.off != len(b) {
+		return 0, nil, r.fail("%d bytes after the last window", len(b)-r.off)
+	}
+	return res, ws, nil
+}
+
+func decodeWindow(r *reader, i uint64, res int64, prev *valueState, units, delta *int64, minUnits, maxUnits int64) (Window, error) {
+	var w Window
+	d, err := r.varint("End")
+	if err != nil {
+		return w, err
+	}
+	if i == 0 {
+		*units, *delta = d, 1
+	} else {
+		// delta + d and units + delta are bounded before they are summed.
+		if d > maxUnits-*delta || *delta+d < 1 {
+			return w, r.fail("End delta-of-delta %d makes windows not strictly increasing", d)
+		}
+		*delta += d
+		if *units > 0 && *delta > maxUnits-*units {
+			return w, r.fail("End overflows")
+		}
+		*units += *delta
+	}
+	if *units < minUnits || *units > maxUnits {
+		return w, r.fail("End %d windows of %d ms overflows", *units, res)
+	}
+	w.End = *units * res
+	flags, err := r.byte("flags")
+	if err != nil {
+		return w, err
+	}
+	if flags&^flagsKnown != 0 {
+		return w, r.fail("unknown flags %#x", flags&^flagsKnown)
+	}
+	w.Stale = flags&flagStale != 0
+	if w.Count, err = r.uvarint("count"); err != nil {
+		return w, err
+	}
+	valueFlags := flags &^ flagStale
+	switch {
+	case w.Count == 0:
+		if valueFlags != 0 {
+			return w, r.fail("flags %#x on a window without samples", flags)
+		}
+		if err := checkWindow(w, res); err != nil {
+			return w, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		return w, nil
+	case w.Count > 1 && valueFlags&flagSingle != 0:
+		return w, r.fail("single flag on %d samples", w.Count)
+	case valueFlags&flagSingle != 0 && valueFlags != flagSingle:
+		return w, r.fail("single flag with other value flags (flags %#x)", flags)
+	}
+	if w.First.T, err = r.offset("first timestamp", w.End, res); err != nil {
+		return w, err
+	}
+	if w.First.V, err = r.xor("first value", prev[fFirst]); err != nil {
+		return w, err
+	}
+	if valueFlags == flagSingle {
+		w.Last, w.Min, w.Max, w.Sum = w.First, w.First.V, w.First.V, w.First.V
+	} else {
+		if w.Last.T, err = r.offset("last timestamp", w.End, res); err != nil {
+			return w, err
+		}
+		if w.Last.V, err = r.xor("last value", prev[fLast]); err != nil {
+			return w, err
+		}
+		w.Min, w.Max = w.First.V, w.Last.V
+		if flags&flagMinFirst == 0 {
+			if w.Min, err = r.xor("min", prev[fMin]); err != nil {
+				return w, err
+			}
+		}
+		if flags&flagMaxLast == 0 {
+			if w.Max, err = r.xor("max", prev[fMax]); err != nil {
+				return w, err
+			}
+		}
+		if w.Sum, err = r.xor("sum", prev[fSum]); err != nil {
+			return w, err
+		}
+		if flags&flagNoResets == 0 {
+			if w.Resets, err = r.xor("resets", prev[fResets]); err != nil {
+				return w, err
+			}
+		}
+		// Encode sets each of these flags whenever it may, so one left
+		// clear with the value it would stand for is not Encode's output.
+		if flags&flagMinFirst == 0 && math.Float64bits(w.Min) == math.Float64bits(w.First.V) {
+			return w, r.fail("min equals first but its flag is clear")
+		}
+		if flags&flagMaxLast == 0 && math.Float64bits(w.Max) == math.Float64bits(w.Last.V) {
+			return w, r.fail("max equals last but its flag is clear")
+		}
+		if flags&flagNoResets == 0 && math.Float64bits(w.Resets) == 0 {
+			return w, r.fail("resets is zero but its flag is clear")
+		}
+		if isSingle(w) {
+			return w, r.fail("one sample in the long form instead of the single flag")
+		}
+	}
+	if err := checkWindow(w, res); err != nil {
+		return w, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	prev.update(w)
+	return w, nil
+}

@@ -1,0 +1,184 @@
+package rollup
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/value"
+)
+
+// HSample is one raw native histogram sample.
+type HSample struct {
+	T int64
+	H *histogram.FloatHistogram
+}
+
+// HWindow is the rollup of one series' native histogram samples with
+// End-resolution < t <= End: their Count and Sum (sum_over_time), First
+// and Last, and Resets, the sum of the histograms just before each counter
+// reset (curr.DetectReset(prev), which trusts the samples' counter reset
+// hints before it compares buckets). As for floats, Last - First + Resets
+// is the counter increase promql's histogramRate computes before
+// extrapolation: where the engine drops the first sample because the
+// second resets, it drops first and its reset correction together, which
+// is the same value. EncodeHistograms stores them.
+type HWindow struct {
+	End    int64
+	Count  uint64
+	Sum    *histogram.FloatHistogram
+	First  HSample
+	Last   HSample
+	Resets *histogram.FloatHistogram // nil: no reset
+	Stale  bool
+}
+
+// addTo returns acc + h, acc copied first so no input is modified.
+func addTo(acc, h *histogram.FloatHistogram) (*histogram.FloatHistogram, error) {
+	if acc == nil {
+		return h.Copy(), nil
+	}
+	out := acc.Copy()
+	if _, _, _, err := out.Add(h); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ComputeHistograms reduces one series' native histogram samples (strictly
+// increasing timestamps; a stale marker is a sample whose H.Sum is
+// StaleNaN, as Prometheus writes one) to windows of resolution res ms.
+func ComputeHistograms(samples []HSample, res int64) ([]HWindow, error) {
+	if res <= 0 {
+		return nil, fmt.Errorf("rollup: resolution must be > 0 ms, got %d", res)
+	}
+	var out []HWindow
+	for i, s := range samples {
+		if i > 0 && s.T <= samples[i-1].T {
+			return nil, fmt.Errorf("rollup: sample %d at %d is not after sample %d at %d", i, s.T, i-1, samples[i-1].T)
+		}
+		if s.H == nil {
+			return nil, fmt.Errorf("rollup: sample %d at %d has no histogram", i, s.T)
+		}
+		end := windowEnd(s.T, res)
+		if len(out) == 0 || out[len(out)-1].End != end {
+			out = append(out, HWindow{End: end})
+		}
+		cur := &out[len(out)-1]
+		if value.IsStaleNaN(s.H.Sum) {
+			cur.Stale = true
+			continue
+		}
+		cur.Stale = false
+		var err error
+		if cur.Count == 0 {
+			cur.First = s
+		} else if s.H.DetectReset(cur.Last.H) {
+			if cur.Resets, err = addTo(cur.Resets, cur.Last.H); err != nil {
+				return nil, fmt.Errorf("rollup: sample %d at %d: %w", i, s.T, err)
+			}
+		}
+		if cur.Sum, err = addTo(cur.Sum, s.H); err != nil {
+			return nil, fmt.Errorf("rollup: sample %d at %d: %w", i, s.T, err)
+		}
+		cur.Last = s
+		cur.Count++
+	}
+	return out, nil
+}
+
+// MergeHistograms joins two windows whose samples are consecutive, a's
+// before b's (see Merge).
+func MergeHistograms(a, b HWindow) (HWindow, error) {
+	if b.End < a.End || (a.Count > 0 && b.Count > 0 && b.First.T <= a.Last.T) {
+		return HWindow{}, fmt.Errorf("%w: window ending %d before window ending %d", ErrOrder, a.End, b.End)
+	}
+	switch {
+	case b.Count == 0:
+		m := a
+		m.End, m.Stale = b.End, b.Stale
+		return m, nil
+	case a.Count == 0:
+		return b, nil
+	}
+	m := HWindow{End: b.End, Count: a.Count + b.Count, First: a.First, Last: b.Last, Stale: b.Stale}
+	var err error
+	if m.Sum, err = addTo(a.Sum, b.Sum); err != nil {
+		return HWindow{}, err
+	}
+	m.Resets = a.Resets
+	if b.Resets != nil {
+		if m.Resets, err = addTo(m.Resets, b.Resets); err != nil {
+			return HWindow{}, err
+		}
+	}
+	if b.First.H.DetectReset(a.Last.H) {
+		if m.Resets, err = addTo(m.Resets, a.Last.H); err != nil {
+			return HWindow{}, err
+		}
+	}
+	return m, nil
+}
+
+// RangeHistograms merges the windows ending in (start, end] (see Range).
+func RangeHistograms(windows []HWindow, start, end int64) (w HWindow, ok bool, err error) {
+	for _, x := range windows {
+		if x.End <= start || x.End > end {
+			continue
+		}
+		if !ok {
+			w, ok = x, true
+			continue
+		}
+		if w, err = MergeHistograms(w, x); err != nil {
+			return HWindow{}, false, err
+		}
+	}
+	return w, ok, nil
+}
+
+// RateHistograms is promql's rate (perSecond) or increase of native
+// histograms over (start, end] from the range's merged window: Last -
+// First + Resets, extrapolated as for floats with the histograms' Count
+// for the zero point, as a gauge histogram. ok is false where the engine
+// returns no value (fewer than two samples).
+func RateHistograms(w HWindow, start, end int64, perSecond bool) (*histogram.FloatHistogram, bool, error) {
+	if w.Count < 2 {
+		return nil, false, nil
+	}
+	h, err := w.Last.H.CopyToSchema(min(w.Last.H.Schema, w.First.H.Schema))
+	if err != nil {
+		return nil, false, err
+	}
+	if _, _, _, err := h.Sub(w.First.H); err != nil {
+		return nil, false, err
+	}
+	if w.Resets != nil {
+		if _, _, _, err := h.Add(w.Resets); err != nil {
+			return nil, false, err
+		}
+	}
+	durationToStart := float64(w.First.T-start) / 1000
+	durationToEnd := float64(end-w.Last.T) / 1000
+	sampledInterval := float64(w.Last.T-w.First.T) / 1000
+	avg := sampledInterval / float64(w.Count-1)
+	threshold := avg * 1.1
+	if durationToStart >= threshold {
+		durationToStart = avg / 2
+	}
+	durationToZero := durationToStart
+	if h.Count > 0 && w.First.H.Count >= 0 {
+		durationToZero = sampledInterval * (w.First.H.Count / h.Count)
+	}
+	durationToStart = math.Min(durationToStart, durationToZero)
+	if durationToEnd >= threshold {
+		durationToEnd = avg / 2
+	}
+	factor := (sampledInterval + durationToStart + durationToEnd) / sampledInterval
+	if perSecond {
+		factor /= float64(end-start) / 1000
+	}
+	h.Mul(factor)
+	h.CounterResetHint = histogram.GaugeType
+	return h.Compact(0), true, nil
+}

@@ -1,0 +1,362 @@
+package rollup
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/prometheus/prometheus/model/histogram"
+)
+
+// HistogramVersion is the first byte of an encoding of histogram windows
+// (docs/format/rollup.md, "Histogram windows"): the high bit tells it from
+// float windows, the low bits are its version.
+const HistogramVersion = 0x81
+
+// Histogram window flags.
+const (
+	hflagStale  = 1 << 0 // Stale
+	hflagSingle = 1 << 1 // Count 1: Last == First, Sum is First's histogram, no Resets
+	hflagResets = 1 << 2 // Resets follows
+	hflagsKnown = hflagStale | hflagSingle | hflagResets
+)
+
+// appendHistogram writes one histogram; floats are XORed with 0 (trimmed
+// of zero bytes) and each bucket with the previous bucket of its side.
+func appendHistogram(dst []byte, h *histogram.FloatHistogram) []byte {
+	dst = append(dst, byte(h.CounterResetHint))
+	dst = binary.AppendVarint(dst, int64(h.Schema))
+	for _, v := range []float64{h.ZeroThreshold, h.ZeroCount, h.Count, h.Sum} {
+		dst = appendXOR(dst, math.Float64bits(v), 0)
+	}
+	side := func(spans []histogram.Span, buckets []float64) {
+		dst = binary.AppendUvarint(dst, uint64(len(spans)))
+		for _, s := range spans {
+			dst = binary.AppendVarint(dst, int64(s.Offset))
+			dst = binary.AppendUvarint(dst, uint64(s.Length))
+		}
+		prev := uint64(0)
+		for _, b := range buckets {
+			dst = appendXOR(dst, math.Float64bits(b), prev)
+			prev = math.Float64bits(b)
+		}
+	}
+	side(h.PositiveSpans, h.PositiveBuckets)
+	side(h.NegativeSpans, h.NegativeBuckets)
+	dst = binary.AppendUvarint(dst, uint64(len(h.CustomValues)))
+	prev := uint64(0)
+	for _, v := range h.CustomValues {
+		dst = appendXOR(dst, math.Float64bits(v), prev)
+		prev = math.Float64bits(v)
+	}
+	return dst
+}
+
+func histBytes(h *histogram.FloatHistogram) []byte { return appendHistogram(nil, h) }
+
+func isSingleHist(w HWindow) bool {
+	if w.Count != 1 || w.Resets != nil || w.Last.T != w.First.T || w.Last.H == nil || w.Sum == nil {
+		return false
+	}
+	f := histBytes(w.First.H)
+	return bytes.Equal(f, histBytes(w.Last.H)) && bytes.Equal(f, histBytes(w.Sum))
+}
+
+// checkHWindow is what EncodeHistograms requires and DecodeHistograms
+// checks, besides the float windows' rules on End and timestamps.
+func checkHWindow(w HWindow, res int64) error {
+	fw := Window{End: w.End, Count: w.Count, First: Sample{T: w.First.T}, Last: Sample{T: w.Last.T}, Stale: w.Stale}
+	if err := checkWindow(fw, res); err != nil {
+		return err
+	}
+	if w.Count == 0 {
+		return nil
+	}
+	for _, h := range []struct {
+		name string
+		h    *histogram.FloatHistogram
+	}{{"first", w.First.H}, {"last", w.Last.H}, {"sum", w.Sum}, {"resets", w.Resets}} {
+		if h.h == nil {
+			if h.name == "resets" {
+				continue
+			}
+			return fmt.Errorf("%s histogram missing", h.name)
+		}
+		if err := h.h.Validate(); err != nil {
+			return fmt.Errorf("%s histogram: %w", h.name, err)
+		}
+	}
+	return nil
+}
+
+// EncodeHistograms appends the encoding of one series' histogram windows
+// of resolution res ms (as ComputeHistograms and MergeHistograms make
+// them) to dst. As Encode, it refuses what DecodeHistograms would.
+func EncodeHistograms(dst []byte, res int64, ws []HWindow) ([]byte, error) {
+	if res <= 0 || res > math.MaxInt64/2 {
+		return dst, fmt.Errorf("rollup: encode: resolution must be 1 .. 2^62-1 ms, got %d", res)
+	}
+	dst = append(dst, HistogramVersion)
+	dst = binary.AppendUvarint(dst, uint64(res))
+	dst = binary.AppendUvarint(dst, uint64(len(ws)))
+	var prevUnits, prevDelta int64
+	for i, w := range ws {
+		if err := checkHWindow(w, res); err != nil {
+			return dst, fmt.Errorf("rollup: encode histogram window %d: %w", i, err)
+		}
+		units := w.End / res
+		if i == 0 {
+			dst = binary.AppendVarint(dst, units)
+			prevDelta = 1
+		} else {
+			delta := units - prevUnits
+			if delta < 1 {
+				return dst, fmt.Errorf("rollup: encode histogram window %d: End %d not after the previous window's End %d", i, w.End, prevUnits*res)
+			}
+			dst = binary.AppendVarint(dst, delta-prevDelta)
+			prevDelta = delta
+		}
+		prevUnits = units
+		flags := byte(0)
+		if w.Stale {
+			flags |= hflagStale
+		}
+		single := isSingleHist(w)
+		switch {
+		case w.Count == 0:
+		case single:
+			flags |= hflagSingle
+		case w.Resets != nil:
+			flags |= hflagResets
+		}
+		dst = append(dst, flags)
+		dst = binary.AppendUvarint(dst, w.Count)
+		if w.Count == 0 {
+			continue
+		}
+		dst = binary.AppendUvarint(dst, uint64(w.End-w.First.T))
+		dst = appendHistogram(dst, w.First.H)
+		if single {
+			continue
+		}
+		dst = binary.AppendUvarint(dst, uint64(w.End-w.Last.T))
+		dst = appendHistogram(dst, w.Last.H)
+		dst = appendHistogram(dst, w.Sum)
+		if w.Resets != nil {
+			dst = appendHistogram(dst, w.Resets)
+		}
+	}
+	return dst, nil
+}
+
+func (r *reader) floats(what string, n uint64) ([]float64, error) {
+	if n > uint64(len(r.b)-r.off) {
+		return nil, r.fail("%s: %d values announced, %d bytes left", what, n, len(r.b)-r.off)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]float64, n)
+	prev := uint64(0)
+	for i := range out {
+		v, err := r.xor(what, prev)
+		if err != nil {
+			return nil, err
+		}
+		out[i], prev = v, math.Float64bits(v)
+	}
+	return out, nil
+}
+
+func (r *reader) side(what string) ([]histogram.Span, []float64, error) {
+	n, err := r.uvarint(what + " span count")
+	if err != nil {
+		return nil, nil, err
+	}
+	if n > uint64(len(r.b)-r.off)/2 {
+		return nil, nil, r.fail("%s: %d spans announced, %d bytes left", what, n, len(r.b)-r.off)
+	}
+	var spans []histogram.Span
+	var total uint64
+	for i := uint64(0); i < n; i++ {
+		off, err := r.varint(what + " span offset")
+		if err != nil {
+			return nil, nil, err
+		}
+		l, err := r.uvarint(what + " span length")
+		if err != nil {
+			return nil, nil, err
+		}
+		if off < math.MinInt32 || off > math.MaxInt32 || l > math.MaxUint32 {
+			return nil, nil, r.fail("%s: span %d (offset %d, length %d) out of range", what, i, off, l)
+		}
+		total += l
+		if total > uint64(len(r.b)) {
+			return nil, nil, r.fail("%s: spans hold %d buckets, more than the input's bytes", what, total)
+		}
+		spans = append(spans, histogram.Span{Offset: int32(off), Length: uint32(l)})
+	}
+	buckets, err := r.floats(what+" buckets", total)
+	return spans, buckets, err
+}
+
+func (r *reader) histogram(what string) (*histogram.FloatHistogram, error) {
+	hint, err := r.byte(what + " counter reset hint")
+	if err != nil {
+		return nil, err
+	}
+	if hint > byte(histogram.GaugeType) {
+		return nil, r.fail("%s: counter reset hint %d unknown", what, hint)
+	}
+	schema, err := r.varint(what + " schema")
+	if err != nil {
+		return nil, err
+	}
+	if schema < math.MinInt32 || schema > math.MaxInt32 {
+		return nil, r.fail("%s: schema %d out of range", what, schema)
+	}
+	h := &histogram.FloatHistogram{CounterResetHint: histogram.CounterResetHint(hint), Schema: int32(schema)}
+	for _, f := range []*float64{&h.ZeroThreshold, &h.ZeroCount, &h.Count, &h.Sum} {
+		if *f, err = r.xor(what, 0); err != nil {
+			return nil, err
+		}
+	}
+	if h.PositiveSpans, h.PositiveBuckets, err = r.side(what + " positive"); err != nil {
+		return nil, err
+	}
+	if h.NegativeSpans, h.NegativeBuckets, err = r.side(what + " negative"); err != nil {
+		return nil, err
+	}
+	n, err := r.uvarint(what + " custom value count")
+	if err != nil {
+		return nil, err
+	}
+	if h.CustomValues, err = r.floats(what+" custom values", n); err != nil {
+		return nil, err
+	}
+	if err := h.Validate(); err != nil {
+		return nil, r.fail("%s: %v", what, err)
+	}
+	return h, nil
+}
+
+// DecodeHistograms reads one series' histogram windows written by
+// EncodeHistograms. As Decode, it refuses any other bytes with an error
+// wrapping ErrCorrupt and never panics.
+func DecodeHistograms(b []byte) (res int64, ws []HWindow, err error) {
+	r := &reader{b: b}
+	v, err := r.byte("version")
+	if err != nil {
+		return 0, nil, err
+	}
+	if v != HistogramVersion {
+		return 0, nil, r.fail("version %#x, this build reads histogram windows %#x", v, HistogramVersion)
+	}
+	ures, err := r.uvarint("resolution")
+	if err != nil {
+		return 0, nil, err
+	}
+	if ures == 0 || ures > math.MaxInt64/2 {
+		return 0, nil, r.fail("resolution %d ms out of range", ures)
+	}
+	res = int64(ures)
+	n, err := r.uvarint("window count")
+	if err != nil {
+		return 0, nil, err
+	}
+	if n > uint64(len(b)-r.off)/minWindowSize {
+		return 0, nil, r.fail("%d windows announced, %d bytes left", n, len(b)-r.off)
+	}
+	ws = make([]HWindow, 0, n)
+	maxUnits, minUnits := math.MaxInt64/res, math.MinInt64/res+1
+	var units, delta int64
+	for i := uint64(0); i < n; i++ {
+		w, err := decodeHWindow(r, i, res, &units, &delta, minUnits, maxUnits)
+		if err != nil {
+			return 0, nil, fmt.Errorf("histogram window %d: %w", i, err)
+		}
+		ws = append(ws, w)
+	}
+	if r.off != len(b) {
+		return 0, nil, r.fail("%d bytes after the last window", len(b)-r.off)
+	}
+	return res, ws, nil
+}
+
+func decodeHWindow(r *reader, i uint64, res int64, units, delta *int64, minUnits, maxUnits int64) (HWindow, error) {
+	var w HWindow
+	d, err := r.varint("End")
+	if err != nil {
+		return w, err
+	}
+	if i == 0 {
+		*units, *delta = d, 1
+	} else {
+		if d > maxUnits-*delta || *delta+d < 1 {
+			return w, r.fail("End delta-of-delta %d makes windows not strictly increasing", d)
+		}
+		*delta += d
+		if *units > 0 && *delta > maxUnits-*units {
+			return w, r.fail("End overflows")
+		}
+		*units += *delta
+	}
+	if *units < minUnits || *units > maxUnits {
+		return w, r.fail("End %d windows of %d ms overflows", *units, res)
+	}
+	w.End = *units * res
+	flags, err := r.byte("flags")
+	if err != nil {
+		return w, err
+	}
+	if flags&^hflagsKnown != 0 {
+		return w, r.fail("unknown flags %#x", flags&^hflagsKnown)
+	}
+	w.Stale = flags&hflagStale != 0
+	if w.Count, err = r.uvarint("count"); err != nil {
+		return w, err
+	}
+	valueFlags := flags &^ hflagStale
+	switch {
+	case w.Count == 0 && valueFlags != 0:
+		return w, r.fail("flags %#x on a window without samples", flags)
+	case valueFlags == hflagSingle|hflagResets:
+		return w, r.fail("single flag with resets")
+	case w.Count > 1 && valueFlags&hflagSingle != 0:
+		return w, r.fail("single flag on %d samples", w.Count)
+	}
+	if w.Count > 0 {
+		if w.First.T, err = r.offset("first timestamp", w.End, res); err != nil {
+			return w, err
+		}
+		if w.First.H, err = r.histogram("first"); err != nil {
+			return w, err
+		}
+		if valueFlags&hflagSingle != 0 {
+			w.Last, w.Sum = w.First, w.First.H.Copy()
+		} else {
+			if w.Last.T, err = r.offset("last timestamp", w.End, res); err != nil {
+				return w, err
+			}
+			if w.Last.H, err = r.histogram("last"); err != nil {
+				return w, err
+			}
+			if w.Sum, err = r.histogram("sum"); err != nil {
+				return w, err
+			}
+			if valueFlags&hflagResets != 0 {
+				if w.Resets, err = r.histogram("resets"); err != nil {
+					return w, err
+				}
+			}
+			if isSingleHist(w) {
+				return w, r.fail("one sample in the long form instead of the single flag")
+			}
+		}
+	}
+	if err := checkHWindow(w, res); err != nil {
+		return w, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return w, nil
+}

@@ -1,0 +1,190 @@
+package rollup
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/stretchr/testify/require"
+)
+
+type hsample struct {
+	t int64
+	h *histogram.FloatHistogram
+}
+
+func (s hsample) T() int64                      { return s.t }
+func (s hsample) ST() int64                     { return 0 }
+func (s hsample) F() float64                    { return 0 }
+func (s hsample) H() *histogram.Histogram       { return nil }
+func (s hsample) FH() *histogram.FloatHistogram { return s.h }
+func (s hsample) Type() chunkenc.ValueType      { return chunkenc.ValFloatHistogram }
+func (s hsample) Copy() chunks.Sample           { return hsample{s.t, s.h.Copy()} }
+
+func histSeries(samples []HSample) storage.Queryable {
+	cs := make([]chunks.Sample, len(samples))
+	for i, s := range samples {
+		cs[i] = hsample{s.T, s.H}
+	}
+	lset := labels.FromStrings("__name__", "h")
+	return storage.QueryableFunc(func(int64, int64) (storage.Querier, error) {
+		return &storage.MockQuerier{SelectMockFunction: func(bool, *storage.SelectHints, ...*labels.Matcher) storage.SeriesSet {
+			return &once{s: storage.NewListSeries(lset, cs)}
+		}}, nil
+	})
+}
+
+// counterHistogram is a schema-0 histogram with four positive buckets.
+func counterHistogram(buckets [4]float64, zero, sum float64) *histogram.FloatHistogram {
+	count := zero
+	for _, b := range buckets {
+		count += b
+	}
+	return &histogram.FloatHistogram{
+		Schema: 0, ZeroThreshold: 1e-128, ZeroCount: zero, Count: count, Sum: sum,
+		PositiveSpans:   []histogram.Span{{Offset: 0, Length: 4}},
+		PositiveBuckets: buckets[:],
+	}
+}
+
+func instant(t *testing.T, engine *promql.Engine, q storage.Queryable, expr string, ts int64) promql.Vector {
+	qry, err := engine.NewInstantQuery(context.Background(), q, nil, expr, time.UnixMilli(ts))
+	require.NoError(t, err)
+	r := qry.Exec(context.Background())
+	require.NoError(t, r.Err, expr)
+	vec, err := r.Vector()
+	require.NoError(t, err)
+	return vec
+}
+
+// TestHistogramRatesMatchEngine: rate and increase of a native histogram
+// counter with resets (some on window edges), and sum_over_time, computed
+// from windows equal the engine's over the raw samples, compared by
+// count, sum and histogram_quantile (the quantiles of our result computed
+// by the engine too).
+func TestHistogramRatesMatchEngine(t *testing.T) {
+	const res = int64(5 * time.Minute / time.Millisecond)
+	rng := rand.New(rand.NewPCG(26, 5))
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e7, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	caught := 0
+	for trial := 0; trial < 6; trial++ {
+		var samples []HSample
+		var b [4]float64
+		var zero, sum float64
+		for ts := int64(0); ts < 12*res; {
+			switch {
+			case rng.IntN(60) == 0:
+				samples = append(samples, HSample{ts, &histogram.FloatHistogram{Sum: math.Float64frombits(value.StaleNaN)}})
+			case rng.IntN(25) == 0:
+				b, zero, sum = [4]float64{}, 0, 0 // counter reset
+				samples = append(samples, HSample{ts, counterHistogram(b, zero, sum)})
+			default:
+				for i := range b {
+					b[i] += float64(rng.IntN(5))
+				}
+				zero += float64(rng.IntN(2))
+				sum += rng.Float64() * 50
+				samples = append(samples, HSample{ts, counterHistogram(b, zero, sum)})
+			}
+			step := int64(15_000)
+			if rng.IntN(3) > 0 {
+				step += rng.Int64N(2_000) - 1_000
+			}
+			ts += step
+		}
+		ws, err := ComputeHistograms(samples, res)
+		require.NoError(t, err)
+		q := histSeries(samples)
+		for _, n := range []int64{1, 4, 12} {
+			for end := n * res; end <= 12*res; end += res {
+				start := end - n*res
+				w, ok, err := RangeHistograms(ws, start, end)
+				require.NoError(t, err)
+				rangeStr := fmt.Sprintf("%dms", n*res)
+				for _, fn := range []string{"rate", "increase", "sum_over_time"} {
+					expr := fmt.Sprintf("%s(h[%s])", fn, rangeStr)
+					where := fmt.Sprintf("trial %d %s at %d", trial, expr, end)
+					vec := instant(t, engine, q, expr, end)
+					var got *histogram.FloatHistogram
+					gotOK := ok && w.Count > 0
+					switch fn {
+					case "sum_over_time":
+						got = w.Sum
+					default:
+						got, gotOK, err = RateHistograms(w, start, end, fn == "rate")
+						require.NoError(t, err)
+					}
+					require.Equal(t, len(vec) == 1, gotOK, where)
+					if !gotOK {
+						continue
+					}
+					want := vec[0].H
+					require.NotNil(t, want, where)
+					tol := func(x float64) float64 { return 1e-9 * math.Max(1, math.Abs(x)) }
+					require.InDelta(t, want.Count, got.Count, tol(want.Count), where)
+					require.InDelta(t, want.Sum, got.Sum, tol(want.Sum), where)
+					mine := histSeries([]HSample{{end, got}})
+					for _, phi := range []string{"0.25", "0.5", "0.9"} {
+						wq := instant(t, engine, q, fmt.Sprintf("histogram_quantile(%s, %s)", phi, expr), end)
+						gq := instant(t, engine, mine, fmt.Sprintf("histogram_quantile(%s, h)", phi), end)
+						require.Len(t, gq, len(wq), where)
+						if len(wq) == 1 && !math.IsNaN(wq[0].F) {
+							require.InDelta(t, wq[0].F, gq[0].F, tol(wq[0].F), "%s quantile %s", where, phi)
+						}
+					}
+					if fn == "increase" && w.Resets != nil {
+						broken := w
+						broken.Resets = nil
+						b, _, err := RateHistograms(broken, start, end, false)
+						require.NoError(t, err)
+						if math.Abs(b.Count-want.Count) > tol(want.Count) {
+							caught++
+						}
+					}
+				}
+			}
+		}
+	}
+	require.Greater(t, caught, 0, "a window without its resets never changed increase")
+}
+
+func TestHistogramBlockEdgeMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 6))
+	var samples []HSample
+	var b [4]float64
+	for ts := int64(0); ts < 100; ts += 1 + rng.Int64N(7) {
+		if rng.IntN(10) == 0 {
+			b = [4]float64{}
+		}
+		b[rng.IntN(4)] += 1
+		samples = append(samples, HSample{ts, counterHistogram(b, 0, float64(ts))})
+	}
+	whole, err := ComputeHistograms(samples, 10)
+	require.NoError(t, err)
+	for cut := range samples {
+		a, err := ComputeHistograms(samples[:cut], 10)
+		require.NoError(t, err)
+		c, err := ComputeHistograms(samples[cut:], 10)
+		require.NoError(t, err)
+		wa, _, err := RangeHistograms(append(a, c...), math.MinInt64, math.MaxInt64)
+		require.NoError(t, err)
+		ww, _, err := RangeHistograms(whole, math.MinInt64, math.MaxInt64)
+		require.NoError(t, err)
+		require.Equal(t, ww.Count, wa.Count)
+		require.True(t, ww.Sum.Equals(wa.Sum), "cut %d", cut)
+		require.Equal(t, ww.Resets == nil, wa.Resets == nil, "cut %d", cut)
+		if ww.Resets != nil {
+			require.True(t, ww.Resets.Equals(wa.Resets), "cut %d", cut)
+		}
+	}
+}
