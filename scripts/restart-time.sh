@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# restart-time.sh: seconds from a restart after kill -9 to /ready 200, at
+# SERIES active series (issue 30, item 2).
+#
+# For each binary given, in turn, ROUNDS times, interleaved (A B A B ...:
+# the machine is shared, only interleaved runs compare):
+#
+#   1. a fresh one-node Tessera on its embedded defaults (own etcd, RF 1,
+#      autoInit; only ports and data dir set) in an empty temp dir;
+#   2. `tessera bench --series SERIES --samples SAMPLES` through remote
+#      write, every sample acknowledged (" 0 failed samples");
+#   3. kill -9 of the node: nothing flushed beyond what the commit log
+#      holds at that moment;
+#   4. the same binary restarted on the same dir; the time from the exec to
+#      the first 200 on /ready (polled every 50 ms) is the figure; the
+#      node's own "storage recovered" line (its "took") is printed next to
+#      it, so the part spent in recovery and the part around it show.
+#
+# PROFILE=1 also takes a CPU profile of the restart (/debug/pprof/profile,
+# PROFILE_SECS long, started as soon as HTTP answers) into
+# $work/<bin>-<round>.pprof (use KEEP=1 to keep it).
+#
+# Usage:
+#   scripts/restart-time.sh TESSERA_BIN [TESSERA_BIN2 ...]
+#   SERIES=5000000 ROUNDS=2 scripts/restart-time.sh /tmp/base-tessera ./tessera
+#
+# Environment: SERIES (1000000), SAMPLES (4), ROUNDS (2), PORT (19660:
+# HTTP; RPC +1, etcd +2/+3), BENCH (the tessera that runs the bench;
+# default the first binary), PROFILE, PROFILE_SECS (10), KEEP=1 keeps the
+# temp dir.
+set -euo pipefail
+
+[ $# -ge 1 ] || { echo "usage: $0 TESSERA_BIN [TESSERA_BIN2 ...]" >&2; exit 2; }
+BINS=("$@")
+BENCH=${BENCH:-$1}
+SERIES=${SERIES:-1000000}
+SAMPLES=${SAMPLES:-4}
+ROUNDS=${ROUNDS:-2}
+PORT=${PORT:-19660}
+PROFILE=${PROFILE:-0}
+PROFILE_SECS=${PROFILE_SECS:-10}
+KEEP=${KEEP:-0}
+URL=http://127.0.0.1:$PORT
+for b in "${BINS[@]}" "$BENCH"; do
+	[ -x "$b" ] || { echo "not an executable: $b" >&2; exit 2; }
+done
+
+work=$(mktemp -d /tmp/restart-time.XXXXXX)
+pid=""
+cleanup() {
+	if [ -n "$pid" ]; then
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	if [ "$KEEP" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# wait_up and node_yml
+. "$(dirname "$0")/storelib.sh"
+
+now_ns() { date +%s%N; }
+
+run() { # run BIN_INDEX ROUND -> prints "ready_s recovered_took"
+	local bin=${BINS[$1]} dir=$work/b$1-r$2 t0 t1 code took
+	mkdir -p "$dir"
+	node_yml "$dir" "$PORT" >"$dir/node.yml"
+	"$bin" node -f "$dir/node.yml" >"$dir/node.log" 2>&1 &
+	pid=$!
+	wait_up "$URL" /ready "$dir/node.log" "$pid"
+	"$BENCH" bench --url "$URL" --series "$SERIES" --samples "$SAMPLES" >"$dir/bench.log" 2>&1 ||
+		{ echo "bench failed:" >&2; tail -5 "$dir/bench.log" >&2; return 1; }
+	grep -q ' 0 failed samples' "$dir/bench.log" || { echo "bench lost samples:" >&2; tail -3 "$dir/bench.log" >&2; return 1; }
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null || true
+	pid=""
+	t0=$(now_ns)
+	"$bin" node -f "$dir/node.yml" >"$dir/restart.log" 2>&1 &
+	pid=$!
+	local profiled=0 ppid=""
+	while :; do
+		code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/ready" 2>/dev/null || true)
+		[ "$code" = 200 ] && break
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "restart exited before ready:" >&2
+			tail -5 "$dir/restart.log" >&2
+			return 1
+		fi
+		if [ "$PROFILE" = 1 ] && [ "$profiled" = 0 ] && [ "$code" != 000 ]; then
+			curl -s -o "$work/b$1-r$2.pprof" "$URL/debug/pprof/profile?seconds=$PROFILE_SECS" &
+			ppid=$!
+			profiled=1
+		fi
+		sleep 0.05
+	done
+	t1=$(now_ns)
+	if [ -n "$ppid" ]; then wait "$ppid" || true; fi
+	took=$(grep -o 'storage recovered.*' "$dir/restart.log" | grep -o 'took=[^ ]*' | head -1 || true)
+	kill "$pid"
+	wait "$pid" 2>/dev/null || true
+	pid=""
+	rm -rf "$dir/data"
+	awk -v a="$t0" -v b="$t1" -v t="${took:-took=?}" 'BEGIN {printf "%.2f %s\n", (b - a) / 1e9, t}'
+}
+
+echo "series $SERIES x $SAMPLES samples; load before: $(cat /proc/loadavg)"
+printf '%-5s %-40s %8s %-22s %6s\n' round binary ready_s recovered load1
+for r in $(seq 1 "$ROUNDS"); do
+	for i in "${!BINS[@]}"; do
+		# Not in a subshell: the trap must see the node's pid.
+		run "$i" "$r" >"$work/run.out"
+		read -r secs took <"$work/run.out"
+		printf '%-5s %-40s %8s %-22s %6s\n' "$r" "${BINS[$i]}" "$secs" "$took" "$(cut -d' ' -f1 /proc/loadavg)"
+	done
+done
+echo "load after: $(cat /proc/loadavg)"
