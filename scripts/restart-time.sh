@@ -12,9 +12,11 @@
 #   3. kill -9 of the node: nothing flushed beyond what the commit log
 #      holds at that moment;
 #   4. the same binary restarted on the same dir; the time from the exec to
-#      the first 200 on /ready (polled every 50 ms) is the figure; the
-#      node's own "storage recovered" line (its "took") is printed next to
-#      it, so the part spent in recovery and the part around it show.
+#      the first 200 on /ready (polled every 50 ms) is the figure; next to
+#      it the CPU seconds the node used until then (utime+stime: on a
+#      shared machine the figure the load moves least) and the node's own
+#      "storage recovered" line (its "took"), so the part spent in
+#      recovery and the part around it show.
 #
 # PROFILE=1 also takes a CPU profile of the restart (/debug/pprof/profile,
 # PROFILE_SECS long, started as soon as HTTP answers) into
@@ -57,12 +59,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# wait_up and node_yml
+# ticks, wait_up and node_yml
 . "$(dirname "$0")/storelib.sh"
 
 now_ns() { date +%s%N; }
 
-run() { # run BIN_INDEX ROUND -> prints "ready_s recovered_took"
+run() { # run BIN_INDEX ROUND -> prints "ready_s cpu_s recovered_took"
 	local bin=${BINS[$1]} dir=$work/b$1-r$2 t0 t1 code took
 	mkdir -p "$dir"
 	node_yml "$dir" "$PORT" >"$dir/node.yml"
@@ -95,23 +97,26 @@ run() { # run BIN_INDEX ROUND -> prints "ready_s recovered_took"
 		sleep 0.05
 	done
 	t1=$(now_ns)
+	local cpu
+	cpu=$(ticks "$pid")
 	if [ -n "$ppid" ]; then wait "$ppid" || true; fi
 	took=$(grep -o 'storage recovered.*' "$dir/restart.log" | grep -o 'took=[^ ]*' | head -1 || true)
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
 	pid=""
 	rm -rf "$dir/data"
-	awk -v a="$t0" -v b="$t1" -v t="${took:-took=?}" 'BEGIN {printf "%.2f %s\n", (b - a) / 1e9, t}'
+	awk -v a="$t0" -v b="$t1" -v c="$cpu" -v hz="$(getconf CLK_TCK)" -v t="${took:-took=?}" \
+		'BEGIN {printf "%.2f %.2f %s\n", (b - a) / 1e9, c / hz, t}'
 }
 
 echo "series $SERIES x $SAMPLES samples; load before: $(cat /proc/loadavg)"
-printf '%-5s %-40s %8s %-22s %6s\n' round binary ready_s recovered load1
+printf '%-5s %-32s %8s %6s %-22s %6s\n' round binary ready_s cpu_s recovered load1
 for r in $(seq 1 "$ROUNDS"); do
 	for i in "${!BINS[@]}"; do
 		# Not in a subshell: the trap must see the node's pid.
 		run "$i" "$r" >"$work/run.out"
-		read -r secs took <"$work/run.out"
-		printf '%-5s %-40s %8s %-22s %6s\n' "$r" "${BINS[$i]}" "$secs" "$took" "$(cut -d' ' -f1 /proc/loadavg)"
+		read -r secs cpu took <"$work/run.out"
+		printf '%-5s %-32s %8s %6s %-22s %6s\n' "$r" "${BINS[$i]}" "$secs" "$cpu" "$took" "$(cut -d' ' -f1 /proc/loadavg)"
 	done
 done
 echo "load after: $(cat /proc/loadavg)"
