@@ -132,6 +132,12 @@ func (r *replayer) add(nsName string, id []byte, file, ref uint32, t int64, v fl
 	if rs, _ := ns.check(t, r.now); rs == ReasonTooOld {
 		return nil
 	}
+	if h != nil || fh != nil {
+		// As a live histogram write does: from now on float writes to
+		// the namespace check their series for a histogram at their
+		// timestamp.
+		ns.hadHist.Store(true)
+	}
 	w := r.workers[rr.shard%uint32(len(r.workers))]
 	w.cur = append(w.cur, replayTask{ns: ns, id: id, t: t, v: v, h: h, fh: fh, shard: rr.shard, file: file, local: rr.local})
 	if len(w.cur) == cap(w.cur) {

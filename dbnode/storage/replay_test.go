@@ -154,3 +154,32 @@ func BenchmarkReplay(b *testing.B) {
 		})
 	}
 }
+
+// A histogram that only the commit log holds still refuses a float at its
+// timestamp after the restart: replay marks the namespace as holding
+// histograms, as a live histogram write does. Before, the float was taken
+// with a 2xx after a restart and a read returned the histogram alone.
+func TestReplayedHistogramStillRefusesAFloatAtItsTimestamp(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	dir := t.TempDir()
+	opts := testOpts(dir, clk)
+	db, err := Open(opts)
+	require.NoError(t, err)
+	id := sid("mixed_replayed", "k", "v")
+	base := ms(t0)
+	require.NoError(t, db.WriteHistograms("default", []HistogramSample{{ID: id, Shard: db.Shard(id), T: base + 1000, H: testHist(1)}}))
+	require.NoError(t, db.Close())
+
+	db, err = Open(opts)
+	require.NoError(t, err)
+	defer db.Close()
+	err = db.WriteBatch("default", []Sample{
+		{ID: id, Shard: db.Shard(id), T: base + 1000, V: 1},
+		{ID: id, Shard: db.Shard(id), T: base + 2000, V: 2},
+	})
+	var rej *RejectedError
+	require.ErrorAs(t, err, &rej)
+	require.Equal(t, 1, rej.ByReason[ReasonTypeConflict])
+	require.Len(t, readHists(t, db, id, base, base+10_000), 1)
+	require.Len(t, readAll(t, db, id, base, base+10_000), 1, "the float at another timestamp is written")
+}
