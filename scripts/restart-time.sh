@@ -18,6 +18,12 @@
 #      "storage recovered" line (its "took"), so the part spent in
 #      recovery and the part around it show.
 #
+# SHARED=1 loads once: the first binary is fed and killed, and every
+# restart (each binary, each round) starts from a fresh copy of its data
+# dir, so that the restarts compare on identical input and a large SERIES
+# costs one bench, not one per run. The commit log format must be the
+# same for all binaries.
+#
 # PROFILE=1 also takes a CPU profile of the restart (/debug/pprof/profile,
 # PROFILE_SECS long, started as soon as HTTP answers) into
 # $work/<bin>-<round>.pprof (use KEEP=1 to keep it).
@@ -25,11 +31,12 @@
 # Usage:
 #   scripts/restart-time.sh TESSERA_BIN [TESSERA_BIN2 ...]
 #   SERIES=5000000 ROUNDS=2 scripts/restart-time.sh /tmp/base-tessera ./tessera
+#   SHARED=1 SERIES=5000000 ROUNDS=3 scripts/restart-time.sh /tmp/base-tessera ./tessera
 #
 # Environment: SERIES (1000000), SAMPLES (4), ROUNDS (2), PORT (19660:
 # HTTP; RPC +1, etcd +2/+3), BENCH (the tessera that runs the bench;
-# default the first binary), PROFILE, PROFILE_SECS (10), KEEP=1 keeps the
-# temp dir.
+# default the first binary), SHARED, PROFILE, PROFILE_SECS (10), KEEP=1
+# keeps the temp dir.
 set -euo pipefail
 
 [ $# -ge 1 ] || { echo "usage: $0 TESSERA_BIN [TESSERA_BIN2 ...]" >&2; exit 2; }
@@ -42,6 +49,7 @@ PORT=${PORT:-19660}
 PROFILE=${PROFILE:-0}
 PROFILE_SECS=${PROFILE_SECS:-10}
 KEEP=${KEEP:-0}
+SHARED=${SHARED:-0}
 URL=http://127.0.0.1:$PORT
 for b in "${BINS[@]}" "$BENCH"; do
 	[ -x "$b" ] || { echo "not an executable: $b" >&2; exit 2; }
@@ -64,8 +72,10 @@ trap 'exit 130' INT TERM
 
 now_ns() { date +%s%N; }
 
-run() { # run BIN_INDEX ROUND -> prints "ready_s cpu_s recovered_took"
-	local bin=${BINS[$1]} dir=$work/b$1-r$2 t0 t1 code took
+# load BIN DIR: a fresh node of BIN on DIR/data fed by the bench, then
+# killed with SIGKILL.
+load() {
+	local bin=$1 dir=$2
 	mkdir -p "$dir"
 	node_yml "$dir" "$PORT" >"$dir/node.yml"
 	"$bin" node -f "$dir/node.yml" >"$dir/node.log" 2>&1 &
@@ -77,10 +87,16 @@ run() { # run BIN_INDEX ROUND -> prints "ready_s cpu_s recovered_took"
 	kill -9 "$pid"
 	wait "$pid" 2>/dev/null || true
 	pid=""
+}
+
+# restart BIN DIR PROFILE_OUT -> prints "ready_s cpu_s recovered_took":
+# BIN started on the killed node's DIR/data, timed until /ready is 200.
+restart() {
+	local bin=$1 dir=$2 t0 t1 code took cpu profiled=0 ppid=""
+	node_yml "$dir" "$PORT" >"$dir/node.yml"
 	t0=$(now_ns)
 	"$bin" node -f "$dir/node.yml" >"$dir/restart.log" 2>&1 &
 	pid=$!
-	local profiled=0 ppid=""
 	while :; do
 		code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/ready" 2>/dev/null || true)
 		[ "$code" = 200 ] && break
@@ -90,14 +106,13 @@ run() { # run BIN_INDEX ROUND -> prints "ready_s cpu_s recovered_took"
 			return 1
 		fi
 		if [ "$PROFILE" = 1 ] && [ "$profiled" = 0 ] && [ "$code" != 000 ]; then
-			curl -s -o "$work/b$1-r$2.pprof" "$URL/debug/pprof/profile?seconds=$PROFILE_SECS" &
+			curl -s -o "$3" "$URL/debug/pprof/profile?seconds=$PROFILE_SECS" &
 			ppid=$!
 			profiled=1
 		fi
 		sleep 0.05
 	done
 	t1=$(now_ns)
-	local cpu
 	cpu=$(ticks "$pid")
 	if [ -n "$ppid" ]; then wait "$ppid" || true; fi
 	took=$(grep -o 'storage recovered.*' "$dir/restart.log" | grep -o 'took=[^ ]*' | head -1 || true)
@@ -109,6 +124,23 @@ run() { # run BIN_INDEX ROUND -> prints "ready_s cpu_s recovered_took"
 		'BEGIN {printf "%.2f %.2f %s\n", (b - a) / 1e9, c / hz, t}'
 }
 
+run() { # run BIN_INDEX ROUND -> prints "ready_s cpu_s recovered_took"
+	local bin=${BINS[$1]} dir=$work/b$1-r$2
+	if [ "$SHARED" = 1 ]; then
+		mkdir -p "$dir"
+		cp -a "$work/killed/data" "$dir/data"
+	else
+		load "$bin" "$dir"
+	fi
+	restart "$bin" "$dir" "$work/b$1-r$2.pprof"
+}
+
+if [ "$SHARED" = 1 ]; then
+	# One load for every restart: the first binary writes, is killed, and
+	# each restart starts from a copy of what it left.
+	load "${BINS[0]}" "$work/killed"
+	echo "loaded once with ${BINS[0]}: $(du -sh "$work/killed/data" | cut -f1) on disk"
+fi
 echo "series $SERIES x $SAMPLES samples; load before: $(cat /proc/loadavg)"
 printf '%-5s %-32s %8s %6s %-22s %6s\n' round binary ready_s cpu_s recovered load1
 for r in $(seq 1 "$ROUNDS"); do
