@@ -17,7 +17,7 @@ func TestReplayNumbersFilesAndSeries(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Write(makeBatch("a", "s", 40, 7, 1000)))
 	require.NoError(t, l.Write(makeBatch("b", "s", 10, 3, 2000))) // same IDs, other namespace: other series
-	writeWith(t, l, nil, makeHists("a", "s", 1, 1, 5000)) // s-0 of a: a float series too
+	writeWith(t, l, nil, makeHists("a", "s", 1, 1, 5000))         // s-0 of a: a float series too
 	require.NoError(t, l.Rotate())
 	require.NoError(t, l.Write(makeBatch("a", "s", 20, 5, 3000)))
 	require.NoError(t, l.Close())
