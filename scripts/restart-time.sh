@@ -77,7 +77,7 @@ now_ns() { date +%s%N; }
 load() {
 	local bin=$1 dir=$2
 	mkdir -p "$dir"
-	node_yml "$dir" "$PORT" >"$dir/node.yml"
+	node_yml "$dir" "$PORT" "$SERIES" >"$dir/node.yml"
 	"$bin" node -f "$dir/node.yml" >"$dir/node.log" 2>&1 &
 	pid=$!
 	wait_up "$URL" /ready "$dir/node.log" "$pid"
@@ -93,7 +93,7 @@ load() {
 # BIN started on the killed node's DIR/data, timed until /ready is 200.
 restart() {
 	local bin=$1 dir=$2 t0 t1 code took cpu profiled=0 ppid=""
-	node_yml "$dir" "$PORT" >"$dir/node.yml"
+	node_yml "$dir" "$PORT" "$SERIES" >"$dir/node.yml"
 	t0=$(now_ns)
 	"$bin" node -f "$dir/node.yml" >"$dir/restart.log" 2>&1 &
 	pid=$!
