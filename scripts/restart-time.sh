@@ -22,7 +22,9 @@
 # restart (each binary, each round) starts from a fresh copy of its data
 # dir, so that the restarts compare on identical input and a large SERIES
 # costs one bench, not one per run. The commit log format must be the
-# same for all binaries.
+# same for all binaries. FROM=DIR restarts from a copy of DIR/data
+# instead (the killed node kept by an earlier SHARED=1 KEEP=1 run, in
+# its temp dir's killed/), loading nothing; SERIES only labels the output.
 #
 # PROFILE=1 also takes a CPU profile of the restart (/debug/pprof/profile,
 # PROFILE_SECS long, started as soon as HTTP answers) into
@@ -50,6 +52,7 @@ PROFILE=${PROFILE:-0}
 PROFILE_SECS=${PROFILE_SECS:-10}
 KEEP=${KEEP:-0}
 SHARED=${SHARED:-0}
+FROM=${FROM:-}
 URL=http://127.0.0.1:$PORT
 for b in "${BINS[@]}" "$BENCH"; do
 	[ -x "$b" ] || { echo "not an executable: $b" >&2; exit 2; }
@@ -128,14 +131,21 @@ run() { # run BIN_INDEX ROUND -> prints "ready_s cpu_s recovered_took"
 	local bin=${BINS[$1]} dir=$work/b$1-r$2
 	if [ "$SHARED" = 1 ]; then
 		mkdir -p "$dir"
-		cp -a "$work/killed/data" "$dir/data"
+		cp -a "$work/killed/data/." "$dir/data"
 	else
 		load "$bin" "$dir"
 	fi
 	restart "$bin" "$dir" "$work/b$1-r$2.pprof"
 }
 
-if [ "$SHARED" = 1 ]; then
+if [ -n "$FROM" ]; then
+	# The killed node's directory of an earlier run (KEEP=1 keeps
+	# $work/killed): restarts only.
+	[ -d "$FROM/data/commitlog" ] || { echo "no killed node's data in $FROM" >&2; exit 2; }
+	SHARED=1
+	mkdir -p "$work/killed"
+	ln -s "$(cd "$FROM" && pwd)/data" "$work/killed/data"
+elif [ "$SHARED" = 1 ]; then
 	# One load for every restart: the first binary writes, is killed, and
 	# each restart starts from a copy of what it left.
 	load "${BINS[0]}" "$work/killed"

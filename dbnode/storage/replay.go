@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,13 +66,21 @@ type replayTask struct {
 }
 
 // replayBatch is how many entries a worker is handed at once: a channel
-// send per entry would cost more than applying it.
-const replayBatch = 1024
+// send per entry would cost more than applying it. replayQueue is how many
+// batches a worker may have waiting: deep, so that a worker the OS
+// descheduled for a while (a loaded machine) does not stop the feeder,
+// and with it the other workers, at once. Batches are made as needed, up
+// to replayQueue+2 a worker (80 bytes an entry: about 5 MiB).
+const (
+	replayBatch = 1024
+	replayQueue = 64
+)
 
 // replayWorker applies the entries of the shards it owns.
 type replayWorker struct {
 	in   chan []replayTask
 	free chan []replayTask
+	made int // batches made so far (feeder)
 	cur  []replayTask // being filled by the feeder
 
 	// Its own: the series of the current file by local place.
@@ -83,11 +92,8 @@ func newReplayer(db *Database) *replayer {
 	n := max(1, min(runtime.GOMAXPROCS(0), 16))
 	r := &replayer{db: db, now: db.opts.Now(), nextID: make([]uint32, n)}
 	for range n {
-		w := &replayWorker{in: make(chan []replayTask, 4), free: make(chan []replayTask, 6)}
-		for range 6 {
-			w.free <- make([]replayTask, 0, replayBatch)
-		}
-		w.cur = <-w.free
+		w := &replayWorker{in: make(chan []replayTask, replayQueue), free: make(chan []replayTask, replayQueue+2)}
+		w.cur = w.batch()
 		r.workers = append(r.workers, w)
 		r.wg.Add(1)
 		go func() {
@@ -118,9 +124,7 @@ func (r *replayer) add(nsName string, id []byte, file, ref uint32, t int64, v fl
 		clear(r.refs)
 		clear(r.nextID)
 	}
-	if int(ref) >= len(r.refs) {
-		r.refs = append(r.refs, make([]replayRef, int(ref)+1-len(r.refs))...)
-	}
+	r.refs = growTo(r.refs, int(ref)+1)
 	rr := &r.refs[ref]
 	if rr.ns == 0 {
 		r.resolve(rr, nsName, id)
@@ -142,9 +146,25 @@ func (r *replayer) add(nsName string, id []byte, file, ref uint32, t int64, v fl
 	w.cur = append(w.cur, replayTask{ns: ns, id: id, t: t, v: v, h: h, fh: fh, shard: rr.shard, file: file, local: rr.local})
 	if len(w.cur) == cap(w.cur) {
 		w.in <- w.cur
-		w.cur = <-w.free
+		w.cur = w.batch()
 	}
 	return nil
+}
+
+// batch is an empty batch for the feeder to fill: one the worker gave
+// back, a new one while fewer than replayQueue+2 exist, else the next one
+// given back.
+func (w *replayWorker) batch() []replayTask {
+	select {
+	case b := <-w.free:
+		return b
+	default:
+	}
+	if w.made < replayQueue+2 {
+		w.made++
+		return make([]replayTask, 0, replayBatch)
+	}
+	return <-w.free
 }
 
 // resolve fills in rr for the first entry of its series in this file.
@@ -204,9 +224,7 @@ func (r *replayer) apply(w *replayWorker, batch []replayTask) error {
 			clear(w.series)
 			w.series = w.series[:0]
 		}
-		if int(t.local) >= len(w.series) {
-			w.series = append(w.series, make([]*Series, int(t.local)+1-len(w.series))...)
-		}
+		w.series = growTo(w.series, int(t.local)+1)
 		s := w.series[t.local]
 		if s == nil {
 			s = t.ns.shard(t.shard).getOrCreate(t.ns, hashID(t.id), t.id)
@@ -223,4 +241,16 @@ func (r *replayer) apply(w *replayWorker, batch []replayTask) error {
 		w.series[t.local] = s
 	}
 	return nil
+}
+
+// growTo returns s with at least n elements, the new ones zero, growing
+// its capacity geometrically (no allocation per new series).
+func growTo[T any](s []T, n int) []T {
+	if n <= len(s) {
+		return s
+	}
+	old := len(s)
+	s = slices.Grow(s, n-old)[:n]
+	clear(s[old:])
+	return s
 }
