@@ -108,7 +108,7 @@ run() { # run STORE ROUND -> prints "rss_bytes settle_s heap_bytes ingest_ticks"
 	local who=$1 dir=$work/$1-$2 url heap=- t0
 	mkdir -p "$dir"
 	if [ "$who" = tessera ]; then
-		node_yml "$dir" "$PORT" >"$dir/node.yml"
+		node_yml "$dir" "$PORT" "$SERIES" >"$dir/node.yml"
 		"$TESSERA" node -f "$dir/node.yml" >"$dir/node.log" 2>&1 &
 		pid=$!
 		wait_up "$T_URL" /ready "$dir/node.log" "$pid"

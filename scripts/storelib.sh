@@ -29,10 +29,15 @@ wait_up() {
 	return 1
 }
 
-# node_yml DIR PORT: a one-node Tessera config on its embedded defaults
-# (own etcd, placement initialised) with its data in DIR/data and its
-# ports PORT to PORT+3.
+# node_yml DIR PORT [SERIES]: a one-node Tessera config on its embedded
+# defaults (own etcd, placement initialised) with its data in DIR/data and
+# its ports PORT to PORT+3. With SERIES above the default
+# limits.maxActiveSeries (1,000,000) the limit is raised to SERIES, or
+# the writes past a million series would be refused (429).
 node_yml() {
+	if [ "${3:-0}" -gt 1000000 ]; then
+		printf 'limits:\n  maxActiveSeries: %d\n' "$3"
+	fi
 	cat <<EOF
 id: node1
 dataDir: $1/data

@@ -135,6 +135,11 @@ func (d *decoder) decodeRecord(p []byte, version uint32) error {
 		if ref != next && !(d.gap && ref > next && ref-next <= d.limit) {
 			return fmt.Errorf("%w: series ref %d, want %d", errMalformed, ref, next)
 		}
+		if ref > math.MaxUint32 {
+			// The encoder numbers series with uint32 (SeriesRef), and
+			// replay hands the ref on as Entry.Series.
+			return fmt.Errorf("%w: series ref %d past 32 bits", errMalformed, ref)
+		}
 		lost := false
 		switch {
 		case ns < uint64(len(d.namespaces)):
@@ -172,7 +177,7 @@ func (d *decoder) decodeRecord(p []byte, version uint32) error {
 			continue
 		}
 		s := d.series[ref]
-		d.out = append(d.out, Entry{Namespace: d.namespaces[s.ns].name, ID: s.id, T: t, V: v})
+		d.out = append(d.out, Entry{Namespace: d.namespaces[s.ns].name, ID: s.id, T: t, V: v, Series: uint32(ref)})
 		d.outNs = append(d.outNs, s.ns)
 	}
 	if r.err != nil {
@@ -231,7 +236,7 @@ func (d *decoder) decodeHistograms(r *reader) error {
 			continue
 		}
 		s := d.series[ref]
-		e.Namespace, e.ID, e.T = d.namespaces[s.ns].name, s.id, t
+		e.Namespace, e.ID, e.T, e.Series = d.namespaces[s.ns].name, s.id, t, uint32(ref)
 		d.hout = append(d.hout, e)
 		d.houtNs = append(d.houtNs, s.ns)
 	}

@@ -33,6 +33,15 @@ type Entry struct {
 	// storage engine) spares the log a lookup of ID in its per-file table.
 	// See SeriesRef for the contract.
 	Ref *SeriesRef
+	// File and Series are set by replay only (zero on writes): the file's
+	// place in this replay (0 for the first file replayed, then 1, ...)
+	// and the series' ref in that file, the same for every entry of one
+	// series in one file, and of no other series there. A replay callback
+	// can keep its per-series state (the series it found for the ID) by
+	// Series, reset when File changes, instead of looking the ID up for
+	// every entry. Series is below the number of series the file defined
+	// so far, so a table indexed by it is no larger than the log's own.
+	File, Series uint32
 }
 
 // HistEntry is one native histogram sample of one series: H (integer
@@ -45,6 +54,9 @@ type HistEntry struct {
 	H         *histogram.Histogram
 	FH        *histogram.FloatHistogram
 	Ref       *SeriesRef
+	// File and Series: as in Entry (replay only). One ref numbers a
+	// series' float and histogram entries alike.
+	File, Series uint32
 }
 
 // SeriesRef is the log's per-file handle on one series, kept by the
@@ -217,7 +229,7 @@ func (l *Log) replayAll(replay func(Entry) error, stats *ReplayStats) (uint64, e
 
 	var lastSeq uint64
 	removed := false
-	for _, seq := range seqs {
+	for fileNum, seq := range seqs {
 		lastSeq = seq
 		path := filepath.Join(dir, fileName(seq))
 		s, err := scanFile(fs, path, seq, func(es []Entry, hs []HistEntry) error {
@@ -225,6 +237,7 @@ func (l *Log) replayAll(replay func(Entry) error, stats *ReplayStats) (uint64, e
 				return nil
 			}
 			for _, e := range es {
+				e.File = uint32(fileNum)
 				if err := replay(e); err != nil {
 					return err
 				}
@@ -234,6 +247,7 @@ func (l *Log) replayAll(replay func(Entry) error, stats *ReplayStats) (uint64, e
 				return fmt.Errorf("%d histogram samples and no ReplayHistogram to take them", len(hs))
 			}
 			for _, h := range hs {
+				h.File = uint32(fileNum)
 				if err := l.opts.ReplayHistogram(h); err != nil {
 					return err
 				}

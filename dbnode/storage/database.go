@@ -190,32 +190,11 @@ func (db *Database) Recovery() Recovery { return db.recovery }
 func (db *Database) dataDir() string { return filepath.Join(db.opts.Dir, "data") }
 
 func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
-	now := db.opts.Now()
-	replay := func(e commitlog.Entry) error {
-		ns := db.namespaces[e.Namespace]
-		if ns == nil {
-			return nil // namespace removed from config: its data is dropped
-		}
-		if r, _ := ns.check(e.T, now); r == ReasonTooOld {
-			return nil
-		}
-		shard := ident.Shard(e.ID, db.opts.NumShards)
-		return db.apply(ns, e.ID, shard, e.T, e.V)
-	}
-	replayHist := func(e commitlog.HistEntry) error {
-		ns := db.namespaces[e.Namespace]
-		if ns == nil {
-			return nil
-		}
-		if r, _ := ns.check(e.T, now); r == ReasonTooOld {
-			return nil
-		}
-		shard := ident.Shard(e.ID, db.opts.NumShards)
-		_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(e.ID), e.ID), e.T, 0, &HistogramSample{H: e.H, FH: e.FH})
-		return err
-	}
+	// Entries are applied by the replayer's workers (replay.go); Open
+	// returns once every one of them is in memory.
+	r := newReplayer(db)
 	cl, stats, err := commitlog.Open(commitlog.Options{
-		ReplayHistogram: replayHist,
+		ReplayHistogram: r.hist,
 		Dir:             filepath.Join(db.opts.Dir, "commitlog"),
 		FS:              db.opts.FS,
 		Mode:            db.opts.CommitLogMode,
@@ -224,9 +203,14 @@ func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
 		MaxPending:      db.opts.CommitLogMaxPending,
 		Logger:          db.opts.Logger,
 		Metrics:         db.opts.Metrics.SubScope("commitlog"),
-	}, replay)
+	}, r.float)
+	ferr := r.finish()
 	if err != nil {
 		return stats, fmt.Errorf("storage: open commit log: %w", err)
+	}
+	if ferr != nil {
+		_ = cl.Close()
+		return stats, fmt.Errorf("storage: open commit log: replay: %w", ferr)
 	}
 	db.cl = cl
 	return stats, nil
@@ -632,12 +616,6 @@ func (db *Database) putScratch(sc *writeScratch) {
 		sc.hseries, sc.hindex, sc.hentries = sc.hseries[:0], sc.hindex[:0], sc.hentries[:0]
 	}
 	db.scratchPool.Put(sc)
-}
-
-// apply writes one sample to memory (commit log replay).
-func (db *Database) apply(ns *namespace, id []byte, shard uint32, t int64, v float64) error {
-	_, err := db.applyTo(ns, shard, ns.shard(shard).getOrCreate(ns, hashID(id), id), t, v, nil)
-	return err
 }
 
 // applyTo writes one sample to series s of shard, to the encoder of its
