@@ -12,7 +12,7 @@ import (
 // so a caller may key per-series state on it (storage's replayer does).
 func TestReplayNumbersFilesAndSeries(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{Dir: dir}
+	opts := testOptions(Options{Dir: dir})
 	l, _, err := Open(opts, nil)
 	require.NoError(t, err)
 	require.NoError(t, l.Write(makeBatch("a", "s", 40, 7, 1000)))
