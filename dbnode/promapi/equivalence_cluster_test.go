@@ -55,7 +55,7 @@ func (r clusterReplica) Pushdown(ctx context.Context, req *query.Request, shards
 			part.add(s.lset, s.samples...)
 		}
 	}
-	return Evaluate(ctx, part, req, Options{Parallelism: 2})
+	return Evaluate(ctx, part, req, testOptions(Options{Parallelism: 2}))
 }
 
 var errRawOnly = errors.New("the generated cluster's raw reads go to the whole data set")
