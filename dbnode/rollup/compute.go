@@ -188,7 +188,7 @@ func Coarsen(windows []Window, res int64) ([]Window, error) {
 // end are multiples of the windows' resolution. ok is false when the range
 // holds no window.
 func Range(windows []Window, start, end int64) (w Window, ok bool, err error) {
-	return rangeOf(windows, start, end)
+	return rangeOf(windows, start, end, Merge)
 }
 
 // Rate is Prometheus' extrapolated rate/increase/delta (promql's

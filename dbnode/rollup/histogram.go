@@ -113,7 +113,7 @@ func MergeHistograms(a, b HWindow) (HWindow, error) {
 
 // RangeHistograms merges the windows ending in (start, end] (see Range).
 func RangeHistograms(windows []HWindow, start, end int64) (w HWindow, ok bool, err error) {
-	return rangeOf(windows, start, end)
+	return rangeOf(windows, start, end, MergeHistograms)
 }
 
 // RateHistograms is promql's rate (perSecond) or increase of native

@@ -21,8 +21,6 @@ type window[W any] interface {
 	span() span
 	// retimed is the window with End and Stale set.
 	retimed(end int64, stale bool) W
-	// mergeWith is Merge (or MergeHistograms) of the window and b.
-	mergeWith(b W) (W, error)
 }
 
 func (w Window) span() span {
@@ -34,8 +32,6 @@ func (w Window) retimed(end int64, stale bool) Window {
 	return w
 }
 
-func (w Window) mergeWith(b Window) (Window, error) { return Merge(w, b) }
-
 func (w HWindow) span() span {
 	return span{End: w.End, Count: w.Count, FirstT: w.First.T, LastT: w.Last.T, Stale: w.Stale}
 }
@@ -44,8 +40,6 @@ func (w HWindow) retimed(end int64, stale bool) HWindow {
 	w.End, w.Stale = end, stale
 	return w
 }
-
-func (w HWindow) mergeWith(b HWindow) (HWindow, error) { return MergeHistograms(w, b) }
 
 // mergeTrivial is the part of Merge every kind of window shares: b must
 // follow a (ErrOrder otherwise), and where either holds no samples the
@@ -66,9 +60,9 @@ func mergeTrivial[W window[W]](a, b W) (m W, done bool, err error) {
 	return m, false, nil
 }
 
-// rangeOf merges the windows ending in (start, end]: Range and
-// RangeHistograms.
-func rangeOf[W window[W]](windows []W, start, end int64) (w W, ok bool, err error) {
+// rangeOf merges the windows ending in (start, end] with merge: Range
+// and RangeHistograms.
+func rangeOf[W window[W]](windows []W, start, end int64, merge func(a, b W) (W, error)) (w W, ok bool, err error) {
 	for _, x := range windows {
 		if e := x.span().End; e <= start || e > end {
 			continue
@@ -77,7 +71,7 @@ func rangeOf[W window[W]](windows []W, start, end int64) (w W, ok bool, err erro
 			w, ok = x, true
 			continue
 		}
-		if w, err = w.mergeWith(x); err != nil {
+		if w, err = merge(w, x); err != nil {
 			var zero W
 			return zero, false, err
 		}
