@@ -36,7 +36,12 @@ func oneSeries(samples []Sample) storage.Queryable {
 	for i, s := range samples {
 		cs[i] = fsample{s.T, s.V}
 	}
-	lset := labels.FromStrings("__name__", "m")
+	return serve("m", cs)
+}
+
+// serve serves samples as the one series name to the engine.
+func serve(name string, cs []chunks.Sample) storage.Queryable {
+	lset := labels.FromStrings("__name__", name)
 	return storage.QueryableFunc(func(int64, int64) (storage.Querier, error) {
 		return &storage.MockQuerier{SelectMockFunction: func(bool, *storage.SelectHints, ...*labels.Matcher) storage.SeriesSet {
 			return &once{s: storage.NewListSeries(lset, cs)}

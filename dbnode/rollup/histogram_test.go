@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
@@ -36,12 +35,7 @@ func histSeries(samples []HSample) storage.Queryable {
 	for i, s := range samples {
 		cs[i] = hsample{s.T, s.H}
 	}
-	lset := labels.FromStrings("__name__", "h")
-	return storage.QueryableFunc(func(int64, int64) (storage.Querier, error) {
-		return &storage.MockQuerier{SelectMockFunction: func(bool, *storage.SelectHints, ...*labels.Matcher) storage.SeriesSet {
-			return &once{s: storage.NewListSeries(lset, cs)}
-		}}, nil
-	})
+	return serve("h", cs)
 }
 
 // counterHistogram is a schema-0 histogram with four positive buckets.
