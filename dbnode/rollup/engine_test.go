@@ -17,24 +17,39 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-type fsample struct {
+// esample is a raw sample as the engine's storage serves it: a float, or
+// a float histogram when h is set.
+type esample struct {
 	t int64
 	f float64
+	h *histogram.FloatHistogram
 }
 
-func (s fsample) T() int64                      { return s.t }
-func (s fsample) ST() int64                     { return 0 }
-func (s fsample) F() float64                    { return s.f }
-func (s fsample) H() *histogram.Histogram       { return nil }
-func (s fsample) FH() *histogram.FloatHistogram { return nil }
-func (s fsample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
-func (s fsample) Copy() chunks.Sample           { return s }
+func (s esample) T() int64                      { return s.t }
+func (s esample) ST() int64                     { return 0 }
+func (s esample) F() float64                    { return s.f }
+func (s esample) H() *histogram.Histogram       { return nil }
+func (s esample) FH() *histogram.FloatHistogram { return s.h }
+
+func (s esample) Type() chunkenc.ValueType {
+	if s.h != nil {
+		return chunkenc.ValFloatHistogram
+	}
+	return chunkenc.ValFloat
+}
+
+func (s esample) Copy() chunks.Sample {
+	if s.h != nil {
+		s.h = s.h.Copy()
+	}
+	return s
+}
 
 // oneSeries serves the raw samples as the one series "m" to the engine.
 func oneSeries(samples []Sample) storage.Queryable {
 	cs := make([]chunks.Sample, len(samples))
 	for i, s := range samples {
-		cs[i] = fsample{s.T, s.V}
+		cs[i] = esample{t: s.T, f: s.V}
 	}
 	return serve("m", cs)
 }

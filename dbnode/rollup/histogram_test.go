@@ -12,28 +12,14 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/stretchr/testify/require"
 )
 
-type hsample struct {
-	t int64
-	h *histogram.FloatHistogram
-}
-
-func (s hsample) T() int64                      { return s.t }
-func (s hsample) ST() int64                     { return 0 }
-func (s hsample) F() float64                    { return 0 }
-func (s hsample) H() *histogram.Histogram       { return nil }
-func (s hsample) FH() *histogram.FloatHistogram { return s.h }
-func (s hsample) Type() chunkenc.ValueType      { return chunkenc.ValFloatHistogram }
-func (s hsample) Copy() chunks.Sample           { return hsample{s.t, s.h.Copy()} }
-
 func histSeries(samples []HSample) storage.Queryable {
 	cs := make([]chunks.Sample, len(samples))
 	for i, s := range samples {
-		cs[i] = hsample{s.T, s.H}
+		cs[i] = esample{t: s.T, h: s.H}
 	}
 	return serve("h", cs)
 }
