@@ -104,14 +104,14 @@ func decodeWindows[W any](b []byte, c codec, known byte, body func(r *reader, h 
 	ends := endReader{maxUnits: math.MaxInt64 / res, minUnits: math.MinInt64/res + 1}
 	for i := uint64(0); i < n; i++ {
 		h, err := r.head(&ends, i == 0, res, known)
+		var w W
 		if err == nil {
-			var w W
-			if w, err = body(r, h, res); err == nil {
-				ws = append(ws, w)
-				continue
-			}
+			w, err = body(r, h, res)
 		}
-		return 0, nil, fmt.Errorf("%s %d: %w", c.window, i, err)
+		if err != nil {
+			return 0, nil, fmt.Errorf("%s %d: %w", c.window, i, err)
+		}
+		ws = append(ws, w)
 	}
 	if r.off != len(b) {
 		return 0, nil, r.fail("%d bytes after the last window", len(b)-r.off)
