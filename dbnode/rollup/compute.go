@@ -131,17 +131,8 @@ var ErrOrder = errors.New("rollup: windows merged out of time order")
 // result has b's End. It is exact: it equals Compute over the union of
 // the samples, up to floating-point rounding of Sum and Resets.
 func Merge(a, b Window) (Window, error) {
-	if b.End < a.End || (a.Count > 0 && b.Count > 0 && b.First.T <= a.Last.T) {
-		return Window{}, fmt.Errorf("%w: window ending %d (last sample %d) before window ending %d (first sample %d)",
-			ErrOrder, a.End, a.Last.T, b.End, b.First.T)
-	}
-	switch {
-	case b.Count == 0:
-		m := a
-		m.End, m.Stale = b.End, b.Stale
-		return m, nil
-	case a.Count == 0:
-		return b, nil
+	if m, done, err := mergeTrivial(a, b); done {
+		return m, err
 	}
 	m := Window{
 		End:    b.End,
@@ -197,19 +188,7 @@ func Coarsen(windows []Window, res int64) ([]Window, error) {
 // end are multiples of the windows' resolution. ok is false when the range
 // holds no window.
 func Range(windows []Window, start, end int64) (w Window, ok bool, err error) {
-	for _, x := range windows {
-		if x.End <= start || x.End > end {
-			continue
-		}
-		if !ok {
-			w, ok = x, true
-			continue
-		}
-		if w, err = Merge(w, x); err != nil {
-			return Window{}, false, err
-		}
-	}
-	return w, ok, nil
+	return rangeOf(windows, start, end, Merge)
 }
 
 // Rate is Prometheus' extrapolated rate/increase/delta (promql's
@@ -226,32 +205,5 @@ func Rate(w Window, start, end int64, counter, perSecond bool) (float64, bool) {
 	if counter {
 		result += w.Resets
 	}
-	durationToStart := float64(w.First.T-start) / 1000
-	durationToEnd := float64(end-w.Last.T) / 1000
-	sampledInterval := float64(w.Last.T-w.First.T) / 1000
-	avg := sampledInterval / float64(w.Count-1)
-	threshold := avg * 1.1
-	if durationToStart >= threshold {
-		durationToStart = avg / 2
-	}
-	if counter {
-		durationToZero := durationToStart
-		if result > 0 && w.First.V >= 0 {
-			durationToZero = sampledInterval * (w.First.V / result)
-		}
-		if durationToZero < durationToStart {
-			durationToStart = durationToZero
-		}
-	}
-	if durationToEnd >= threshold {
-		durationToEnd = avg / 2
-	}
-	factor := 1.0
-	if sampledInterval != 0 {
-		factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
-	}
-	if perSecond {
-		factor /= float64(end-start) / 1000
-	}
-	return result * factor, true
+	return result * extrapolation(w.span(), start, end, w.First.V, result, counter, perSecond), true
 }

@@ -48,81 +48,73 @@ func (s *valueState) update(w Window) {
 	}
 }
 
+// floatCodec is the float windows' part of the shared stream.
+var floatCodec = codec{
+	version: Version,
+	window:  "window",
+	versionFault: func(v byte) string {
+		return fmt.Sprintf("version %d, this build reads %d", v, Version)
+	},
+}
+
 // Encode appends the encoding of one series' windows of resolution res
 // (ms) to dst. The windows must be what Compute, Merge or Coarsen produce
 // for that resolution: strictly increasing End multiples of res, samples
 // inside their window; anything else is refused, so every encoding decodes.
 func Encode(dst []byte, res int64, ws []Window) ([]byte, error) {
-	if res <= 0 || res > math.MaxInt64/2 {
-		return dst, fmt.Errorf("rollup: encode: resolution must be 1 .. 2^62-1 ms, got %d", res)
-	}
-	dst = append(dst, Version)
-	dst = binary.AppendUvarint(dst, uint64(res))
-	dst = binary.AppendUvarint(dst, uint64(len(ws)))
 	var prev valueState
-	var prevUnits, prevDelta int64
-	for i, w := range ws {
-		if err := checkWindow(w, res); err != nil {
-			return dst, fmt.Errorf("rollup: encode window %d: %w", i, err)
-		}
-		units := w.End / res
-		if i == 0 {
-			dst = binary.AppendVarint(dst, units)
-			prevDelta = 1
-		} else {
-			delta := units - prevUnits
-			if delta < 1 {
-				return dst, fmt.Errorf("rollup: encode window %d: End %d not after the previous window's End %d", i, w.End, prevUnits*res)
-			}
-			dst = binary.AppendVarint(dst, delta-prevDelta)
-			prevDelta = delta
-		}
-		prevUnits = units
-		flags := byte(0)
-		if w.Stale {
-			flags |= flagStale
-		}
-		first := math.Float64bits(w.First.V)
-		single := isSingle(w)
-		switch {
-		case w.Count == 0:
-		case single:
-			flags |= flagSingle
-		default:
-			if math.Float64bits(w.Min) == first {
-				flags |= flagMinFirst
-			}
-			if math.Float64bits(w.Max) == math.Float64bits(w.Last.V) {
-				flags |= flagMaxLast
-			}
-			if math.Float64bits(w.Resets) == 0 {
-				flags |= flagNoResets
-			}
-		}
-		dst = append(dst, flags)
-		dst = binary.AppendUvarint(dst, w.Count)
-		if w.Count == 0 {
-			continue
-		}
-		dst = binary.AppendUvarint(dst, uint64(w.End-w.First.T))
-		dst = appendXOR(dst, first, prev[fFirst])
-		if !single {
-			dst = binary.AppendUvarint(dst, uint64(w.End-w.Last.T))
-			dst = appendXOR(dst, math.Float64bits(w.Last.V), prev[fLast])
-			if flags&flagMinFirst == 0 {
-				dst = appendXOR(dst, math.Float64bits(w.Min), prev[fMin])
-			}
-			if flags&flagMaxLast == 0 {
-				dst = appendXOR(dst, math.Float64bits(w.Max), prev[fMax])
-			}
-			dst = appendXOR(dst, math.Float64bits(w.Sum), prev[fSum])
-			if flags&flagNoResets == 0 {
-				dst = appendXOR(dst, math.Float64bits(w.Resets), prev[fResets])
-			}
-		}
-		prev.update(w)
+	return encodeWindows(dst, floatCodec, res, ws,
+		func(w *Window) int64 { return w.End },
+		func(w *Window, res int64) error { return checkWindow(*w, res) },
+		func(dst []byte, w *Window) []byte { return appendWindow(dst, w, &prev) })
+}
+
+// appendWindow writes a float window from its flags on, each value XORed
+// with the same field of the previous window with samples (prev).
+func appendWindow(dst []byte, w *Window, prev *valueState) []byte {
+	flags := byte(0)
+	if w.Stale {
+		flags |= flagStale
 	}
-	return dst, nil
+	first := math.Float64bits(w.First.V)
+	single := isSingle(*w)
+	switch {
+	case w.Count == 0:
+	case single:
+		flags |= flagSingle
+	default:
+		if math.Float64bits(w.Min) == first {
+			flags |= flagMinFirst
+		}
+		if math.Float64bits(w.Max) == math.Float64bits(w.Last.V) {
+			flags |= flagMaxLast
+		}
+		if math.Float64bits(w.Resets) == 0 {
+			flags |= flagNoResets
+		}
+	}
+	dst = appendHead(dst, flags, w.Count)
+	if w.Count == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(w.End-w.First.T))
+	dst = appendXOR(dst, first, prev[fFirst])
+	if !single {
+		dst = binary.AppendUvarint(dst, uint64(w.End-w.Last.T))
+		dst = appendXOR(dst, math.Float64bits(w.Last.V), prev[fLast])
+		if flags&flagMinFirst == 0 {
+			dst = appendXOR(dst, math.Float64bits(w.Min), prev[fMin])
+		}
+		if flags&flagMaxLast == 0 {
+			dst = appendXOR(dst, math.Float64bits(w.Max), prev[fMax])
+		}
+		dst = appendXOR(dst, math.Float64bits(w.Sum), prev[fSum])
+		if flags&flagNoResets == 0 {
+			dst = appendXOR(dst, math.Float64bits(w.Resets), prev[fResets])
+		}
+	}
+	prev.update(*w)
+	return dst
 }
 
 // isSingle reports whether the window is one sample whose every value
@@ -197,26 +189,25 @@ func (r *reader) fail(what string, args ...any) error {
 
 func (r *reader) uvarint(what string) (uint64, error) {
 	v, n := binary.Uvarint(r.b[r.off:])
-	if n <= 0 {
-		return 0, r.fail("%s: truncated or overlong varint", what)
-	}
-	if n > 1 && r.b[r.off+n-1] == 0 {
-		return 0, r.fail("%s: varint with a needless zero byte", what)
-	}
-	r.off += n
-	return v, nil
+	return v, r.advance(what, n)
 }
 
 func (r *reader) varint(what string) (int64, error) {
 	v, n := binary.Varint(r.b[r.off:])
+	return v, r.advance(what, n)
+}
+
+// advance moves past a varint of n bytes (binary.Uvarint's n), refusing
+// one that is truncated, overflows, or is longer than it need be.
+func (r *reader) advance(what string, n int) error {
 	if n <= 0 {
-		return 0, r.fail("%s: truncated or overlong varint", what)
+		return r.fail("%s: truncated or overlong varint", what)
 	}
 	if n > 1 && r.b[r.off+n-1] == 0 {
-		return 0, r.fail("%s: varint with a needless zero byte", what)
+		return r.fail("%s: varint with a needless zero byte", what)
 	}
 	r.off += n
-	return v, nil
+	return nil
 }
 
 func (r *reader) byte(what string) (byte, error) {
@@ -272,80 +263,17 @@ func (r *reader) offset(what string, end, res int64) (int64, error) {
 // wrapping ErrCorrupt that says where and what; Decode never panics and
 // allocates in proportion to its input.
 func Decode(b []byte) (res int64, ws []Window, err error) {
-	r := &reader{b: b}
-	v, err := r.byte("version")
-	if err != nil {
-		return 0, nil, err
-	}
-	if v != Version {
-		return 0, nil, r.fail("version %d, this build reads %d", v, Version)
-	}
-	ures, err := r.uvarint("resolution")
-	if err != nil {
-		return 0, nil, err
-	}
-	if ures == 0 || ures > math.MaxInt64/2 {
-		return 0, nil, r.fail("resolution %d ms out of range", ures)
-	}
-	res = int64(ures)
-	n, err := r.uvarint("window count")
-	if err != nil {
-		return 0, nil, err
-	}
-	if n > uint64(len(b)-r.off)/minWindowSize {
-		return 0, nil, r.fail("%d windows announced, %d bytes left", n, len(b)-r.off)
-	}
-	ws = make([]Window, 0, n)
-	maxUnits, minUnits := math.MaxInt64/res, math.MinInt64/res+1
 	var prev valueState
-	var units, delta int64
-	for i := uint64(0); i < n; i++ {
-		w, err := decodeWindow(r, i, res, &prev, &units, &delta, minUnits, maxUnits)
-		if err != nil {
-			return 0, nil, fmt.Errorf("window %d: %w", i, err)
-		}
-		ws = append(ws, w)
-	}
-	if r.off != len(b) {
-		return 0, nil, r.fail("%d bytes after the last window", len(b)-r.off)
-	}
-	return res, ws, nil
+	return decodeWindows(b, floatCodec, flagsKnown, func(r *reader, h head, res int64) (Window, error) {
+		return decodeWindow(r, h, res, &prev)
+	})
 }
 
-func decodeWindow(r *reader, i uint64, res int64, prev *valueState, units, delta *int64, minUnits, maxUnits int64) (Window, error) {
-	var w Window
-	d, err := r.varint("End")
-	if err != nil {
-		return w, err
-	}
-	if i == 0 {
-		*units, *delta = d, 1
-	} else {
-		// delta + d and units + delta are bounded before they are summed.
-		if d > maxUnits-*delta || *delta+d < 1 {
-			return w, r.fail("End delta-of-delta %d makes windows not strictly increasing", d)
-		}
-		*delta += d
-		if *units > 0 && *delta > maxUnits-*units {
-			return w, r.fail("End overflows")
-		}
-		*units += *delta
-	}
-	if *units < minUnits || *units > maxUnits {
-		return w, r.fail("End %d windows of %d ms overflows", *units, res)
-	}
-	w.End = *units * res
-	flags, err := r.byte("flags")
-	if err != nil {
-		return w, err
-	}
-	if flags&^flagsKnown != 0 {
-		return w, r.fail("unknown flags %#x", flags&^flagsKnown)
-	}
-	w.Stale = flags&flagStale != 0
-	if w.Count, err = r.uvarint("count"); err != nil {
-		return w, err
-	}
+// decodeWindow reads a float window after its head.
+func decodeWindow(r *reader, h head, res int64, prev *valueState) (Window, error) {
+	var err error
+	w := Window{End: h.End, Count: h.Count, Stale: h.Flags&flagStale != 0}
+	flags := h.Flags
 	valueFlags := flags &^ flagStale
 	switch {
 	case w.Count == 0:

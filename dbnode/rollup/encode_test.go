@@ -103,11 +103,7 @@ func TestDecodeNamesTheFault(t *testing.T) {
 	require.NoError(t, err)
 	good, err := Encode(nil, 10, ws)
 	require.NoError(t, err)
-	for _, tc := range []struct {
-		name string
-		b    []byte
-		want string
-	}{
+	requireFaults(t, Decode, []fault{
 		{"empty", nil, "version: truncated"},
 		{"version", append([]byte{9}, good[1:]...), "version 9"},
 		{"truncated", good[:len(good)-1], "1 left"},
@@ -120,8 +116,21 @@ func TestDecodeNamesTheFault(t *testing.T) {
 		{"offset past window", []byte{Version, 10, 1, 2, flagSingle, 1, 10, 0}, "10 ms before the window end"},
 		{"bad xor header", []byte{Version, 10, 1, 2, flagSingle, 1, 0, 65}, "XOR header 65"},
 		{"non-canonical xor", []byte{Version, 10, 1, 2, flagSingle, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1}, "zero byte"},
-	} {
-		_, _, err := Decode(tc.b)
+	})
+}
+
+// fault is bytes a decoder must refuse and what its error must say.
+type fault struct {
+	name string
+	b    []byte
+	want string
+}
+
+// requireFaults: decode refuses each fault with an error wrapping
+// ErrCorrupt that says what it should.
+func requireFaults[W any](t *testing.T, decode func([]byte) (int64, []W, error), faults []fault) {
+	for _, tc := range faults {
+		_, _, err := decode(tc.b)
 		require.Error(t, err, tc.name)
 		require.True(t, errors.Is(err, ErrCorrupt), "%s: %v", tc.name, err)
 		require.ErrorContains(t, err, tc.want, tc.name)
@@ -158,20 +167,27 @@ func FuzzDecodeRollup(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{Version, 10, 0})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		res, ws, err := Decode(b)
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
-			}
-			return
+	f.Fuzz(func(t *testing.T, b []byte) { decodesToItsEncoding(t, b, Decode, Encode) })
+}
+
+// decodesToItsEncoding is both fuzz targets' property: bytes decode only
+// to an error wrapping ErrCorrupt, or to windows that encode to the same
+// bytes (one encoding per series).
+func decodesToItsEncoding[W any](t *testing.T, b []byte,
+	decode func([]byte) (int64, []W, error), encode func([]byte, int64, []W) ([]byte, error),
+) {
+	res, ws, err := decode(b)
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("error does not wrap ErrCorrupt: %v", err)
 		}
-		again, err := Encode(nil, res, ws)
-		if err != nil {
-			t.Fatalf("decoded windows do not encode: %v", err)
-		}
-		if !bytes.Equal(b, again) {
-			t.Fatalf("decoded and re-encoded differs:\n%x\n%x", b, again)
-		}
-	})
+		return
+	}
+	again, err := encode(nil, res, ws)
+	if err != nil {
+		t.Fatalf("decoded windows do not encode: %v", err)
+	}
+	if !bytes.Equal(b, again) {
+		t.Fatalf("decoded and re-encoded differs:\n%x\n%x", b, again)
+	}
 }

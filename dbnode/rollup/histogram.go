@@ -2,7 +2,6 @@ package rollup
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/value"
@@ -90,16 +89,8 @@ func ComputeHistograms(samples []HSample, res int64) ([]HWindow, error) {
 // MergeHistograms joins two windows whose samples are consecutive, a's
 // before b's (see Merge).
 func MergeHistograms(a, b HWindow) (HWindow, error) {
-	if b.End < a.End || (a.Count > 0 && b.Count > 0 && b.First.T <= a.Last.T) {
-		return HWindow{}, fmt.Errorf("%w: window ending %d before window ending %d", ErrOrder, a.End, b.End)
-	}
-	switch {
-	case b.Count == 0:
-		m := a
-		m.End, m.Stale = b.End, b.Stale
-		return m, nil
-	case a.Count == 0:
-		return b, nil
+	if m, done, err := mergeTrivial(a, b); done {
+		return m, err
 	}
 	m := HWindow{End: b.End, Count: a.Count + b.Count, First: a.First, Last: b.Last, Stale: b.Stale}
 	var err error
@@ -122,19 +113,7 @@ func MergeHistograms(a, b HWindow) (HWindow, error) {
 
 // RangeHistograms merges the windows ending in (start, end] (see Range).
 func RangeHistograms(windows []HWindow, start, end int64) (w HWindow, ok bool, err error) {
-	for _, x := range windows {
-		if x.End <= start || x.End > end {
-			continue
-		}
-		if !ok {
-			w, ok = x, true
-			continue
-		}
-		if w, err = MergeHistograms(w, x); err != nil {
-			return HWindow{}, false, err
-		}
-	}
-	return w, ok, nil
+	return rangeOf(windows, start, end, MergeHistograms)
 }
 
 // RateHistograms is promql's rate (perSecond) or increase of native
@@ -158,27 +137,7 @@ func RateHistograms(w HWindow, start, end int64, perSecond bool) (*histogram.Flo
 			return nil, false, err
 		}
 	}
-	durationToStart := float64(w.First.T-start) / 1000
-	durationToEnd := float64(end-w.Last.T) / 1000
-	sampledInterval := float64(w.Last.T-w.First.T) / 1000
-	avg := sampledInterval / float64(w.Count-1)
-	threshold := avg * 1.1
-	if durationToStart >= threshold {
-		durationToStart = avg / 2
-	}
-	durationToZero := durationToStart
-	if h.Count > 0 && w.First.H.Count >= 0 {
-		durationToZero = sampledInterval * (w.First.H.Count / h.Count)
-	}
-	durationToStart = math.Min(durationToStart, durationToZero)
-	if durationToEnd >= threshold {
-		durationToEnd = avg / 2
-	}
-	factor := (sampledInterval + durationToStart + durationToEnd) / sampledInterval
-	if perSecond {
-		factor /= float64(end-start) / 1000
-	}
-	h.Mul(factor)
+	h.Mul(extrapolation(w.span(), start, end, w.First.H.Count, h.Count, true, perSecond))
 	h.CounterResetHint = histogram.GaugeType
 	return h.Compact(0), true, nil
 }

@@ -90,64 +90,55 @@ func checkHWindow(w HWindow, res int64) error {
 	return nil
 }
 
+// histogramCodec is the histogram windows' part of the shared stream.
+var histogramCodec = codec{
+	version: HistogramVersion,
+	window:  "histogram window",
+	versionFault: func(v byte) string {
+		return fmt.Sprintf("version %#x, this build reads histogram windows %#x", v, HistogramVersion)
+	},
+}
+
 // EncodeHistograms appends the encoding of one series' histogram windows
 // of resolution res ms (as ComputeHistograms and MergeHistograms make
 // them) to dst. As Encode, it refuses what DecodeHistograms would.
 func EncodeHistograms(dst []byte, res int64, ws []HWindow) ([]byte, error) {
-	if res <= 0 || res > math.MaxInt64/2 {
-		return dst, fmt.Errorf("rollup: encode: resolution must be 1 .. 2^62-1 ms, got %d", res)
+	return encodeWindows(dst, histogramCodec, res, ws,
+		func(w *HWindow) int64 { return w.End },
+		func(w *HWindow, res int64) error { return checkHWindow(*w, res) },
+		appendHWindow)
+}
+
+// appendHWindow writes a histogram window from its flags on.
+func appendHWindow(dst []byte, w *HWindow) []byte {
+	flags := byte(0)
+	if w.Stale {
+		flags |= hflagStale
 	}
-	dst = append(dst, HistogramVersion)
-	dst = binary.AppendUvarint(dst, uint64(res))
-	dst = binary.AppendUvarint(dst, uint64(len(ws)))
-	var prevUnits, prevDelta int64
-	for i, w := range ws {
-		if err := checkHWindow(w, res); err != nil {
-			return dst, fmt.Errorf("rollup: encode histogram window %d: %w", i, err)
-		}
-		units := w.End / res
-		if i == 0 {
-			dst = binary.AppendVarint(dst, units)
-			prevDelta = 1
-		} else {
-			delta := units - prevUnits
-			if delta < 1 {
-				return dst, fmt.Errorf("rollup: encode histogram window %d: End %d not after the previous window's End %d", i, w.End, prevUnits*res)
-			}
-			dst = binary.AppendVarint(dst, delta-prevDelta)
-			prevDelta = delta
-		}
-		prevUnits = units
-		flags := byte(0)
-		if w.Stale {
-			flags |= hflagStale
-		}
-		single := isSingleHist(w)
-		switch {
-		case w.Count == 0:
-		case single:
-			flags |= hflagSingle
-		case w.Resets != nil:
-			flags |= hflagResets
-		}
-		dst = append(dst, flags)
-		dst = binary.AppendUvarint(dst, w.Count)
-		if w.Count == 0 {
-			continue
-		}
-		dst = binary.AppendUvarint(dst, uint64(w.End-w.First.T))
-		dst = appendHistogram(dst, w.First.H)
-		if single {
-			continue
-		}
-		dst = binary.AppendUvarint(dst, uint64(w.End-w.Last.T))
-		dst = appendHistogram(dst, w.Last.H)
-		dst = appendHistogram(dst, w.Sum)
-		if w.Resets != nil {
-			dst = appendHistogram(dst, w.Resets)
-		}
+	single := isSingleHist(*w)
+	switch {
+	case w.Count == 0:
+	case single:
+		flags |= hflagSingle
+	case w.Resets != nil:
+		flags |= hflagResets
 	}
-	return dst, nil
+	dst = appendHead(dst, flags, w.Count)
+	if w.Count == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(w.End-w.First.T))
+	dst = appendHistogram(dst, w.First.H)
+	if single {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(w.End-w.Last.T))
+	dst = appendHistogram(dst, w.Last.H)
+	dst = appendHistogram(dst, w.Sum)
+	if w.Resets != nil {
+		dst = appendHistogram(dst, w.Resets)
+	}
+	return dst
 }
 
 func (r *reader) floats(what string, n uint64) ([]float64, error) {
@@ -245,78 +236,14 @@ func (r *reader) histogram(what string) (*histogram.FloatHistogram, error) {
 // EncodeHistograms. As Decode, it refuses any other bytes with an error
 // wrapping ErrCorrupt and never panics.
 func DecodeHistograms(b []byte) (res int64, ws []HWindow, err error) {
-	r := &reader{b: b}
-	v, err := r.byte("version")
-	if err != nil {
-		return 0, nil, err
-	}
-	if v != HistogramVersion {
-		return 0, nil, r.fail("version %#x, this build reads histogram windows %#x", v, HistogramVersion)
-	}
-	ures, err := r.uvarint("resolution")
-	if err != nil {
-		return 0, nil, err
-	}
-	if ures == 0 || ures > math.MaxInt64/2 {
-		return 0, nil, r.fail("resolution %d ms out of range", ures)
-	}
-	res = int64(ures)
-	n, err := r.uvarint("window count")
-	if err != nil {
-		return 0, nil, err
-	}
-	if n > uint64(len(b)-r.off)/minWindowSize {
-		return 0, nil, r.fail("%d windows announced, %d bytes left", n, len(b)-r.off)
-	}
-	ws = make([]HWindow, 0, n)
-	maxUnits, minUnits := math.MaxInt64/res, math.MinInt64/res+1
-	var units, delta int64
-	for i := uint64(0); i < n; i++ {
-		w, err := decodeHWindow(r, i, res, &units, &delta, minUnits, maxUnits)
-		if err != nil {
-			return 0, nil, fmt.Errorf("histogram window %d: %w", i, err)
-		}
-		ws = append(ws, w)
-	}
-	if r.off != len(b) {
-		return 0, nil, r.fail("%d bytes after the last window", len(b)-r.off)
-	}
-	return res, ws, nil
+	return decodeWindows(b, histogramCodec, hflagsKnown, decodeHWindow)
 }
 
-func decodeHWindow(r *reader, i uint64, res int64, units, delta *int64, minUnits, maxUnits int64) (HWindow, error) {
-	var w HWindow
-	d, err := r.varint("End")
-	if err != nil {
-		return w, err
-	}
-	if i == 0 {
-		*units, *delta = d, 1
-	} else {
-		if d > maxUnits-*delta || *delta+d < 1 {
-			return w, r.fail("End delta-of-delta %d makes windows not strictly increasing", d)
-		}
-		*delta += d
-		if *units > 0 && *delta > maxUnits-*units {
-			return w, r.fail("End overflows")
-		}
-		*units += *delta
-	}
-	if *units < minUnits || *units > maxUnits {
-		return w, r.fail("End %d windows of %d ms overflows", *units, res)
-	}
-	w.End = *units * res
-	flags, err := r.byte("flags")
-	if err != nil {
-		return w, err
-	}
-	if flags&^hflagsKnown != 0 {
-		return w, r.fail("unknown flags %#x", flags&^hflagsKnown)
-	}
-	w.Stale = flags&hflagStale != 0
-	if w.Count, err = r.uvarint("count"); err != nil {
-		return w, err
-	}
+// decodeHWindow reads a histogram window after its head.
+func decodeHWindow(r *reader, h head, res int64) (HWindow, error) {
+	var err error
+	w := HWindow{End: h.End, Count: h.Count, Stale: h.Flags&hflagStale != 0}
+	flags := h.Flags
 	valueFlags := flags &^ hflagStale
 	switch {
 	case w.Count == 0 && valueFlags != 0:

@@ -2,7 +2,6 @@ package rollup
 
 import (
 	"bytes"
-	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -75,22 +74,13 @@ func TestHistogramEncodeRoundTrip(t *testing.T) {
 func TestHistogramDecodeNamesTheFault(t *testing.T) {
 	good, err := EncodeHistograms(nil, 10, histWindows(t, 1, 10, 200))
 	require.NoError(t, err)
-	for _, tc := range []struct {
-		name string
-		b    []byte
-		want string
-	}{
+	requireFaults(t, DecodeHistograms, []fault{
 		{"float version", append([]byte{Version}, good[1:]...), "version 0x1"},
 		{"truncated", good[:len(good)/2], "rollup: corrupt encoding"},
 		{"trailing", append(bytes.Clone(good), 0), "bytes after the last window"},
 		{"bad hint", []byte{HistogramVersion, 10, 1, 2, hflagSingle, 1, 0, 9}, "counter reset hint 9"},
 		{"bad schema", []byte{HistogramVersion, 10, 1, 2, hflagSingle, 1, 0, 0, 40, 0, 0, 0, 0, 0, 0, 0}, "first"},
-	} {
-		_, _, err := DecodeHistograms(tc.b)
-		require.Error(t, err, tc.name)
-		require.True(t, errors.Is(err, ErrCorrupt), "%s: %v", tc.name, err)
-		require.ErrorContains(t, err, tc.want, tc.name)
-	}
+	})
 }
 
 // FuzzDecodeRollupHistograms: as FuzzDecodeRollup, for histogram windows.
@@ -105,20 +95,5 @@ func FuzzDecodeRollupHistograms(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		res, ws, err := DecodeHistograms(b)
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
-			}
-			return
-		}
-		again, err := EncodeHistograms(nil, res, ws)
-		if err != nil {
-			t.Fatalf("decoded windows do not encode: %v", err)
-		}
-		if !bytes.Equal(b, again) {
-			t.Fatalf("decoded and re-encoded differs:\n%x\n%x", b, again)
-		}
-	})
+	f.Fuzz(func(t *testing.T, b []byte) { decodesToItsEncoding(t, b, DecodeHistograms, EncodeHistograms) })
 }

@@ -9,39 +9,19 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/stretchr/testify/require"
 )
 
-type hsample struct {
-	t int64
-	h *histogram.FloatHistogram
-}
-
-func (s hsample) T() int64                      { return s.t }
-func (s hsample) ST() int64                     { return 0 }
-func (s hsample) F() float64                    { return 0 }
-func (s hsample) H() *histogram.Histogram       { return nil }
-func (s hsample) FH() *histogram.FloatHistogram { return s.h }
-func (s hsample) Type() chunkenc.ValueType      { return chunkenc.ValFloatHistogram }
-func (s hsample) Copy() chunks.Sample           { return hsample{s.t, s.h.Copy()} }
-
 func histSeries(samples []HSample) storage.Queryable {
 	cs := make([]chunks.Sample, len(samples))
 	for i, s := range samples {
-		cs[i] = hsample{s.T, s.H}
+		cs[i] = esample{t: s.T, h: s.H}
 	}
-	lset := labels.FromStrings("__name__", "h")
-	return storage.QueryableFunc(func(int64, int64) (storage.Querier, error) {
-		return &storage.MockQuerier{SelectMockFunction: func(bool, *storage.SelectHints, ...*labels.Matcher) storage.SeriesSet {
-			return &once{s: storage.NewListSeries(lset, cs)}
-		}}, nil
-	})
+	return serve("h", cs)
 }
 
 // counterHistogram is a schema-0 histogram with four positive buckets.
@@ -75,13 +55,13 @@ func instant(t *testing.T, engine *promql.Engine, q storage.Queryable, expr stri
 func TestHistogramRatesMatchEngine(t *testing.T) {
 	const res = int64(5 * time.Minute / time.Millisecond)
 	rng := rand.New(rand.NewPCG(26, 5))
-	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e7, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	engine := newEngine()
 	caught := 0
 	for trial := 0; trial < 6; trial++ {
 		var samples []HSample
 		var b [4]float64
 		var zero, sum float64
-		for ts := int64(0); ts < 12*res; {
+		scrape(rng, res, func(ts int64) {
 			switch {
 			case rng.IntN(60) == 0:
 				samples = append(samples, HSample{ts, &histogram.FloatHistogram{Sum: math.Float64frombits(value.StaleNaN)}})
@@ -96,64 +76,55 @@ func TestHistogramRatesMatchEngine(t *testing.T) {
 				sum += rng.Float64() * 50
 				samples = append(samples, HSample{ts, counterHistogram(b, zero, sum)})
 			}
-			step := int64(15_000)
-			if rng.IntN(3) > 0 {
-				step += rng.Int64N(2_000) - 1_000
-			}
-			ts += step
-		}
+		})
 		ws, err := ComputeHistograms(samples, res)
 		require.NoError(t, err)
 		q := histSeries(samples)
-		for _, n := range []int64{1, 4, 12} {
-			for end := n * res; end <= 12*res; end += res {
-				start := end - n*res
-				w, ok, err := RangeHistograms(ws, start, end)
-				require.NoError(t, err)
-				rangeStr := fmt.Sprintf("%dms", n*res)
-				for _, fn := range []string{"rate", "increase", "sum_over_time"} {
-					expr := fmt.Sprintf("%s(h[%s])", fn, rangeStr)
-					where := fmt.Sprintf("trial %d %s at %d", trial, expr, end)
-					vec := instant(t, engine, q, expr, end)
-					var got *histogram.FloatHistogram
-					gotOK := ok && w.Count > 0
-					switch fn {
-					case "sum_over_time":
-						got = w.Sum
-					default:
-						got, gotOK, err = RateHistograms(w, start, end, fn == "rate")
-						require.NoError(t, err)
+		alignedRanges(res, []int64{1, 4, 12}, func(start, end int64, rangeStr string) {
+			w, ok, err := RangeHistograms(ws, start, end)
+			require.NoError(t, err)
+			for _, fn := range []string{"rate", "increase", "sum_over_time"} {
+				expr := fmt.Sprintf("%s(h[%s])", fn, rangeStr)
+				where := fmt.Sprintf("trial %d %s at %d", trial, expr, end)
+				vec := instant(t, engine, q, expr, end)
+				var got *histogram.FloatHistogram
+				gotOK := ok && w.Count > 0
+				switch fn {
+				case "sum_over_time":
+					got = w.Sum
+				default:
+					got, gotOK, err = RateHistograms(w, start, end, fn == "rate")
+					require.NoError(t, err)
+				}
+				require.Equal(t, len(vec) == 1, gotOK, where)
+				if !gotOK {
+					continue
+				}
+				want := vec[0].H
+				require.NotNil(t, want, where)
+				tol := func(x float64) float64 { return 1e-9 * math.Max(1, math.Abs(x)) }
+				require.InDelta(t, want.Count, got.Count, tol(want.Count), where)
+				require.InDelta(t, want.Sum, got.Sum, tol(want.Sum), where)
+				mine := histSeries([]HSample{{end, got}})
+				for _, phi := range []string{"0.25", "0.5", "0.9"} {
+					wq := instant(t, engine, q, fmt.Sprintf("histogram_quantile(%s, %s)", phi, expr), end)
+					gq := instant(t, engine, mine, fmt.Sprintf("histogram_quantile(%s, h)", phi), end)
+					require.Len(t, gq, len(wq), where)
+					if len(wq) == 1 && !math.IsNaN(wq[0].F) {
+						require.InDelta(t, wq[0].F, gq[0].F, tol(wq[0].F), "%s quantile %s", where, phi)
 					}
-					require.Equal(t, len(vec) == 1, gotOK, where)
-					if !gotOK {
-						continue
-					}
-					want := vec[0].H
-					require.NotNil(t, want, where)
-					tol := func(x float64) float64 { return 1e-9 * math.Max(1, math.Abs(x)) }
-					require.InDelta(t, want.Count, got.Count, tol(want.Count), where)
-					require.InDelta(t, want.Sum, got.Sum, tol(want.Sum), where)
-					mine := histSeries([]HSample{{end, got}})
-					for _, phi := range []string{"0.25", "0.5", "0.9"} {
-						wq := instant(t, engine, q, fmt.Sprintf("histogram_quantile(%s, %s)", phi, expr), end)
-						gq := instant(t, engine, mine, fmt.Sprintf("histogram_quantile(%s, h)", phi), end)
-						require.Len(t, gq, len(wq), where)
-						if len(wq) == 1 && !math.IsNaN(wq[0].F) {
-							require.InDelta(t, wq[0].F, gq[0].F, tol(wq[0].F), "%s quantile %s", where, phi)
-						}
-					}
-					if fn == "increase" && w.Resets != nil {
-						broken := w
-						broken.Resets = nil
-						b, _, err := RateHistograms(broken, start, end, false)
-						require.NoError(t, err)
-						if math.Abs(b.Count-want.Count) > tol(want.Count) {
-							caught++
-						}
+				}
+				if fn == "increase" && w.Resets != nil {
+					broken := w
+					broken.Resets = nil
+					b, _, err := RateHistograms(broken, start, end, false)
+					require.NoError(t, err)
+					if math.Abs(b.Count-want.Count) > tol(want.Count) {
+						caught++
 					}
 				}
 			}
-		}
+		})
 	}
 	require.Greater(t, caught, 0, "a window without its resets never changed increase")
 }
