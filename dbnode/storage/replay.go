@@ -80,7 +80,7 @@ const (
 type replayWorker struct {
 	in   chan []replayTask
 	free chan []replayTask
-	made int // batches made so far (feeder)
+	made int          // batches made so far (feeder)
 	cur  []replayTask // being filled by the feeder
 
 	// Its own: the series of the current file by local place.
