@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
@@ -46,6 +47,11 @@ type Client struct {
 	addr    string
 	conn    *grpc.ClientConn
 	timeout time.Duration
+	// olderUntil: until this time (unix nanoseconds) the node is taken
+	// for one of the previous version, which does not read BATCH_V1
+	// (Write); after it, BATCH_V1 is tried again, as the node may have
+	// been upgraded behind the same address.
+	olderUntil atomic.Int64
 }
 
 // Dial returns a client of the node at addr (host:port). It does not wait
@@ -120,26 +126,80 @@ func (c *Client) writeBatch(ctx context.Context, ns string, samples []storage.Sa
 	return writeResultFromPB(resp), nil
 }
 
-// WriteHistograms writes native histogram samples (payload format
-// HISTOGRAMS_V1). A node older than the format refuses the whole batch
-// with InvalidArgument and writes nothing.
+// Write writes a batch of every kind in one request (payload format
+// BATCH_V1); a batch of floats alone goes as WriteBatch sends it. A node
+// of the previous version refuses BATCH_V1 as a format it does not know
+// (InvalidArgument, "unknown to this node") and writes nothing: Write
+// then sends it the batch in the formats it reads, floats (SERIES_V1)
+// then histograms (HISTOGRAMS_V1), and keeps doing so for that node for
+// olderRecheck. A node older still refuses HISTOGRAMS_V1 with
+// InvalidArgument too, which Write returns.
+func (c *Client) Write(ctx context.Context, ns string, b storage.Batch) (WriteResult, error) {
+	return c.write(ctx, ns, b, false)
+}
+
+// WriteFill is Write with fill_only set (WriteBatchFill).
+func (c *Client) WriteFill(ctx context.Context, ns string, b storage.Batch) (WriteResult, error) {
+	return c.write(ctx, ns, b, true)
+}
+
+// WriteHistograms is Write of native histograms alone.
 func (c *Client) WriteHistograms(ctx context.Context, ns string, samples []storage.HistogramSample) (WriteResult, error) {
-	return c.writeHistograms(ctx, ns, samples, false)
+	return c.Write(ctx, ns, storage.Batch{Histograms: samples})
 }
 
-// WriteHistogramsFill is WriteHistograms with fill_only set: the node
-// keeps the histograms it already holds at the samples' series and
-// timestamps. Hint replays use it.
-func (c *Client) WriteHistogramsFill(ctx context.Context, ns string, samples []storage.HistogramSample) (WriteResult, error) {
-	return c.writeHistograms(ctx, ns, samples, true)
+// olderRecheck is how long a node that refused BATCH_V1 is sent the
+// previous version's formats before BATCH_V1 is tried on it again.
+const olderRecheck = time.Minute
+
+func (c *Client) write(ctx context.Context, ns string, b storage.Batch, fill bool) (WriteResult, error) {
+	if len(b.Histograms) == 0 {
+		return c.writeBatch(ctx, ns, b.Floats, fill)
+	}
+	if time.Now().UnixNano() < c.olderUntil.Load() {
+		return c.writeOlder(ctx, ns, b, fill)
+	}
+	res, err := c.writePayload(ctx, ns, nodepb.PayloadFormat_PAYLOAD_FORMAT_BATCH_V1, b, fill)
+	if Code(err) == codes.InvalidArgument && strings.Contains(err.Error(), "unknown to this node") {
+		c.olderUntil.Store(time.Now().Add(olderRecheck).UnixNano())
+		return c.writeOlder(ctx, ns, b, fill)
+	}
+	return res, err
 }
 
-func (c *Client) writeHistograms(ctx context.Context, ns string, samples []storage.HistogramSample, fill bool) (WriteResult, error) {
-	payload, err := appendHistogramPayload(nil, samples)
+// writeOlder writes b in the formats a node of the previous version
+// reads: its floats as SERIES_V1, then its histograms as HISTOGRAMS_V1,
+// the two results summed.
+func (c *Client) writeOlder(ctx context.Context, ns string, b storage.Batch, fill bool) (WriteResult, error) {
+	var res WriteResult
+	if len(b.Floats) > 0 {
+		r, err := c.writeBatch(ctx, ns, b.Floats, fill)
+		if err != nil {
+			return WriteResult{}, err
+		}
+		res = r
+	}
+	r, err := c.writePayload(ctx, ns, nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1, storage.Batch{Histograms: b.Histograms}, fill)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	return res.add(r), nil
+}
+
+// writePayload sends b as one WriteBatch request of format f (BATCH_V1,
+// or HISTOGRAMS_V1 for histograms alone).
+func (c *Client) writePayload(ctx context.Context, ns string, f nodepb.PayloadFormat, b storage.Batch, fill bool) (WriteResult, error) {
+	var payload []byte
+	var err error
+	if f == nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1 {
+		payload, err = appendHistogramPayload(nil, b.Histograms)
+	} else {
+		payload, err = appendBatchPayload(nil, b)
+	}
 	if err != nil {
 		return WriteResult{}, status.Error(codes.InvalidArgument, err.Error())
 	}
-	req := &nodepb.WriteBatchRequest{Namespace: ns, Format: nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1, Payload: payload, FillOnly: fill}
+	req := &nodepb.WriteBatchRequest{Namespace: ns, Format: f, Payload: payload, FillOnly: fill}
 	resp := new(nodepb.WriteBatchResponse)
 	if err := c.invoke(ctx, nodepb.Node_WriteBatch_FullMethodName, req, resp); err != nil {
 		return WriteResult{}, err

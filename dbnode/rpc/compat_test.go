@@ -2,8 +2,11 @@ package rpc
 
 import (
 	"context"
+	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
@@ -134,7 +137,7 @@ func TestBadWriteRequests(t *testing.T) {
 		msg  string
 	}{
 		{"unknown payload format", marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Format: 7, Payload: good}),
-			codes.InvalidArgument, "write payload format 7 (7) unknown to this node: it reads PAYLOAD_FORMAT_SERIES_V1 and PAYLOAD_FORMAT_HISTOGRAMS_V1 only"},
+			codes.InvalidArgument, "write payload format 7 (7) unknown to this node: it reads PAYLOAD_FORMAT_SERIES_V1, PAYLOAD_FORMAT_HISTOGRAMS_V1 and PAYLOAD_FORMAT_BATCH_V1 only"},
 		{"truncated payload", marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Payload: good[:len(good)-3]}),
 			codes.InvalidArgument, "malformed write payload (format PAYLOAD_FORMAT_SERIES_V1) at byte"},
 		{"trailing payload bytes", marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Payload: append(append([]byte{}, good...), 0)}),
@@ -166,4 +169,231 @@ type countingDB struct {
 func (d *countingDB) WriteBatch(ns string, batch []storage.Sample) error {
 	d.written.Add(int64(len(batch)))
 	return d.Database.WriteBatch(ns, batch)
+}
+
+func (d *countingDB) Write(ns string, b storage.Batch) error {
+	d.written.Add(int64(b.Len()))
+	return d.Database.Write(ns, b)
+}
+
+// mixedBatch is a batch of both kinds near now: float series f, histogram
+// series h, and series both holding floats then histograms (a series that
+// changed type), each sample at its own timestamp.
+func mixedBatch() (storage.Batch, []byte, []byte, []byte) {
+	f, h, both := seriesID("up", "host", "m"), seriesID("lat", "host", "m"), seriesID("req", "host", "m")
+	t0 := time.Now().Add(-time.Minute).UnixMilli()
+	var b storage.Batch
+	for i := 0; i < 3; i++ {
+		t := t0 + int64(i)*1000
+		b.Floats = append(b.Floats, storage.Sample{ID: f, Shard: shardOf(f), T: t, V: float64(i)})
+		b.Histograms = append(b.Histograms, storage.HistogramSample{ID: h, Shard: shardOf(h), T: t, H: rpcHist(i)})
+	}
+	b.Floats = append(b.Floats, storage.Sample{ID: both, Shard: shardOf(both), T: t0, V: 7})
+	b.Histograms = append(b.Histograms, storage.HistogramSample{ID: both, Shard: shardOf(both), T: t0 + 1000, FH: rpcHist(5).ToFloat(nil)})
+	return b, f, h, both
+}
+
+// requireMixedStored checks that db holds the samples of mixedBatch.
+func requireMixedStored(t *testing.T, db *storage.Database, b storage.Batch, f, h, both []byte) {
+	t.Helper()
+	lo, hi := b.Floats[0].T, b.Floats[0].T+10_000
+	count := func(id []byte) (floats, hists int) {
+		it, err := db.Read(testNS, id, lo, hi)
+		require.NoError(t, err)
+		for it.Next() {
+			floats++
+		}
+		require.NoError(t, it.Err())
+		hit, err := db.ReadHistograms(testNS, id, lo, hi)
+		require.NoError(t, err)
+		for hit.Next() {
+			hists++
+		}
+		require.NoError(t, hit.Err())
+		return floats, hists
+	}
+	for _, c := range []struct {
+		id            []byte
+		floats, hists int
+	}{{f, 3, 0}, {h, 0, 3}, {both, 1, 1}} {
+		fl, hs := count(c.id)
+		require.Equal(t, [2]int{c.floats, c.hists}, [2]int{fl, hs}, "series %s", c.id)
+	}
+}
+
+// formatsSeen records the payload format of every WriteBatch request a
+// server receives; with older set it first makes the server see BATCH_V1
+// as a format it does not know, as a node of the previous version sees
+// it (that node reads SERIES_V1 and HISTOGRAMS_V1 only).
+type formatsSeen struct {
+	older bool
+	mu    sync.Mutex
+	seen  []nodepb.PayloadFormat
+}
+
+func (fs *formatsSeen) intercept(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if r, ok := req.(*nodepb.WriteBatchRequest); ok {
+		fs.mu.Lock()
+		fs.seen = append(fs.seen, r.GetFormat())
+		fs.mu.Unlock()
+		if fs.older && r.GetFormat() == nodepb.PayloadFormat_PAYLOAD_FORMAT_BATCH_V1 {
+			r.Format = 7
+		}
+	}
+	return h(ctx, req)
+}
+
+func (fs *formatsSeen) take() []nodepb.PayloadFormat {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	s := fs.seen
+	fs.seen = nil
+	return s
+}
+
+// serveSeen is serve with fs watching the server's WriteBatch calls.
+func serveSeen(t *testing.T, db Database, fs *formatsSeen) *Client {
+	t.Helper()
+	srv := NewServer(db, nil, ServerOptions{})
+	g := grpc.NewServer(append(srv.GRPCServerOptions(), grpc.UnaryInterceptor(fs.intercept))...)
+	srv.Register(g)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Serve(ln) }()
+	c, err := Dial(ln.Addr().String(), ClientOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()); g.Stop(); <-done })
+	return c
+}
+
+const (
+	fmtSeries = nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1
+	fmtHists  = nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1
+	fmtBatch  = nodepb.PayloadFormat_PAYLOAD_FORMAT_BATCH_V1
+)
+
+// TestWriteBatchOfEveryKind: a batch of floats and histograms goes to a
+// node of this version as one BATCH_V1 request, and every sample of it is
+// stored; a batch of floats alone still goes as SERIES_V1, which every
+// version reads.
+func TestWriteBatchOfEveryKind(t *testing.T) {
+	db := openStorage(t, commitlog.ModeAsync)
+	fs := &formatsSeen{}
+	c := serveSeen(t, db, fs)
+	b, f, h, both := mixedBatch()
+	res, err := c.Write(context.Background(), testNS, b)
+	require.NoError(t, err)
+	require.Equal(t, WriteResult{Written: b.Len()}, res)
+	require.Equal(t, []nodepb.PayloadFormat{fmtBatch}, fs.take())
+	requireMixedStored(t, db, b, f, h, both)
+
+	_, err = c.Write(context.Background(), testNS, storage.Batch{Floats: b.Floats})
+	require.NoError(t, err)
+	require.Equal(t, []nodepb.PayloadFormat{fmtSeries}, fs.take())
+}
+
+// TestNewerSenderFallsBackForOlderNode: a node of the previous version
+// refuses BATCH_V1 as a format it does not know and writes nothing; the
+// sender then writes the same batch in the formats that node reads
+// (SERIES_V1, then HISTOGRAMS_V1), every sample is stored, and further
+// writes to it skip BATCH_V1 (no refused request each time).
+func TestNewerSenderFallsBackForOlderNode(t *testing.T) {
+	db := &countingDB{Database: openStorage(t, commitlog.ModeAsync)}
+	fs := &formatsSeen{older: true}
+	c := serveSeen(t, db, fs)
+	b, f, h, both := mixedBatch()
+	res, err := c.Write(context.Background(), testNS, b)
+	require.NoError(t, err)
+	require.Equal(t, WriteResult{Written: b.Len()}, res)
+	require.Equal(t, []nodepb.PayloadFormat{fmtBatch, fmtSeries, fmtHists}, fs.take())
+	require.EqualValues(t, b.Len(), db.written.Load(), "the refused BATCH_V1 wrote nothing")
+	requireMixedStored(t, db.Database.(*storage.Database), b, f, h, both)
+
+	res, err = c.WriteFill(context.Background(), testNS, b)
+	require.NoError(t, err)
+	require.Equal(t, WriteResult{Written: b.Len()}, res)
+	require.Equal(t, []nodepb.PayloadFormat{fmtSeries, fmtHists}, fs.take())
+}
+
+// TestNewNodeReadsOlderHistogramPayload: a node of the previous version
+// sends native histograms as HISTOGRAMS_V1 (marshalled as it marshals
+// them); this node stores them.
+func TestNewNodeReadsOlderHistogramPayload(t *testing.T) {
+	db := openStorage(t, commitlog.ModeAsync)
+	c := serve(t, db, nil, ServerOptions{}, ClientOptions{})
+	b, _, h, _ := mixedBatch()
+	hs := b.Histograms[:3]
+	payload, err := appendHistogramPayload(nil, hs)
+	require.NoError(t, err)
+	var resp nodepb.WriteBatchResponse
+	require.NoError(t, invokeRaw(t, c, nodepb.Node_WriteBatch_FullMethodName,
+		marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Format: fmtHists, Payload: payload}), &resp))
+	require.EqualValues(t, 3, resp.GetWritten())
+	it, err := db.ReadHistograms(testNS, h, hs[0].T, hs[2].T)
+	require.NoError(t, err)
+	n := 0
+	for it.Next() {
+		_, got := it.AtHistogram(nil)
+		require.Equal(t, hs[n].H.Count, got.Count)
+		n++
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, 3, n)
+}
+
+// TestBadBatchRefusedWhole: a BATCH_V1 request with one bad series (a
+// histogram sent under the wrong shard) is refused with InvalidArgument,
+// not taken for an unknown format (no fallback), and none of its floats
+// are written either; a truncated one says which section is malformed.
+func TestBadBatchRefusedWhole(t *testing.T) {
+	db := &countingDB{Database: openStorage(t, commitlog.ModeAsync)}
+	fs := &formatsSeen{}
+	c := serveSeen(t, db, fs)
+	b, _, _, _ := mixedBatch()
+	b.Histograms[1].Shard++
+	_, err := c.Write(context.Background(), testNS, b)
+	require.Equal(t, codes.InvalidArgument, Code(err), "%v", err)
+	require.ErrorContains(t, err, "hashes to shard")
+	require.Equal(t, []nodepb.PayloadFormat{fmtBatch}, fs.take())
+	require.Zero(t, db.written.Load())
+
+	b.Histograms[1].Shard--
+	payload, err := appendBatchPayload(nil, b)
+	require.NoError(t, err)
+	err = invokeRaw(t, c, nodepb.Node_WriteBatch_FullMethodName,
+		marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Format: fmtBatch, Payload: payload[:len(payload)-2]}), &nodepb.WriteBatchResponse{})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	require.ErrorContains(t, err, "histogram section")
+	err = invokeRaw(t, c, nodepb.Node_WriteBatch_FullMethodName,
+		marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Format: fmtBatch, Payload: payload[:5]}), &nodepb.WriteBatchResponse{})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	require.ErrorContains(t, err, "float section")
+	require.Zero(t, db.written.Load())
+}
+
+// TestBatchPayloadRoundTrip: BATCH_V1 gives back every sample of both
+// kinds, in order, and an empty batch.
+func TestBatchPayloadRoundTrip(t *testing.T) {
+	b, _, _, _ := mixedBatch()
+	for _, in := range []storage.Batch{b, {Floats: b.Floats}, {Histograms: b.Histograms}, {}} {
+		p, err := appendBatchPayload(nil, in)
+		require.NoError(t, err)
+		got, err := decodeBatchPayload(p)
+		require.NoError(t, err)
+		require.Equal(t, len(in.Floats), len(got.Floats))
+		require.Equal(t, len(in.Histograms), len(got.Histograms))
+		for i := range in.Floats {
+			require.Equal(t, in.Floats[i], got.Floats[i])
+		}
+		for i := range in.Histograms {
+			w, g := in.Histograms[i], got.Histograms[i]
+			require.Equal(t, [3]any{string(w.ID), w.Shard, w.T}, [3]any{string(g.ID), g.Shard, g.T})
+			if w.H != nil {
+				require.Equal(t, w.H.Count, g.H.Count)
+			} else {
+				require.Equal(t, w.FH.Count, g.FH.Count)
+			}
+		}
+	}
 }

@@ -63,9 +63,9 @@ func TestWriteHistogramsFillOnlyKeepsHeld(t *testing.T) {
 	}
 	_, err := c.WriteHistograms(ctx, testNS, []storage.HistogramSample{smp(a, 0, 1), smp(a, 1000, 2)})
 	require.NoError(t, err)
-	res, err := c.WriteHistogramsFill(ctx, testNS, []storage.HistogramSample{
+	res, err := c.WriteFill(ctx, testNS, storage.Batch{Histograms: []storage.HistogramSample{
 		smp(a, 0, 10), smp(a, 1000, 20), smp(a, 2000, 30), smp(b, 0, 7),
-	})
+	}})
 	require.NoError(t, err)
 	require.Equal(t, WriteResult{Written: 4}, res, "held samples count as written")
 	read := func(id []byte) map[int64]uint64 {

@@ -7,9 +7,24 @@ import (
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 )
 
+// The write payloads of a batch with native histograms, one family:
+// BATCH_V1 carries every kind of a storage.Batch in one request, as its
+// float section (a SERIES_V1 payload, payload.go) and its histogram
+// section (HISTOGRAMS_V1 entries), so each section is written and read by
+// the one codec of its kind:
+//
+//	uvarint(len(floats)) floats  histogram-entries
+//
+// An empty float section (length 0) means no floats; the histogram
+// entries run to the end. A series with samples of both kinds has an
+// entry in each section. HISTOGRAMS_V1 alone stays readable (nodes of the
+// previous version send it, and read it: a sender falls back on it for
+// them, Client.Write).
+//
 // The HISTOGRAMS_V1 write payload (docs/format/rpc.md) carries native
 // histogram samples as entries back to back, no count, no trailer:
 //
@@ -130,4 +145,35 @@ func AppendHistograms(dst []byte, samples []storage.HistogramSample) ([]byte, er
 // IDs alias b. It never panics on any input.
 func DecodeHistograms(b []byte, dst []storage.HistogramSample) ([]storage.HistogramSample, error) {
 	return decodeHistogramPayload(b, dst)
+}
+
+// appendBatchPayload appends the BATCH_V1 payload of b to dst.
+func appendBatchPayload(dst []byte, b storage.Batch) ([]byte, error) {
+	if len(b.Floats) == 0 {
+		dst = binary.AppendUvarint(dst, 0)
+	} else {
+		n, entries := payloadLen(b.Floats)
+		dst = binary.AppendUvarint(dst, uint64(n))
+		dst = appendPayloadEntries(dst, b.Floats, entries)
+	}
+	return appendHistogramPayload(dst, b.Histograms)
+}
+
+// decodeBatchPayload decodes a BATCH_V1 payload; IDs alias p. Errors say
+// which section failed and, for floats, wrap ErrMalformed.
+func decodeBatchPayload(p []byte) (storage.Batch, error) {
+	var b storage.Batch
+	floats, rest, err := payloadBytes(p)
+	if err != nil {
+		return b, fmt.Errorf("%w (format %s): float section: %v", ErrMalformed, nodepb.PayloadFormat_PAYLOAD_FORMAT_BATCH_V1, err)
+	}
+	if len(floats) > 0 {
+		if b.Floats, err = decodePayload(floats, nil); err != nil {
+			return storage.Batch{}, fmt.Errorf("float section: %w", err)
+		}
+	}
+	if b.Histograms, err = decodeHistogramPayload(rest, nil); err != nil {
+		return storage.Batch{}, fmt.Errorf("histogram section: %w", err)
+	}
+	return b, nil
 }

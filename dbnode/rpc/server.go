@@ -30,9 +30,9 @@ const DefaultMaxMsgSize = 256 << 20
 // *storage.Database satisfies it.
 type Database interface {
 	WriteBatch(ns string, batch []storage.Sample) error
-	// WriteHistograms writes native histogram samples
-	// (storage.Database.WriteHistograms).
-	WriteHistograms(ns string, batch []storage.HistogramSample) error
+	// Write writes a batch of every kind through storage's one entry
+	// point (storage.Database.Write).
+	Write(ns string, b storage.Batch) error
 	// ResolveRefs sets the Ref of the samples whose series the node holds
 	// under exactly their ID in their shard (storage.Database.ResolveRefs).
 	ResolveRefs(ns string, batch []storage.Sample)

@@ -23,16 +23,17 @@ func (s *Server) writeBatch(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	}
 	switch f := req.GetFormat(); f {
 	case nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1:
-	case nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1:
-		return s.writeHistograms(ctx, req)
+	case nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1, nodepb.PayloadFormat_PAYLOAD_FORMAT_BATCH_V1:
+		return s.writeKinds(ctx, req)
 	case nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_HANDLES, nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_SEQS:
 		return WriteResult{}, status.Errorf(codes.InvalidArgument,
 			"write payload format %d (%s) is only read on WriteStream, whose earlier requests define its series", int32(f), f)
 	default:
 		// A newer sender switched formats before this node learnt it.
 		return WriteResult{}, status.Errorf(codes.InvalidArgument,
-			"write payload format %d (%s) unknown to this node: it reads %s and %s only",
-			int32(f), f, nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1, nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1)
+			"write payload format %d (%s) unknown to this node: it reads %s, %s and %s only",
+			int32(f), f, nodepb.PayloadFormat_PAYLOAD_FORMAT_SERIES_V1, nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1,
+			nodepb.PayloadFormat_PAYLOAD_FORMAT_BATCH_V1)
 	}
 	if len(req.GetPayload()) == 0 {
 		return WriteResult{}, nil
@@ -139,6 +140,13 @@ func (s *Server) checkAndWrite(ctx context.Context, ns string, batch []storage.S
 	if !fill && written != nil && (err == nil || errors.As(err, new(*storage.RejectedError))) {
 		written(batch)
 	}
+	return s.writeOutcome("write batch", total, err)
+}
+
+// writeOutcome is the answer to a write of total samples that storage
+// returned err for: permanent rejections are part of the result, any
+// other error is a transient status.
+func (s *Server) writeOutcome(what string, total int, err error) (WriteResult, error) {
 	var rejected *storage.RejectedError
 	switch {
 	case err == nil:
@@ -147,37 +155,57 @@ func (s *Server) checkAndWrite(ctx context.Context, ns string, batch []storage.S
 		return WriteResult{Written: total - rejected.Total, Rejected: rejected.Total, RejectMsg: rejected.Error(),
 			RejectedSeriesLimit: rejected.ByReason[storage.ReasonSeriesLimit]}, nil
 	default:
-		st := storageStatus("write batch", err)
+		st := storageStatus(what, err)
 		s.logTransient("WriteBatch", st)
 		return WriteResult{}, st
 	}
 }
 
-// writeHistograms writes a HISTOGRAMS_V1 payload: validated whole before
-// any of it is written, as writeBatch validates floats (every entry's ID
-// by limits.CheckID, its shard against its ID and this node's ownership).
-// fill_only (hint replays) keeps the histograms the node already holds
-// at a sample's series and timestamp, as for floats.
-func (s *Server) writeHistograms(ctx context.Context, req *nodepb.WriteBatchRequest) (WriteResult, error) {
-	batch, err := decodeHistogramPayload(req.GetPayload(), nil)
+// writeKinds writes a BATCH_V1 payload (every kind of a batch) or a
+// HISTOGRAMS_V1 one (histograms only, from a sender of the previous
+// version) through storage's one entry point: validated whole before any
+// of it is written, as writeBatch validates floats (every entry's ID by
+// limits.CheckID, its shard against its ID and this node's ownership).
+// fill_only (hint replays) keeps what the node already holds at a
+// sample's series and timestamp, for every kind. The float hot path
+// (SERIES_V1 and the stream formats) does not come here: it has the ref
+// cache and pooled scratch a batch of floats alone pays for.
+func (s *Server) writeKinds(ctx context.Context, req *nodepb.WriteBatchRequest) (WriteResult, error) {
+	var b storage.Batch
+	var err error
+	if req.GetFormat() == nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1 {
+		b.Histograms, err = decodeHistogramPayload(req.GetPayload(), nil)
+	} else {
+		b, err = decodeBatchPayload(req.GetPayload())
+	}
 	if err != nil {
 		return WriteResult{}, status.Error(codes.InvalidArgument, err.Error())
 	}
 	check := newShardCheck(s.own, OpWrite, s.db.NumShards())
 	var prev []byte
-	for i := range batch {
-		smp := &batch[i]
-		if sameSlice(prev, smp.ID) {
-			continue // samples of one entry share their ID
+	series := func(id []byte, shard uint32) error {
+		if sameSlice(prev, id) {
+			return nil // samples of one entry share their ID
 		}
-		prev = smp.ID
-		if err := s.opts.Limits.CheckID(smp.ID); err != nil {
-			return WriteResult{}, status.Errorf(codes.InvalidArgument, "histogram series %q: %v", smp.ID, err)
+		prev = id
+		if err := s.opts.Limits.CheckID(id); err != nil {
+			return status.Errorf(codes.InvalidArgument, "series %q: %v", id, err)
 		}
-		if got := s.db.Shard(smp.ID); got != smp.Shard {
-			return WriteResult{}, status.Errorf(codes.InvalidArgument, "histogram series %q: sent as shard %d but its ID hashes to shard %d", smp.ID, smp.Shard, got)
+		if got := s.db.Shard(id); got != shard {
+			return status.Errorf(codes.InvalidArgument, "series %q: sent as shard %d but its ID hashes to shard %d", id, shard, got)
 		}
-		check.allowed(smp.Shard)
+		check.allowed(shard)
+		return nil
+	}
+	for i := range b.Floats {
+		if err := series(b.Floats[i].ID, b.Floats[i].Shard); err != nil {
+			return WriteResult{}, err
+		}
+	}
+	for i := range b.Histograms {
+		if err := series(b.Histograms[i].ID, b.Histograms[i].Shard); err != nil {
+			return WriteResult{}, err
+		}
 	}
 	if err := check.err(ctx); err != nil {
 		return WriteResult{}, err
@@ -185,30 +213,16 @@ func (s *Server) writeHistograms(ctx context.Context, req *nodepb.WriteBatchRequ
 	if err := ctx.Err(); err != nil {
 		return WriteResult{}, ctxStatus(err)
 	}
-	total := len(batch)
+	total := b.Len()
 	if req.GetFillOnly() {
-		if batch, err = s.withoutHeldHistograms(req.GetNamespace(), batch); err != nil {
-			st := storageStatus("write histograms (fill only)", err)
-			s.logTransient("WriteBatch", st)
-			return WriteResult{}, st
+		if b, err = s.withoutHeldKinds(req.GetNamespace(), b); err != nil {
+			return s.writeOutcome("write batch (fill only)", total, err)
 		}
-		if len(batch) == 0 {
+		if b.Len() == 0 {
 			return WriteResult{Written: total}, nil
 		}
 	}
-	err = s.db.WriteHistograms(req.GetNamespace(), batch)
-	var rejected *storage.RejectedError
-	switch {
-	case err == nil:
-		return WriteResult{Written: total}, nil
-	case errors.As(err, &rejected):
-		return WriteResult{Written: total - rejected.Total, Rejected: rejected.Total, RejectMsg: rejected.Error(),
-			RejectedSeriesLimit: rejected.ByReason[storage.ReasonSeriesLimit]}, nil
-	default:
-		st := storageStatus("write histograms", err)
-		s.logTransient("WriteBatch", st)
-		return WriteResult{}, st
-	}
+	return s.writeOutcome("write batch", total, s.db.Write(req.GetNamespace(), b))
 }
 
 // remember puts in the ref cache the series of a written batch that it
@@ -286,6 +300,20 @@ func (s *Server) withoutHeld(ns string, batch []storage.Sample) ([]storage.Sampl
 			}
 			return it.Err()
 		})
+}
+
+// withoutHeldKinds is withoutHeld for every kind of b.
+func (s *Server) withoutHeldKinds(ns string, b storage.Batch) (storage.Batch, error) {
+	var err error
+	if len(b.Floats) > 0 {
+		if b.Floats, err = s.withoutHeld(ns, b.Floats); err != nil {
+			return b, err
+		}
+	}
+	if len(b.Histograms) > 0 {
+		b.Histograms, err = s.withoutHeldHistograms(ns, b.Histograms)
+	}
+	return b, err
 }
 
 // withoutHeldHistograms is withoutHeld for native histograms: it drops,

@@ -12,3 +12,15 @@ type WriteResult struct {
 	// node's limits.maxActiveSeries: a retry may store them.
 	RejectedSeriesLimit int
 }
+
+// add sums two results of one batch written in parts.
+func (r WriteResult) add(o WriteResult) WriteResult {
+	msg := r.RejectMsg
+	if msg == "" {
+		msg = o.RejectMsg
+	} else if o.RejectMsg != "" {
+		msg += "; " + o.RejectMsg
+	}
+	return WriteResult{Written: r.Written + o.Written, Rejected: r.Rejected + o.Rejected, RejectMsg: msg,
+		RejectedSeriesLimit: r.RejectedSeriesLimit + o.RejectedSeriesLimit}
+}

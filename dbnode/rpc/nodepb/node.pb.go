@@ -56,6 +56,12 @@ const (
 	// Native histogram samples (docs/format/rpc.md). A node older than it
 	// refuses it (InvalidArgument, unknown format) and writes nothing.
 	PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1 PayloadFormat = 30
+	// A batch of every sample kind (docs/format/rpc.md): a SERIES_V1
+	// section of floats behind its length, then HISTOGRAMS_V1 entries.
+	// Only WriteBatch reads it. A node older than it refuses it
+	// (InvalidArgument, unknown format) and writes nothing; the sender
+	// then sends the same batch as SERIES_V1 and HISTOGRAMS_V1.
+	PayloadFormat_PAYLOAD_FORMAT_BATCH_V1 PayloadFormat = 31
 )
 
 // Enum value maps for PayloadFormat.
@@ -65,12 +71,14 @@ var (
 		10: "PAYLOAD_FORMAT_SERIES_HANDLES",
 		11: "PAYLOAD_FORMAT_SERIES_SEQS",
 		30: "PAYLOAD_FORMAT_HISTOGRAMS_V1",
+		31: "PAYLOAD_FORMAT_BATCH_V1",
 	}
 	PayloadFormat_value = map[string]int32{
 		"PAYLOAD_FORMAT_SERIES_V1":      0,
 		"PAYLOAD_FORMAT_SERIES_HANDLES": 10,
 		"PAYLOAD_FORMAT_SERIES_SEQS":    11,
 		"PAYLOAD_FORMAT_HISTOGRAMS_V1":  30,
+		"PAYLOAD_FORMAT_BATCH_V1":       31,
 	}
 )
 
@@ -2848,13 +2856,14 @@ const file_node_proto_rawDesc = "" +
 	"\x06series\x18\x03 \x01(\x03R\x06series\x12!\n" +
 	"\fnon_counters\x18\x04 \x03(\tR\vnonCounters\x12\x1a\n" +
 	"\bwarnings\x18\x05 \x03(\tR\bwarnings\x12\x16\n" +
-	"\x06digest\x18\x06 \x01(\x06R\x06digest*\x92\x01\n" +
+	"\x06digest\x18\x06 \x01(\x06R\x06digest*\xaf\x01\n" +
 	"\rPayloadFormat\x12\x1c\n" +
 	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00\x12!\n" +
 	"\x1dPAYLOAD_FORMAT_SERIES_HANDLES\x10\n" +
 	"\x12\x1e\n" +
 	"\x1aPAYLOAD_FORMAT_SERIES_SEQS\x10\v\x12 \n" +
-	"\x1cPAYLOAD_FORMAT_HISTOGRAMS_V1\x10\x1e*Y\n" +
+	"\x1cPAYLOAD_FORMAT_HISTOGRAMS_V1\x10\x1e\x12\x1b\n" +
+	"\x17PAYLOAD_FORMAT_BATCH_V1\x10\x1f*Y\n" +
 	"\tMatchType\x12\x0f\n" +
 	"\vMATCH_EQUAL\x10\x00\x12\x13\n" +
 	"\x0fMATCH_NOT_EQUAL\x10\x01\x12\x10\n" +
