@@ -207,70 +207,41 @@ func paceDue(due, sent time.Time, size, rate int64) time.Time {
 }
 
 // deliver sends one record's samples of every kind, of shards the target
-// still holds in placement m; the rest are dropped, counted. A nil error
-// means the record is done with.
+// still holds in placement m, in requests of every kind (fill_only when
+// the peer has it); the rest are dropped, counted. Samples of shards the
+// target does not hold (by m, or by its own answer: its placement is
+// newer than ours, or they moved away) are dropped, counted: nobody
+// replays them. A target that refuses the record as a whole
+// (InvalidArgument: a node older than its histograms) would refuse every
+// replay: its samples are dropped, counted rejected, rather than blocking
+// the queue behind them. A nil error means the record is done with.
 func (h *hinter) deliver(ctx context.Context, q *hints.Queue, host *host, m *Map, rec hints.Record) error {
-	write := host.peer.WriteBatch
-	if fw, ok := host.peer.(fillWriter); ok {
-		write = fw.WriteBatchFill
-	}
-	if err := deliverKind(ctx, h, q, host, m, "samples", rec.Samples, func(ctx context.Context, s []storage.Sample) (WriteResult, error) {
-		return write(ctx, rec.Namespace, s)
-	}); err != nil || len(rec.Histograms) == 0 {
-		return err
-	}
-	var hwrite func(ctx context.Context, ns string, s []storage.HistogramSample) (WriteResult, error)
-	if fw, ok := host.peer.(histogramFillWriter); ok {
-		hwrite = fw.WriteHistogramsFill
-	} else if hp, ok := host.peer.(histogramPeer); ok {
-		hwrite = hp.WriteHistograms
-	} else {
-		q.Dropped(hints.DropRejected, len(rec.Histograms))
-		return nil
-	}
-	return deliverKind(ctx, h, q, host, m, "histograms", rec.Histograms, func(ctx context.Context, s []storage.HistogramSample) (WriteResult, error) {
-		return hwrite(ctx, rec.Namespace, s)
-	})
-}
-
-// deliverKind sends one kind's samples of a record with write, each call
-// under the host's health guard and the request timeout. Samples of
-// shards the target does not hold (by m, or by its own answer: its
-// placement is newer than ours, or they moved away) are dropped, counted:
-// nobody replays them. A target that refuses the kind as a whole
-// (InvalidArgument: a node older than it) would refuse every replay: the
-// samples are dropped, counted rejected, rather than blocking the queue
-// behind them.
-func deliverKind[S storage.Sample | storage.HistogramSample](ctx context.Context, h *hinter, q *hints.Queue, host *host, m *Map, what string, samples []S, write func(context.Context, []S) (WriteResult, error)) error {
-	kept := samples[:0:0]
-	for i := range samples {
-		if ownsShard(m, host.instance, shardOf(&samples[i])) {
-			kept = append(kept, samples[i])
-		}
-	}
-	if n := len(samples) - len(kept); n > 0 {
+	write := peerWrite(host.peer, true)
+	b := storage.Batch{Floats: ownedBy(m, host.instance, rec.Samples), Histograms: ownedBy(m, host.instance, rec.Histograms)}
+	if n := len(rec.Samples) + len(rec.Histograms) - b.Len(); n > 0 {
 		q.Dropped(hints.DropNotOwner, n)
 	}
-	for len(kept) > 0 {
+	for b.Len() > 0 {
 		gctx, cancel, err := host.health.guard(ctx)
 		if err != nil {
 			return err
 		}
 		tctx, tcancel := context.WithTimeout(gctx, h.s.opts.RequestTimeout)
-		resp, err := write(tctx, kept)
+		resp, err := write(tctx, rec.Namespace, b)
 		err = callErr(gctx, err)
 		tcancel()
 		cancel()
 		var rerr *rpc.Error
 		switch {
 		case rpc.Code(err) == codes.FailedPrecondition && errors.As(err, &rerr) && len(rerr.Shards) > 0:
-			rest := withoutShards(kept, rerr.Shards)
-			q.Dropped(hints.DropNotOwner, len(kept)-len(rest))
-			kept = rest
+			rest := batchWithoutShards(b, rerr.Shards)
+			q.Dropped(hints.DropNotOwner, b.Len()-rest.Len())
+			b = rest
 			continue
-		case rpc.Code(err) == codes.InvalidArgument:
-			h.s.opts.Logger.Warn("hints refused by the target: dropped", "target", host.instance, what, len(kept), "err", err)
-			q.Dropped(hints.DropRejected, len(kept))
+		case rpc.Code(err) == codes.InvalidArgument || errors.Is(err, errNoHistograms):
+			h.s.opts.Logger.Warn("hints refused by the target: dropped", "target", host.instance,
+				"samples", len(b.Floats), "histograms", len(b.Histograms), "err", err)
+			q.Dropped(hints.DropRejected, b.Len())
 			return nil
 		case err != nil:
 			return err
@@ -283,17 +254,23 @@ func deliverKind[S storage.Sample | storage.HistogramSample](ctx context.Context
 	return nil
 }
 
+// ownedBy is the samples of shards instance owns in m.
+func ownedBy[S storage.Sample | storage.HistogramSample](m *Map, instance string, samples []S) []S {
+	kept := samples[:0:0]
+	for i := range samples {
+		if ownsShard(m, instance, shardOf(&samples[i])) {
+			kept = append(kept, samples[i])
+		}
+	}
+	return kept
+}
+
 // fillWriter is a Peer that can write without overwriting values the
 // node already holds (*rpc.Client: fill_only). A replayed hint may be
 // older than what the target has since received at the same series and
 // timestamp; peers without it overwrite.
 type fillWriter interface {
 	WriteBatchFill(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error)
-}
-
-// histogramFillWriter is fillWriter for native histograms.
-type histogramFillWriter interface {
-	WriteHistogramsFill(ctx context.Context, ns string, samples []storage.HistogramSample) (WriteResult, error)
 }
 
 func ownsShard(m *Map, instance string, shard uint32) bool {

@@ -26,7 +26,7 @@ import (
 
 // The session stores native histograms on a one-node placement (locally)
 // and with replicas (to every owner); a replica that cannot store them
-// (here a peer without WriteHistograms, as an older node) fails the
+// (here a peer without a batch Write, as an older node) fails the
 // write by name rather than being acknowledged.
 func TestSessionStoresHistograms(t *testing.T) {
 	c := newFakeCluster(t)
@@ -94,16 +94,27 @@ type histPeer struct {
 	hists []storage.HistogramSample
 }
 
-func (p *histPeer) WriteHistograms(ctx context.Context, ns string, samples []storage.HistogramSample) (WriteResult, error) {
+// Write stores a batch of every kind, as one request: floats first, then
+// histograms, as a node older than histograms does with the fallback
+// (floats stored, histograms refused).
+func (p *histPeer) Write(ctx context.Context, ns string, b storage.Batch) (WriteResult, error) {
 	if err := p.enter(ctx); err != nil {
 		return WriteResult{}, err
 	}
-	if p.gate != nil {
+	if p.gate != nil && len(b.Histograms) > 0 {
 		select {
 		case <-p.gate:
 		case <-ctx.Done():
 			return WriteResult{}, ctx.Err()
 		}
+	}
+	if len(b.Floats) > 0 {
+		if _, err := p.WriteBatch(ctx, ns, b.Floats); err != nil {
+			return WriteResult{}, err
+		}
+	}
+	if len(b.Histograms) == 0 {
+		return WriteResult{Written: b.Len()}, nil
 	}
 	if p.histFail != nil {
 		return WriteResult{}, p.histFail
@@ -113,11 +124,11 @@ func (p *histPeer) WriteHistograms(ctx context.Context, ns string, samples []sto
 	}
 	p.hmu.Lock()
 	defer p.hmu.Unlock()
-	for _, s := range samples {
+	for _, s := range b.Histograms {
 		s.ID = append([]byte(nil), s.ID...)
 		p.hists = append(p.hists, s)
 	}
-	return WriteResult{Written: len(samples)}, nil
+	return WriteResult{Written: b.Len()}, nil
 }
 
 func (p *histPeer) WriteBatch(ctx context.Context, ns string, samples []storage.Sample) (WriteResult, error) {

@@ -100,8 +100,8 @@ type Session struct {
 	hints *hinter // nil: hinted handoff off
 	aux   *aux    // exemplars and metadata delivery (aux.go)
 
-	histOK    sync.Map // instance -> struct{}: stores native histograms (histwrite.go)
-	histCalls inflight // histogram writes to replicas still running (histwrite.go)
+	histOK     sync.Map // instance -> struct{}: stores native histograms (batchwrite.go)
+	batchCalls inflight // writes of batches with histograms to replicas still running (batchwrite.go)
 }
 
 // host is one remote node: its connection, write queue and health.
@@ -193,7 +193,7 @@ func (s *Session) Close() error {
 		for _, h := range hosts {
 			h.queue.close()
 		}
-		s.histCalls.wait() // histogram writes still being delivered (histwrite.go)
+		s.batchCalls.wait() // batches with histograms still being delivered (batchwrite.go)
 		close(drained)
 	}()
 	select {
@@ -304,7 +304,7 @@ func (s *Session) writeLocal(ns string, b storage.Batch) error {
 	if len(b.Histograms) == 0 {
 		return s.opts.Local.WriteBatch(ns, b.Floats)
 	}
-	return s.opts.Local.(localHistograms).Write(ns, b)
+	return s.opts.Local.(localBatchWriter).Write(ns, b)
 }
 
 // routeAgain runs one write attempt by placement m and, while it misses
@@ -328,9 +328,10 @@ func (s *Session) routeAgain(ctx context.Context, m *Map, once func(*Map) error)
 	}
 }
 
-// localHistograms is what a Local that stores native histograms has: the
-// storage entry point for a batch of every kind (storage.Database.Write).
-type localHistograms interface {
+// localBatchWriter is what a Local that stores native histograms has:
+// the storage entry point for a batch of every kind
+// (storage.Database.Write).
+type localBatchWriter interface {
 	Write(ns string, b storage.Batch) error
 }
 
@@ -347,7 +348,7 @@ func (s *Session) StoresHistograms() bool {
 	if s.opts.Local == nil {
 		return true
 	}
-	_, ok := s.opts.Local.(localHistograms)
+	_, ok := s.opts.Local.(localBatchWriter)
 	return ok
 }
 
@@ -377,7 +378,10 @@ func (s *Session) waitNewer(ctx context.Context, version int64, d time.Duration)
 }
 
 // writeOnce writes batch b by placement m: every kind is split per
-// owner, and each owner is called once for its share of all of them.
+// owner, and each owner is called once for its share of all of them. A
+// batch of floats alone goes through the host queues (the hot path); one
+// with histograms goes to each owner as one request of every kind
+// (batchwrite.go).
 func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *Map) error {
 	samples := b.Floats
 	r := s.routing(m)
@@ -388,15 +392,15 @@ func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *
 	used := make([]bool, len(r.groups))
 	var perHost [][]storage.Sample
 	var chunk *rpc.SeqChunk
+	var kw *kindsWrite
 	var err error
-	if len(samples) > 0 {
-		if perHost, chunk, err = distribute(r, samples, localIdx, used); err != nil {
+	switch {
+	case len(b.Histograms) > 0:
+		if kw, err = s.newKindsWrite(r, b, used); err != nil {
 			return err
 		}
-	}
-	var hw *histWrite
-	if len(b.Histograms) > 0 {
-		if hw, err = s.newHistWrite(r, b.Histograms, used); err != nil {
+	case len(samples) > 0:
+		if perHost, chunk, err = distribute(r, samples, localIdx, used); err != nil {
 			return err
 		}
 	}
@@ -411,7 +415,7 @@ func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *
 			ridx = append(ridx, i)
 		}
 	}
-	if hw != nil && !hw.start(s, m) {
+	if kw != nil && !kw.start(s, m) {
 		return errHostClosed
 	}
 	// The local write sets each sample's storage ref in its copy. When it
@@ -421,8 +425,8 @@ func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *
 	// node. A local write still running is never waited for.
 	var local []storage.Sample
 	localDone := make(chan struct{})
-	if hi, ok := r.hostIdx[s.opts.LocalID]; ok && s.opts.Local != nil && len(samples) > 0 && len(perHost[hi]) == len(samples) {
-		local = perHost[hi]
+	if perHost != nil && localIdx >= 0 && len(perHost[localIdx]) == len(samples) {
+		local = perHost[localIdx]
 	}
 	// Remote hosts that receive every sample share one encoding of them
 	// (distribute), sent as it is by each of their queues.
@@ -452,15 +456,11 @@ func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *
 					}
 				}
 			}
-			if hw != nil {
-				// An owner counts once it stored its share of every kind.
-				hbatch, hrej, herr := hw.write(ctx, s, m, ns, inst)
-				rej = storage.MergeRejected(rej, hrej)
-				if herr != nil {
-					err = errors.Join(err, herr)
-					if hintable(herr) {
-						hint.Histograms = hbatch
-					}
+			if kw != nil {
+				var share storage.Batch
+				share, rej, err = kw.write(ctx, s, m, ns, inst)
+				if err != nil && hintable(err) {
+					hint = share
 				}
 			}
 			if err != nil {
@@ -481,8 +481,8 @@ func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *
 		default:
 		}
 	}
-	if hw != nil {
-		if err := hw.refused(ctx, s, rep); err != nil {
+	if kw != nil {
+		if err := kw.refused(ctx, s, rep); err != nil {
 			s.m.writeFail.Inc(1)
 			return err
 		}

@@ -96,10 +96,7 @@ func appendBatchRecord(dst []byte, created time.Time, ns string, b storage.Batch
 	dst = append(dst, kindBatch)
 	dst = binary.AppendUvarint(dst, uint64(len(ns)))
 	dst = append(dst, ns...)
-	floats := rpc.AppendSamples(nil, b.Floats)
-	dst = binary.AppendUvarint(dst, uint64(len(floats)))
-	dst = append(dst, floats...)
-	out, err := rpc.AppendHistograms(dst, b.Histograms)
+	out, err := rpc.AppendBatch(dst, b)
 	if err != nil {
 		return dst[:start], err
 	}
@@ -150,35 +147,30 @@ func decodeRecord(p []byte, dst []storage.Sample) (Record, []storage.Sample, err
 	off += n
 	r.Namespace = string(p[off : off+int(l)])
 	off += int(l)
-	floats := p[off:]
+	var err error
 	switch kind {
-	case kindHistograms:
-		floats = nil
-	case kindBatch:
-		l, n := binary.Uvarint(p[off:])
-		if n <= 0 || l > uint64(len(p)-off-n) {
-			return r, dst, fmt.Errorf("record floats: bad length")
-		}
-		off += n
-		floats = p[off : off+int(l)]
-		off += int(l)
-	}
-	if floats != nil {
-		out, err := rpc.DecodeSamples(floats, dst[:0])
+	case 0:
+		out, err := rpc.DecodeSamples(p[off:], dst[:0])
 		if err != nil {
 			return r, dst, fmt.Errorf("record samples: %w", err)
 		}
 		r.Samples, dst = out, out
+		return r, dst, nil
+	case kindHistograms:
+		r.Histograms, err = rpc.DecodeHistograms(p[off:], nil)
+	case kindBatch:
+		var b storage.Batch
+		b, err = rpc.DecodeBatch(p[off:], dst[:0])
+		r.Samples, r.Histograms = b.Floats, b.Histograms
+		if len(b.Floats) > 0 {
+			dst = b.Floats
+		}
 	}
-	if kind != 0 {
-		hs, err := rpc.DecodeHistograms(p[off:], nil)
-		if err != nil {
-			return r, dst, fmt.Errorf("record histograms: %w", err)
-		}
-		if len(hs) == 0 {
-			return r, dst, fmt.Errorf("record histograms: empty")
-		}
-		r.Histograms = hs
+	if err != nil {
+		return r, dst, fmt.Errorf("record of kind %d: %w", kind, err)
+	}
+	if len(r.Histograms) == 0 {
+		return r, dst, fmt.Errorf("record histograms: empty")
 	}
 	return r, dst, nil
 }

@@ -379,7 +379,7 @@ func TestBatchPayloadRoundTrip(t *testing.T) {
 	for _, in := range []storage.Batch{b, {Floats: b.Floats}, {Histograms: b.Histograms}, {}} {
 		p, err := appendBatchPayload(nil, in)
 		require.NoError(t, err)
-		got, err := decodeBatchPayload(p)
+		got, err := decodeBatchPayload(p, nil)
 		require.NoError(t, err)
 		require.Equal(t, len(in.Floats), len(got.Floats))
 		require.Equal(t, len(in.Histograms), len(got.Histograms))

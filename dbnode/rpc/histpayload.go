@@ -13,17 +13,18 @@ import (
 
 // The write payloads of a batch with native histograms, one family:
 // BATCH_V1 carries every kind of a storage.Batch in one request, as its
-// float section (a SERIES_V1 payload, payload.go) and its histogram
-// section (HISTOGRAMS_V1 entries), so each section is written and read by
-// the one codec of its kind:
+// float section (a SERIES_V1 payload, payload.go, which may hold no
+// series) and its histogram section (HISTOGRAMS_V1 entries), so each
+// section is written and read by the one codec of its kind:
 //
 //	uvarint(len(floats)) floats  histogram-entries
 //
-// An empty float section (length 0) means no floats; the histogram
+// A float section of length 0 is read as no floats too. The histogram
 // entries run to the end. A series with samples of both kinds has an
-// entry in each section. HISTOGRAMS_V1 alone stays readable (nodes of the
-// previous version send it, and read it: a sender falls back on it for
-// them, Client.Write).
+// entry in each section. The coordinator's hint queue stores batch
+// records in the same bytes (docs/format/hints.md, kind 2).
+// HISTOGRAMS_V1 alone stays readable (nodes of the previous version send
+// it, and read it: a sender falls back on it for them, Client.Write).
 //
 // The HISTOGRAMS_V1 write payload (docs/format/rpc.md) carries native
 // histogram samples as entries back to back, no count, no trailer:
@@ -149,26 +150,23 @@ func DecodeHistograms(b []byte, dst []storage.HistogramSample) ([]storage.Histog
 
 // appendBatchPayload appends the BATCH_V1 payload of b to dst.
 func appendBatchPayload(dst []byte, b storage.Batch) ([]byte, error) {
-	if len(b.Floats) == 0 {
-		dst = binary.AppendUvarint(dst, 0)
-	} else {
-		n, entries := payloadLen(b.Floats)
-		dst = binary.AppendUvarint(dst, uint64(n))
-		dst = appendPayloadEntries(dst, b.Floats, entries)
-	}
+	n, entries := payloadLen(b.Floats)
+	dst = binary.AppendUvarint(dst, uint64(n))
+	dst = appendPayloadEntries(dst, b.Floats, entries)
 	return appendHistogramPayload(dst, b.Histograms)
 }
 
-// decodeBatchPayload decodes a BATCH_V1 payload; IDs alias p. Errors say
-// which section failed and, for floats, wrap ErrMalformed.
-func decodeBatchPayload(p []byte) (storage.Batch, error) {
+// decodeBatchPayload decodes a BATCH_V1 payload, its floats appended to
+// dst; IDs alias p. Errors say which section failed and, for floats,
+// wrap ErrMalformed.
+func decodeBatchPayload(p []byte, dst []storage.Sample) (storage.Batch, error) {
 	var b storage.Batch
 	floats, rest, err := payloadBytes(p)
 	if err != nil {
 		return b, fmt.Errorf("%w (format %s): float section: %v", ErrMalformed, nodepb.PayloadFormat_PAYLOAD_FORMAT_BATCH_V1, err)
 	}
 	if len(floats) > 0 {
-		if b.Floats, err = decodePayload(floats, nil); err != nil {
+		if b.Floats, err = decodePayload(floats, dst); err != nil {
 			return storage.Batch{}, fmt.Errorf("float section: %w", err)
 		}
 	}
@@ -176,4 +174,14 @@ func decodeBatchPayload(p []byte) (storage.Batch, error) {
 		return storage.Batch{}, fmt.Errorf("histogram section: %w", err)
 	}
 	return b, nil
+}
+
+// AppendBatch appends the BATCH_V1 payload of b to dst (the hint queue
+// stores batch records in it).
+func AppendBatch(dst []byte, b storage.Batch) ([]byte, error) { return appendBatchPayload(dst, b) }
+
+// DecodeBatch decodes BATCH_V1 bytes, the floats appended to dst; IDs
+// alias p. It never panics on any input.
+func DecodeBatch(p []byte, dst []storage.Sample) (storage.Batch, error) {
+	return decodeBatchPayload(p, dst)
 }

@@ -176,7 +176,7 @@ func (s *Server) writeKinds(ctx context.Context, req *nodepb.WriteBatchRequest) 
 	if req.GetFormat() == nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1 {
 		b.Histograms, err = decodeHistogramPayload(req.GetPayload(), nil)
 	} else {
-		b, err = decodeBatchPayload(req.GetPayload())
+		b, err = decodeBatchPayload(req.GetPayload(), nil)
 	}
 	if err != nil {
 		return WriteResult{}, status.Error(codes.InvalidArgument, err.Error())
