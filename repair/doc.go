@@ -16,8 +16,8 @@
 //     compared range) and merged with storage.RepairSeries: a sample is
 //     written when this node has none at its timestamp or the peer's value
 //     wins the merge rule (storage.Wins: the larger float64 bit pattern;
-//     native histograms, fetched with accept_histograms, by
-//     storage.RepairHistograms and storage.HistogramWins: the larger
+//     native histograms, fetched with accept_histograms, in the same
+//     merge by storage.HistogramWins: the larger
 //     encoding as a one-sample histogram stream behind a kind byte),
 //     through the commit log and memory like a bootstrap load, so the
 //     series is indexed for the block and the next flush writes it to a

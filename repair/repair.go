@@ -27,7 +27,6 @@ type DB interface {
 	BlockDigests(ns string, shard uint32, start, end int64) ([]storage.BlockDigest, error)
 	SeriesChecksums(ns string, shard uint32, blockStart, start, end int64) ([]storage.SeriesChecksum, error)
 	RepairSeries(ns string, in []storage.RepairInput) (storage.RepairResult, error)
-	RepairHistograms(ns string, in []storage.RepairHistogramInput) (storage.RepairResult, error)
 	Namespaces() []storage.NamespaceOptions
 }
 

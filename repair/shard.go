@@ -172,7 +172,6 @@ func (r *Repairer) repairBlock(ctx context.Context, t target, p Peer, bs, lo, hi
 		}
 		n := int64(0)
 		in := make([]storage.RepairInput, 0, len(resp.Series))
-		var hin []storage.RepairHistogramInput
 		for _, s := range resp.Series {
 			n += int64(len(s.ID) + len(s.Stream))
 			for _, h := range s.Histograms {
@@ -182,30 +181,22 @@ func (r *Repairer) repairBlock(ctx context.Context, t target, p Peer, bs, lo, hi
 			if err != nil {
 				return err
 			}
-			if len(pts) > 0 {
-				in = append(in, storage.RepairInput{ID: s.ID, Points: pts})
-			}
 			hs, err := decodeHistogramRange(s, from, to)
 			if err != nil {
 				return err
 			}
-			if len(hs) > 0 {
-				hin = append(hin, storage.RepairHistogramInput{ID: s.ID, Samples: hs})
+			if len(pts) > 0 || len(hs) > 0 {
+				in = append(in, storage.RepairInput{ID: s.ID, Points: pts, Histograms: hs})
 			}
 		}
 		res, err := r.opts.DB.RepairSeries(t.ns.Name, in)
 		if err != nil {
 			return fmt.Errorf("merge %d pulled series: %w", len(in), err)
 		}
-		hres, err := r.opts.DB.RepairHistograms(t.ns.Name, hin)
-		if err != nil {
-			return fmt.Errorf("merge the native histograms of %d pulled series: %w", len(hin), err)
-		}
-		// A series whose floats and histograms were both repaired counts
-		// twice in SeriesRepaired; samples of either kind count alike.
-		tl.SeriesRepaired += int64(res.Series + hres.Series)
-		tl.SamplesRepaired += int64(res.Written + hres.Written)
-		tl.SamplesSkipped += int64(res.Skipped + hres.Skipped)
+		// Samples of either kind count alike.
+		tl.SeriesRepaired += int64(res.Series)
+		tl.SamplesRepaired += int64(res.Written)
+		tl.SamplesSkipped += int64(res.Skipped)
 		if err := r.received(ctx, tl, n); err != nil {
 			return err
 		}

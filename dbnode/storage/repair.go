@@ -362,11 +362,13 @@ func Wins(candidate, current float64) bool {
 	return math.Float64bits(candidate) > math.Float64bits(current)
 }
 
-// RepairInput is one series as a peer holds it: its samples over the
-// compared range, sorted by timestamp.
+// RepairInput is one series as a peer holds it: its samples of every
+// kind over the compared range, each kind sorted by timestamp (ID and
+// Shard of the histogram samples are ignored: the series is ID).
 type RepairInput struct {
-	ID     []byte
-	Points []RepairPoint
+	ID         []byte
+	Points     []RepairPoint
+	Histograms []HistogramSample
 }
 
 // RepairResult counts what RepairSeries wrote: Series is the number of
@@ -377,58 +379,107 @@ type RepairResult struct {
 	Series, Written, Skipped int
 }
 
-// RepairSeries merges peers' samples of series into this node: a sample
-// is written when the node has no sample at its timestamp, or has one the
-// peer's value Wins over. It reads each series' local samples over the
-// peer's time span first, so what the node already holds costs no write.
-// All the samples to write go in one batch, written as LoadBatch does
-// (commit log, memory, index for every block a series opens a bucket in;
-// accepted even when cold writes are off) and durable when it returns.
+// RepairSeries merges peers' samples of series into this node, every
+// kind through one merge (mergePeer) with the kind's rule: a sample is
+// written when the node has none of its kind at its timestamp, or has one
+// the peer's Wins (floats) or HistogramWins (histograms) over. It reads
+// each series' local samples over the peer's time span first, so what the
+// node already holds costs no write. All the samples to write go in one
+// batch, written as LoadBatch does (commit log, memory, index for every
+// block a series opens a bucket in; accepted even when cold writes are
+// off) and durable when it returns. Samples storage refuses for good (out
+// of retention by now) are counted as skipped; any other error fails the
+// repair.
 func (db *Database) RepairSeries(nsName string, in []RepairInput) (RepairResult, error) {
-	return repairAll(in,
-		func(s RepairInput, batch []Sample) ([]Sample, error) { return db.repairCandidates(nsName, s, batch) },
-		func(batch []Sample) error { return db.LoadBatch(nsName, batch) })
-}
-
-// repairAll gathers, per input series, the samples that win over the
-// local ones (candidates), and loads them all in one batch (load: durable
-// when it returns). Samples load refuses for good (out of retention by
-// now) are counted as skipped; any other error fails the repair. It
-// serves floats and native histograms alike.
-func repairAll[I, S any](in []I, candidates func(I, []S) ([]S, error), load func([]S) error) (RepairResult, error) {
 	var (
 		res   RepairResult
-		batch []S
+		batch Batch
 	)
 	for _, s := range in {
-		n := len(batch)
+		n := batch.Len()
 		var err error
-		if batch, err = candidates(s, batch); err != nil {
+		if batch.Floats, err = db.repairFloats(nsName, s, batch.Floats); err != nil {
 			return RepairResult{}, err
 		}
-		if len(batch) > n {
+		if batch.Histograms, err = db.repairHistograms(nsName, s, batch.Histograms); err != nil {
+			return RepairResult{}, err
+		}
+		if batch.Len() > n {
 			res.Series++
 		}
 	}
-	if len(batch) == 0 {
+	if batch.Len() == 0 {
 		return res, nil
 	}
-	err := load(batch)
+	err := db.write(nsName, batch, true)
 	var rej *RejectedError
 	switch {
 	case errors.As(err, &rej):
-		res.Written, res.Skipped = len(batch)-rej.Total, rej.Total
+		res.Written, res.Skipped = batch.Len()-rej.Total, rej.Total
 	case err != nil:
 		return RepairResult{}, err
 	default:
-		res.Written = len(batch)
+		res.Written = batch.Len()
 	}
 	return res, nil
 }
 
-// repairCandidates appends to batch the samples of peer series s that win
-// over (or are missing from) the local series.
-func (db *Database) repairCandidates(nsName string, s RepairInput, batch []Sample) ([]Sample, error) {
+// localWalk is the node's own samples of one kind of a series, in time
+// order, as mergePeer walks them (encoding.HistogramIterator; floatWalk).
+type localWalk interface {
+	Next() bool
+	AtT() int64
+	Err() error
+}
+
+// mergePeer walks a peer's samples of one kind of a series (peer, sorted
+// by time; t gives a sample's time) against the node's own (local) and
+// calls add for each peer sample the node lacks at its timestamp, or
+// whose value wins over the node's current one there (wins).
+func mergePeer[P any](peer []P, t func(*P) int64, local localWalk, wins func(*P) bool, add func(*P)) error {
+	i := 0
+	for local.Next() {
+		lt := local.AtT()
+		for ; i < len(peer) && t(&peer[i]) < lt; i++ {
+			add(&peer[i])
+		}
+		if i < len(peer) && t(&peer[i]) == lt {
+			if wins(&peer[i]) {
+				add(&peer[i])
+			}
+			i++
+		}
+	}
+	if err := local.Err(); err != nil {
+		return err
+	}
+	for ; i < len(peer); i++ {
+		add(&peer[i])
+	}
+	return nil
+}
+
+// floatWalk is an encoding.Iterator as a localWalk.
+type floatWalk struct {
+	it encoding.Iterator
+	t  int64
+	v  float64
+}
+
+func (w *floatWalk) Next() bool {
+	if !w.it.Next() {
+		return false
+	}
+	w.t, w.v = w.it.At()
+	return true
+}
+
+func (w *floatWalk) AtT() int64 { return w.t }
+func (w *floatWalk) Err() error { return w.it.Err() }
+
+// repairFloats appends to batch the float samples of peer series s that
+// win over (or are missing from) the local series.
+func (db *Database) repairFloats(nsName string, s RepairInput, batch []Sample) ([]Sample, error) {
 	peer := s.Points
 	if len(peer) == 0 {
 		return batch, nil
@@ -438,24 +489,12 @@ func (db *Database) repairCandidates(nsName string, s RepairInput, batch []Sampl
 		return nil, fmt.Errorf("read local series: %w", err)
 	}
 	id, shard := s.ID, db.Shard(s.ID)
-	i := 0
-	for it.Next() {
-		t, v := it.At()
-		for ; i < len(peer) && peer[i].T < t; i++ {
-			batch = append(batch, Sample{ID: id, Shard: shard, T: peer[i].T, V: peer[i].V})
-		}
-		if i < len(peer) && peer[i].T == t {
-			if Wins(peer[i].V, v) {
-				batch = append(batch, Sample{ID: id, Shard: shard, T: t, V: peer[i].V})
-			}
-			i++
-		}
-	}
-	if err := it.Err(); err != nil {
+	local := &floatWalk{it: it}
+	err = mergePeer(peer, func(p *RepairPoint) int64 { return p.T }, local,
+		func(p *RepairPoint) bool { return Wins(p.V, local.v) },
+		func(p *RepairPoint) { batch = append(batch, Sample{ID: id, Shard: shard, T: p.T, V: p.V}) })
+	if err != nil {
 		return nil, fmt.Errorf("read local series: %w", err)
-	}
-	for ; i < len(peer); i++ {
-		batch = append(batch, Sample{ID: id, Shard: shard, T: peer[i].T, V: peer[i].V})
 	}
 	return batch, nil
 }

@@ -158,7 +158,7 @@ func histStrings(t *testing.T, db *Database, id []byte, from, to int64) []string
 	return out
 }
 
-// RepairHistograms fills what a replica lacks and, where two replicas
+// RepairSeries fills what a replica lacks and, where two replicas
 // hold different histograms at one timestamp, both keep the one
 // HistogramWins picks whichever side repairs first: they converge.
 func TestRepairHistogramsConverge(t *testing.T) {
@@ -172,7 +172,7 @@ func TestRepairHistogramsConverge(t *testing.T) {
 	other.H, other.FH = testHist(40), nil // a different histogram at all[3].T
 	require.NoError(t, b.WriteHistograms("default", []HistogramSample{all[0], other}))
 
-	res, err := b.RepairHistograms("default", []RepairHistogramInput{{ID: id, Samples: all}})
+	res, err := b.RepairSeries("default", []RepairInput{{ID: id, Histograms: all}})
 	require.NoError(t, err)
 	aWins := HistogramWins(all[3].H, all[3].FH, other.H, other.FH)
 	want := 4 // all but all[0] (held) and all[3] (held, different)
@@ -180,7 +180,7 @@ func TestRepairHistogramsConverge(t *testing.T) {
 		want = 5
 	}
 	require.Equal(t, RepairResult{Series: 1, Written: want}, res)
-	res, err = a.RepairHistograms("default", []RepairHistogramInput{{ID: id, Samples: []HistogramSample{all[0], other}}})
+	res, err = a.RepairSeries("default", []RepairInput{{ID: id, Histograms: []HistogramSample{all[0], other}}})
 	require.NoError(t, err)
 	if aWins {
 		require.Equal(t, RepairResult{}, res)
@@ -194,4 +194,33 @@ func TestRepairHistogramsConverge(t *testing.T) {
 	// and exactly one of two different ones wins.
 	require.False(t, HistogramWins(other.H, nil, other.H, nil))
 	require.NotEqual(t, aWins, HistogramWins(other.H, other.FH, all[3].H, all[3].FH))
+}
+
+// One repair input carries a series' samples of every kind: both merge
+// in one pass (one write), each by its kind's rule, and the series counts
+// once. A float at a timestamp does not hide the peer's histogram there
+// (the kinds merge separately).
+func TestRepairSeriesEveryKindAtOnce(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	db := openDB(t, testOpts(t.TempDir(), clk))
+	id := sid("req", "k", "both")
+	hs := mixedSamples(db, id, ms(t0), 3)
+	require.NoError(t, db.WriteBatch("default", []Sample{{ID: id, Shard: db.Shard(id), T: hs[2].T + 1000, V: 1}}))
+	require.NoError(t, db.WriteHistograms("default", hs[:1]))
+	pts := []RepairPoint{{T: hs[2].T + 1000, V: 1}, {T: hs[2].T + 2000, V: 2}}
+	res, err := db.RepairSeries("default", []RepairInput{{ID: id, Points: pts, Histograms: hs}})
+	require.NoError(t, err)
+	require.Equal(t, RepairResult{Series: 1, Written: 3}, res, "histograms 1 and 2, float at +2000")
+	require.Len(t, histStrings(t, db, id, 0, ms(t0)+10_000), 3)
+	it, err := db.Read("default", id, 0, ms(t0)+10_000)
+	require.NoError(t, err)
+	n := 0
+	for it.Next() {
+		n++
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, 2, n)
+	res, err = db.RepairSeries("default", []RepairInput{{ID: id, Points: pts, Histograms: hs}})
+	require.NoError(t, err)
+	require.Equal(t, RepairResult{}, res, "nothing left to repair")
 }

@@ -8,14 +8,6 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 )
 
-// RepairHistogramInput is one series' native histograms as a peer holds
-// them over the compared range, sorted by timestamp (ID and Shard of the
-// samples are ignored: the series is ID).
-type RepairHistogramInput struct {
-	ID      []byte
-	Samples []HistogramSample
-}
-
 // HistogramWins is the repair merge rule for two native histograms at the
 // same timestamp, the histogram counterpart of Wins: each is encoded as a
 // one-sample histogram stream (docs/format/histogram.md) behind a kind
@@ -48,22 +40,10 @@ func histogramKey(h *histogram.Histogram, fh *histogram.FloatHistogram) ([]byte,
 	return append([]byte{kind}, enc.Bytes()...), nil
 }
 
-// RepairHistograms merges peers' native histograms of series into this
-// node, as RepairSeries merges floats: a sample is written when the node
-// has none at its timestamp, or has one the peer's HistogramWins over. It
-// reads each series' local histograms over the peer's time span first;
-// what is written goes in one LoadHistograms batch (durable when it
-// returns, accepted even when cold writes are off).
-func (db *Database) RepairHistograms(nsName string, in []RepairHistogramInput) (RepairResult, error) {
-	return repairAll(in,
-		func(s RepairHistogramInput, batch []HistogramSample) ([]HistogramSample, error) {
-			return db.repairHistogramCandidates(nsName, s, batch)
-		},
-		func(batch []HistogramSample) error { return db.LoadHistograms(nsName, batch) })
-}
-
-func (db *Database) repairHistogramCandidates(nsName string, s RepairHistogramInput, batch []HistogramSample) ([]HistogramSample, error) {
-	peer := s.Samples
+// repairHistograms appends to batch the histogram samples of peer
+// series s that win over (or are missing from) the local series.
+func (db *Database) repairHistograms(nsName string, s RepairInput, batch []HistogramSample) ([]HistogramSample, error) {
+	peer := s.Histograms
 	if len(peer) == 0 {
 		return batch, nil
 	}
@@ -72,16 +52,8 @@ func (db *Database) repairHistogramCandidates(nsName string, s RepairHistogramIn
 		return nil, fmt.Errorf("read local histograms of %q: %w", s.ID, err)
 	}
 	id, shard := s.ID, db.Shard(s.ID)
-	add := func(p HistogramSample) {
-		batch = append(batch, HistogramSample{ID: id, Shard: shard, T: p.T, H: p.H, FH: p.FH})
-	}
-	i := 0
-	for it.Next() {
-		t := it.AtT()
-		for ; i < len(peer) && peer[i].T < t; i++ {
-			add(peer[i])
-		}
-		if i < len(peer) && peer[i].T == t {
+	err = mergePeer(peer, func(p *HistogramSample) int64 { return p.T }, it,
+		func(p *HistogramSample) bool {
 			var h *histogram.Histogram
 			var fh *histogram.FloatHistogram
 			if it.IsFloat() {
@@ -89,17 +61,13 @@ func (db *Database) repairHistogramCandidates(nsName string, s RepairHistogramIn
 			} else {
 				_, h = it.AtHistogram(nil)
 			}
-			if HistogramWins(peer[i].H, peer[i].FH, h, fh) {
-				add(peer[i])
-			}
-			i++
-		}
-	}
-	if err := it.Err(); err != nil {
+			return HistogramWins(p.H, p.FH, h, fh)
+		},
+		func(p *HistogramSample) {
+			batch = append(batch, HistogramSample{ID: id, Shard: shard, T: p.T, H: p.H, FH: p.FH})
+		})
+	if err != nil {
 		return nil, fmt.Errorf("read local histograms of %q: %w", s.ID, err)
-	}
-	for ; i < len(peer); i++ {
-		add(peer[i])
 	}
 	return batch, nil
 }
