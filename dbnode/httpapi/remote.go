@@ -226,35 +226,25 @@ func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
 			}); err != nil {
 				return err
 			}
-			if s.Histograms == nil {
-				for s.Values.Next() {
-					t, v := s.Values.At()
+			// Floats and histograms in one walk, as PromQL and the
+			// streamed answer see them (one sample per timestamp;
+			// Prometheus' reader merges the two lists by time).
+			it := s.Samples()
+			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+				switch vt {
+				case chunkenc.ValFloat:
+					t, v := it.At()
 					ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
+				case chunkenc.ValFloatHistogram:
+					t, fh := it.AtFloatHistogram(nil)
+					ts.Histograms = append(ts.Histograms, prompb.FromFloatHistogram(t, fh))
+				default:
+					t, ih := it.AtHistogram(nil)
+					ts.Histograms = append(ts.Histograms, prompb.FromIntHistogram(t, ih))
 				}
-				if err := s.Values.Err(); err != nil {
-					return err
-				}
-			} else {
-				// Floats and histograms in one walk, as PromQL and the
-				// streamed answer see them (one sample per timestamp;
-				// Prometheus' reader merges the two lists by time).
-				it := storage.NewMixedIterator(s.Values, s.Histograms)
-				for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-					switch vt {
-					case chunkenc.ValFloat:
-						t, v := it.At()
-						ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
-					case chunkenc.ValFloatHistogram:
-						t, fh := it.AtFloatHistogram(nil)
-						ts.Histograms = append(ts.Histograms, prompb.FromFloatHistogram(t, fh))
-					default:
-						t, ih := it.AtHistogram(nil)
-						ts.Histograms = append(ts.Histograms, prompb.FromIntHistogram(t, ih))
-					}
-				}
-				if err := it.Err(); err != nil {
-					return err
-				}
+			}
+			if err := it.Err(); err != nil {
+				return err
 			}
 			if len(ts.Samples)+len(ts.Histograms) > 0 {
 				res.Timeseries = append(res.Timeseries, ts)

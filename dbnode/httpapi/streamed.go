@@ -98,7 +98,7 @@ func seriesChunks(s storage.SeriesIterator) ([]prompb.Chunk, error) {
 		}
 		chunk = nil
 	}
-	it := storage.NewMixedIterator(s.Values, s.Histograms)
+	it := s.Samples()
 	for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
 		t := it.AtT()
 		var prev chunkenc.Appender

@@ -114,20 +114,48 @@ func (e errIterator) Next() bool           { return false }
 func (e errIterator) At() (int64, float64) { return 0, 0 }
 func (e errIterator) Err() error           { return e.err }
 
-// mixedIterator is storage.MixedIterator with chunkenc's Seek: the
-// iterator of a series with native histograms.
-type mixedIterator struct{ *tstorage.MixedIterator }
+// sampleIterator is a storage.SampleIterator (the one contract for
+// walking a series of any kind) as chunkenc.Iterator: with Seek, and with
+// Peek to learn whether a series has any sample without consuming it.
+// floatIterator is its allocation-free special case for series without
+// histograms, the engine's common case.
+type sampleIterator struct {
+	tstorage.SampleIterator
+	cur     chunkenc.ValueType // of the current (or peeked) sample
+	pending bool               // cur was peeked, not yet returned
+}
 
-func newMixedIterator(fl encoding.Iterator, h encoding.HistogramIterator) mixedIterator {
-	return mixedIterator{tstorage.NewMixedIterator(fl, h)}
+func newSampleIterator(src tstorage.SampleIterator) *sampleIterator {
+	return &sampleIterator{SampleIterator: src}
+}
+
+// Peek reads the first sample and keeps it pending. Call it before any
+// Next or Seek.
+func (it *sampleIterator) Peek() chunkenc.ValueType {
+	vt := it.Next()
+	it.pending = vt != chunkenc.ValNone
+	return vt
+}
+
+func (it *sampleIterator) Next() chunkenc.ValueType {
+	if it.pending {
+		it.pending = false
+		return it.cur
+	}
+	it.cur = it.SampleIterator.Next()
+	return it.cur
 }
 
 // Seek follows the chunkenc contract, as floatIterator's does.
-func (it mixedIterator) Seek(t int64) chunkenc.ValueType {
-	vt := it.Current()
+func (it *sampleIterator) Seek(t int64) chunkenc.ValueType {
+	vt := it.cur
+	it.pending = false
 	if vt == chunkenc.ValNone || it.AtT() < t {
 		for vt = it.Next(); vt != chunkenc.ValNone && it.AtT() < t; vt = it.Next() {
 		}
 	}
 	return vt
 }
+
+// AtST reports no start timestamp: Tessera does not store them.
+func (it *sampleIterator) AtST() int64 { return 0 }

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
-	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/query"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
@@ -119,7 +118,7 @@ func (s *seriesSet) Next() bool {
 		var first chunkenc.Iterator
 		if e.it.Histograms != nil {
 			// A series with native histograms (and maybe floats too).
-			m := newMixedIterator(src, e.it.Histograms)
+			m := newSampleIterator(e.it.Samples())
 			if m.Peek() == chunkenc.ValNone {
 				if s.err = m.Err(); s.err != nil {
 					s.err = fmt.Errorf("read series %q: %w", e.it.ID, s.err)
@@ -195,16 +194,16 @@ func (s *series) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 		s.first = nil
 		return it
 	}
-	fl, h := s.reread()
-	if h != nil {
-		return newMixedIterator(fl, h)
+	it := s.reread()
+	if it.Histograms != nil {
+		return newSampleIterator(it.Samples())
 	}
-	return newFloatIterator(reuse, fl)
+	return newFloatIterator(reuse, it.Values)
 }
 
 // reread fetches this series' samples again, selecting it by all of its
 // labels and keeping the one series whose ID is exactly ours.
-func (s *series) reread() (encoding.Iterator, encoding.HistogramIterator) {
+func (s *series) reread() tstorage.SeriesIterator {
 	set := s.set
 	id := ident.FromLabels(s.lset)
 	ms := make([]*labels.Matcher, 0, s.lset.Len())
@@ -213,12 +212,12 @@ func (s *series) reread() (encoding.Iterator, encoding.HistogramIterator) {
 	})
 	its, err := set.b.Query(set.ctx, set.ns, ms, set.start, set.end)
 	if err != nil {
-		return errIterator{fmt.Errorf("re-read series %s: %w", s.lset, err)}, nil
+		return tstorage.SeriesIterator{Values: errIterator{fmt.Errorf("re-read series %s: %w", s.lset, err)}}
 	}
 	for _, it := range its {
 		if bytes.Equal(it.ID, id) {
-			return it.Values, it.Histograms
+			return it
 		}
 	}
-	return errIterator{}, nil // gone since (expired): no samples
+	return tstorage.SeriesIterator{Values: errIterator{}} // gone since (expired): no samples
 }

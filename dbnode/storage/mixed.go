@@ -6,19 +6,42 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 )
 
-// MixedIterator walks a series' float and native histogram samples
-// (SeriesIterator.Values and .Histograms, each in time order) as one
-// sequence in time order, in chunkenc.Iterator's terms, reporting ValFloat, ValHistogram or
-// ValFloatHistogram per sample, as Prometheus' own iterators do for a
-// series that changed type. The PromQL API and remote read use it.
+// SampleIterator is the one contract for walking a series' samples:
+// every kind (floats, integer and float native histograms) in one
+// sequence in time order, Next reporting the kind of the sample it moved
+// to, as Prometheus' chunkenc.Iterator does for a series that changed
+// type (ValNone at the end, then Err). It is chunkenc.Iterator without
+// Seek and AtST (go vet wants a method named Seek to be io.Seeker's):
+// promapi adds them for the engine. Remote read, the streamed answer and
+// the PromQL API walk series through it (SeriesIterator.Samples).
+type SampleIterator interface {
+	Next() chunkenc.ValueType
+	// At is the current float sample (ValFloat).
+	At() (int64, float64)
+	// AtHistogram and AtFloatHistogram are the current histogram sample
+	// (ValHistogram, ValFloatHistogram; an integer one may be read as a
+	// float histogram too), decoded into the argument when not nil.
+	AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram)
+	AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram)
+	// AtT is the current sample's time, of any kind.
+	AtT() int64
+	Err() error
+}
+
+// Samples returns the series' samples of every kind as one
+// SampleIterator over Values and Histograms. Either field's own iterator
+// is consumed by it.
+func (s SeriesIterator) Samples() SampleIterator { return NewMixedIterator(s.Values, s.Histograms) }
+
+// MixedIterator is the SampleIterator of a series: it merges the series'
+// float and native histogram samples (SeriesIterator.Values and
+// .Histograms, each in time order, as their encodings store them) into
+// one sequence in time order.
 //
 // At a timestamp holding both a float and a histogram (a conflicting
 // write Prometheus' TSDB would have refused as a duplicate) the histogram
 // is returned and the float skipped: one sample per timestamp, as the
 // engine requires.
-//
-// It has every method of chunkenc.Iterator but Seek (go vet wants a
-// method named Seek to be io.Seeker's): promapi adds it.
 type MixedIterator struct {
 	fl encoding.Iterator
 	h  encoding.HistogramIterator // nil: floats only
@@ -32,13 +55,14 @@ type MixedIterator struct {
 	err   error
 }
 
+var _ SampleIterator = (*MixedIterator)(nil)
+
 type mixState uint8
 
 const (
-	mixFresh   mixState = iota // no Next or Seek yet
-	mixPending                 // the current sample was peeked, not yet returned
-	mixAt                      // the current sample is returned
-	mixDone                    // exhausted (or failed: see Err)
+	mixFresh mixState = iota // no Next yet
+	mixAt                    // the current sample is returned
+	mixDone                  // exhausted (or failed: see Err)
 )
 
 // NewMixedIterator returns an iterator over fl and h (nil: no histograms).
@@ -65,24 +89,10 @@ func (it *MixedIterator) advHist() {
 	}
 }
 
-// Peek reads the first sample and keeps it pending, so a caller learns
-// whether the series has any sample without consuming it. Call it before
-// any Next or Seek.
-func (it *MixedIterator) Peek() chunkenc.ValueType {
-	vt := it.Next()
-	if vt != chunkenc.ValNone {
-		it.state = mixPending
-	}
-	return vt
-}
-
 func (it *MixedIterator) Next() chunkenc.ValueType {
 	switch it.state {
 	case mixDone:
 		return chunkenc.ValNone
-	case mixPending:
-		it.state = mixAt
-		return it.cur
 	case mixFresh:
 		it.advFloat()
 		it.advHist()
@@ -129,16 +139,4 @@ func (it *MixedIterator) AtT() int64 {
 	return it.ht
 }
 
-// AtST reports no start timestamp: Tessera does not store them.
-func (it *MixedIterator) AtST() int64 { return 0 }
-
 func (it *MixedIterator) Err() error { return it.err }
-
-// Current is the type of the current sample without moving: ValNone
-// before the first Next (or after Peek, until Next) and once exhausted.
-func (it *MixedIterator) Current() chunkenc.ValueType {
-	if it.state != mixAt {
-		return chunkenc.ValNone
-	}
-	return it.cur
-}
