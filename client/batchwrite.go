@@ -233,11 +233,7 @@ func (s *Session) writeKindsHost(ctx context.Context, m *Map, ns, inst string, h
 			err = s.sendKinds(ctx, h, ns, b)
 		}
 	}
-	var rej *storage.RejectedError
-	if errors.As(err, &rej) {
-		return rej, nil
-	}
-	return nil, err
+	return answered(err)
 }
 
 // sendKinds writes b to remote owner h in requests of at most MaxBatch
@@ -372,13 +368,8 @@ func splitPerHost[S storage.Sample | storage.HistogramSample](r *routing, sample
 
 // idOf is a float or histogram sample's series ID.
 func idOf[S storage.Sample | storage.HistogramSample](s *S) []byte {
-	switch x := any(s).(type) {
-	case *storage.Sample:
-		return x.ID
-	case *storage.HistogramSample:
-		return x.ID
-	}
-	return nil
+	id, _ := seriesOf(s)
+	return id
 }
 
 // detached is a copy of s under series ID id that shares nothing with the

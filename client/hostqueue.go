@@ -393,11 +393,17 @@ func withoutShards[S storage.Sample | storage.HistogramSample](samples []S, shar
 
 // shardOf is a float or histogram sample's shard.
 func shardOf[S storage.Sample | storage.HistogramSample](s *S) uint32 {
+	_, shard := seriesOf(s)
+	return shard
+}
+
+// seriesOf is a float or histogram sample's series ID and shard.
+func seriesOf[S storage.Sample | storage.HistogramSample](s *S) ([]byte, uint32) {
 	switch x := any(s).(type) {
 	case *storage.Sample:
-		return x.Shard
+		return x.ID, x.Shard
 	case *storage.HistogramSample:
-		return x.Shard
+		return x.ID, x.Shard
 	}
-	return 0
+	return nil, 0
 }

@@ -662,6 +662,13 @@ func (s *Session) writeHost(ctx context.Context, m *Map, ns, inst string, batch 
 			}
 		}
 	}
+	return answered(err)
+}
+
+// answered splits a replica's write outcome: a permanent rejection of
+// samples is the value (the replica answered, and counts), anything
+// else the error.
+func answered(err error) (*storage.RejectedError, error) {
 	var rej *storage.RejectedError
 	if errors.As(err, &rej) {
 		return rej, nil

@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -254,17 +253,7 @@ func (fs *formatsSeen) take() []nodepb.PayloadFormat {
 // serveSeen is serve with fs watching the server's WriteBatch calls.
 func serveSeen(t *testing.T, db Database, fs *formatsSeen) *Client {
 	t.Helper()
-	srv := NewServer(db, nil, ServerOptions{})
-	g := grpc.NewServer(append(srv.GRPCServerOptions(), grpc.UnaryInterceptor(fs.intercept))...)
-	srv.Register(g)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Serve(ln) }()
-	c, err := Dial(ln.Addr().String(), ClientOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, c.Close()); g.Stop(); <-done })
-	return c
+	return serveWith(t, db, nil, ServerOptions{}, ClientOptions{}, grpc.UnaryInterceptor(fs.intercept))
 }
 
 const (
@@ -361,14 +350,15 @@ func TestBadBatchRefusedWhole(t *testing.T) {
 	b.Histograms[1].Shard--
 	payload, err := appendBatchPayload(nil, b)
 	require.NoError(t, err)
-	err = invokeRaw(t, c, nodepb.Node_WriteBatch_FullMethodName,
-		marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Format: fmtBatch, Payload: payload[:len(payload)-2]}), &nodepb.WriteBatchResponse{})
-	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
-	require.ErrorContains(t, err, "histogram section")
-	err = invokeRaw(t, c, nodepb.Node_WriteBatch_FullMethodName,
-		marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Format: fmtBatch, Payload: payload[:5]}), &nodepb.WriteBatchResponse{})
-	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
-	require.ErrorContains(t, err, "float section")
+	for _, cut := range []struct {
+		n       int
+		section string
+	}{{len(payload) - 2, "histogram section"}, {5, "float section"}} {
+		err = invokeRaw(t, c, nodepb.Node_WriteBatch_FullMethodName,
+			marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Format: fmtBatch, Payload: payload[:cut.n]}), &nodepb.WriteBatchResponse{})
+		require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+		require.ErrorContains(t, err, cut.section)
+	}
 	require.Zero(t, db.written.Load())
 }
 

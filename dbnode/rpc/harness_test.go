@@ -49,8 +49,15 @@ func openStorage(t testing.TB, mode commitlog.Mode) *storage.Database {
 // client of it; both stop at the end of the test.
 func serve(t testing.TB, db Database, own Ownership, sopts ServerOptions, copts ClientOptions) *Client {
 	t.Helper()
+	return serveWith(t, db, own, sopts, copts)
+}
+
+// serveWith is serve with extra gRPC server options (interceptors that
+// make a real server behave as a node of another version).
+func serveWith(t testing.TB, db Database, own Ownership, sopts ServerOptions, copts ClientOptions, gopts ...grpc.ServerOption) *Client {
+	t.Helper()
 	srv := NewServer(db, own, sopts)
-	g := grpc.NewServer(srv.GRPCServerOptions()...)
+	g := grpc.NewServer(append(srv.GRPCServerOptions(), gopts...)...)
 	srv.Register(g)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -252,22 +251,13 @@ func TestWriteChunksToTwoReplicas(t *testing.T) {
 // stream's handles.
 func TestWriteChunksRefusedByOlderNode(t *testing.T) {
 	db := &countingDB{Database: openStorage(t, commitlog.ModeAsync)}
-	srv := NewServer(db, nil, ServerOptions{})
-	g := grpc.NewServer(append(srv.GRPCServerOptions(), grpc.StreamInterceptor(olderFormatsOnly))...)
-	srv.Register(g)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Serve(ln) }()
-	c, err := Dial(ln.Addr().String(), ClientOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, c.Close()); g.Stop(); <-done })
+	c := serveWith(t, db, nil, ServerOptions{}, ClientOptions{}, grpc.StreamInterceptor(olderFormatsOnly))
 
 	coord := openStorage(t, commitlog.ModeAsync)
 	batch := refdBatch(t, coord, idsInDistinctShards(2), samplesNearNow(1, 0)[0].T)
 	ws := c.NewWriteStream()
 	defer ws.Close()
-	_, err = ws.WriteChunks(context.Background(), testNS, []*SeqChunk{EncodeSeqChunk(batch)})
+	_, err := ws.WriteChunks(context.Background(), testNS, []*SeqChunk{EncodeSeqChunk(batch)})
 	require.Equal(t, codes.InvalidArgument, Code(err), "%v", err)
 	require.ErrorContains(t, err, "unknown to this node")
 	require.True(t, ws.Broken())
