@@ -36,7 +36,8 @@ type batchFillWriter interface {
 
 // peerWrite returns how p writes a batch: its batch write (fill_only
 // when fill and it has one), or for a peer without one its float write,
-// refusing histograms.
+// then a refusal of the histograms (as rpc.Client.Write to a node older
+// than them: floats stored, histograms refused).
 func peerWrite(p Peer, fill bool) func(ctx context.Context, ns string, b storage.Batch) (WriteResult, error) {
 	if fw, ok := p.(batchFillWriter); ok && fill {
 		return fw.WriteFill
@@ -49,10 +50,17 @@ func peerWrite(p Peer, fill bool) func(ctx context.Context, ns string, b storage
 		floats = fw.WriteBatchFill
 	}
 	return func(ctx context.Context, ns string, b storage.Batch) (WriteResult, error) {
-		if len(b.Histograms) > 0 {
-			return WriteResult{}, errNoHistograms
+		var res WriteResult
+		if len(b.Floats) > 0 {
+			var err error
+			if res, err = floats(ctx, ns, b.Floats); err != nil {
+				return res, err
+			}
 		}
-		return floats(ctx, ns, b.Floats)
+		if len(b.Histograms) > 0 {
+			return res, errNoHistograms
+		}
+		return res, nil
 	}
 }
 

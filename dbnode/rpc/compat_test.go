@@ -280,6 +280,12 @@ func TestWriteBatchOfEveryKind(t *testing.T) {
 	_, err = c.Write(context.Background(), testNS, storage.Batch{Floats: b.Floats})
 	require.NoError(t, err)
 	require.Equal(t, []nodepb.PayloadFormat{fmtSeries}, fs.take())
+
+	// An empty payload is a batch without samples, in this format too.
+	var resp nodepb.WriteBatchResponse
+	require.NoError(t, invokeRaw(t, c, nodepb.Node_WriteBatch_FullMethodName,
+		marshal(t, &nodepb.WriteBatchRequest{Namespace: testNS, Format: fmtBatch}), &resp))
+	require.Zero(t, resp.GetWritten())
 }
 
 // TestNewerSenderFallsBackForOlderNode: a node of the previous version

@@ -171,6 +171,9 @@ func (s *Server) writeOutcome(what string, total int, err error) (WriteResult, e
 // (SERIES_V1 and the stream formats) does not come here: it has the ref
 // cache and pooled scratch a batch of floats alone pays for.
 func (s *Server) writeKinds(ctx context.Context, req *nodepb.WriteBatchRequest) (WriteResult, error) {
+	if len(req.GetPayload()) == 0 {
+		return WriteResult{}, nil // a batch without samples, in any format
+	}
 	var b storage.Batch
 	var err error
 	if req.GetFormat() == nodepb.PayloadFormat_PAYLOAD_FORMAT_HISTOGRAMS_V1 {
