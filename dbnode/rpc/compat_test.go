@@ -393,3 +393,32 @@ func TestBatchPayloadRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBatchPayload: a BATCH_V1 decoder never panics, yields no more than
+// the payload's size warrants, and what it decodes encodes back to a
+// payload that decodes to the same samples.
+func FuzzBatchPayload(f *testing.F) {
+	b, _, _, _ := mixedBatch()
+	p, err := appendBatchPayload(nil, b)
+	require.NoError(f, err)
+	f.Add(p)
+	f.Add([]byte{0})
+	f.Add([]byte{2, 0, 0, 1, 'x', 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, err := decodeBatchPayload(in, nil)
+		if err != nil {
+			return
+		}
+		require.LessOrEqual(t, got.Len(), 8*len(in))
+		again, err := appendBatchPayload(nil, got)
+		require.NoError(t, err)
+		back, err := decodeBatchPayload(again, nil)
+		require.NoError(t, err)
+		require.Equal(t, got.Floats, back.Floats)
+		require.Equal(t, len(got.Histograms), len(back.Histograms))
+		for i := range got.Histograms {
+			g, w := got.Histograms[i], back.Histograms[i]
+			require.Equal(t, [3]any{string(g.ID), g.Shard, g.T}, [3]any{string(w.ID), w.Shard, w.T})
+		}
+	})
+}
