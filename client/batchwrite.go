@@ -338,7 +338,7 @@ func splitPerHost[S storage.Sample | storage.HistogramSample](r *routing, sample
 	counts := make([]int, len(r.hosts))
 	size := 0
 	for i := range samples {
-		sh := shardOf(&samples[i])
+		id, sh := seriesOf(&samples[i])
 		if int(sh) >= len(r.byShard) {
 			what := "sample"
 			if _, ok := any(&samples[i]).(*storage.HistogramSample); ok {
@@ -352,32 +352,28 @@ func splitPerHost[S storage.Sample | storage.HistogramSample](r *routing, sample
 		for _, hi := range r.groups[gi].hosts {
 			counts[hi]++
 		}
-		size += len(idOf(&samples[i]))
+		size += len(id)
 	}
 	arena := make([]byte, 0, size)
 	for hi, n := range counts {
 		perHost[hi] = make([]S, 0, n)
 	}
-	var id []byte
+	var id, prevID []byte
+	prevShard := uint32(0)
 	for i := range samples {
-		cur := idOf(&samples[i])
-		if i == 0 || shardOf(&samples[i]) != shardOf(&samples[i-1]) || !ident.Same(cur, idOf(&samples[i-1])) {
+		cur, sh := seriesOf(&samples[i])
+		if i == 0 || sh != prevShard || !ident.Same(cur, prevID) {
 			start := len(arena)
 			arena = append(arena, cur...)
 			id = arena[start:len(arena):len(arena)]
 		}
+		prevID, prevShard = cur, sh
 		smp := detached(&samples[i], id)
-		for _, hi := range r.groups[r.byShard[shardOf(&smp)]].hosts {
+		for _, hi := range r.groups[r.byShard[sh]].hosts {
 			perHost[hi] = append(perHost[hi], smp)
 		}
 	}
 	return perHost, nil
-}
-
-// idOf is a float or histogram sample's series ID.
-func idOf[S storage.Sample | storage.HistogramSample](s *S) []byte {
-	id, _ := seriesOf(s)
-	return id
 }
 
 // detached is a copy of s under series ID id that shares nothing with the
