@@ -380,7 +380,7 @@ type RepairResult struct {
 }
 
 // RepairSeries merges peers' samples of series into this node, every
-// kind through one merge (mergePeer) with the kind's rule: a sample is
+// kind through one merge (repairKind) with the kind's rule: a sample is
 // written when the node has none of its kind at its timestamp, or has one
 // the peer's Wins (floats) or HistogramWins (histograms) over. It reads
 // each series' local samples over the peer's time span first, so what the
@@ -425,18 +425,26 @@ func (db *Database) RepairSeries(nsName string, in []RepairInput) (RepairResult,
 }
 
 // localWalk is the node's own samples of one kind of a series, in time
-// order, as mergePeer walks them (encoding.HistogramIterator; floatWalk).
+// order, as repairKind walks them (encoding.HistogramIterator; floatWalk).
 type localWalk interface {
 	Next() bool
 	AtT() int64
 	Err() error
 }
 
-// mergePeer walks a peer's samples of one kind of a series (peer, sorted
-// by time; t gives a sample's time) against the node's own (local) and
-// calls add for each peer sample the node lacks at its timestamp, or
-// whose value wins over the node's current one there (wins).
-func mergePeer[P any](peer []P, t func(*P) int64, local localWalk, wins func(*P) bool, add func(*P)) error {
+// repairKind merges a peer's samples of one kind of a series (peer,
+// sorted by time; t gives a sample's time) with the node's own samples
+// of that kind over the peer's time span (read): it calls add for each
+// peer sample the node lacks at its timestamp, or whose value wins over
+// the node's current one there (wins, given the node's walk at it).
+func repairKind[P any, L localWalk](peer []P, t func(*P) int64, read func(lo, hi int64) (L, error), wins func(L, *P) bool, add func(*P)) error {
+	if len(peer) == 0 {
+		return nil
+	}
+	local, err := read(t(&peer[0]), t(&peer[len(peer)-1]))
+	if err != nil {
+		return err
+	}
 	i := 0
 	for local.Next() {
 		lt := local.AtT()
@@ -444,7 +452,7 @@ func mergePeer[P any](peer []P, t func(*P) int64, local localWalk, wins func(*P)
 			add(&peer[i])
 		}
 		if i < len(peer) && t(&peer[i]) == lt {
-			if wins(&peer[i]) {
+			if wins(local, &peer[i]) {
 				add(&peer[i])
 			}
 			i++
@@ -480,18 +488,13 @@ func (w *floatWalk) Err() error { return w.it.Err() }
 // repairFloats appends to batch the float samples of peer series s that
 // win over (or are missing from) the local series.
 func (db *Database) repairFloats(nsName string, s RepairInput, batch []Sample) ([]Sample, error) {
-	peer := s.Points
-	if len(peer) == 0 {
-		return batch, nil
-	}
-	it, err := db.Read(nsName, s.ID, peer[0].T, peer[len(peer)-1].T)
-	if err != nil {
-		return nil, fmt.Errorf("read local series: %w", err)
-	}
 	id, shard := s.ID, db.Shard(s.ID)
-	local := &floatWalk{it: it}
-	err = mergePeer(peer, func(p *RepairPoint) int64 { return p.T }, local,
-		func(p *RepairPoint) bool { return Wins(p.V, local.v) },
+	err := repairKind(s.Points, func(p *RepairPoint) int64 { return p.T },
+		func(lo, hi int64) (*floatWalk, error) {
+			it, err := db.Read(nsName, id, lo, hi)
+			return &floatWalk{it: it}, err
+		},
+		func(l *floatWalk, p *RepairPoint) bool { return Wins(p.V, l.v) },
 		func(p *RepairPoint) { batch = append(batch, Sample{ID: id, Shard: shard, T: p.T, V: p.V}) })
 	if err != nil {
 		return nil, fmt.Errorf("read local series: %w", err)

@@ -43,17 +43,10 @@ func histogramKey(h *histogram.Histogram, fh *histogram.FloatHistogram) ([]byte,
 // repairHistograms appends to batch the histogram samples of peer
 // series s that win over (or are missing from) the local series.
 func (db *Database) repairHistograms(nsName string, s RepairInput, batch []HistogramSample) ([]HistogramSample, error) {
-	peer := s.Histograms
-	if len(peer) == 0 {
-		return batch, nil
-	}
-	it, err := db.ReadHistograms(nsName, s.ID, peer[0].T, peer[len(peer)-1].T)
-	if err != nil {
-		return nil, fmt.Errorf("read local histograms of %q: %w", s.ID, err)
-	}
 	id, shard := s.ID, db.Shard(s.ID)
-	err = mergePeer(peer, func(p *HistogramSample) int64 { return p.T }, it,
-		func(p *HistogramSample) bool {
+	err := repairKind(s.Histograms, func(p *HistogramSample) int64 { return p.T },
+		func(lo, hi int64) (encoding.HistogramIterator, error) { return db.ReadHistograms(nsName, id, lo, hi) },
+		func(it encoding.HistogramIterator, p *HistogramSample) bool {
 			var h *histogram.Histogram
 			var fh *histogram.FloatHistogram
 			if it.IsFloat() {
@@ -67,7 +60,7 @@ func (db *Database) repairHistograms(nsName string, s RepairInput, batch []Histo
 			batch = append(batch, HistogramSample{ID: id, Shard: shard, T: p.T, H: p.H, FH: p.FH})
 		})
 	if err != nil {
-		return nil, fmt.Errorf("read local histograms of %q: %w", s.ID, err)
+		return nil, fmt.Errorf("read local histograms of %q: %w", id, err)
 	}
 	return batch, nil
 }
