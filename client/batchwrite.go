@@ -112,11 +112,11 @@ type hostConn struct {
 // newKindsWrite splits b per host of r, marking in used the routing
 // groups it falls in.
 func (s *Session) newKindsWrite(r *routing, b storage.Batch, used []bool) (*kindsWrite, error) {
-	floats, err := splitPerHost(r, b.Floats, used)
+	floats, err := splitPerHost(r, b.Floats, used, detachFloat)
 	if err != nil {
 		return nil, err
 	}
-	hists, err := splitPerHost(r, b.Histograms, used)
+	hists, err := splitPerHost(r, b.Histograms, used, detachHistogram)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +330,11 @@ func batchWithoutShards(b storage.Batch, shards []uint32) storage.Batch {
 // see the caller reuse its buffers: series IDs are copied into one arena
 // and histograms are copied, once per sample, shared by every host (hosts
 // only read them).
-func splitPerHost[S storage.Sample | storage.HistogramSample](r *routing, samples []S, used []bool) ([][]S, error) {
+//
+// detach gives a sample's copy under its arena ID (detachFloat,
+// detachHistogram): a function of the kind, not a type switch, as this
+// runs once per sample.
+func splitPerHost[S storage.Sample | storage.HistogramSample](r *routing, samples []S, used []bool, detach func(*S, []byte) S) ([][]S, error) {
 	perHost := make([][]S, len(r.hosts))
 	if len(samples) == 0 {
 		return perHost, nil
@@ -368,7 +372,7 @@ func splitPerHost[S storage.Sample | storage.HistogramSample](r *routing, sample
 			id = arena[start:len(arena):len(arena)]
 		}
 		prevID, prevShard = cur, sh
-		smp := detached(&samples[i], id)
+		smp := detach(&samples[i], id)
 		for _, hi := range r.groups[r.byShard[sh]].hosts {
 			perHost[hi] = append(perHost[hi], smp)
 		}
@@ -376,24 +380,22 @@ func splitPerHost[S storage.Sample | storage.HistogramSample](r *routing, sample
 	return perHost, nil
 }
 
-// detached is a copy of s under series ID id that shares nothing with the
-// caller's buffers and carries no storage ref.
-func detached[S storage.Sample | storage.HistogramSample](s *S, id []byte) S {
-	var out S
-	switch x := any(s).(type) {
-	case *storage.Sample:
-		*any(&out).(*storage.Sample) = storage.Sample{ID: id, Shard: x.Shard, T: x.T, V: x.V}
-	case *storage.HistogramSample:
-		h := storage.HistogramSample{ID: id, Shard: x.Shard, T: x.T}
-		if x.H != nil {
-			h.H = x.H.Copy()
-		}
-		if x.FH != nil {
-			h.FH = x.FH.Copy()
-		}
-		*any(&out).(*storage.HistogramSample) = h
+// detachFloat and detachHistogram give a copy of s under series ID id
+// that shares nothing with the caller's buffers and carries no storage
+// ref.
+func detachFloat(s *storage.Sample, id []byte) storage.Sample {
+	return storage.Sample{ID: id, Shard: s.Shard, T: s.T, V: s.V}
+}
+
+func detachHistogram(s *storage.HistogramSample, id []byte) storage.HistogramSample {
+	h := storage.HistogramSample{ID: id, Shard: s.Shard, T: s.T}
+	if s.H != nil {
+		h.H = s.H.Copy()
 	}
-	return out
+	if s.FH != nil {
+		h.FH = s.FH.Copy()
+	}
+	return h
 }
 
 // inflight counts running calls and lets Close wait for them; once
