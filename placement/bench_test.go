@@ -28,6 +28,36 @@ func BenchmarkAddOneInstance(b *testing.B) {
 	}
 }
 
+// BenchmarkAddFourthNode is the three-node example's join (issue 30,
+// item 4): 4096 shards, RF 3, one instance per rack, node4 joining rack1,
+// so every shard node4 takes comes from node1. The CLI's add runs this
+// once; on a loaded box its CPU is seconds of the join.
+func BenchmarkAddFourthNode(b *testing.B) {
+	p := MarkAllAvailable(mustInit(b, cluster(3, 3), 4096, 3))
+	newcomer := inst("i003", "g0", 1)
+	for b.Loop() {
+		_, err := Add(p, newcomer)
+		require.NoError(b, err)
+	}
+}
+
+// BenchmarkMarkAvailableJoin marks the 2048 shards the fourth node of
+// BenchmarkAddFourthNode bootstrapped available: the round's one CAS.
+func BenchmarkMarkAvailableJoin(b *testing.B) {
+	p := MarkAllAvailable(mustInit(b, cluster(3, 3), 4096, 3))
+	p, err := Add(p, inst("i003", "g0", 1))
+	require.NoError(b, err)
+	in, _ := p.Instance("i003")
+	shards := make([]uint32, 0, len(in.Shards))
+	for _, s := range in.Shards {
+		shards = append(shards, s.ID)
+	}
+	for b.Loop() {
+		_, err := MarkAvailable(p, "i003", shards...)
+		require.NoError(b, err)
+	}
+}
+
 // BenchmarkInit builds a 4096-shard RF 3 placement of 100 instances.
 func BenchmarkInit(b *testing.B) {
 	ins := cluster(100, 10)
