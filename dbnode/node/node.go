@@ -365,6 +365,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	var bg sync.WaitGroup
+	bg.Go(func() { feed.run(ctx) })
 	bg.Go(func() { n.watchPlacement(ctx, store, feed) })
 	bg.Go(func() { n.reconcile(ctx, b) })
 	bg.Go(func() { n.snapshotAux(ctx, n.cfg.Ingest.SnapshotInterval) })

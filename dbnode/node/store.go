@@ -29,9 +29,10 @@ func (n *Node) openPlacementStore() (*placement.Store, func(), error) {
 // (Store.Update retries a lost CAS itself; the bootstrapper retries on
 // top of that, reading Placement to drop shards that moved). The CAS
 // starts from the placement the node holds (its watch keeps it current),
-// so it needs no read of the key first, and its result goes straight to
-// the node's topology: the shards count as AVAILABLE here (/ready, the
-// next round) without waiting for the watch to deliver the write.
+// so it needs no read of the key first, and its result is offered to the
+// node's topology (placementFeed): the shards count as AVAILABLE here
+// (/ready, the next round) without waiting for the watch to deliver the
+// write.
 type markAvailable struct {
 	s    *placement.Store
 	topo *client.Topology
