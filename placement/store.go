@@ -2,7 +2,6 @@ package placement
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -103,7 +102,10 @@ func (s *Store) read(ctx context.Context) (Placement, int64, error) {
 
 func decodeStored(value []byte, modRev int64) (Placement, error) {
 	var p Placement
-	if err := json.Unmarshal(value, &p); err != nil {
+	// Directly, not through json.Unmarshal, which would scan the 1 MB
+	// value twice before UnmarshalJSON reads it (encoding/json still
+	// checks whatever the fast reader does not take).
+	if err := p.UnmarshalJSON(value); err != nil {
 		return Placement{}, err
 	}
 	p.Version = modRev
@@ -111,8 +113,8 @@ func decodeStored(value []byte, modRev int64) (Placement, error) {
 }
 
 func encodeStored(p Placement) ([]byte, error) {
-	p.Version = 0 // the version is the key's ModRevision, not part of the value
-	return json.Marshal(p)
+	p.Version = 0          // the version is the key's ModRevision, not part of the value
+	return p.MarshalJSON() // already compact: json.Marshal would scan it again
 }
 
 // Init creates the cluster's placement; it returns ErrExists when there
