@@ -19,7 +19,11 @@
 #      (samples_streamed, bytes_streamed from the same lines) and the
 #      samples/s and MB/s of streamed bytes over rounds_s. add_to_bal
 #      also holds the placement CLI's own start (seconds on a loaded box)
-#      and node 4 seeing the new placement.
+#      and node 4 seeing the new placement; where those seconds go:
+#      cli_s (the add command, start to exit), to_round (the add's start
+#      to node 4's "bootstrap starting") and tail_s (node 4's last round
+#      finished to balanced seen). The round's own log line splits it
+#      into streaming and marking (the mark-available CAS).
 #
 # Every port is shifted by PORT_OFFSET (default 20130, a multiple of 10)
 # and every data dir is a fresh temp dir, removed at the end.
