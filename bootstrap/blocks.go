@@ -45,10 +45,9 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 		holders := map[blockKey]map[uint64][]int{}
 		answered := 0
 		var errs []error
-		for i, c := range clients {
-			resp, err := c.BlockMetadata(ctx, &rpc.BlockMetadataRequest{Namespace: ns.Name, Shards: shards})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("peer %s: %w", ordered[i].InstanceID, err))
+		for i, resp := range blockMetadata(ctx, clients, ns.Name, shards) {
+			if resp.err != nil {
+				errs = append(errs, fmt.Errorf("peer %s: %w", ordered[i].InstanceID, resp.err))
 				continue
 			}
 			answered++
@@ -158,6 +157,30 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 		}
 	}
 	return nil
+}
+
+// metadataAnswer is one peer's BlockMetadata reply, or why there is none.
+type metadataAnswer struct {
+	*rpc.BlockMetadataResponse
+	err error
+}
+
+// blockMetadata asks every peer for the shards' block metadata at once
+// and returns the answers in peer order. Asked one after the other, the
+// three round trips of a join (the LEAVING source and two replicas) were
+// paid by every batch of shards: on a loaded machine a tenth of the
+// streaming time.
+func blockMetadata(ctx context.Context, clients []Peer, ns string, shards []uint32) []metadataAnswer {
+	out := make([]metadataAnswer, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			resp, err := c.BlockMetadata(ctx, &rpc.BlockMetadataRequest{Namespace: ns, Shards: shards})
+			out[i] = metadataAnswer{resp, err}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // blockKey names one block of one shard.

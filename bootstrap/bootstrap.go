@@ -467,6 +467,7 @@ feed:
 	}
 	close(jobCh)
 	wg.Wait()
+	streamed := time.Now()
 
 	var marked []uint32
 	if len(ready) > 0 {
@@ -490,7 +491,8 @@ feed:
 	}
 	p := b.Progress()
 	b.opts.Logger.Info("bootstrap round finished", "marked_available", len(marked), "failed", len(todo)-len(marked),
-		"samples_streamed", p.Samples, "bytes_streamed", p.Bytes, "took", time.Since(start))
+		"samples_streamed", p.Samples, "bytes_streamed", p.Bytes, "took", time.Since(start),
+		"streaming", streamed.Sub(start), "marking", time.Since(streamed))
 	return errors.Join(errs...)
 }
 

@@ -3,10 +3,14 @@ package bootstrap
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 )
 
 // parallel runs every index once, never more than limit at once.
@@ -57,4 +61,45 @@ func TestParallelParentCancelled(t *testing.T) {
 	cancel()
 	err := parallel(ctx, 2, 10, func(ctx context.Context, i int) error { return ctx.Err() })
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// barrierPeer answers BlockMetadata only once every peer of the test was
+// asked: asked one after the other, the first never answers and its ctx
+// (a deadline) ends the call.
+type barrierPeer struct {
+	Peer
+	arrived *sync.WaitGroup
+	all     <-chan struct{}
+}
+
+func (p barrierPeer) BlockMetadata(ctx context.Context, req *rpc.BlockMetadataRequest) (*rpc.BlockMetadataResponse, error) {
+	p.arrived.Done()
+	select {
+	case <-p.all:
+		return &rpc.BlockMetadataResponse{}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// The peers' block metadata is asked for at once, answers kept in peer
+// order.
+func TestBlockMetadataAsksEveryPeerAtOnce(t *testing.T) {
+	const peers = 3
+	var arrived sync.WaitGroup
+	arrived.Add(peers)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	clients := make([]Peer, peers)
+	for i := range clients {
+		clients[i] = barrierPeer{arrived: &arrived, all: all}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	answers := blockMetadata(ctx, clients, "default", []uint32{1, 2})
+	require.Len(t, answers, peers)
+	for i, a := range answers {
+		require.NoError(t, a.err, "peer %d", i)
+		require.NotNil(t, a.BlockMetadataResponse, "peer %d", i)
+	}
 }

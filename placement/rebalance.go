@@ -41,8 +41,9 @@ func (w *work) rebalance() error {
 	w.homeless = nil
 
 	for _, i := range w.overTarget() {
+		sh := newPicker(i)
 		for w.count[i] > w.target[i] {
-			if !w.shedDirect(i) {
+			if !w.shedDirect(i, sh) {
 				break
 			}
 		}
@@ -114,7 +115,11 @@ func (w *work) betterReceiver(a, b int) bool {
 
 // shedDirect moves one copy from over-target instance i straight to an
 // instance below target. It reports false when no single move is allowed.
-func (w *work) shedDirect(i int) bool {
+// sh is i's shedder: rebalance sheds i one copy at a time, up to its whole
+// excess (2048 copies when a fourth node joins three), and choosing each
+// copy afresh scanned all of i's copies: quadratic, a quarter of a second
+// of CPU for the three-node example's join.
+func (w *work) shedDirect(i int, sh picker) bool {
 	var receivers []int
 	for j := range w.ins {
 		if w.deficit(j) > 0 {
@@ -128,7 +133,7 @@ func (w *work) shedDirect(i int) bool {
 		return 1
 	})
 	for _, j := range receivers {
-		if s, ok := w.pickShard(i, j); ok {
+		if s, ok := sh.pick(w, j); ok {
 			w.take(j, w.drop(i, s))
 			return true
 		}
@@ -136,47 +141,128 @@ func (w *work) shedDirect(i int) bool {
 	return false
 }
 
-// pickShard chooses which of i's copies to give to j: one whose move back
-// to j undoes an earlier move, else one still INITIALIZING (it serves no
-// reads yet, and one this operation created moves for free), else the
-// lowest shard ID j may own.
-func (w *work) pickShard(i, j int) (uint32, bool) {
-	const (
-		none = iota
-		available
-		initializing
-		undo
-	)
-	best, bestRank := uint32(0), none
-	seen := make(map[uint32]bool, len(w.held[i]))
-	for _, s := range w.held[i] {
+// Ranks of a copy that an over-target instance may give a receiver; the
+// higher wins (see shedRank).
+const (
+	rankNone = iota
+	rankAvailable
+	rankInitializing
+	rankUndo
+)
+
+// shedRank says whether i may give its copy of s to j, and how much that
+// move is worth: one that undoes an earlier move (the copy goes back to
+// the instance it streams from) above one still INITIALIZING (it serves
+// no reads yet, and one this operation created moves for free) above an
+// AVAILABLE one. rankNone: i holds no non-LEAVING copy of s, or j may not
+// take it.
+func (w *work) shedRank(i, j int, s uint32) int {
+	k := w.find(s, i)
+	if k < 0 || w.copies[s][k].state == Leaving {
+		return rankNone
+	}
+	h := homeless{shard: s, src: w.srcIfDropped(i, s)}
+	if !w.canTake(j, h, i) {
+		return rankNone
+	}
+	switch {
+	case h.src == j:
+		return rankUndo
+	case w.copies[s][k].state == Initializing:
+		return rankInitializing
+	}
+	return rankAvailable
+}
+
+// picker chooses which copy over-target instance i gives receiver j
+// (shedDirect asks one per instance it sheds).
+type picker interface {
+	pick(w *work, j int) (uint32, bool)
+}
+
+// newPicker makes the picker for instance i: a shedder. Tests swap in one
+// that checks the shedder against a scan of every copy.
+var newPicker = func(i int) picker { return newShedder(i) }
+
+// shedder chooses which of one over-target instance's copies to give each
+// receiver: the first undo in the order i holds its shards, else the
+// lowest INITIALIZING shard, else the lowest shard j may own.
+//
+// It ranks i's copies once per receiver and then walks that list. This is
+// exact because, while i sheds, the only copies that change are the ones
+// i gives away (i only drops, the receivers only take): a shard's rank
+// for j depends on nothing but that shard's copies, so every listed entry
+// keeps its rank until i gives it away, after which i holds no
+// non-LEAVING copy of it and never will again in this pass. pick
+// re-checks each entry's rank anyway and starts the list over if it
+// changed.
+type shedder struct {
+	i     int
+	lists map[int]*shedList // by receiver
+}
+
+type shedList struct {
+	shards []uint32
+	ranks  []int
+	pos    int
+}
+
+func newShedder(i int) *shedder { return &shedder{i: i, lists: map[int]*shedList{}} }
+
+// pick returns the copy i should give j, if any.
+func (sh *shedder) pick(w *work, j int) (uint32, bool) {
+	l := sh.lists[j]
+	if l == nil {
+		l = sh.rank(w, j)
+		sh.lists[j] = l
+	}
+	for ; l.pos < len(l.shards); l.pos++ {
+		s := l.shards[l.pos]
+		switch r := w.shedRank(sh.i, j, s); {
+		case r == l.ranks[l.pos]:
+			return s, true
+		case r != rankNone:
+			// Not the rank it was listed with: cannot happen (see
+			// shedder), but never give away the wrong copy.
+			delete(sh.lists, j)
+			return sh.pick(w, j)
+		}
+	}
+	return 0, false
+}
+
+// rank lists the copies i may give j, best first.
+func (sh *shedder) rank(w *work, j int) *shedList {
+	held := w.held[sh.i]
+	seen := make(map[uint32]bool, len(held))
+	var undo, init, avail []uint32
+	for _, s := range held {
 		if seen[s] {
 			continue
 		}
 		seen[s] = true
-		k := w.find(s, i)
-		if k < 0 || w.copies[s][k].state == Leaving {
-			continue
-		}
-		h := homeless{shard: s, src: w.srcIfDropped(i, s)}
-		if !w.canTake(j, h, i) {
-			continue
-		}
-		rank := available
-		switch {
-		case h.src == j:
-			rank = undo
-		case w.copies[s][k].state == Initializing:
-			rank = initializing
-		}
-		if rank > bestRank || (rank == bestRank && s < best) {
-			best, bestRank = s, rank
-		}
-		if rank == undo {
-			break
+		switch w.shedRank(sh.i, j, s) {
+		case rankUndo:
+			undo = append(undo, s) // held order: the first one wins
+		case rankInitializing:
+			init = append(init, s)
+		case rankAvailable:
+			avail = append(avail, s)
 		}
 	}
-	return best, bestRank != none
+	slices.Sort(init)
+	slices.Sort(avail)
+	l := &shedList{shards: make([]uint32, 0, len(undo)+len(init)+len(avail))}
+	for _, part := range []struct {
+		shards []uint32
+		rank   int
+	}{{undo, rankUndo}, {init, rankInitializing}, {avail, rankAvailable}} {
+		l.shards = append(l.shards, part.shards...)
+		for range part.shards {
+			l.ranks = append(l.ranks, part.rank)
+		}
+	}
+	return l
 }
 
 // step is one link of a chain found by augment: from drops shard, to takes

@@ -2,7 +2,6 @@ package placement
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -103,7 +102,10 @@ func (s *Store) read(ctx context.Context) (Placement, int64, error) {
 
 func decodeStored(value []byte, modRev int64) (Placement, error) {
 	var p Placement
-	if err := json.Unmarshal(value, &p); err != nil {
+	// Directly, not through json.Unmarshal, which would scan the 1 MB
+	// value twice before UnmarshalJSON reads it (encoding/json still
+	// checks whatever the fast reader does not take).
+	if err := p.UnmarshalJSON(value); err != nil {
 		return Placement{}, err
 	}
 	p.Version = modRev
@@ -111,8 +113,8 @@ func decodeStored(value []byte, modRev int64) (Placement, error) {
 }
 
 func encodeStored(p Placement) ([]byte, error) {
-	p.Version = 0 // the version is the key's ModRevision, not part of the value
-	return json.Marshal(p)
+	p.Version = 0          // the version is the key's ModRevision, not part of the value
+	return p.MarshalJSON() // already compact: json.Marshal would scan it again
 }
 
 // Init creates the cluster's placement; it returns ErrExists when there
@@ -147,22 +149,56 @@ func (s *Store) Init(ctx context.Context, instances []Instance, numShards uint32
 }
 
 // Update runs fn on the current placement and writes its result with a
-// compare-and-swap, re-reading and re-running fn when a concurrent writer
-// won, at most MaxRetries times (then ErrCASConflict). fn must be a pure
-// function of its argument; its errors are returned as they are. When fn
-// returns the placement unchanged, nothing is written and the current
-// placement is returned.
+// compare-and-swap, re-running fn on the placement that won when a
+// concurrent writer got there first, at most MaxRetries times (then
+// ErrCASConflict). fn must be a pure function of its argument; its errors
+// are returned as they are. When fn returns the placement unchanged,
+// nothing is written and the current placement is returned.
 func (s *Store) Update(ctx context.Context, fn func(Placement) (Placement, error)) (Placement, error) {
-	for attempt := 0; ; attempt++ {
-		cur, _, err := s.read(ctx)
-		if err != nil {
+	return s.update(ctx, nil, fn)
+}
+
+// UpdateFrom is Update starting from guess, a placement this process
+// already holds (a node's watch delivered it), instead of reading the key
+// first: the compare-and-swap is against guess.Version, so a stale guess
+// only costs the failed swap, whose reply carries the current placement
+// to run fn on again (not counted as a retry: nobody raced). A guess
+// without a version is ignored.
+func (s *Store) UpdateFrom(ctx context.Context, guess Placement, fn func(Placement) (Placement, error)) (Placement, error) {
+	if guess.Version <= 0 {
+		return s.update(ctx, nil, fn)
+	}
+	return s.update(ctx, &guess, fn)
+}
+
+func (s *Store) update(ctx context.Context, guess *Placement, fn func(Placement) (Placement, error)) (Placement, error) {
+	var cur Placement
+	if guess != nil {
+		cur = guess.Clone()
+	} else {
+		var err error
+		if cur, _, err = s.read(ctx); err != nil {
 			return Placement{}, err
 		}
+	}
+	for attempt := 0; ; {
 		next, err := fn(cur.Clone())
+		if err == nil {
+			next.Version = cur.Version
+		}
+		if guess != nil && (err != nil || reflect.DeepEqual(normalized(cur), normalized(next))) {
+			// fn refused the guess or left it unchanged: the answer
+			// must come from the current placement, not from a guess
+			// that may be stale.
+			guess = nil
+			if cur, _, err = s.read(ctx); err != nil {
+				return Placement{}, err
+			}
+			continue
+		}
 		if err != nil {
 			return Placement{}, err
 		}
-		next.Version = cur.Version
 		if reflect.DeepEqual(normalized(cur), normalized(next)) {
 			return cur, nil
 		}
@@ -177,9 +213,12 @@ func (s *Store) Update(ctx context.Context, fn func(Placement) (Placement, error
 		if err != nil {
 			return Placement{}, fmt.Errorf("encode placement: %w", err)
 		}
+		// A lost swap answers with the placement that won, so the retry
+		// needs no read of its own.
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(s.key), "=", cur.Version)).
 			Then(clientv3.OpPut(s.key, string(data))).
+			Else(clientv3.OpGet(s.key)).
 			Commit()
 		if err != nil {
 			return Placement{}, fmt.Errorf("write placement %s: %w", s.key, err)
@@ -188,12 +227,24 @@ func (s *Store) Update(ctx context.Context, fn func(Placement) (Placement, error
 			next.Version = resp.Header.Revision
 			return next, nil
 		}
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			return Placement{}, fmt.Errorf("%w: no key %s", ErrNotFound, s.key)
+		}
+		if cur, err = decodeStored(kvs[0].Value, kvs[0].ModRevision); err != nil {
+			return Placement{}, fmt.Errorf("read placement %s: %w", s.key, err)
+		}
+		if guess != nil {
+			guess = nil // the guess was stale: nobody raced this write
+			continue
+		}
 		if attempt >= s.maxRetries {
 			return Placement{}, fmt.Errorf("%w: placement %s changed concurrently on every attempt, gave up after %d retries", ErrCASConflict, s.key, s.maxRetries)
 		}
 		if err := ctxsleep.Sleep(ctx, backoff(attempt)); err != nil {
 			return Placement{}, err
 		}
+		attempt++
 	}
 }
 
@@ -289,6 +340,15 @@ func (s *Store) Replace(ctx context.Context, leaving []string, newcomers []Insta
 // harmless and writes nothing.
 func (s *Store) MarkAvailable(ctx context.Context, id string, shards ...uint32) (Placement, error) {
 	return s.Update(ctx, func(p Placement) (Placement, error) {
+		return MarkAvailable(p, id, shards...)
+	})
+}
+
+// MarkAvailableFrom is MarkAvailable starting from guess (see UpdateFrom):
+// a bootstrapping node's watch already holds the placement, so its
+// mark-available CAS needs no read of the 1 MB key first.
+func (s *Store) MarkAvailableFrom(ctx context.Context, guess Placement, id string, shards ...uint32) (Placement, error) {
+	return s.UpdateFrom(ctx, guess, func(p Placement) (Placement, error) {
 		return MarkAvailable(p, id, shards...)
 	})
 }

@@ -189,3 +189,80 @@ func mustEncode(t testing.TB, p Placement) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// TestStoreUpdateFromGuess: a write starting from a placement the caller
+// already holds skips the read, yet loses nothing when that placement is
+// stale: the CAS fails, its reply carries the current placement, and fn
+// runs again on it, without counting as a retry.
+func TestStoreUpdateFromGuess(t *testing.T) {
+	ctx := testCtx(t)
+	c := newClient(t, etcdtest.Start(t))
+	st := NewStore(c, StoreOptions{MaxRetries: -1}) // no retries: only a stale guess may re-run fn
+	p, err := st.Init(ctx, cluster(3, 3), 64, 3)
+	require.NoError(t, err)
+	p, err = st.Update(ctx, func(cur Placement) (Placement, error) { return MarkAllAvailable(cur), nil })
+	require.NoError(t, err)
+	joined, err := st.Add(ctx, []Instance{inst("x", "g0", 1)}, ChangeOptions{})
+	require.NoError(t, err)
+	in, _ := joined.Instance("x")
+	half := []uint32{in.Shards[0].ID, in.Shards[1].ID}
+
+	// Current guess: one write, and what it returns is what a reader
+	// decodes from etcd (the node feeds it to its topology).
+	calls := 0
+	marked, err := st.UpdateFrom(ctx, joined, func(cur Placement) (Placement, error) {
+		calls++
+		return MarkAvailable(cur, "x", half...)
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, calls)
+	require.Greater(t, marked.Version, joined.Version)
+	got, err := st.Get(ctx)
+	require.NoError(t, err)
+	requireSame(t, got, marked, "the CAS result is the stored placement")
+
+	// Stale guess (before the first mark): the second mark lands on top
+	// of the first, which is kept.
+	rest := []uint32{in.Shards[2].ID}
+	calls = 0
+	again, err := st.MarkAvailableFrom(ctx, joined, "x", rest...)
+	require.NoError(t, err)
+	require.Greater(t, again.Version, marked.Version)
+	got, err = st.Get(ctx)
+	require.NoError(t, err)
+	requireSame(t, got, again, "stale guess")
+	gx, _ := got.Instance("x")
+	for _, sh := range append(half, rest...) {
+		c, _ := gx.Shard(sh)
+		require.Equal(t, Available, c.State, "shard %d", sh)
+	}
+
+	// A guess fn refuses (it predates instance x) is not the answer: the
+	// current placement is.
+	_, err = st.MarkAvailableFrom(ctx, p, "x", in.Shards[3].ID)
+	require.NoError(t, err)
+
+	// A guess in which nothing needs doing is checked against the
+	// current placement before nothing is written.
+	cur, err := st.Get(ctx)
+	require.NoError(t, err)
+	lie := MarkAllAvailable(cur)
+	lie.Version = cur.Version
+	done, err := st.MarkAvailableFrom(ctx, lie, "x")
+	require.NoError(t, err)
+	require.Greater(t, done.Version, cur.Version, "the current placement still had INITIALIZING copies")
+	require.Zero(t, MovingShards(done))
+
+	// Real contention still counts: a writer racing every attempt gives
+	// up after MaxRetries even when it started from a guess (whose own
+	// lost swap looks like a stale guess: one free attempt, no more).
+	calls = 0
+	_, err = st.UpdateFrom(ctx, done, func(cur Placement) (Placement, error) {
+		calls++
+		_, err := c.Put(ctx, st.Key(), mustEncode(t, cur))
+		require.NoError(t, err)
+		return Add(cur, inst("y", "g1", 1))
+	})
+	require.ErrorIs(t, err, ErrCASConflict)
+	require.Equal(t, 2, calls, "the guess's attempt, then MaxRetries (0) retries")
+}

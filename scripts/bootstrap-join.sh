@@ -19,7 +19,11 @@
 #      (samples_streamed, bytes_streamed from the same lines) and the
 #      samples/s and MB/s of streamed bytes over rounds_s. add_to_bal
 #      also holds the placement CLI's own start (seconds on a loaded box)
-#      and node 4 seeing the new placement.
+#      and node 4 seeing the new placement; where those seconds go:
+#      cli_s (the add command, start to exit), to_round (the add's start
+#      to node 4's "bootstrap starting") and tail_s (node 4's last round
+#      finished to balanced seen). The round's own log line splits it
+#      into streaming and marking (the mark-available CAS).
 #
 # Every port is shifted by PORT_OFFSET (default 20130, a multiple of 10)
 # and every data dir is a fresh temp dir, removed at the end.
@@ -176,26 +180,50 @@ join() { # BIN DIR -> "seconds samples bytes"
 	mkdir -p "$OUT_DIR"
 	{
 		echo "placement add started $(date -u -d "@$t0" +%H:%M:%S.%N), returned $(date -u -d "@$tadd" +%H:%M:%S.%N), balanced seen $(date -u -d "@$t1" +%H:%M:%S.%N)"
-		grep -E 'bootstrap (starting|round finished)' "$dir/node4.log" || true
+		grep -E 'bootstrap (starting|round finished)|placement changed' "$dir/node4.log" || true
 	} >"$OUT_DIR/$(basename "$dir").node4-rounds.log"
+	# Where the seconds went: the add command itself, from the add to
+	# node4's first round starting (the CLI plus the watch), and from its
+	# last round's end to balanced seen (the mark-available CAS's watch
+	# event, /ready, this script's poll).
+	local phases
+	phases=$(python3 - "$dir/node4.log" "$t0" "$tadd" "$t1" <<'PY'
+import datetime, re, sys
+log, t0, tadd, t1 = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+def ts(line):
+    m = re.match(r'time=(\S+)', line)
+    return datetime.datetime.fromisoformat(m.group(1).replace('Z', '+00:00')).timestamp()
+first = last = None
+for line in open(log):
+    if 'msg="bootstrap starting"' in line and first is None:
+        first = ts(line)
+    if 'msg="bootstrap round finished"' in line:
+        last = ts(line)
+if first is None or last is None:
+    print("- - -")
+else:
+    print("%.2f %.2f %.2f" % (tadd - t0, first - t0, t1 - last))
+PY
+)
 	local samples bytes
 	samples=$(grep -o 'samples_streamed=[0-9]*' "$dir/node4.log" | tail -1 | cut -d= -f2)
 	bytes=$(grep -o 'bytes_streamed=[0-9]*' "$dir/node4.log" | tail -1 | cut -d= -f2)
 	local took
 	took=$(grep 'bootstrap round finished' "$dir/node4.log" | grep -o 'took=[0-9.]*[mµ]*s' | cut -d= -f2 |
 		awk '{v=$1; if (v ~ /ms$/) {sub(/ms$/, "", v); v /= 1000} else if (v ~ /µs$/) {sub(/µs$/, "", v); v /= 1e6} else {sub(/s$/, "", v)}; t += v} END {printf "%.2f", t}')
-	echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') $took ${samples:-0} ${bytes:-0}"
+	echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') $took ${samples:-0} ${bytes:-0} $phases"
 }
 
 echo "load before: $(cat /proc/loadavg)"
-printf '%-4s %-24s %9s %9s %10s %12s %9s %7s %6s\n' round binary add_to_bal rounds_s samples samples_per_s MB_per_s MB load1
+printf '%-4s %-24s %9s %9s %6s %8s %6s %10s %12s %9s %7s %6s\n' round binary add_to_bal rounds_s cli_s to_round tail_s samples samples_per_s MB_per_s MB load1
 for r in $(seq 1 "$ROUNDS"); do
 	for bin in "${bins[@]}"; do
 		d="$work/r$r-$(basename "$bin")"
-		read -r secs took samples bytes < <(join "$bin" "$d")
+		read -r secs took samples bytes cli to_round tail < <(join "$bin" "$d")
 		load=$(cut -d' ' -f1 /proc/loadavg)
 		awk -v r="$r" -v b="$(basename "$bin")" -v s="$secs" -v k="$took" -v n="$samples" -v by="$bytes" -v l="$load" \
-			'BEGIN {printf "%-4s %-24s %9s %9s %10s %12.0f %9.2f %7.1f %6s\n", r, b, s, k, n, n / k, by / k / 1e6, by / 1e6, l}'
+			-v c="$cli" -v tr="$to_round" -v t="$tail" \
+			'BEGIN {printf "%-4s %-24s %9s %9s %6s %8s %6s %10s %12.0f %9.2f %7.1f %6s\n", r, b, s, k, c, tr, t, n, n / k, by / k / 1e6, by / 1e6, l}'
 		rm -rf "$d"
 	done
 done

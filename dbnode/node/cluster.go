@@ -83,16 +83,12 @@ func (o *ownership) CheckShard(shard uint32, op rpc.Op) error {
 // (the store's watch re-establishes itself after etcd trouble; meanwhile
 // the node routes by its cached placement). When no placement exists and
 // autoInit is set, it creates a one-instance placement for this node.
-func (n *Node) watchPlacement(ctx context.Context, store *placement.Store) {
+func (n *Node) watchPlacement(ctx context.Context, store *placement.Store, feed *placementFeed) {
 	if n.cfg.Cluster.AutoInit {
 		go n.autoInit(ctx, store)
 	}
-	gauges := newPlacementGauges(n.scope.SubScope("placement"), n.cfg.ID)
 	for p := range store.Watch(ctx) {
-		if err := n.topo.Update(p); err != nil {
-			n.log.Warn("cache placement", "err", err)
-		}
-		gauges.update(p)
+		feed.offer(p, "watch")
 	}
 }
 

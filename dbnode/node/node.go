@@ -349,8 +349,9 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	if restorer != nil {
 		restore = restorer
 	}
+	feed := newPlacementFeed(n.topo, newPlacementGauges(n.scope.SubScope("placement"), n.cfg.ID), n.log, n.cfg.ID)
 	b, err := bootstrap.New(bootstrap.Options{
-		InstanceID: n.cfg.ID, DB: db, Store: markAvailable{store}, Dial: dials.dial,
+		InstanceID: n.cfg.ID, DB: db, Store: markAvailable{s: store, topo: n.topo, feed: feed}, Dial: dials.dial,
 		Workers:               n.cfg.Bootstrap.Workers,
 		ShardsPerFetch:        n.cfg.Bootstrap.ShardsPerFetch,
 		MaxBytesPerSecond:     n.cfg.Bootstrap.MaxBytesPerSecond,
@@ -364,7 +365,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	var bg sync.WaitGroup
-	bg.Go(func() { n.watchPlacement(ctx, store) })
+	bg.Go(func() { feed.run(ctx) })
+	bg.Go(func() { n.watchPlacement(ctx, store, feed) })
 	bg.Go(func() { n.reconcile(ctx, b) })
 	bg.Go(func() { n.snapshotAux(ctx, n.cfg.Ingest.SnapshotInterval) })
 	if err := n.startRepair(ctx, db, dials, &bg); err != nil {
