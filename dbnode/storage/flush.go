@@ -206,6 +206,9 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 		}
 		if wrote {
 			n++
+			if err := db.rollUp(ns, bs, flushedShards(items)); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		for _, it := range items {
 			for _, s := range it.series {

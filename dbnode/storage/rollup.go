@@ -1,0 +1,539 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/uber-go/tally/v4"
+
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+	"github.com/tessera-tsdb/tessera/dbnode/rollup"
+)
+
+// Rollup namespaces (issue 26, docs/rollups.md). A rollup namespace holds,
+// per series and block, the rollup.Window list of the source's samples at
+// its resolution, as one fileset data entry (rollup.AppendPayload) under
+// the source series' ID, so its index is the source's IDs and tags. Its
+// blocks are written by the flush of the source: when a source block's
+// volume is installed, every direct rollup recomputes, for the shards
+// that flush wrote, the rollup block holding it, and a rollup of a
+// rollup does the same from the level above's windows (Coarsen), never
+// from raw. The computation reads only sealed, flushed data, so replicas
+// holding equal source blocks write equal bytes.
+
+// checkRollups refuses rollup options storage cannot act on (config
+// validates the same with key paths; this guards other callers).
+func checkRollups(nss []NamespaceOptions) error {
+	byName := map[string]NamespaceOptions{}
+	for _, n := range nss {
+		byName[n.Name] = n
+	}
+	for _, n := range nss {
+		if n.RollupOf == "" {
+			continue
+		}
+		src, ok := byName[n.RollupOf]
+		switch {
+		case !ok:
+			return fmt.Errorf("storage: namespace %q: rollup of unknown namespace %q", n.Name, n.RollupOf)
+		case n.Resolution <= 0 || n.Resolution%time.Millisecond != 0:
+			return fmt.Errorf("storage: namespace %q: rollup resolution %v", n.Name, n.Resolution)
+		case n.BlockSize%n.Resolution != 0 || src.BlockSize%n.Resolution != 0:
+			return fmt.Errorf("storage: namespace %q: resolution %v does not divide the block sizes", n.Name, n.Resolution)
+		case src.Resolution > 0 && n.Resolution%src.Resolution != 0:
+			return fmt.Errorf("storage: namespace %q: resolution %v is not a multiple of its source's %v", n.Name, n.Resolution, src.Resolution)
+		}
+	}
+	return nil
+}
+
+// rollupProgress is the progress of one rollup namespace, kept on it
+// (namespace.rollup) and exported as metrics.
+type rollupProgress struct {
+	once    sync.Once
+	mu      sync.Mutex
+	lastEnd int64 // end of the newest source block rolled up, ms (0: none)
+	blocks  int64
+	errors  int64
+
+	lag, upTo        tally.Gauge
+	written, failure tally.Counter
+}
+
+// progress returns ns's rollup progress, its metrics made on first use.
+func (db *Database) progress(ns *namespace) *rollupProgress {
+	p := &ns.rollup
+	p.once.Do(func() {
+		s := db.opts.Metrics.Tagged(map[string]string{"namespace": ns.opts.Name})
+		p.lag = s.Gauge("rollup_lag_seconds")
+		p.upTo = s.Gauge("rollup_rolled_up_to_seconds")
+		p.written = s.Counter("rollup_blocks_written")
+		p.failure = s.Counter("rollup_errors")
+	})
+	return p
+}
+
+// RollupStatus is what a rollup namespace has done, for status pages.
+type RollupStatus struct {
+	Namespace  string
+	RollupOf   string
+	Resolution time.Duration
+	// RolledUpTo is the end of the newest source block rolled up (zero:
+	// none since start); Lag is now minus that.
+	RolledUpTo time.Time
+	Lag        time.Duration
+	Blocks     int64 // rollup volumes written since start
+	Errors     int64
+}
+
+// RollupStatuses lists every rollup namespace's progress.
+func (db *Database) RollupStatuses() []RollupStatus {
+	var out []RollupStatus
+	now := db.opts.Now()
+	for _, ns := range db.nsList {
+		if ns.opts.RollupOf == "" {
+			continue
+		}
+		p := db.progress(ns)
+		p.mu.Lock()
+		st := RollupStatus{Namespace: ns.opts.Name, RollupOf: ns.opts.RollupOf, Resolution: ns.opts.Resolution, Blocks: p.blocks, Errors: p.errors}
+		if p.lastEnd > 0 {
+			st.RolledUpTo = time.UnixMilli(p.lastEnd).UTC()
+			st.Lag = now.Sub(st.RolledUpTo)
+		}
+		p.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+// rollupsOf lists the direct rollups of the namespace named src.
+func (db *Database) rollupsOf(src string) []*namespace {
+	var out []*namespace
+	for _, ns := range db.nsList {
+		if ns.opts.RollupOf == src {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// rollUp is the flush hook: block bs of src was just (re)written for the
+// given shards; recompute the rollup blocks holding it in every rollup of
+// src, then theirs down the chain. Errors are counted and returned; the
+// source block stays flushed either way (a later flush of the block
+// recomputes it; a backfill of missed blocks is not built yet).
+func (db *Database) rollUp(src *namespace, bs int64, shards []uint32) error {
+	if len(shards) == 0 {
+		return nil
+	}
+	var errs []error
+	now := db.opts.Now().UnixMilli()
+	for _, dst := range db.rollupsOf(src.opts.Name) {
+		p := db.progress(dst)
+		rbs := dst.blockStart(bs)
+		if rbs+dst.blockSize <= now-dst.opts.Retention.Milliseconds() {
+			continue // already past the rollup's retention
+		}
+		wrote, err := db.writeRollupBlock(src, dst, rbs, shards)
+		p.mu.Lock()
+		if err != nil {
+			p.errors++
+			p.failure.Inc(1)
+			errs = append(errs, fmt.Errorf("rollup %s of %s block %d: %w", dst.opts.Name, src.opts.Name, bs, err))
+		} else {
+			if wrote {
+				p.blocks++
+				p.written.Inc(1)
+			}
+			if end := bs + src.blockSize; end > p.lastEnd {
+				p.lastEnd = end
+				p.upTo.Update(float64(end) / 1000)
+			}
+			p.lag.Update(float64(now-p.lastEnd) / 1000)
+		}
+		p.mu.Unlock()
+		if err == nil && wrote {
+			if err := db.rollUp(dst, rbs, shards); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeRollupBlock writes a new volume of dst's block rbs holding, for
+// each of shards, the rollup of src's flushed blocks inside it.
+func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, shards []uint32) (bool, error) {
+	shards = append([]uint32(nil), shards...)
+	sort.Slice(shards, func(i, j int) bool { return shards[i] < shards[j] })
+	var vw *volumeWrite
+	for _, id := range shards {
+		ssh := src.existingShard(id)
+		if ssh == nil {
+			continue
+		}
+		dsh := dst.shard(id)
+		prev := dsh.reader(rbs)
+		out, err := computeRollupShard(ssh, src, dst, rbs, prev)
+		if err != nil {
+			if vw != nil {
+				vw.abort()
+			}
+			return false, fmt.Errorf("shard %d: %w", id, err)
+		}
+		if len(out) == 0 {
+			continue
+		}
+		if vw == nil {
+			if vw, err = db.newVolumeWrite(dst, rbs); err != nil {
+				return false, err
+			}
+		}
+		if err := vw.add(dsh, prev, out); err != nil {
+			vw.abort()
+			return false, err
+		}
+	}
+	if vw == nil {
+		return false, nil
+	}
+	size, err := vw.install()
+	if err != nil {
+		return false, err
+	}
+	db.metrics.flushes.Inc(1)
+	db.metrics.flushedBytes.Inc(size)
+	return true, nil
+}
+
+// seriesRollup gathers one series' input to a rollup block.
+type seriesRollup struct {
+	fl []rollup.Sample
+	h  []rollup.HSample
+	ws []rollup.Window  // source windows (src is a rollup)
+	hs []rollup.HWindow // source histogram windows
+}
+
+// computeRollupShard computes one shard's series of rollup block rbs of
+// dst (sorted by ID) from the flushed blocks of src inside
+// [rbs, rbs+dst.blockSize): raw samples concatenated across those blocks
+// and Computed once (src raw), or windows Coarsened (src a rollup). A
+// window cut by a source block edge inside the rollup block is thus
+// whole; one cut by the rollup block's own edges is stored as two halves
+// that readers Merge (the window ending exactly at rbs holds only a
+// sample at rbs).
+//
+// Source blocks expire before the rollup's: windows ending before the
+// oldest source block still present are kept from prev (the rollup
+// volume now served, nil for none), and prev's window ending exactly there
+// is merged with the recomputed one unless it already holds the sample at
+// that instant.
+func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, prev *fileset.Reader) ([]fileset.Series, error) {
+	var readers []*fileset.Reader
+	for _, bs := range sh.blockStarts() {
+		if bs >= rbs && bs < rbs+dst.blockSize {
+			if r := sh.reader(bs); r != nil {
+				readers = append(readers, r)
+			}
+		}
+	}
+	if len(readers) == 0 {
+		return nil, nil
+	}
+	firstPresent := readers[0].ID().BlockStart
+	res := dst.opts.Resolution.Milliseconds()
+	in := map[string]*seriesRollup{}
+	var ids []string
+	get := func(id []byte) *seriesRollup {
+		s := in[string(id)]
+		if s == nil {
+			s = &seriesRollup{}
+			in[string(id)] = s
+			ids = append(ids, string(id))
+		}
+		return s
+	}
+	for _, r := range readers {
+		err := r.RangeData(func(id, data []byte) error {
+			s := get(id)
+			if src.opts.RollupOf != "" {
+				_, ws, hs, err := rollup.DecodePayload(data)
+				if err != nil {
+					return fmt.Errorf("series %q: %w", id, err)
+				}
+				s.ws = append(s.ws, ws...)
+				s.hs = append(s.hs, hs...)
+				return nil
+			}
+			fl, hit := encoding.PayloadIterators(append([]byte(nil), data...))
+			if fl != nil {
+				for fl.Next() {
+					t, v := fl.At()
+					s.fl = append(s.fl, rollup.Sample{T: t, V: v})
+				}
+				if err := fl.Err(); err != nil {
+					return fmt.Errorf("series %q: %w", id, err)
+				}
+			}
+			if hit != nil {
+				for hit.Next() {
+					t, h := hit.AtFloatHistogram(nil)
+					s.h = append(s.h, rollup.HSample{T: t, H: h})
+				}
+				if err := hit.Err(); err != nil {
+					return fmt.Errorf("series %q histograms: %w", id, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read %s block %d: %w", src.opts.Name, r.ID().BlockStart, err)
+		}
+	}
+	var kept map[string]seriesRollup // prev's windows ending at or before firstPresent
+	if prev != nil && firstPresent > rbs {
+		kept = map[string]seriesRollup{}
+		err := prev.RangeData(func(id, data []byte) error {
+			_, ws, hs, err := rollup.DecodePayload(data)
+			if err != nil {
+				return fmt.Errorf("series %q: %w", id, err)
+			}
+			var k seriesRollup
+			for _, w := range ws {
+				if w.End <= firstPresent {
+					k.ws = append(k.ws, w)
+				}
+			}
+			for _, w := range hs {
+				if w.End <= firstPresent {
+					k.hs = append(k.hs, w)
+				}
+			}
+			if len(k.ws)+len(k.hs) > 0 {
+				kept[string(id)] = k
+				get(id)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read previous rollup volume %d: %w", prev.ID().Volume, err)
+		}
+	}
+	sort.Strings(ids)
+	out := make([]fileset.Series, 0, len(ids))
+	for _, id := range ids {
+		s := in[id]
+		var (
+			ws  []rollup.Window
+			hs  []rollup.HWindow
+			err error
+		)
+		if src.opts.RollupOf != "" {
+			if ws, err = rollup.Coarsen(s.ws, res); err == nil {
+				hs, err = rollup.CoarsenHistograms(s.hs, res)
+			}
+		} else {
+			if ws, err = rollup.Compute(s.fl, res); err == nil {
+				hs, err = rollup.ComputeHistograms(s.h, res)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("series %q: %w", id, err)
+		}
+		if k, ok := kept[id]; ok {
+			if ws, err = keepExpired(k.ws, ws, firstPresent, func(w rollup.Window) int64 { return w.Last.T }, rollup.Merge); err != nil {
+				return nil, fmt.Errorf("series %q: %w", id, err)
+			}
+			if hs, err = keepExpired(k.hs, hs, firstPresent, func(w rollup.HWindow) int64 { return w.Last.T }, rollup.MergeHistograms); err != nil {
+				return nil, fmt.Errorf("series %q: %w", id, err)
+			}
+		}
+		if len(ws)+len(hs) == 0 {
+			continue
+		}
+		data, err := rollup.AppendPayload(nil, res, ws, hs)
+		if err != nil {
+			return nil, fmt.Errorf("series %q: %w", id, err)
+		}
+		out = append(out, fileset.Series{ID: []byte(id), Data: data, Samples: len(ws) + len(hs)})
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID, out[j].ID) < 0 })
+	return out, nil
+}
+
+// keepExpired joins kept (a previous rollup's windows ending at or before
+// edge, whose source has expired) with ws (recomputed from the source
+// blocks from edge on). The window ending exactly at edge may be in both:
+// kept's already holds the sample at edge when its last sample is there,
+// otherwise the two halves merge.
+func keepExpired[W any](kept, ws []W, edge int64, lastT func(W) int64, merge func(a, b W) (W, error)) ([]W, error) {
+	if len(kept) == 0 {
+		return ws, nil
+	}
+	end := func(w W) int64 {
+		switch x := any(w).(type) {
+		case rollup.Window:
+			return x.End
+		case rollup.HWindow:
+			return x.End
+		}
+		panic("keepExpired: unknown window type")
+	}
+	out := append([]W(nil), kept...)
+	if len(ws) > 0 && end(ws[0]) == edge && end(out[len(out)-1]) == edge {
+		last := out[len(out)-1]
+		if lastT(last) != edge {
+			m, err := merge(last, ws[0])
+			if err != nil {
+				return nil, err
+			}
+			out[len(out)-1] = m
+		}
+		ws = ws[1:]
+	}
+	return append(out, ws...), nil
+}
+
+// RollupSeries is one series' windows read from a rollup namespace.
+type RollupSeries struct {
+	ID         []byte
+	Shard      uint32
+	Resolution int64 // ms
+	Windows    []rollup.Window
+	HWindows   []rollup.HWindow
+}
+
+// IsRollup reports whether nsName is a rollup namespace, and its
+// resolution.
+func (db *Database) IsRollup(nsName string) (bool, time.Duration) {
+	ns := db.namespaces[nsName]
+	if ns == nil || ns.opts.RollupOf == "" {
+		return false, 0
+	}
+	return true, ns.opts.Resolution
+}
+
+// ReadRollup returns the windows of series id in rollup namespace nsName
+// ending in [start, end], halves cut by block edges merged.
+func (db *Database) ReadRollup(nsName string, id []byte, start, end int64) (RollupSeries, error) {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return RollupSeries{}, err
+	}
+	if ns.opts.RollupOf == "" {
+		return RollupSeries{}, fmt.Errorf("namespace %s is not a rollup namespace", nsName)
+	}
+	return db.readRollup(ns, id, db.Shard(id), start, end)
+}
+
+func (db *Database) readRollup(ns *namespace, id []byte, shard uint32, start, end int64) (RollupSeries, error) {
+	rs := RollupSeries{ID: id, Shard: shard, Resolution: ns.opts.Resolution.Milliseconds()}
+	sh := ns.existingShard(shard)
+	if sh == nil {
+		return rs, nil
+	}
+	// A block holds the windows ending in [bs, bs+blockSize]: the one
+	// ending at start may be in the block before start's.
+	from, to := ns.blockStart(start)-ns.blockSize, ns.blockStart(end)
+	for _, bs := range sh.blockStarts() {
+		if bs < from || bs > to {
+			continue
+		}
+		r := sh.reader(bs)
+		if r == nil {
+			continue
+		}
+		data, ok, err := r.Read(id)
+		if err != nil {
+			return rs, fmt.Errorf("read rollup block %d: %w", bs, err)
+		}
+		if !ok {
+			continue
+		}
+		_, ws, hs, err := rollup.DecodePayload(data)
+		if err != nil {
+			return rs, fmt.Errorf("rollup block %d: %w: %w", bs, fileset.ErrCorrupt, err)
+		}
+		for _, w := range ws {
+			if w.End >= start && w.End <= end {
+				rs.Windows = append(rs.Windows, w)
+			}
+		}
+		for _, w := range hs {
+			if w.End >= start && w.End <= end {
+				rs.HWindows = append(rs.HWindows, w)
+			}
+		}
+	}
+	var err error
+	if rs.Windows, err = rollup.MergeEqualEnds(rs.Windows); err != nil {
+		return rs, err
+	}
+	if rs.HWindows, err = rollup.MergeEqualEndsHistograms(rs.HWindows); err != nil {
+		return rs, err
+	}
+	return rs, nil
+}
+
+// QueryRollup returns the series of rollup namespace nsName matching all
+// matchers with windows ending in [start, end].
+func (db *Database) QueryRollup(ctx context.Context, nsName string, matchers []*labels.Matcher, start, end int64, qo QueryOptions) ([]RollupSeries, error) {
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return nil, err
+	}
+	if ns.opts.RollupOf == "" {
+		return nil, fmt.Errorf("namespace %s is not a rollup namespace", nsName)
+	}
+	if ns.index == nil {
+		return nil, fmt.Errorf("namespace %s is not indexed: queries by label need index: true", nsName)
+	}
+	ids, err := ns.index.Query(matchers, start-ns.blockSize, end)
+	if err != nil {
+		return nil, fmt.Errorf("query index: %w", err)
+	}
+	out := make([]RollupSeries, 0, len(ids))
+	for i, id := range ids {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		shard := db.Shard(id)
+		if qo.Shards != nil && !qo.Shards(shard) {
+			continue
+		}
+		rs, err := db.readRollup(ns, id, shard, start, end)
+		if err != nil {
+			return nil, fmt.Errorf("series %q: %w", id, err)
+		}
+		if len(rs.Windows)+len(rs.HWindows) == 0 {
+			continue
+		}
+		out = append(out, rs)
+		if qo.Limit > 0 && len(out) >= qo.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// flushedShards lists the shards a flush wrote memory of (not those only
+// carried over into a compacted volume, whose data did not change).
+func flushedShards(items []shardFlush) []uint32 {
+	var out []uint32
+	for _, it := range items {
+		if len(it.series) > 0 {
+			out = append(out, it.sh.id)
+		}
+	}
+	return out
+}
