@@ -126,6 +126,8 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Exemplars:          n.api,
 		BlockSize:          cfg.Namespaces[0].BlockSize.Milliseconds(),
 		Namespaces:         namespaceNames(cfg.Namespaces),
+		Rollups:            rollupResolutions(cfg.Namespaces),
+		RollupReader:       rollupReader{n},
 	})
 	if err != nil {
 		closer.Close()

@@ -38,6 +38,10 @@ type API struct {
 	fastMarker string
 	fastStats  fastStats
 	parser     parser.Parser
+	// rollup is the engine whose parser rewrites the calls a rollup
+	// namespace answers from its windows (rollup.go).
+	rollup       *promql.Engine
+	rollupMarker string
 }
 
 // New returns the query API over b, with opts as the node filled them
@@ -54,6 +58,9 @@ func New(b query.Reader, opts Options) (*API, error) {
 		eo.Parser = fp
 		a.fast, a.fastMarker = promql.NewEngine(eo), fp.marker
 	}
+	rp := newRollupParser()
+	eo.Parser = rp
+	a.rollup, a.rollupMarker = promql.NewEngine(eo), rp.marker
 	return a, nil
 }
 
@@ -337,6 +344,9 @@ func (a *API) exec(ctx context.Context, r *http.Request, qs string, limit int, f
 		return result{err: aerr}
 	}
 	qa := a.queryable(r)
+	if res, ok := a.opts.Rollups[qa.ns]; ok {
+		return a.execRollup(ctx, r, qs, limit, fr, qa.ns, res, newQuery)
+	}
 	if a.fast != nil && r.FormValue("stats") == "" {
 		fr.marker, fr.parallelism, fr.maxSamples, fr.stats = a.fastMarker, a.opts.Parallelism, a.opts.MaxSamples, &a.fastStats
 		// The engine's lookback: the request's, else the default.
