@@ -361,6 +361,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	bg.Go(func() { n.watchPlacement(ctx, store) })
 	bg.Go(func() { n.reconcile(ctx, b) })
 	bg.Go(func() { n.snapshotAux(ctx, n.cfg.Ingest.SnapshotInterval) })
+	n.registerNamespaceStatus(db)
 	if err := n.startRepair(ctx, db, dials, &bg); err != nil {
 		cancel()
 		bg.Wait()

@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -49,4 +51,69 @@ func rollupResolutions(nss []config.Namespace) map[string]time.Duration {
 		}
 	}
 	return out
+}
+
+// NamespaceStatusPath serves each namespace's resolution, retention,
+// bytes on disk and, for a rollup, its progress.
+const NamespaceStatusPath = "/api/v1/status/namespaces"
+
+// namespaceStatus is one namespace in NamespaceStatusPath's answer.
+type namespaceStatus struct {
+	Name       string `json:"name"`
+	RollupOf   string `json:"rollupOf,omitempty"`
+	Resolution string `json:"resolution,omitempty"` // rollups only
+	Retention  string `json:"retention"`
+	BlockSize  string `json:"blockSize"`
+	DiskBytes  int64  `json:"diskBytes"`
+	// Rollups only: the end of the newest source block rolled up since
+	// start, how far behind now that is, volumes written and failures.
+	RolledUpTo    *time.Time `json:"rolledUpTo,omitempty"`
+	LagSeconds    *float64   `json:"lagSeconds,omitempty"`
+	RollupBlocks  int64      `json:"rollupBlocks,omitempty"`
+	RollupErrors  int64      `json:"rollupErrors,omitempty"`
+	DiskBytesNote string     `json:"diskBytesError,omitempty"`
+}
+
+// namespaceStatuses describes every namespace of db.
+func namespaceStatuses(db *storage.Database) []namespaceStatus {
+	progress := map[string]storage.RollupStatus{}
+	for _, st := range db.RollupStatuses() {
+		progress[st.Namespace] = st
+	}
+	var out []namespaceStatus
+	for _, ns := range db.Namespaces() {
+		s := namespaceStatus{Name: ns.Name, RollupOf: ns.RollupOf, Retention: ns.Retention.String(), BlockSize: ns.BlockSize.String()}
+		if b, err := db.NamespaceDiskBytes(ns.Name); err != nil {
+			s.DiskBytesNote = err.Error()
+		} else {
+			s.DiskBytes = b
+		}
+		if ns.RollupOf != "" {
+			s.Resolution = ns.Resolution.String()
+			p := progress[ns.Name]
+			s.RollupBlocks, s.RollupErrors = p.Blocks, p.Errors
+			if !p.RolledUpTo.IsZero() {
+				t, lag := p.RolledUpTo, p.Lag.Seconds()
+				s.RolledUpTo, s.LagSeconds = &t, &lag
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// registerNamespaceStatus serves NamespaceStatusPath over db.
+func (n *Node) registerNamespaceStatus(db *storage.Database) {
+	n.api.Mux().HandleFunc("GET "+NamespaceStatusPath, func(w http.ResponseWriter, _ *http.Request) {
+		b, err := json.Marshal(struct {
+			Status string            `json:"status"`
+			Data   []namespaceStatus `json:"data"`
+		}{"success", namespaceStatuses(db)})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	})
 }

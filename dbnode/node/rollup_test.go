@@ -39,4 +39,14 @@ func TestRollupNamespaceStarts(t *testing.T) {
 	require.Equal(t, 5*time.Minute, res)
 	ok, _ = db.IsRollup("default")
 	require.False(t, ok)
+
+	// The namespace status shows each namespace's resolution and
+	// retention; a rollup that has not rolled up a block yet shows no
+	// progress rather than a zero time.
+	st := namespaceStatuses(db)
+	require.Len(t, st, 2)
+	require.Equal(t, "default", st[0].Name)
+	require.Empty(t, st[0].Resolution)
+	require.Equal(t, namespaceStatus{Name: "r5m", RollupOf: "default", Resolution: "5m0s", Retention: "2160h0m0s", BlockSize: st[1].BlockSize}, st[1])
+	require.NotEmpty(t, st[1].BlockSize)
 }

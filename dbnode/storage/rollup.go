@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -536,4 +538,33 @@ func flushedShards(items []shardFlush) []uint32 {
 		}
 	}
 	return out
+}
+
+// NamespaceDiskBytes is the size of namespace nsName's filesets on disk
+// (every file under its directory), for status pages.
+func (db *Database) NamespaceDiskBytes(nsName string) (int64, error) {
+	if _, err := db.namespace(nsName); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := filepath.WalkDir(fileset.NamespaceDir(db.dataDir(), nsName), func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil // removed while walking
+				}
+				return err
+			}
+			n += info.Size()
+		}
+		return nil
+	})
+	return n, err
 }
