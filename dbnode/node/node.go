@@ -127,6 +127,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		BlockSize:          cfg.Namespaces[0].BlockSize.Milliseconds(),
 		Namespaces:         namespaceNames(cfg.Namespaces),
 		Rollups:            rollupResolutions(cfg.Namespaces),
+		RawRetention:       cfg.Namespaces[0].Retention,
 		RollupReader:       rollupReader{n},
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/config"
+	"github.com/tessera-tsdb/tessera/dbnode/promapi"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 )
 
@@ -42,13 +43,23 @@ func (r rollupReader) QueryRollup(ctx context.Context, ns string, ms []*labels.M
 }
 
 // rollupResolutions maps each rollup namespace of the config to its
-// resolution (promapi.Options.Rollups).
-func rollupResolutions(nss []config.Namespace) map[string]time.Duration {
-	out := map[string]time.Duration{}
+// resolution and the raw namespace at the root of its chain
+// (promapi.Options.Rollups; config validation refused loops).
+func rollupResolutions(nss []config.Namespace) map[string]promapi.Rollup {
+	byName := map[string]config.Namespace{}
 	for _, ns := range nss {
-		if ns.IsRollup() {
-			out[ns.Name] = ns.Resolution
+		byName[ns.Name] = ns
+	}
+	out := map[string]promapi.Rollup{}
+	for _, ns := range nss {
+		if !ns.IsRollup() {
+			continue
 		}
+		root := ns
+		for i := 0; root.IsRollup() && i <= len(nss); i++ {
+			root = byName[root.RollupOf]
+		}
+		out[ns.Name] = promapi.Rollup{Resolution: ns.Resolution, Raw: root.Name}
 	}
 	return out
 }

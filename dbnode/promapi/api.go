@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -42,6 +43,7 @@ type API struct {
 	// namespace answers from its windows (rollup.go).
 	rollup       *promql.Engine
 	rollupMarker string
+	stitched     atomic.Int64 // range queries split between a rollup and raw (stitch.go)
 }
 
 // New returns the query API over b, with opts as the node filled them
@@ -328,6 +330,9 @@ func (a *API) queryRange(r *http.Request) result {
 		return result{err: aerr}
 	}
 	qs := r.FormValue("query")
+	if pl, ok := a.planStitch(r, qs, start, end, step); ok {
+		return a.execStitched(ctx, r, qs, limit, pl, start, end, step, opts)
+	}
 	fr := fastRange{start: timestamp.FromTime(start), end: timestamp.FromTime(end), stp: step.Milliseconds()}
 	return a.exec(ctx, r, qs, limit, fr, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
 		return e.NewRangeQuery(ctx, q, opts, qs, start, end, step)
@@ -344,8 +349,8 @@ func (a *API) exec(ctx context.Context, r *http.Request, qs string, limit int, f
 		return result{err: aerr}
 	}
 	qa := a.queryable(r)
-	if res, ok := a.opts.Rollups[qa.ns]; ok {
-		return a.execRollup(ctx, r, qs, limit, fr, qa.ns, res, newQuery)
+	if ru, ok := a.opts.Rollups[qa.ns]; ok {
+		return a.execRollup(ctx, r, qs, limit, fr, qa.ns, ru.Resolution, newQuery)
 	}
 	if a.fast != nil && r.FormValue("stats") == "" {
 		fr.marker, fr.parallelism, fr.maxSamples, fr.stats = a.fastMarker, a.opts.Parallelism, a.opts.MaxSamples, &a.fastStats

@@ -37,7 +37,7 @@ var rollupT0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC) // a 2h block boun
 // database with a 5m rollup namespace, flushes the two source blocks
 // (which computes the rollup), and serves the query API over it: the
 // engine alone over raw ("default"), the rollup engine over "r5m".
-func rollupNode(t *testing.T) string {
+func rollupNode(t *testing.T) (string, *API) {
 	t.Helper()
 	now := rollupT0.Add(4 * time.Hour)
 	clock := func() time.Time { return now }
@@ -94,23 +94,33 @@ func rollupNode(t *testing.T) string {
 	require.Equal(t, rollupT0.Add(4*time.Hour), st[0].RolledUpTo)
 
 	mux := http.NewServeMux()
-	newAPI(t, httpapi.Local{DB: db}, Options{
+	a := newAPI(t, httpapi.Local{DB: db}, Options{
 		DisableFastPath: true, // the engine alone over raw data
-		Rollups:         map[string]time.Duration{"r5m": 5 * time.Minute},
+		Rollups:         map[string]Rollup{"r5m": {Resolution: 5 * time.Minute, Raw: "default"}},
 		RollupReader:    dbRollups{db},
-		Now:             clock,
-	}).Register(mux)
+		// The API takes raw to hold only its last 3h (the database keeps
+		// 48h): a query without ?namespace= reaching further back is
+		// stitched, and the raw data it no longer reads is there to
+		// compare with.
+		RawRetention: 3 * time.Hour,
+		BlockSize:    (2 * time.Hour).Milliseconds(),
+		Now:          clock,
+	})
+	a.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, a
 }
 
 // rangeQuery runs a query_range over ns and returns its normalised
 // result and warnings.
 func rangeQuery(t *testing.T, base, ns, q string, start, end time.Time, step time.Duration) (normResult, []string) {
 	t.Helper()
-	p := url.Values{"query": {q}, "namespace": {ns}, "step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)},
+	p := url.Values{"query": {q}, "step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)},
 		"start": {strconv.FormatInt(start.Unix(), 10)}, "end": {strconv.FormatInt(end.Unix(), 10)}}
+	if ns != "" {
+		p.Set("namespace", ns)
+	}
 	code, resp := get(t, base, "/api/v1/query_range", p)
 	require.Equal(t, http.StatusOK, code, "%s on %s: %s", q, ns, resp.Error)
 	return normFromJSON(t, resp.Data), resp.Warnings
@@ -149,7 +159,7 @@ func requireClose(t *testing.T, q string, want, got normResult) {
 // histogram_quantile(rate(...)) as the engine does over the raw samples,
 // with no warning; a function it cannot answer exactly warns.
 func TestRollupQueriesMatchEngine(t *testing.T) {
-	base := rollupNode(t)
+	base, _ := rollupNode(t)
 	start, end := rollupT0.Add(30*time.Minute), rollupT0.Add(4*time.Hour)
 	queries := []string{
 		`rate(c_total[5m])`,
@@ -191,4 +201,34 @@ func TestRollupQueriesMatchEngine(t *testing.T) {
 	_, warns = rangeQuery(t, base, "r5m", `rate(c_total[15m])`, start.Add(time.Minute), end, 5*time.Minute)
 	require.NotEmpty(t, warns)
 	require.True(t, strings.Contains(warns[0], "not exact"), warns[0])
+}
+
+// TestRollupStitchedQueriesMatchEngine: without ?namespace=, a range
+// query reaching past raw's (API-side) retention is answered from the
+// rollup for the early steps and from raw for the others; the stitched
+// answer equals the engine's over raw, with no step twice or missing.
+func TestRollupStitchedQueriesMatchEngine(t *testing.T) {
+	base, a := rollupNode(t)
+	start, end := rollupT0.Add(30*time.Minute), rollupT0.Add(4*time.Hour)
+	for i, q := range []string{
+		`rate(c_total[15m])`,
+		`increase(r_total[10m])`,
+		`max_over_time(g[15m])`,
+		`sum_over_time(g[5m])`,
+		`g`,
+		`histogram_quantile(0.9, rate(h[15m]))`,
+	} {
+		want, _ := rangeQuery(t, base, "default", q, start, end, 15*time.Minute)
+		require.NotEmpty(t, want.Series)
+		got, warns := rangeQuery(t, base, "", q, start, end, 15*time.Minute)
+		require.Empty(t, warns, q)
+		requireClose(t, q, want, got)
+		require.Equal(t, int64(i+1), a.stitched.Load(), "%s was split between the rollup and raw", q)
+	}
+	// A query the rollup cannot answer exactly stays on raw (no split,
+	// no warning); so does one that raw covers entirely.
+	_, warns := rangeQuery(t, base, "", `quantile_over_time(0.5, g[15m])`, start, end, 15*time.Minute)
+	require.Empty(t, warns)
+	rangeQuery(t, base, "", `rate(c_total[15m])`, rollupT0.Add(3*time.Hour), end, 15*time.Minute)
+	require.Equal(t, int64(6), a.stitched.Load())
 }
