@@ -78,11 +78,16 @@ type namespaceStatus struct {
 	DiskBytes  int64  `json:"diskBytes"`
 	// Rollups only: the end of the newest source block rolled up since
 	// start, how far behind now that is, volumes written and failures.
-	RolledUpTo    *time.Time `json:"rolledUpTo,omitempty"`
-	LagSeconds    *float64   `json:"lagSeconds,omitempty"`
-	RollupBlocks  int64      `json:"rollupBlocks,omitempty"`
-	RollupErrors  int64      `json:"rollupErrors,omitempty"`
-	DiskBytesNote string     `json:"diskBytesError,omitempty"`
+	RolledUpTo   *time.Time `json:"rolledUpTo,omitempty"`
+	LagSeconds   *float64   `json:"lagSeconds,omitempty"`
+	RollupBlocks int64      `json:"rollupBlocks,omitempty"`
+	// BackfillCursor: every source block starting before it is rolled
+	// up (persisted; a restart resumes there); Backfilled counts the
+	// source blocks the backfill rolled up since start.
+	BackfillCursor *time.Time `json:"backfillCursor,omitempty"`
+	Backfilled     int64      `json:"backfilled,omitempty"`
+	RollupErrors   int64      `json:"rollupErrors,omitempty"`
+	DiskBytesNote  string     `json:"diskBytesError,omitempty"`
 }
 
 // namespaceStatuses describes every namespace of db.
@@ -102,7 +107,11 @@ func namespaceStatuses(db *storage.Database) []namespaceStatus {
 		if ns.RollupOf != "" {
 			s.Resolution = ns.Resolution.String()
 			p := progress[ns.Name]
-			s.RollupBlocks, s.RollupErrors = p.Blocks, p.Errors
+			s.RollupBlocks, s.RollupErrors, s.Backfilled = p.Blocks, p.Errors, p.Backfilled
+			if !p.Cursor.IsZero() {
+				c := p.Cursor
+				s.BackfillCursor = &c
+			}
 			if !p.RolledUpTo.IsZero() {
 				t, lag := p.RolledUpTo, p.Lag.Seconds()
 				s.RolledUpTo, s.LagSeconds = &t, &lag

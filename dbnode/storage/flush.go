@@ -70,6 +70,9 @@ func (db *Database) Tick() error {
 		}
 	}
 	db.flushedLast = flushed
+	if err := db.backfillRollups(now); err != nil {
+		errs = append(errs, err)
+	}
 	db.metrics.series.Update(float64(memSeries))
 	db.metrics.memSamples.Update(float64(memSamples))
 	db.metrics.memBytes.Update(float64(memBytes))

@@ -64,9 +64,14 @@ type rollupProgress struct {
 	lastEnd int64 // end of the newest source block rolled up, ms (0: none)
 	blocks  int64
 	errors  int64
+	// cursor: every source block starting before it is rolled up
+	// (rollupbackfill.go); loaded from disk on first use.
+	cursor       int64
+	cursorLoaded bool
+	backfilled   int64 // source blocks rolled up by the backfill
 
-	lag, upTo        tally.Gauge
-	written, failure tally.Counter
+	lag, upTo, backfillTo tally.Gauge
+	written, failure      tally.Counter
 }
 
 // progress returns ns's rollup progress, its metrics made on first use.
@@ -76,6 +81,7 @@ func (db *Database) progress(ns *namespace) *rollupProgress {
 		s := db.opts.Metrics.Tagged(map[string]string{"namespace": ns.opts.Name})
 		p.lag = s.Gauge("rollup_lag_seconds")
 		p.upTo = s.Gauge("rollup_rolled_up_to_seconds")
+		p.backfillTo = s.Gauge("rollup_cursor_seconds")
 		p.written = s.Counter("rollup_blocks_written")
 		p.failure = s.Counter("rollup_errors")
 	})
@@ -93,6 +99,11 @@ type RollupStatus struct {
 	Lag        time.Duration
 	Blocks     int64 // rollup volumes written since start
 	Errors     int64
+	// Cursor: every source block starting before it is rolled up (zero
+	// time: nothing to roll up yet); Backfilled counts the source blocks
+	// the backfill rolled up since start.
+	Cursor     time.Time
+	Backfilled int64
 }
 
 // RollupStatuses lists every rollup namespace's progress.
@@ -105,7 +116,10 @@ func (db *Database) RollupStatuses() []RollupStatus {
 		}
 		p := db.progress(ns)
 		p.mu.Lock()
-		st := RollupStatus{Namespace: ns.opts.Name, RollupOf: ns.opts.RollupOf, Resolution: ns.opts.Resolution, Blocks: p.blocks, Errors: p.errors}
+		st := RollupStatus{Namespace: ns.opts.Name, RollupOf: ns.opts.RollupOf, Resolution: ns.opts.Resolution, Blocks: p.blocks, Errors: p.errors, Backfilled: p.backfilled}
+		if p.cursorLoaded && p.cursor != cursorUnset {
+			st.Cursor = time.UnixMilli(p.cursor).UTC()
+		}
 		if p.lastEnd > 0 {
 			st.RolledUpTo = time.UnixMilli(p.lastEnd).UTC()
 			st.Lag = now.Sub(st.RolledUpTo)
@@ -133,6 +147,12 @@ func (db *Database) rollupsOf(src string) []*namespace {
 // source block stays flushed either way (a later flush of the block
 // recomputes it; a backfill of missed blocks is not built yet).
 func (db *Database) rollUp(src *namespace, bs int64, shards []uint32) error {
+	return db.rollUpTo(src, bs, shards, bs+src.blockSize)
+}
+
+// rollUpTo is rollUp with rawEnd, the end of the raw block whose flush
+// started the chain (what the progress figures report).
+func (db *Database) rollUpTo(src *namespace, bs int64, shards []uint32, rawEnd int64) error {
 	if len(shards) == 0 {
 		return nil
 	}
@@ -155,15 +175,20 @@ func (db *Database) rollUp(src *namespace, bs int64, shards []uint32) error {
 				p.blocks++
 				p.written.Inc(1)
 			}
-			if end := bs + src.blockSize; end > p.lastEnd {
+			if end := rawEnd; end > p.lastEnd {
 				p.lastEnd = end
 				p.upTo.Update(float64(end) / 1000)
 			}
 			p.lag.Update(float64(now-p.lastEnd) / 1000)
 		}
 		p.mu.Unlock()
+		if err == nil {
+			if err := db.advanceCursor(dst, src, bs); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if err == nil && wrote {
-			if err := db.rollUp(dst, rbs, shards); err != nil {
+			if err := db.rollUpTo(dst, rbs, shards, rawEnd); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -198,3 +198,66 @@ func TestRollupKeepsExpiredSourceWindows(t *testing.T) {
 	require.False(t, math.IsNaN(out[2].Sum))
 	_ = histogram.Span{}
 }
+
+// A rollup namespace added over a source with flushed blocks backfills
+// them, rollupBackfillPerTick per tick, and a restart resumes from the
+// persisted cursor instead of starting over.
+func TestRollupBackfillResumes(t *testing.T) {
+	const blocks = 6
+	clk := &clock{t: t0.Add(blocks * 2 * time.Hour)}
+	dir := t.TempDir()
+	raw := testOpts(dir, clk)
+	db := openDB(t, raw)
+	cid := sid("reqs_total", "job", "a")
+	var ctr []rollup.Sample
+	var batch []Sample
+	for ts := ms(t0); ts < ms(t0)+blocks*2*3600_000; ts += 60_000 {
+		batch = append(batch, Sample{ID: cid, Shard: db.Shard(cid), T: ts, V: float64(ts / 7000)})
+		ctr = append(ctr, rollup.Sample{T: ts, V: float64(ts / 7000)})
+	}
+	require.NoError(t, db.WriteBatch("default", batch))
+	clk.Add(11 * time.Minute)
+	require.NoError(t, db.Tick())
+	require.NoError(t, db.Tick()) // rotates and removes the flushed commit log
+	require.NoError(t, db.Close())
+
+	// Add the rollups: the first tick backfills four source blocks.
+	opts := rollupOpts(dir, clk)
+	db = openDB(t, opts)
+	require.NoError(t, db.Tick())
+	st := db.RollupStatuses()
+	require.Equal(t, int64(rollupBackfillPerTick), st[0].Backfilled)
+	require.Equal(t, t0.Add(rollupBackfillPerTick*2*time.Hour), st[0].Cursor)
+	require.NoError(t, db.Close())
+
+	// A restart resumes at the cursor: two blocks left.
+	db = openDB(t, opts)
+	require.NoError(t, db.Tick())
+	st = db.RollupStatuses()
+	require.Equal(t, int64(blocks-rollupBackfillPerTick), st[0].Backfilled)
+	require.Equal(t, t0.Add(blocks*2*time.Hour), st[0].Cursor)
+	require.NoError(t, db.Tick())
+	require.Equal(t, int64(blocks-rollupBackfillPerTick), db.RollupStatuses()[0].Backfilled, "nothing left to backfill")
+
+	want, err := rollup.Compute(ctr, 5*60_000)
+	require.NoError(t, err)
+	got, err := db.ReadRollup("r5m", cid, ms(t0), ms(t0)+blocks*2*3600_000)
+	require.NoError(t, err)
+	require.Equal(t, want, got.Windows, "every block rolled up once the backfill is done")
+	// The 1h level backfills from the 5m one on the following ticks.
+	for range 4 {
+		require.NoError(t, db.Tick())
+	}
+
+	want1h, err := rollup.Compute(ctr, 3600_000)
+	require.NoError(t, err)
+	got1h, err := db.ReadRollup("r1h", cid, ms(t0), ms(t0)+blocks*2*3600_000)
+	require.NoError(t, err)
+	require.Len(t, got1h.Windows, len(want1h))
+	for i, w := range want1h {
+		g := got1h.Windows[i]
+		require.InEpsilon(t, w.Sum, g.Sum, 1e-12)
+		w.Sum, g.Sum = 0, 0
+		require.Equal(t, w, g)
+	}
+}
