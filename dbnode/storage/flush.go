@@ -200,6 +200,7 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 		errs = append(errs, fmt.Errorf("namespace %s: %w", ns.opts.Name, compactErr))
 	}
 	n := 0
+	rolled := map[int64][]uint32{} // blocks written, for the rollups
 	for _, bs := range starts {
 		items := toFlush[bs]
 		wrote, err := db.flushBlock(ns, bs, items)
@@ -209,8 +210,8 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 		}
 		if wrote {
 			n++
-			if err := db.rollUp(ns, bs, flushedShards(items)); err != nil {
-				errs = append(errs, err)
+			if sh := flushedShards(items); len(sh) > 0 {
+				rolled[bs] = sh // rolled up below, one volume per rollup block
 			}
 		}
 		for _, it := range items {
@@ -222,6 +223,9 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 				s.mu.Unlock()
 			}
 		}
+	}
+	if err := db.rollUpBlocks(ns, rolled, rolledEnd(ns, rolled), nil); err != nil {
+		errs = append(errs, err)
 	}
 	for sh, ss := range emptied {
 		sh.removeIfEmpty(ss)

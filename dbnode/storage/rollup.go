@@ -141,64 +141,105 @@ func (db *Database) rollupsOf(src string) []*namespace {
 	return out
 }
 
-// rollUp is the flush hook: block bs of src was just (re)written for the
-// given shards; recompute the rollup blocks holding it in every rollup of
-// src, then theirs down the chain. Errors are counted and returned; the
-// source block stays flushed either way (a later flush of the block
-// recomputes it; a backfill of missed blocks is not built yet).
+// rollUp rolls up one source block (see rollUpBlocks).
 func (db *Database) rollUp(src *namespace, bs int64, shards []uint32) error {
-	return db.rollUpTo(src, bs, shards, bs+src.blockSize)
+	if len(shards) == 0 {
+		return nil
+	}
+	return db.rollUpBlocks(src, map[int64][]uint32{bs: shards}, bs+src.blockSize, nil)
 }
 
-// rollUpTo is rollUp with rawEnd, the end of the raw block whose flush
-// started the chain (what the progress figures report).
-func (db *Database) rollUpTo(src *namespace, bs int64, shards []uint32, rawEnd int64) error {
-	if len(shards) == 0 {
+// rollUpBlocks is the flush hook: the source blocks of src in blocks (start
+// -> shards written) were just (re)written; in every rollup of src (only
+// that one when only is set), recompute the windows they feed, one new
+// volume per rollup block, then theirs down the chain. rawEnd is the end
+// of the newest raw block behind the change (the progress figures). Errors
+// are counted and returned; the source blocks stay flushed either way (the
+// backfill cursor or a later flush of a block rolls it up again).
+func (db *Database) rollUpBlocks(src *namespace, blocks map[int64][]uint32, rawEnd int64, only *namespace) error {
+	if len(blocks) == 0 {
 		return nil
 	}
 	var errs []error
 	now := db.opts.Now().UnixMilli()
 	for _, dst := range db.rollupsOf(src.opts.Name) {
+		if only != nil && dst != only {
+			continue
+		}
 		p := db.progress(dst)
-		rbs := dst.blockStart(bs)
-		if rbs+dst.blockSize <= now-dst.opts.Retention.Milliseconds() {
-			continue // already past the rollup's retention
+		type job struct {
+			changed []int64
+			shards  map[uint32]bool
 		}
-		wrote, err := db.writeRollupBlock(src, dst, rbs, shards)
-		p.mu.Lock()
-		if err != nil {
-			p.errors++
-			p.failure.Inc(1)
-			errs = append(errs, fmt.Errorf("rollup %s of %s block %d: %w", dst.opts.Name, src.opts.Name, bs, err))
-		} else {
+		jobs := map[int64]*job{}
+		for bs, shards := range blocks {
+			rbs := dst.blockStart(bs)
+			if rbs+dst.blockSize <= now-dst.opts.Retention.Milliseconds() || len(shards) == 0 {
+				continue // already past the rollup's retention
+			}
+			j := jobs[rbs]
+			if j == nil {
+				j = &job{shards: map[uint32]bool{}}
+				jobs[rbs] = j
+			}
+			j.changed = append(j.changed, bs)
+			for _, id := range shards {
+				j.shards[id] = true
+			}
+		}
+		rstarts := make([]int64, 0, len(jobs))
+		for rbs := range jobs {
+			rstarts = append(rstarts, rbs)
+		}
+		sort.Slice(rstarts, func(i, j int) bool { return rstarts[i] < rstarts[j] })
+		child := map[int64][]uint32{}
+		for _, rbs := range rstarts {
+			j := jobs[rbs]
+			sort.Slice(j.changed, func(a, b int) bool { return j.changed[a] < j.changed[b] })
+			shards := make([]uint32, 0, len(j.shards))
+			for id := range j.shards {
+				shards = append(shards, id)
+			}
+			wrote, err := db.writeRollupBlock(src, dst, rbs, j.changed, shards)
+			p.mu.Lock()
+			if err != nil {
+				p.errors++
+				p.failure.Inc(1)
+				errs = append(errs, fmt.Errorf("rollup %s of %s block %d: %w", dst.opts.Name, src.opts.Name, rbs, err))
+			} else {
+				if wrote {
+					p.blocks++
+					p.written.Inc(1)
+				}
+				if rawEnd > p.lastEnd {
+					p.lastEnd = rawEnd
+					p.upTo.Update(float64(rawEnd) / 1000)
+				}
+				p.lag.Update(float64(now-p.lastEnd) / 1000)
+			}
+			p.mu.Unlock()
+			if err != nil {
+				continue
+			}
+			for _, bs := range j.changed {
+				if err := db.advanceCursor(dst, src, bs); err != nil {
+					errs = append(errs, err)
+				}
+			}
 			if wrote {
-				p.blocks++
-				p.written.Inc(1)
-			}
-			if end := rawEnd; end > p.lastEnd {
-				p.lastEnd = end
-				p.upTo.Update(float64(end) / 1000)
-			}
-			p.lag.Update(float64(now-p.lastEnd) / 1000)
-		}
-		p.mu.Unlock()
-		if err == nil {
-			if err := db.advanceCursor(dst, src, bs); err != nil {
-				errs = append(errs, err)
+				child[rbs] = shards
 			}
 		}
-		if err == nil && wrote {
-			if err := db.rollUpTo(dst, rbs, shards, rawEnd); err != nil {
-				errs = append(errs, err)
-			}
+		if err := db.rollUpBlocks(dst, child, rawEnd, nil); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // writeRollupBlock writes a new volume of dst's block rbs holding, for
-// each of shards, the rollup of src's flushed blocks inside it.
-func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, shards []uint32) (bool, error) {
+// each of shards, its windows with the source blocks changed recomputed.
+func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, changed []int64, shards []uint32) (bool, error) {
 	shards = append([]uint32(nil), shards...)
 	sort.Slice(shards, func(i, j int) bool { return shards[i] < shards[j] })
 	var vw *volumeWrite
@@ -209,7 +250,7 @@ func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, shards []ui
 		}
 		dsh := dst.shard(id)
 		prev := dsh.reader(rbs)
-		out, err := computeRollupShard(ssh, src, dst, rbs, prev)
+		out, err := computeRollupShard(ssh, src, dst, rbs, changed, prev)
 		if err != nil {
 			if vw != nil {
 				vw.abort()
@@ -250,32 +291,60 @@ type seriesRollup struct {
 }
 
 // computeRollupShard computes one shard's series of rollup block rbs of
-// dst (sorted by ID) from the flushed blocks of src inside
-// [rbs, rbs+dst.blockSize): raw samples concatenated across those blocks
-// and Computed once (src raw), or windows Coarsened (src a rollup). A
-// window cut by a source block edge inside the rollup block is thus
-// whole; one cut by the rollup block's own edges is stored as two halves
-// that readers Merge (the window ending exactly at rbs holds only a
-// sample at rbs).
+// dst (sorted by ID) after the source blocks changed (inside the rollup
+// block) were rewritten. A window is a function of its own samples only,
+// so only the windows a changed block feeds are recomputed: those ending
+// in [bs, bs+S] for each changed bs (S the source block size), from
+// the source blocks bs-S, bs and bs+S inside the rollup block (raw
+// samples concatenated and Computed, or a rollup source's windows
+// Coarsened); every other window is kept from prev (the rollup volume
+// served now, nil for none). The result equals computing the whole
+// rollup block from all its source blocks at once: a window cut by a
+// source block edge inside the rollup block is whole, and one cut by the
+// rollup block's own edges is stored as two halves that readers Merge
+// (the window ending exactly at rbs holds only a sample at rbs).
 //
-// Source blocks expire before the rollup's: windows ending before the
-// oldest source block still present are kept from prev (the rollup
-// volume now served, nil for none), and prev's window ending exactly there
-// is merged with the recomputed one unless it already holds the sample at
-// that instant.
-func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, prev *fileset.Reader) ([]fileset.Series, error) {
+// Source blocks expire before the rollup's: where the block before a
+// changed one is gone, prev's window ending at the edge (holding that
+// block's samples) is merged with the recomputed one, unless it already
+// holds the sample at that instant.
+func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int64, prev *fileset.Reader) ([]fileset.Series, error) {
+	S, rend := src.blockSize, rbs+dst.blockSize
+	need := map[int64]bool{}
+	for _, bs := range changed {
+		for _, b := range []int64{bs - S, bs, bs + S} {
+			if b >= rbs && b < rend {
+				need[b] = true
+			}
+		}
+	}
 	var readers []*fileset.Reader
 	for _, bs := range sh.blockStarts() {
-		if bs >= rbs && bs < rbs+dst.blockSize {
+		if need[bs] {
 			if r := sh.reader(bs); r != nil {
 				readers = append(readers, r)
 			}
 		}
 	}
-	if len(readers) == 0 {
-		return nil, nil
+	present := map[int64]bool{}
+	for _, r := range readers {
+		present[r.ID().BlockStart] = true
 	}
-	firstPresent := readers[0].ID().BlockStart
+	inRange := func(end int64) bool {
+		for _, bs := range changed {
+			if end >= bs && end <= bs+S {
+				return true
+			}
+		}
+		return false
+	}
+	// Edges whose earlier source block (inside the rollup block) is gone.
+	orphan := map[int64]bool{}
+	for _, bs := range changed {
+		if bs-S >= rbs && !present[bs-S] {
+			orphan[bs] = true
+		}
+	}
 	res := dst.opts.Resolution.Milliseconds()
 	in := map[string]*seriesRollup{}
 	var ids []string
@@ -325,29 +394,15 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, prev *fileset
 			return nil, fmt.Errorf("read %s block %d: %w", src.opts.Name, r.ID().BlockStart, err)
 		}
 	}
-	var kept map[string]seriesRollup // prev's windows ending at or before firstPresent
-	if prev != nil && firstPresent > rbs {
-		kept = map[string]seriesRollup{}
+	old := map[string]seriesRollup{}
+	if prev != nil {
 		err := prev.RangeData(func(id, data []byte) error {
 			_, ws, hs, err := rollup.DecodePayload(data)
 			if err != nil {
 				return fmt.Errorf("series %q: %w", id, err)
 			}
-			var k seriesRollup
-			for _, w := range ws {
-				if w.End <= firstPresent {
-					k.ws = append(k.ws, w)
-				}
-			}
-			for _, w := range hs {
-				if w.End <= firstPresent {
-					k.hs = append(k.hs, w)
-				}
-			}
-			if len(k.ws)+len(k.hs) > 0 {
-				kept[string(id)] = k
-				get(id)
-			}
+			old[string(id)] = seriesRollup{ws: ws, hs: hs}
+			get(id)
 			return nil
 		})
 		if err != nil {
@@ -355,6 +410,14 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, prev *fileset
 		}
 	}
 	sort.Strings(ids)
+	fOps := winOps[rollup.Window]{
+		end: func(w rollup.Window) int64 { return w.End }, firstT: func(w rollup.Window) int64 { return w.First.T },
+		lastT: func(w rollup.Window) int64 { return w.Last.T }, count: func(w rollup.Window) uint64 { return w.Count }, merge: rollup.Merge,
+	}
+	hOps := winOps[rollup.HWindow]{
+		end: func(w rollup.HWindow) int64 { return w.End }, firstT: func(w rollup.HWindow) int64 { return w.First.T },
+		lastT: func(w rollup.HWindow) int64 { return w.Last.T }, count: func(w rollup.HWindow) uint64 { return w.Count }, merge: rollup.MergeHistograms,
+	}
 	out := make([]fileset.Series, 0, len(ids))
 	for _, id := range ids {
 		s := in[id]
@@ -375,13 +438,12 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, prev *fileset
 		if err != nil {
 			return nil, fmt.Errorf("series %q: %w", id, err)
 		}
-		if k, ok := kept[id]; ok {
-			if ws, err = keepExpired(k.ws, ws, firstPresent, func(w rollup.Window) int64 { return w.Last.T }, rollup.Merge); err != nil {
-				return nil, fmt.Errorf("series %q: %w", id, err)
-			}
-			if hs, err = keepExpired(k.hs, hs, firstPresent, func(w rollup.HWindow) int64 { return w.Last.T }, rollup.MergeHistograms); err != nil {
-				return nil, fmt.Errorf("series %q: %w", id, err)
-			}
+		o := old[id]
+		if ws, err = splice(o.ws, ws, inRange, orphan, fOps); err != nil {
+			return nil, fmt.Errorf("series %q: %w", id, err)
+		}
+		if hs, err = splice(o.hs, hs, inRange, orphan, hOps); err != nil {
+			return nil, fmt.Errorf("series %q: %w", id, err)
 		}
 		if len(ws)+len(hs) == 0 {
 			continue
@@ -396,37 +458,58 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, prev *fileset
 	return out, nil
 }
 
-// keepExpired joins kept (a previous rollup's windows ending at or before
-// edge, whose source has expired) with ws (recomputed from the source
-// blocks from edge on). The window ending exactly at edge may be in both:
-// kept's already holds the sample at edge when its last sample is there,
-// otherwise the two halves merge.
-func keepExpired[W any](kept, ws []W, edge int64, lastT func(W) int64, merge func(a, b W) (W, error)) ([]W, error) {
-	if len(kept) == 0 {
-		return ws, nil
-	}
-	end := func(w W) int64 {
-		switch x := any(w).(type) {
-		case rollup.Window:
-			return x.End
-		case rollup.HWindow:
-			return x.End
+// winOps are the accessors splice needs of a window kind.
+type winOps[W any] struct {
+	end, firstT, lastT func(W) int64
+	count              func(W) uint64
+	merge              func(a, b W) (W, error)
+}
+
+// splice joins prev (the windows stored now) and fresh (recomputed from
+// the source blocks around the changed ones): fresh's windows whose End
+// inRange reports replace prev's, prev's others stay. At an orphan edge
+// (the source block before it is gone), prev's window there holds that
+// block's samples: it is kept when it already holds the sample at the
+// edge, merged with fresh's otherwise (a prev window of the edge sample
+// alone is simply replaced).
+func splice[W any](prev, fresh []W, inRange func(int64) bool, orphan map[int64]bool, ops winOps[W]) ([]W, error) {
+	out := make([]W, 0, len(prev)+len(fresh))
+	freshAt := map[int64]W{}
+	for _, w := range fresh {
+		if inRange(ops.end(w)) {
+			freshAt[ops.end(w)] = w
 		}
-		panic("keepExpired: unknown window type")
 	}
-	out := append([]W(nil), kept...)
-	if len(ws) > 0 && end(ws[0]) == edge && end(out[len(out)-1]) == edge {
-		last := out[len(out)-1]
-		if lastT(last) != edge {
-			m, err := merge(last, ws[0])
+	used := map[int64]bool{}
+	for _, w := range prev {
+		e := ops.end(w)
+		if !inRange(e) {
+			out = append(out, w)
+			continue
+		}
+		if !orphan[e] || ops.count(w) == 0 || ops.firstT(w) >= e {
+			continue // recomputed
+		}
+		f, ok := freshAt[e]
+		switch {
+		case !ok || ops.lastT(w) == e:
+			out = append(out, w)
+		default:
+			m, err := ops.merge(w, f)
 			if err != nil {
 				return nil, err
 			}
-			out[len(out)-1] = m
+			out = append(out, m)
 		}
-		ws = ws[1:]
+		used[e] = true
 	}
-	return append(out, ws...), nil
+	for _, w := range fresh {
+		if e := ops.end(w); inRange(e) && !used[e] {
+			out = append(out, w)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return ops.end(out[i]) < ops.end(out[j]) })
+	return out, nil
 }
 
 // RollupSeries is one series' windows read from a rollup namespace.
@@ -592,4 +675,13 @@ func (db *Database) NamespaceDiskBytes(nsName string) (int64, error) {
 		return nil
 	})
 	return n, err
+}
+
+// rolledEnd is the end of the newest of blocks (block starts of ns).
+func rolledEnd(ns *namespace, blocks map[int64][]uint32) int64 {
+	var end int64
+	for bs := range blocks {
+		end = max(end, bs+ns.blockSize)
+	}
+	return end
 }

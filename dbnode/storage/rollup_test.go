@@ -3,11 +3,9 @@ package storage
 import (
 	"bytes"
 	"context"
-	"math"
 	"testing"
 	"time"
 
-	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 
@@ -109,7 +107,7 @@ func TestRollupComputedAtFlush(t *testing.T) {
 	require.Equal(t, "r5m", st[0].Namespace)
 	require.Equal(t, t0.Add(4*time.Hour), st[0].RolledUpTo)
 	require.Equal(t, 11*time.Minute, st[0].Lag)
-	require.Equal(t, int64(2), st[0].Blocks, "one rollup volume per source block flushed")
+	require.Equal(t, int64(2), st[0].Blocks, "one rollup volume per rollup block (08:00 and 12:00) the flush fed")
 
 	// A restart serves the same windows from disk.
 	require.NoError(t, db.Close())
@@ -178,25 +176,35 @@ func TestRollupBytesDeterministic(t *testing.T) {
 	}
 }
 
-// Source blocks expire before the rollup's: a re-flush of a later source
-// block keeps the rollup windows whose source is gone.
-func TestRollupKeepsExpiredSourceWindows(t *testing.T) {
-	kept := []rollup.Window{{End: 100, Count: 1, Sum: 1, Min: 1, Max: 1, First: rollup.Sample{T: 90, V: 1}, Last: rollup.Sample{T: 90, V: 1}},
-		{End: 200, Count: 1, Sum: 2, Min: 2, Max: 2, First: rollup.Sample{T: 150, V: 2}, Last: rollup.Sample{T: 150, V: 2}}}
-	edge := rollup.Window{End: 200, Count: 1, Sum: 3, Min: 3, Max: 3, First: rollup.Sample{T: 200, V: 3}, Last: rollup.Sample{T: 200, V: 3}}
-	later := rollup.Window{End: 300, Count: 1, Sum: 4, Min: 4, Max: 4, First: rollup.Sample{T: 250, V: 4}, Last: rollup.Sample{T: 250, V: 4}}
-	out, err := keepExpired(kept, []rollup.Window{edge, later}, 200, func(w rollup.Window) int64 { return w.Last.T }, rollup.Merge)
+// Source blocks expire before the rollup's: a re-flush of a block whose
+// predecessor is gone keeps that predecessor's half of the edge window.
+func TestRollupSpliceKeepsExpiredHalf(t *testing.T) {
+	ops := winOps[rollup.Window]{
+		end: func(w rollup.Window) int64 { return w.End }, firstT: func(w rollup.Window) int64 { return w.First.T },
+		lastT: func(w rollup.Window) int64 { return w.Last.T }, count: func(w rollup.Window) uint64 { return w.Count }, merge: rollup.Merge,
+	}
+	win := func(end, t int64, v float64) rollup.Window {
+		return rollup.Window{End: end, Count: 1, Sum: v, Min: v, Max: v, First: rollup.Sample{T: t, V: v}, Last: rollup.Sample{T: t, V: v}}
+	}
+	prev := []rollup.Window{win(100, 90, 1), win(200, 150, 2), win(300, 250, 9)}
+	fresh := []rollup.Window{win(200, 200, 3), win(300, 250, 4)}
+	inRange := func(e int64) bool { return e >= 200 && e <= 300 }
+	out, err := splice(prev, fresh, inRange, map[int64]bool{200: true}, ops)
 	require.NoError(t, err)
 	require.Len(t, out, 3)
+	require.Equal(t, win(100, 90, 1), out[0], "outside the changed block: kept")
 	require.Equal(t, uint64(2), out[1].Count, "the edge window's halves merged")
 	require.Equal(t, 5.0, out[1].Sum)
-	// A kept edge window that already holds the sample at the edge wins.
-	kept[1] = out[1]
-	out, err = keepExpired(kept, []rollup.Window{edge, later}, 200, func(w rollup.Window) int64 { return w.Last.T }, rollup.Merge)
+	require.Equal(t, win(300, 250, 4), out[2], "inside the changed block: recomputed")
+	// Without the orphan mark the edge window is recomputed whole.
+	out, err = splice(prev, fresh, inRange, nil, ops)
 	require.NoError(t, err)
-	require.Equal(t, uint64(2), out[1].Count)
-	require.False(t, math.IsNaN(out[2].Sum))
-	_ = histogram.Span{}
+	require.Equal(t, win(200, 200, 3), out[1])
+	// A kept edge window that already holds the sample at the edge wins.
+	prev[1] = rollup.Window{End: 200, Count: 2, Sum: 5, Min: 2, Max: 3, First: rollup.Sample{T: 150, V: 2}, Last: rollup.Sample{T: 200, V: 3}}
+	out, err = splice(prev, fresh, inRange, map[int64]bool{200: true}, ops)
+	require.NoError(t, err)
+	require.Equal(t, prev[1], out[1])
 }
 
 // A rollup namespace added over a source with flushed blocks backfills

@@ -86,6 +86,18 @@ func (db *Database) advanceCursor(dst, src *namespace, bs int64) error {
 		p.mu.Unlock()
 		return nil
 	}
+	p.mu.Unlock()
+	return db.setCursor(dst, next)
+}
+
+// setCursor moves dst's cursor forward to next and persists it.
+func (db *Database) setCursor(dst *namespace, next int64) error {
+	p := db.progress(dst)
+	p.mu.Lock()
+	if p.cursor != cursorUnset && next <= p.cursor {
+		p.mu.Unlock()
+		return nil
+	}
 	p.cursor = next
 	p.mu.Unlock()
 	b, _ := json.Marshal(cursorFile{Cursor: next})
@@ -136,58 +148,34 @@ func (db *Database) backfillRollups(now int64) error {
 			continue
 		}
 		p := db.progress(dst)
-		done := 0
+		batch := map[int64][]uint32{}
+		last := int64(cursorUnset)
 		for _, bs := range flushedStarts(src, cur) {
-			if done == rollupBackfillPerTick {
-				break
+			if len(batch) == rollupBackfillPerTick || !db.sourceComplete(src, bs, now) {
+				break // not complete yet: its flush (or its own rollup) rolls it up
 			}
-			if !db.sourceComplete(src, bs, now) {
-				break // not sealed yet: its flush (or its own rollup) rolls it up
-			}
-			rbs := dst.blockStart(bs)
-			if rbs+dst.blockSize > now-dst.opts.Retention.Milliseconds() {
-				var shards []uint32
-				for _, sh := range src.allShards() {
-					if sh.reader(bs) != nil {
-						shards = append(shards, sh.id)
-					}
-				}
-				wrote, err := db.writeRollupBlock(src, dst, rbs, shards)
-				p.mu.Lock()
-				if err != nil {
-					p.errors++
-					p.failure.Inc(1)
-				} else {
-					p.backfilled++
-					if wrote {
-						p.blocks++
-						p.written.Inc(1)
-					}
-				}
-				p.mu.Unlock()
-				if err != nil {
-					errs = append(errs, fmt.Errorf("backfill rollup %s of %s block %d: %w", dst.opts.Name, src.opts.Name, bs, err))
-					break // retried from the same block next tick
-				}
-				if wrote {
-					// Down the chain, as a flush does.
-					if err := db.rollUpTo(dst, rbs, shards, bs+src.blockSize); err != nil {
-						errs = append(errs, err)
-					}
+			last = bs
+			var shards []uint32
+			for _, sh := range src.allShards() {
+				if sh.reader(bs) != nil {
+					shards = append(shards, sh.id)
 				}
 			}
-			done++
-			p.mu.Lock()
-			// Move to bs even if blocks between the cursor and bs had no
-			// data: then advanceCursor takes it past bs.
-			if p.cursor < bs {
-				p.cursor = bs
-			}
-			p.mu.Unlock()
-			if err := db.advanceCursor(dst, src, bs); err != nil {
-				errs = append(errs, err)
-				break
-			}
+			batch[bs] = shards
+		}
+		if last == cursorUnset {
+			continue
+		}
+		if err := db.rollUpBlocks(src, batch, last+src.blockSize, dst); err != nil {
+			errs = append(errs, fmt.Errorf("backfill: %w", err))
+			continue // retried from the same blocks next tick
+		}
+		p.mu.Lock()
+		p.backfilled += int64(len(batch))
+		p.mu.Unlock()
+		// Blocks between with no data at all are rolled up too (nothing).
+		if err := db.setCursor(dst, last+src.blockSize); err != nil {
+			errs = append(errs, err)
 		}
 		p.mu.Lock()
 		if p.cursor != cursorUnset {
