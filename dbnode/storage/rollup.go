@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/uber-go/tally/v4"
 
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
@@ -685,3 +687,59 @@ func rolledEnd(ns *namespace, blocks map[int64][]uint32) int64 {
 	}
 	return end
 }
+
+// rollupWriteError refuses a write to a rollup namespace (its blocks are
+// written by its source's flushes only): ErrUnknownNamespace for callers,
+// so HTTP answers 400 and Prometheus does not retry.
+func rollupWriteError(nsName string) error {
+	return fmt.Errorf("%w: %q is a rollup namespace, filled from its source only, and takes no writes", ErrUnknownNamespace, nsName)
+}
+
+// queryRollupAsRaw answers Query (remote read, /api/v1/series) over a
+// rollup namespace with each window's first and last float samples (a
+// stale marker at the End of a window whose series ended): plain
+// selectors at window ends read what they would over raw; everything
+// else is an approximation (the PromQL API answers rollups properly,
+// dbnode/promapi/rollup.go). Histogram windows are left out.
+func (db *Database) queryRollupAsRaw(ctx context.Context, nsName string, matchers []*labels.Matcher, start, end int64, qo QueryOptions) ([]SeriesIterator, error) {
+	ns := db.namespaces[nsName]
+	rs, err := db.QueryRollup(ctx, nsName, matchers, start, end+ns.opts.Resolution.Milliseconds(), qo)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SeriesIterator, 0, len(rs))
+	for _, s := range rs {
+		var pts []rollup.Sample
+		add := func(p rollup.Sample) {
+			if p.T >= start && p.T <= end && (len(pts) == 0 || pts[len(pts)-1].T < p.T) {
+				pts = append(pts, p)
+			}
+		}
+		for _, w := range s.Windows {
+			if w.Count > 0 {
+				add(w.First)
+				add(w.Last)
+			}
+			if w.Stale {
+				add(rollup.Sample{T: w.End, V: math.Float64frombits(value.StaleNaN)})
+			}
+		}
+		out = append(out, SeriesIterator{ID: s.ID, Shard: s.Shard, Values: &sampleIterator{pts: pts, i: -1}})
+	}
+	return out, nil
+}
+
+// sampleIterator is an encoding.Iterator over samples in memory.
+type sampleIterator struct {
+	pts []rollup.Sample
+	i   int
+}
+
+func (it *sampleIterator) Next() bool {
+	if it.i < len(it.pts) {
+		it.i++
+	}
+	return it.i < len(it.pts)
+}
+func (it *sampleIterator) At() (int64, float64) { return it.pts[it.i].T, it.pts[it.i].V }
+func (it *sampleIterator) Err() error           { return nil }

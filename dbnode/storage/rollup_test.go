@@ -109,6 +109,25 @@ func TestRollupComputedAtFlush(t *testing.T) {
 	require.Equal(t, 11*time.Minute, st[0].Lag)
 	require.Equal(t, int64(2), st[0].Blocks, "one rollup volume per rollup block (08:00 and 12:00) the flush fed")
 
+	// Nothing writes to a rollup namespace but its source's flushes.
+	err = db.WriteBatch("r5m", []Sample{{ID: cid, Shard: db.Shard(cid), T: ms(t0) + 1, V: 1}})
+	require.ErrorIs(t, err, ErrUnknownNamespace)
+	require.ErrorContains(t, err, "rollup namespace")
+	// Query (remote read, series) reads each window's first and last
+	// samples: the last sample of the range is the raw one.
+	its, err := db.Query(context.Background(), "r5m", []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "reqs_total")}, ms(t0), ms(t0)+4*3600_000-1, QueryOptions{})
+	require.NoError(t, err)
+	require.Len(t, its, 1)
+	var last tv
+	n := 0
+	for its[0].Values.Next() {
+		last.T, last.V = its[0].Values.At()
+		n++
+	}
+	require.NoError(t, its[0].Values.Err())
+	require.Equal(t, tv{T: ctr[len(ctr)-1].T, V: ctr[len(ctr)-1].V}, last)
+	require.Equal(t, 2*len(want)-1, n, "first and last of each window (the one at t0 has one sample)")
+
 	// A restart serves the same windows from disk.
 	require.NoError(t, db.Close())
 	db2 := openDB(t, rollupOpts(dir, clk))
