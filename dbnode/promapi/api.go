@@ -284,6 +284,12 @@ func (a *API) query(r *http.Request) result {
 	}
 	qs := r.FormValue("query")
 	ms := timestamp.FromTime(ts)
+	if pl, ok := a.planStitch(r, qs, ts, ts, 0); ok {
+		a.stitched.Add(1)
+		return a.execRollup(ctx, r, qs, limit, fastRange{start: ms, end: ms}, pl.rollup, pl.res, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
+			return e.NewInstantQuery(ctx, q, opts, qs, ts)
+		})
+	}
 	return a.exec(ctx, r, qs, limit, fastRange{start: ms, end: ms}, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
 		return e.NewInstantQuery(ctx, q, opts, qs, ts)
 	})

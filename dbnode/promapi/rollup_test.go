@@ -225,10 +225,22 @@ func TestRollupStitchedQueriesMatchEngine(t *testing.T) {
 		requireClose(t, q, want, got)
 		require.Equal(t, int64(i+1), a.stitched.Load(), "%s was split between the rollup and raw", q)
 	}
+	// An instant query at a time raw may no longer hold is answered
+	// from the rollup, as raw would.
+	for _, q := range []string{`rate(c_total[15m])`, `max_over_time(g[30m])`, `g`} {
+		at := strconv.FormatInt(rollupT0.Add(time.Hour).Unix(), 10)
+		code, raw := get(t, base, "/api/v1/query", url.Values{"query": {q}, "time": {at}, "namespace": {"default"}})
+		require.Equal(t, http.StatusOK, code)
+		code, st := get(t, base, "/api/v1/query", url.Values{"query": {q}, "time": {at}})
+		require.Equal(t, http.StatusOK, code)
+		require.Empty(t, st.Warnings)
+		requireClose(t, q, normFromJSON(t, raw.Data), normFromJSON(t, st.Data))
+	}
+	require.Equal(t, int64(9), a.stitched.Load(), "the instant queries went to the rollup")
 	// A query the rollup cannot answer exactly stays on raw (no split,
 	// no warning); so does one that raw covers entirely.
 	_, warns := rangeQuery(t, base, "", `quantile_over_time(0.5, g[15m])`, start, end, 15*time.Minute)
 	require.Empty(t, warns)
 	rangeQuery(t, base, "", `rate(c_total[15m])`, rollupT0.Add(3*time.Hour), end, 15*time.Minute)
-	require.Equal(t, int64(6), a.stitched.Load())
+	require.Equal(t, int64(9), a.stitched.Load())
 }

@@ -38,7 +38,9 @@ type stitchPlan struct {
 	boundary time.Time // first step answered from raw
 }
 
-// planStitch decides whether and where to split a range query.
+// planStitch decides whether and where to split a range query (step 0:
+// an instant query at start, answered from the rollup when raw may no
+// longer hold what it reads).
 func (a *API) planStitch(r *http.Request, qs string, start, end time.Time, step time.Duration) (stitchPlan, bool) {
 	if r.FormValue("namespace") != "" || r.FormValue("stats") != "" || len(a.opts.Rollups) == 0 || a.opts.RawRetention <= 0 {
 		return stitchPlan{}, false
@@ -71,7 +73,7 @@ func (a *API) planStitch(r *http.Request, qs string, start, end time.Time, step 
 	var best stitchPlan
 	for name, ru := range a.opts.Rollups {
 		res := ru.Resolution.Milliseconds()
-		if ru.Raw != a.opts.Namespace || res <= 0 || stp%res != 0 || s%res != 0 || maxRange.Milliseconds()%res != 0 {
+		if ru.Raw != a.opts.Namespace || res <= 0 || (stp > 0 && stp%res != 0) || s%res != 0 || maxRange.Milliseconds()%res != 0 {
 			continue
 		}
 		if ru.Resolution > best.res || (ru.Resolution == best.res && name < best.rollup) {
@@ -80,6 +82,10 @@ func (a *API) planStitch(r *http.Request, qs string, start, end time.Time, step 
 	}
 	if best.rollup == "" {
 		return stitchPlan{}, false
+	}
+	if stp == 0 { // an instant query: all from the rollup
+		best.boundary = time.UnixMilli(s + 1)
+		return best, true
 	}
 	k := (need - s + stp - 1) / stp
 	best.boundary = time.UnixMilli(s + k*stp)
