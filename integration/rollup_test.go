@@ -198,7 +198,45 @@ func TestRollupReplicasAgree(t *testing.T) {
 		return nil
 	})
 
+	// RF 3 on three nodes: each owns every shard, so each answers rollup
+	// queries from its own storage, as raw does.
+	q := url.Values{"query": {`sum(rate(rollup_rf_total[5m]))`}, "step": {"60"},
+		"start": {strconv.FormatInt((b+5*60_000)/1000, 10)}, "end": {strconv.FormatInt((b+20*60_000)/1000, 10)}}
+	answer := func(ns string) []float64 {
+		q.Set("namespace", ns)
+		resp, err := http.Get(nodes[1].url() + "/api/v1/query_range?" + q.Encode())
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var r struct {
+			Status, Error string
+			Warnings      []string
+			Data          struct {
+				Result []struct {
+					Values [][2]any `json:"values"`
+				} `json:"result"`
+			}
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+		require.Equal(t, "success", r.Status, r.Error)
+		require.Empty(t, r.Warnings)
+		require.Len(t, r.Data.Result, 1)
+		var out []float64
+		for _, p := range r.Data.Result[0].Values {
+			f, err := strconv.ParseFloat(p[1].(string), 64)
+			require.NoError(t, err)
+			out = append(out, f)
+		}
+		return out
+	}
+	fromRaw, rolled := answer("default"), answer("r1m")
+	require.Len(t, rolled, len(fromRaw))
+	for i := range fromRaw {
+		require.InEpsilon(t, fromRaw[i], rolled[i], 1e-9, "step %d", i)
+	}
+
 	nodes[2] = nodes[2].restart(t)
+	// Its storage is read (n.DB) only once it is open and serving.
+	eventually(t, 60*time.Second, "node3 ready", nodes[2].ready)
 	eventually(t, 90*time.Second, "the stopped replica caught up", func() error {
 		got, err := digests(nodes[2])
 		if err != nil {

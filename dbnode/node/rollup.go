@@ -9,17 +9,20 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/tessera-tsdb/tessera/client"
 	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/promapi"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/placement"
 )
 
 // rollupReader reads rollup namespaces for the PromQL API
 // (promapi.RollupReader) from this node's own storage. That is the whole
-// answer only when this node is the sole owner of every shard (the
-// embedded single-node placement); reading a rollup through the cluster
-// session (fan-out and merge of replicas' windows) is not built yet, so a
-// multi-node cluster gets an error naming that, never a partial answer.
+// answer only when this node owns every shard AVAILABLE (the embedded
+// single-node placement, or RF equal to the node count); reading a rollup
+// through the cluster session (fan-out and merge of replicas' windows) is
+// not built yet, so another node gets an error naming that, never a
+// partial answer.
 type rollupReader struct{ n *Node }
 
 var errRollupNotReady = errors.New("rollup namespaces: storage is not open yet")
@@ -34,12 +37,35 @@ func (r rollupReader) QueryRollup(ctx context.Context, ns string, ms []*labels.M
 	if db == nil {
 		return nil, errRollupNotReady
 	}
-	if r.n.topo != nil {
-		if m := r.n.topo.Get(); m == nil || m.Sole != r.n.cfg.ID {
-			return nil, fmt.Errorf("namespace %q is a rollup: reading rollups is wired for a node owning every shard only, not through the cluster session yet (docs/rollups.md)", ns)
-		}
+	if r.n.topo != nil && !ownsEveryShard(r.n.topo.Get(), r.n.cfg.ID) {
+		return nil, fmt.Errorf("namespace %q is a rollup: reading rollups is wired for a node owning every shard AVAILABLE only, not through the cluster session yet (docs/rollups.md)", ns)
 	}
 	return db.QueryRollup(ctx, ns, ms, start, end, storage.QueryOptions{})
+}
+
+// ownsEveryShard reports whether instance id holds every shard of m's
+// placement AVAILABLE (one node, or RF equal to the node count): its own
+// storage then holds the whole of every rollup.
+func ownsEveryShard(m *client.Map, id string) bool {
+	if m == nil {
+		return false
+	}
+	if m.Sole != "" {
+		return m.Sole == id
+	}
+	for sh := range m.Placement.NumShards {
+		ok := false
+		for _, o := range m.Owners.Owners(sh) {
+			if o.InstanceID == id && o.State == placement.Available {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return m.Placement.NumShards > 0
 }
 
 // rollupResolutions maps each rollup namespace of the config to its
