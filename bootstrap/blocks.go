@@ -41,6 +41,12 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 		clients[i] = c
 	}
 	for _, ns := range db.Namespaces() {
+		if ns.RollupOf != "" {
+			// Rollups are computed from the raw blocks at flush, not
+			// streamed: a peer's rollup payload is not a raw block
+			// (docs/rollups.md: streaming rollup blocks is not built yet).
+			continue
+		}
 		// shard -> block start -> digest -> peers holding it
 		holders := map[blockKey]map[uint64][]int{}
 		answered := 0

@@ -305,6 +305,12 @@ func (r *Repairer) targets(m *client.Map) []target {
 	sort.Slice(shards, func(i, j int) bool { return shards[i] < shards[j] })
 	var out []target
 	for _, ns := range r.opts.DB.Namespaces() {
+		if ns.RollupOf != "" {
+			// Rollup blocks are computed on each replica from its own raw
+			// blocks; comparing them by digest is not wired yet
+			// (docs/rollups.md).
+			continue
+		}
 		for _, sh := range shards {
 			var peers []placement.Owner
 			for _, o := range m.Owners.Owners(sh) {

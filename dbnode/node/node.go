@@ -67,14 +67,6 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	// Rollup namespaces pass config validation so configs can be written
-	// ahead, but nothing computes them yet (issue 26): refuse to start
-	// rather than keep an empty namespace that looks like it works.
-	for i, ns := range cfg.Namespaces {
-		if ns.IsRollup() {
-			return nil, fmt.Errorf("config: namespaces[%d].rollupOf: namespace %q is a rollup of %q, but this build does not compute rollups yet (docs/rollups.md); remove the namespace to start", i, ns.Name, ns.RollupOf)
-		}
-	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -134,6 +126,9 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Exemplars:          n.api,
 		BlockSize:          cfg.Namespaces[0].BlockSize.Milliseconds(),
 		Namespaces:         namespaceNames(cfg.Namespaces),
+		Rollups:            rollupResolutions(cfg.Namespaces),
+		RawRetention:       cfg.Namespaces[0].Retention,
+		RollupReader:       rollupReader{n},
 	})
 	if err != nil {
 		closer.Close()
@@ -369,6 +364,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	bg.Go(func() { n.watchPlacement(ctx, store, feed) })
 	bg.Go(func() { n.reconcile(ctx, b) })
 	bg.Go(func() { n.snapshotAux(ctx, n.cfg.Ingest.SnapshotInterval) })
+	n.registerNamespaceStatus(db)
 	if err := n.startRepair(ctx, db, dials, &bg); err != nil {
 		cancel()
 		bg.Wait()
@@ -456,6 +452,7 @@ func namespaceOptions(c config.Namespace) storage.NamespaceOptions {
 		Name: c.Name, Retention: c.Retention, BlockSize: c.BlockSize,
 		BufferPast: c.BufferPast, BufferFuture: c.BufferFuture,
 		ColdWrites: c.ColdWritesEnabled(), Index: c.IndexEnabled(),
+		RollupOf: c.RollupOf, Resolution: c.Resolution,
 	}
 }
 

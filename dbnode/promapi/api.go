@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -38,6 +39,11 @@ type API struct {
 	fastMarker string
 	fastStats  fastStats
 	parser     parser.Parser
+	// rollup is the engine whose parser rewrites the calls a rollup
+	// namespace answers from its windows (rollup.go).
+	rollup       *promql.Engine
+	rollupMarker string
+	stitched     atomic.Int64 // range queries split between a rollup and raw (stitch.go)
 }
 
 // New returns the query API over b, with opts as the node filled them
@@ -54,6 +60,9 @@ func New(b query.Reader, opts Options) (*API, error) {
 		eo.Parser = fp
 		a.fast, a.fastMarker = promql.NewEngine(eo), fp.marker
 	}
+	rp := newRollupParser()
+	eo.Parser = rp
+	a.rollup, a.rollupMarker = promql.NewEngine(eo), rp.marker
 	return a, nil
 }
 
@@ -275,6 +284,12 @@ func (a *API) query(r *http.Request) result {
 	}
 	qs := r.FormValue("query")
 	ms := timestamp.FromTime(ts)
+	if pl, ok := a.planStitch(r, qs, ts, ts, 0); ok {
+		a.stitched.Add(1)
+		return a.execRollup(ctx, r, qs, limit, fastRange{start: ms, end: ms}, pl.rollup, pl.res, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
+			return e.NewInstantQuery(ctx, q, opts, qs, ts)
+		})
+	}
 	return a.exec(ctx, r, qs, limit, fastRange{start: ms, end: ms}, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
 		return e.NewInstantQuery(ctx, q, opts, qs, ts)
 	})
@@ -321,6 +336,9 @@ func (a *API) queryRange(r *http.Request) result {
 		return result{err: aerr}
 	}
 	qs := r.FormValue("query")
+	if pl, ok := a.planStitch(r, qs, start, end, step); ok {
+		return a.execStitched(ctx, r, qs, limit, pl, start, end, step, opts)
+	}
 	fr := fastRange{start: timestamp.FromTime(start), end: timestamp.FromTime(end), stp: step.Milliseconds()}
 	return a.exec(ctx, r, qs, limit, fr, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
 		return e.NewRangeQuery(ctx, q, opts, qs, start, end, step)
@@ -337,6 +355,9 @@ func (a *API) exec(ctx context.Context, r *http.Request, qs string, limit int, f
 		return result{err: aerr}
 	}
 	qa := a.queryable(r)
+	if ru, ok := a.opts.Rollups[qa.ns]; ok {
+		return a.execRollup(ctx, r, qs, limit, fr, qa.ns, ru.Resolution, newQuery)
+	}
 	if a.fast != nil && r.FormValue("stats") == "" {
 		fr.marker, fr.parallelism, fr.maxSamples, fr.stats = a.fastMarker, a.opts.Parallelism, a.opts.MaxSamples, &a.fastStats
 		// The engine's lookback: the request's, else the default.

@@ -22,6 +22,16 @@ type Options struct {
 	// /api/v1/status/tsdb's per-namespace counts (none: that list is
 	// left out).
 	Namespaces []string
+	// Rollups are the rollup namespaces by name, with their resolution:
+	// a query naming one is answered from its windows (rollup.go), read
+	// through the backend's RollupReader.
+	Rollups map[string]Rollup
+	// RawRetention is Namespace's retention: a range query without
+	// ?namespace= reaching back past it is answered from a rollup where
+	// raw is gone (stitch.go). 0: never.
+	RawRetention time.Duration
+	// RollupReader reads them; nil: the backend's, when it is one.
+	RollupReader RollupReader
 	// Timeout bounds each query's evaluation; a request may ask for less
 	// with ?timeout=. Exceeding it answers 503 with errorType "timeout".
 	Timeout time.Duration

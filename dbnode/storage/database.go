@@ -364,6 +364,9 @@ func (db *Database) queue(nsName string, b Batch, bootstrap bool) (queuedWrite, 
 	if err != nil {
 		return queuedWrite{}, err
 	}
+	if ns.opts.RollupOf != "" {
+		return queuedWrite{}, rollupWriteError(nsName)
+	}
 	a := db.admission(ns, bootstrap)
 	sc := db.getScratch(len(b.Floats))
 	a.floats(nsName, b.Floats, sc)
@@ -757,6 +760,9 @@ func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels
 	ns, err := db.namespace(nsName)
 	if err != nil {
 		return nil, err
+	}
+	if ns.opts.RollupOf != "" {
+		return db.queryRollupAsRaw(ctx, nsName, matchers, start, end, qo)
 	}
 	if ns.index == nil {
 		return nil, fmt.Errorf("namespace %s is not indexed: queries by label need index: true", nsName)

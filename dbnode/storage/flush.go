@@ -70,6 +70,9 @@ func (db *Database) Tick() error {
 		}
 	}
 	db.flushedLast = flushed
+	if err := db.backfillRollups(now); err != nil {
+		errs = append(errs, err)
+	}
 	db.metrics.series.Update(float64(memSeries))
 	db.metrics.memSamples.Update(float64(memSamples))
 	db.metrics.memBytes.Update(float64(memBytes))
@@ -197,6 +200,7 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 		errs = append(errs, fmt.Errorf("namespace %s: %w", ns.opts.Name, compactErr))
 	}
 	n := 0
+	rolled := map[int64][]uint32{} // blocks written, for the rollups
 	for _, bs := range starts {
 		items := toFlush[bs]
 		wrote, err := db.flushBlock(ns, bs, items)
@@ -206,6 +210,9 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 		}
 		if wrote {
 			n++
+			if sh := flushedShards(items); len(sh) > 0 {
+				rolled[bs] = sh // rolled up below, one volume per rollup block
+			}
 		}
 		for _, it := range items {
 			for _, s := range it.series {
@@ -216,6 +223,9 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 				s.mu.Unlock()
 			}
 		}
+	}
+	if err := db.rollUpBlocks(ns, rolled, rolledEnd(ns, rolled), nil); err != nil {
+		errs = append(errs, err)
 	}
 	for sh, ss := range emptied {
 		sh.removeIfEmpty(ss)

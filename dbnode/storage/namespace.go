@@ -39,6 +39,8 @@ type namespace struct {
 	// highest volume whose section of the shard must not be served again
 	// (fileset.Released, persisted by DropShard). Guarded by tickMu.
 	released map[releaseKey]int
+	// rollup is a rollup namespace's progress (rollup.go).
+	rollup rollupProgress
 }
 
 type releaseKey struct {

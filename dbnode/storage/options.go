@@ -20,6 +20,11 @@ type NamespaceOptions struct {
 	BufferFuture time.Duration
 	ColdWrites   bool
 	Index        bool
+	// RollupOf names the namespace this one is the rollup of (empty: a
+	// raw namespace). Its blocks are computed from the source's at flush
+	// (rollup.go), at Resolution; nothing writes samples to it.
+	RollupOf   string
+	Resolution time.Duration
 }
 
 // Options configure a Database.
@@ -78,6 +83,9 @@ func (o *Options) check() error {
 			return fmt.Errorf("storage: namespace %q defined twice", n.Name)
 		}
 		seen[n.Name] = true
+	}
+	if err := checkRollups(o.Namespaces); err != nil {
+		return err
 	}
 	if o.Now == nil {
 		o.Now = time.Now
