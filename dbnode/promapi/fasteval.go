@@ -47,6 +47,12 @@ type fastRange struct {
 	parallelism     int
 	maxSamples      int
 	stats           *fastStats
+	// engine evaluates a selection holding native histograms over the
+	// series already read (engineset.go): the plain engine, without the
+	// API's concurrency slots (the query calling it holds one). Nil
+	// (Evaluate, on a replica): such a selection is declined.
+	engine *promql.Engine
+	opts   promql.QueryOpts // the query's, for engine
 }
 
 // fastStats count the fast path's work, for tests and operators.
@@ -60,6 +66,9 @@ type fastStats struct {
 	// pushed counts the aggregations a query.Pusher answered (Evaluate
 	// where the data lives) instead of raw series.
 	pushed atomic.Int64
+	// engine counts the selections holding native histograms the engine
+	// computed over the fast path's read (engineset.go).
+	engine atomic.Int64
 }
 
 // steps is the number of evaluation steps.
@@ -106,6 +115,10 @@ type fastSeries struct {
 	// err is the series' read error after some samples: the engine meets
 	// it evaluating the series, through its iterator.
 	err error
+	// hists, when not nil, holds a native histogram value at the steps
+	// where one is not nil (vals is then ignored there): a selection
+	// holding histograms is computed by the engine (engineSet).
+	hists []*histogram.FloatHistogram
 }
 
 func (s *fastSet) Next() bool {
@@ -128,7 +141,7 @@ func (s *fastSet) At() storage.Series { return s.q.fast.series(&s.out[s.i]) }
 // series is fs as the engine reads it: its step values from its first
 // step on.
 func (r *fastRange) series(fs *fastSeries) *precomputed {
-	return &precomputed{lset: fs.lset, vals: fs.vals, t0: r.start + int64(fs.first)*r.stp, stp: r.stp, err: fs.err}
+	return &precomputed{lset: fs.lset, vals: fs.vals, hists: fs.hists, t0: r.start + int64(fs.first)*r.stp, stp: r.stp, err: fs.err}
 }
 
 func (s *fastSet) Err() error                        { return s.err }
@@ -165,10 +178,20 @@ func (s *fastSet) load() error {
 	if err := q.limits.CheckFetchedSeries(int(q.fetched.Add(int64(len(its))))); err != nil {
 		return err
 	}
-	for _, it := range its {
-		if it.Histograms != nil {
+	if hasHistograms(its) {
+		// Known before a sample is decoded: the engine computes this
+		// selection over the series just read, or, where no engine is at
+		// hand (a replica's Evaluate), it is declined before any is.
+		if r.engine == nil || s.spec.src == "" || s.partial != nil {
 			return errFallback
 		}
+		if err := s.loadEngine(its); err != nil {
+			return err
+		}
+		if s.sorted {
+			slices.SortFunc(s.out, func(a, b fastSeries) int { return labels.Compare(a.lset, b.lset) })
+		}
+		return nil
 	}
 	out := make([]fastSeries, len(its))
 	workers := min(r.parallelism, (len(its)+fastChunk-1)/fastChunk)
@@ -1042,6 +1065,7 @@ func minOverTime(pts []promql.FPoint) float64 {
 type precomputed struct {
 	lset    labels.Labels
 	vals    []float64
+	hists   []*histogram.FloatHistogram // nil, or a histogram where not nil
 	t0, stp int64
 	err     error // reported by Err once vals are done
 }
@@ -1053,13 +1077,14 @@ func (p *precomputed) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 	if !ok {
 		it = &stepIterator{}
 	}
-	*it = stepIterator{vals: p.vals, t0: p.t0, stp: p.stp, i: -1, err: p.err}
+	*it = stepIterator{vals: p.vals, hists: p.hists, t0: p.t0, stp: p.stp, i: -1, err: p.err}
 	return it
 }
 
 // stepIterator walks step values with chunkenc's Next and Seek contract.
 type stepIterator struct {
 	vals    []float64
+	hists   []*histogram.FloatHistogram
 	t0, stp int64
 	i       int
 	err     error
@@ -1071,8 +1096,16 @@ func (it *stepIterator) Next() chunkenc.ValueType {
 	if it.i < len(it.vals) {
 		it.i++
 	}
-	if it.i >= len(it.vals) {
+	return it.typ()
+}
+
+// typ is the type of the value at i, which is in range unless ValNone.
+func (it *stepIterator) typ() chunkenc.ValueType {
+	switch {
+	case it.i >= len(it.vals):
 		return chunkenc.ValNone
+	case it.hists != nil && it.hists[it.i] != nil:
+		return chunkenc.ValFloatHistogram
 	}
 	return chunkenc.ValFloat
 }
@@ -1084,10 +1117,7 @@ func (it *stepIterator) Seek(t int64) chunkenc.ValueType {
 	for it.i < len(it.vals) && it.t(it.i) < t {
 		it.i++
 	}
-	if it.i >= len(it.vals) {
-		return chunkenc.ValNone
-	}
-	return chunkenc.ValFloat
+	return it.typ()
 }
 
 func (it *stepIterator) At() (int64, float64) { return it.t(it.i), it.vals[it.i] }
@@ -1096,8 +1126,17 @@ func (it *stepIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.His
 	return it.t(it.i), nil
 }
 
-func (it *stepIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
-	return it.t(it.i), nil
+// AtFloatHistogram returns a copy (into fh when given): the engine may
+// change the histogram it is handed, and a series may be read again.
+func (it *stepIterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	if it.hists == nil || it.hists[it.i] == nil {
+		return it.t(it.i), nil
+	}
+	if fh == nil {
+		return it.t(it.i), it.hists[it.i].Copy()
+	}
+	it.hists[it.i].CopyTo(fh)
+	return it.t(it.i), fh
 }
 
 func (it *stepIterator) AtT() int64  { return it.t(it.i) }

@@ -84,6 +84,9 @@ var safeParents = map[string]bool{
 type fastParser struct {
 	parser.Parser
 	marker string
+	// input is the query being rewritten (ParseExpr sets it on its copy),
+	// from which each plan keeps its subexpression's text (fastSpec.src).
+	input string
 }
 
 func newFastParser() fastParser {
@@ -98,6 +101,7 @@ func (p fastParser) ParseExpr(input string) (parser.Expr, error) {
 	if err != nil {
 		return expr, err
 	}
+	p.input = input
 	return p.rewriteBinary(p.rewrite(expr, true)), nil
 }
 
@@ -108,7 +112,7 @@ func (p fastParser) rewrite(e parser.Expr, safe bool) parser.Expr {
 	case *parser.Call:
 		if safe {
 			if vs := p.replace(n); vs != nil {
-				return vs
+				return p.withSource(vs)
 			}
 		}
 		argSafe := safe && safeParents[n.Func.Name]
@@ -118,7 +122,7 @@ func (p fastParser) rewrite(e parser.Expr, safe bool) parser.Expr {
 	case *parser.AggregateExpr:
 		if safe {
 			if vs := p.replaceAgg(n); vs != nil {
-				return vs
+				return p.withSource(vs)
 			}
 		}
 		n.Expr = p.rewrite(n.Expr, safe)
@@ -138,7 +142,7 @@ func (p fastParser) rewrite(e parser.Expr, safe bool) parser.Expr {
 		// An instant selector (one inside a matrix selector is never
 		// visited): its value at each step, looked back for.
 		if safe && plainSelector(n) {
-			return p.marked(n, fastSpec{pos: n.PosRange})
+			return p.withSource(p.marked(n, fastSpec{pos: n.PosRange}))
 		}
 	case *parser.MatrixSelector, *parser.NumberLiteral, *parser.StringLiteral, *parser.StepInvariantExpr:
 	}
@@ -250,6 +254,16 @@ func (p fastParser) replaceAgg(agg *parser.AggregateExpr) *parser.VectorSelector
 	return vs
 }
 
+// withSource keeps in vs's plan the text of the subexpression vs stands
+// for, at its place in the query (fastSpec.src).
+func (p fastParser) withSource(vs *parser.VectorSelector) *parser.VectorSelector {
+	pr := vs.PosRange
+	if int(pr.Start) >= 0 && pr.Start <= pr.End && int(pr.End) <= len(p.input) {
+		planOf(vs.LabelMatchers[len(vs.LabelMatchers)-1]).sel.src = strings.Repeat(" ", int(pr.Start)) + p.input[pr.Start:pr.End]
+	}
+	return vs
+}
+
 // fastSpec is what a rewritten selector stands for: the typed pushdown
 // (function, range, aggregation and its sorted grouping) and the position
 // of its argument in the query (for the annotations the engine would
@@ -257,4 +271,11 @@ func (p fastParser) replaceAgg(agg *parser.AggregateExpr) *parser.VectorSelector
 type fastSpec struct {
 	query.Pushdown
 	pos posrange.PositionRange
+	// src is the text of the subexpression the selector stands for,
+	// preceded by as many spaces as it stood from the query's start, so
+	// that the engine parsing it places its annotations where the
+	// query's own parse would have: a selection holding native
+	// histograms is evaluated by the engine from it (engineSet), over
+	// the series already read. Empty: such a selection is declined.
+	src string
 }
