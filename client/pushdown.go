@@ -70,7 +70,10 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 	if !rep.OK {
 		for _, g := range rep.Groups {
 			for _, f := range g.Failed {
-				if errors.Is(f.Err, query.ErrDeclined) || status.Code(f.Err) == codes.Unimplemented {
+				if errors.Is(f.Err, query.ErrDeclined) || status.Code(f.Err) == codes.Unimplemented ||
+					(req.Agg == query.AggNone && status.Code(f.Err) == codes.InvalidArgument) {
+					// A node that predates pushdown, or (InvalidArgument) one
+					// that pushes down only aggregations.
 					return nil, query.ErrDeclined
 				}
 			}
@@ -98,7 +101,7 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 			disagree = append(disagree, parts[pi])
 			continue
 		}
-		if err := out.Merge(rs[0]); err != nil {
+		if err := out.MergeFor(req.Agg, rs[0]); err != nil {
 			return nil, err
 		}
 	}
@@ -107,7 +110,7 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 		if err != nil {
 			return nil, err
 		}
-		if err := out.Merge(res); err != nil {
+		if err := out.MergeFor(req.Agg, res); err != nil {
 			return nil, err
 		}
 	}

@@ -401,7 +401,7 @@ func (p splitPusher) Push(ctx context.Context, req *query.Request) (*query.Resul
 			all = res
 			continue
 		}
-		if err := all.Merge(res); err != nil {
+		if err := all.MergeFor(req.Agg, res); err != nil {
 			return nil, err
 		}
 	}

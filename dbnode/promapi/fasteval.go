@@ -151,7 +151,7 @@ func (s *fastSet) Warnings() annotations.Annotations { return s.warnings }
 // parallelism goroutines.
 func (s *fastSet) load() error {
 	q, r := s.q, s.q.fast
-	if p, ok := q.b.(query.Pusher); ok && s.partial == nil && s.spec.Agg != query.AggNone {
+	if p, ok := q.b.(query.Pusher); ok && s.partial == nil {
 		if done, err := s.loadPushed(p); done || err != nil {
 			return err
 		}
@@ -331,6 +331,14 @@ func (s *fastSet) load() error {
 		// no such twin stay on the fast path.
 		return errFallback
 	}
+	if s.partial != nil && s.spec.Agg == query.AggNone {
+		if slices.ContainsFunc(s.out, func(fs fastSeries) bool { return fs.err != nil }) {
+			// The engine fails the query reading this series: let it.
+			return errFallback
+		}
+		s.partial.Groups = seriesPartials(s.out, r.steps())
+		s.out = nil
+	}
 	if s.spec.Agg != query.AggNone {
 		switch {
 		case s.partial != nil && counted(s.spec.Agg):
@@ -450,6 +458,23 @@ func seriesDigest(id []byte, fs *fastSeries) uint64 {
 		_, _ = d.Write(b[:])
 	}
 	return d.Sum64()
+}
+
+// seriesPartials are series' step values as partials (a request without
+// an aggregation): the value in Sum, Count 1 where there is one.
+func seriesPartials(in []fastSeries, steps int) []query.Partial {
+	out := make([]query.Partial, 0, len(in))
+	for i := range in {
+		fs := &in[i]
+		p := query.Partial{Labels: fs.lset, Count: make([]float64, steps), Sum: make([]float64, steps), Comp: make([]float64, steps)}
+		for k, v := range fs.vals {
+			if !value.IsStaleNaN(v) {
+				p.Count[fs.first+k], p.Sum[fs.first+k] = 1, v
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // countPartials are a count's output series as partials.

@@ -26,8 +26,10 @@ type Pusher interface {
 // ErrDeclined: the request is answered from raw series instead.
 var ErrDeclined = errors.New("pushdown declined: read raw series")
 
-// Result is a Request's answer with an aggregation: one Partial per group
-// with a value at some step, in no particular order.
+// Result is a Request's answer: with an aggregation one Partial per group
+// with a value at some step, without one a Partial per series with a
+// value at some step (its values in Sum, Count 1 where it has one), in no
+// particular order.
 type Result struct {
 	Steps  int
 	Groups []Partial
@@ -107,6 +109,41 @@ func (r *Result) Merge(o *Result) error {
 	return nil
 }
 
+// MergeFor is Merge for a request of agg: without an aggregation each
+// Partial is one series (its step values in Sum, Count 1 where it has
+// one), and the parts' series are appended; two with equal labels (the
+// outputs of a function that drops metadata labels as well as the name)
+// would be merged or refused by the engine, so the request is declined.
+func (r *Result) MergeFor(agg Agg, o *Result) error {
+	if agg != AggNone {
+		return r.Merge(o)
+	}
+	if o.Steps != r.Steps {
+		return fmt.Errorf("merge pushdown results: %d steps and %d", r.Steps, o.Steps)
+	}
+	seen := make(map[uint64][]int, len(r.Groups)+len(o.Groups))
+	for i := range r.Groups {
+		h := r.Groups[i].Labels.Hash()
+		seen[h] = append(seen[h], i)
+	}
+	for _, g := range o.Groups {
+		if err := g.check(r.Steps); err != nil {
+			return err
+		}
+		h := g.Labels.Hash()
+		if slices.ContainsFunc(seen[h], func(i int) bool { return labels.Equal(r.Groups[i].Labels, g.Labels) }) {
+			return fmt.Errorf("%w: two parts computed series %s", ErrDeclined, g.Labels)
+		}
+		seen[h] = append(seen[h], len(r.Groups))
+		r.Groups = append(r.Groups, g)
+	}
+	r.Series += o.Series
+	r.Digest += o.Digest
+	r.NonCounters = append(r.NonCounters, o.NonCounters...)
+	r.Warnings = append(r.Warnings, o.Warnings...)
+	return nil
+}
+
 func (p *Partial) check(steps int) error {
 	if len(p.Count) != steps || (p.Sum != nil && (len(p.Sum) != steps || len(p.Comp) != steps)) {
 		return fmt.Errorf("pushdown result: group %s has %d counts and %d sums for %d steps", p.Labels, len(p.Count), len(p.Sum), steps)
@@ -131,6 +168,8 @@ func (p *Partial) Value(agg Agg, step int) (float64, bool) {
 		return p.Sum[step] + p.Comp[step], true
 	case AggAvg:
 		return p.Sum[step]/n + p.Comp[step]/n, true
+	case AggNone:
+		return p.Sum[step], true // one series' value
 	}
 	return 0, false
 }

@@ -86,9 +86,6 @@ func requestFromPB(p *nodepb.PushdownRequest) (*query.Request, error) {
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if req.Agg == query.AggNone {
-		return nil, status.Error(codes.InvalidArgument, "pushdown: no aggregation")
-	}
 	return req, nil
 }
 
