@@ -181,7 +181,7 @@ func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst
 				}
 				return nil, callErr(ctx, err)
 			}
-			s.m.readBytes.Inc(int64(resultBytes(res)))
+			s.m.readBytes.Inc(int64(resultBytes(res, req.Agg == query.AggNone)))
 			return res, nil
 		}
 	}
@@ -214,11 +214,15 @@ func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst
 
 // resultBytes is about what a pushdown answer carried on the wire
 // (rpc.resultToPB): its groups' labels, a varint count per step (one byte
-// for fewer than 128 series), the sums and any non-zero compensations.
-func resultBytes(r *query.Result) int {
+// for fewer than 128 series; none for a series' values, perSeries), the
+// sums and any non-zero compensations.
+func resultBytes(r *query.Result, perSeries bool) int {
 	n := 8
 	for _, g := range r.Groups {
-		n += int(g.Labels.ByteSize()) + len(g.Count) + 8*len(g.Sum)
+		n += int(g.Labels.ByteSize()) + 8*len(g.Sum)
+		if !perSeries {
+			n += len(g.Count)
+		}
 		if slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }) {
 			n += 8 * len(g.Comp)
 		}

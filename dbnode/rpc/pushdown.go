@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"google.golang.org/grpc/codes"
@@ -62,7 +64,7 @@ func (s *Server) pushdown(ctx context.Context, p *nodepb.PushdownRequest) (*node
 	case err != nil:
 		return nil, s.fail("Pushdown", "evaluate", err)
 	}
-	resp := resultToPB(res)
+	resp := resultToPB(res, req.Agg == query.AggNone)
 	if n := proto.Size(resp); n > s.opts.MaxMsgSize {
 		return nil, status.Errorf(codes.ResourceExhausted, "pushdown answer of %d bytes exceeds the %d byte message limit", n, s.opts.MaxMsgSize)
 	}
@@ -99,13 +101,31 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 		Func: uint32(req.Func), Range: req.Range.Milliseconds(), Agg: uint32(req.Agg), Grouping: req.Grouping}
 }
 
-func resultToPB(r *query.Result) *nodepb.PushdownResponse {
+// resultToPB is r on the wire. perSeries (a request without an
+// aggregation: each group one series) leaves the counts out and marks the
+// steps without a value with a StaleNaN in the sums instead (a value is
+// never one: the evaluator declines a series that would produce it),
+// which resultFromPB reads back: a byte per step less on answers that are
+// mostly sums. Only a coordinator that asks without an aggregation reads
+// such an answer.
+func resultToPB(r *query.Result, perSeries bool) *nodepb.PushdownResponse {
 	resp := &nodepb.PushdownResponse{Series: int64(r.Series), NonCounters: r.NonCounters, Warnings: r.Warnings,
 		Digest: r.Digest, Groups: make([]*nodepb.PushdownGroup, len(r.Groups))}
 	for i, g := range r.Groups {
-		pg := &nodepb.PushdownGroup{Count: make([]uint64, len(g.Count)), Sum: g.Sum}
-		for k, n := range g.Count {
-			pg.Count[k] = uint64(n) // whole numbers of series
+		pg := &nodepb.PushdownGroup{Sum: g.Sum}
+		if perSeries && g.Sum != nil {
+			pg.Sum = make([]float64, len(g.Sum))
+			for k, n := range g.Count {
+				pg.Sum[k] = g.Sum[k]
+				if n == 0 {
+					pg.Sum[k] = math.Float64frombits(value.StaleNaN)
+				}
+			}
+		} else {
+			pg.Count = make([]uint64, len(g.Count))
+			for k, n := range g.Count {
+				pg.Count[k] = uint64(n) // whole numbers of series
+			}
 		}
 		if slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }) {
 			pg.Comp = g.Comp
@@ -143,6 +163,18 @@ func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) 
 		count := make([]float64, len(g.GetCount()))
 		for k, n := range g.GetCount() {
 			count[k] = float64(n)
+		}
+		if len(count) == 0 && sum != nil {
+			// One series (resultToPB, perSeries): a value where the sum
+			// is not a StaleNaN.
+			count, sum = make([]float64, len(sum)), slices.Clone(sum)
+			for k, v := range sum {
+				if value.IsStaleNaN(v) {
+					sum[k] = 0
+				} else {
+					count[k] = 1
+				}
+			}
 		}
 		r.Groups[i] = query.Partial{Labels: b.Labels(), Count: count, Sum: sum, Comp: comp}
 		if len(r.Groups[i].Count) != steps || (sum != nil && (len(sum) != steps || len(comp) != steps)) {

@@ -1,10 +1,12 @@
 package rpc
 
 import (
+	"math"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
@@ -33,7 +35,7 @@ func TestPushdownRoundTrip(t *testing.T) {
 		{Labels: labels.FromStrings("job", "a", "mode", "idle"), Count: []float64{1, 0, 2, 3, 200}, Sum: []float64{1, 0, 2, 3, 4}, Comp: []float64{0, 0, 1e-17, 0, 0}},
 		{Labels: labels.FromStrings("job", "b"), Count: []float64{1, 1, 1, 1, 1}, Sum: []float64{5, 6, 7, 8, 9}, Comp: make([]float64, 5)},
 	}}
-	wire := resultToPB(res)
+	wire := resultToPB(res, false)
 	require.Nil(t, wire.Groups[1].Comp, "zero compensations are left out")
 	b, err := proto.Marshal(wire)
 	require.NoError(t, err)
@@ -43,6 +45,26 @@ func TestPushdownRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, res, out)
 
+	// Without an aggregation each group is one series: its counts are
+	// left out, a StaleNaN marks a step without a value.
+	series := &query.Result{Steps: 4, Series: 2, Groups: []query.Partial{
+		{Labels: labels.FromStrings("i", "a"), Count: []float64{0, 1, 1, 0}, Sum: []float64{0, math.NaN(), -0.5, 0}, Comp: make([]float64, 4)},
+		{Labels: labels.FromStrings("i", "b"), Count: []float64{1, 1, 1, 1}, Sum: []float64{1, 2, 3, math.Inf(1)}, Comp: make([]float64, 4)},
+	}}
+	swire := resultToPB(series, true)
+	require.Nil(t, swire.Groups[0].Count)
+	sb, err := proto.Marshal(swire)
+	require.NoError(t, err)
+	require.Less(t, len(sb), len(b), "no counts on the wire")
+	var sback nodepb.PushdownResponse
+	require.NoError(t, proto.Unmarshal(sb, &sback))
+	sout, err := resultFromPB(&sback, 4)
+	require.NoError(t, err)
+	require.Equal(t, series.Groups[1], sout.Groups[1])
+	require.Equal(t, series.Groups[0].Count, sout.Groups[0].Count)
+	require.True(t, math.IsNaN(sout.Groups[0].Sum[1]) && !value.IsStaleNaN(sout.Groups[0].Sum[1]), "a NaN value stays a value")
+	require.Equal(t, []float64{0, -0.5, 0}, []float64{sout.Groups[0].Sum[0], sout.Groups[0].Sum[2], sout.Groups[0].Sum[3]})
+
 	back.Groups[0].Count = back.Groups[0].Count[:4]
 	_, err = resultFromPB(&back, 5)
 	require.ErrorContains(t, err, "4 counts")
@@ -50,6 +72,9 @@ func TestPushdownRoundTrip(t *testing.T) {
 	pb.Agg = 0
 	_, err = requestFromPB(pb)
 	require.ErrorContains(t, err, "without an aggregation")
+	pb.Grouping = nil
+	_, err = requestFromPB(pb)
+	require.NoError(t, err, "a request without an aggregation asks for each series' step values")
 	pb.Agg, pb.Grouping = 3, []string{"mode", "job"}
 	_, err = requestFromPB(pb)
 	require.ErrorContains(t, err, "not sorted")
