@@ -71,9 +71,9 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 		for _, g := range rep.Groups {
 			for _, f := range g.Failed {
 				if errors.Is(f.Err, query.ErrDeclined) || status.Code(f.Err) == codes.Unimplemented ||
-					(req.Agg == query.AggNone && status.Code(f.Err) == codes.InvalidArgument) {
+					(req.Agg.Newer() && status.Code(f.Err) == codes.InvalidArgument) {
 					// A node that predates pushdown, or (InvalidArgument) one
-					// that pushes down only aggregations.
+					// that predates this kind of request.
 					return nil, query.ErrDeclined
 				}
 			}

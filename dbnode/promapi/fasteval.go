@@ -604,6 +604,11 @@ func (g *aggGroup) add(op query.Agg, step int, f float64) {
 	switch op {
 	case query.AggCount:
 		g.count[step]++
+	case query.AggMin, query.AggMax:
+		g.count[step]++
+		if query.CompareStep(op, g.value[step], f) {
+			g.value[step] = f
+		}
 	case query.AggSum:
 		g.value[step], g.comp[step] = sumInc(f, g.value[step], g.comp[step])
 	case query.AggAvg:
@@ -632,6 +637,8 @@ func (g *aggGroup) result(op query.Agg, step int) float64 {
 		return g.count[step]
 	case query.AggSum:
 		return g.value[step] + g.comp[step]
+	case query.AggMin, query.AggMax:
+		return g.value[step]
 	}
 	if g.incr[step] {
 		return g.mean[step] + g.comp[step]

@@ -207,12 +207,13 @@ func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
 // fastAggs are the aggregations the fast path computes over the series
 // of a marked selector, in the engine's order and with its operations
 // (fastSet.aggregate): sum and avg (Kahan, series in the engine's order
-// at each step; avg's switch to an incremental mean on overflow) and
-// count. Both produce one series per group, a few where the
+// at each step; avg's switch to an incremental mean on overflow), count,
+// group, and min and max (the engine's comparison, a NaN replaced by any
+// value). Both produce one series per group, a few where the
 // input has thousands; the engine would otherwise take every input
 // series' step values on its one goroutine only to add them.
 var fastAggs = map[parser.ItemType]query.Agg{parser.SUM: query.AggSum, parser.COUNT: query.AggCount, parser.AVG: query.AggAvg,
-	parser.GROUP: query.AggGroup}
+	parser.GROUP: query.AggGroup, parser.MIN: query.AggMin, parser.MAX: query.AggMax}
 
 // replaceAgg returns the marked vector selector standing for agg, a sum,
 // count or avg by (...) (no without: its groups' hash keeps __type__ and

@@ -101,10 +101,21 @@ const (
 	// on the wire it is asked as AggCount (Request.Wire), which every
 	// node that pushes down computes.
 	AggGroup
+	// AggMin and AggMax merge exactly: the engine's comparison (a NaN is
+	// replaced by any value) applied to the parts' values. Nodes that
+	// predate them refuse them (InvalidArgument; Agg.Newer).
+	AggMin
+	AggMax
 	numAggs
 )
 
-var aggNames = [numAggs]string{AggNone: "", AggSum: "sum", AggCount: "count", AggAvg: "avg", AggGroup: "group"}
+var aggNames = [numAggs]string{AggNone: "", AggSum: "sum", AggCount: "count", AggAvg: "avg", AggGroup: "group",
+	AggMin: "min", AggMax: "max"}
+
+// Newer reports a request kind that nodes from before it was pushed down
+// refuse as invalid (InvalidArgument) rather than decline: without an
+// aggregation, min and max. A coordinator reads such a query raw.
+func (a Agg) Newer() bool { return a == AggNone || a == AggMin || a == AggMax }
 
 // String is the aggregation's PromQL name, "" for AggNone.
 func (a Agg) String() string {
