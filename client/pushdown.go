@@ -96,12 +96,17 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 		if len(rs) == 0 {
 			continue
 		}
-		if slices.ContainsFunc(rs[1:], func(o *query.Result) bool { return o.Digest != rs[0].Digest }) {
-			s.m.pushDisagree.Inc(1)
+		full := slices.IndexFunc(rs, func(o *query.Result) bool { return !o.DigestOnly })
+		if slices.ContainsFunc(rs[1:], func(o *query.Result) bool { return o.Digest != rs[0].Digest }) || full < 0 {
+			// The replicas disagree, or the owner asked in full failed
+			// and only digests came: the part is read raw.
+			if full >= 0 {
+				s.m.pushDisagree.Inc(1)
+			}
 			disagree = append(disagree, parts[pi])
 			continue
 		}
-		if err := out.MergeFor(req.Agg, rs[0]); err != nil {
+		if err := out.MergeFor(req.Agg, rs[full]); err != nil {
 			return nil, err
 		}
 	}
@@ -156,7 +161,7 @@ func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst
 	var ask func(ctx context.Context, pi int) (*query.Result, error)
 	if inst == s.opts.LocalID && s.opts.Local != nil {
 		ask = func(ctx context.Context, pi int) (*query.Result, error) {
-			return s.opts.Evaluate(ctx, req, shardSet(m, parts, []int{pi}))
+			return s.opts.Evaluate(ctx, req, shardSet(m, parts, []int{pi})) // in full: it costs no bytes
 		}
 	} else {
 		h, err := s.host(inst, m.Endpoints[inst])
@@ -173,7 +178,14 @@ func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst
 		}
 		defer cancel()
 		ctx = gctx
+		need, down := s.opts.ReadLevel.required(m.Placement.ReplicaFactor), s.down(m)
 		ask = func(ctx context.Context, pi int) (*query.Result, error) {
+			req := req
+			if need > 1 && inst != s.fullOwner(parts[pi], need, down) {
+				r := *req
+				r.DigestOnly = true
+				req = &r
+			}
 			res, err := pp.Pushdown(ctx, req, parts[pi].shards)
 			if err != nil {
 				if errors.Is(err, query.ErrDeclined) {
@@ -210,6 +222,33 @@ func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst
 		}
 	}
 	return out, nil
+}
+
+// fullOwner is the owner of part whose answer is used in full, where the
+// read level asks need > 1 owners of it: this node when it is among the
+// first need owners asked (its answer crosses no network), else the first.
+// The others answer only their digest (Request.DigestOnly), compared with
+// the full answer's: the part's values cross the network once at most,
+// not once per replica asked.
+// Hosts known down are passed over, as Fanout asks them last.
+func (s *Session) fullOwner(part routeGroup, need int, down func(string) bool) string {
+	order := make([]string, 0, len(part.readable))
+	for _, o := range part.readable {
+		if !down(o.InstanceID) {
+			order = append(order, o.InstanceID)
+		}
+	}
+	for _, o := range part.readable {
+		if down(o.InstanceID) {
+			order = append(order, o.InstanceID)
+		}
+	}
+	for _, id := range order[:min(need, len(order))] {
+		if id == s.opts.LocalID && s.opts.Local != nil {
+			return id
+		}
+	}
+	return order[0]
 }
 
 // resultBytes is about what a pushdown answer carried on the wire

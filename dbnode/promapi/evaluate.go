@@ -42,6 +42,9 @@ func Evaluate(ctx context.Context, r query.Reader, req *query.Request, opts Opti
 		return nil, err
 	}
 	res.Series = int(q.fetched.Load())
+	if req.DigestOnly {
+		res.Groups, res.DigestOnly = nil, true
+	}
 	for _, err := range s.warnings {
 		if !errors.Is(err, annotations.PossibleNonCounterInfo) {
 			res.Warnings = append(res.Warnings, err.Error())

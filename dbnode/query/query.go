@@ -200,6 +200,11 @@ type Request struct {
 	Matchers  []*labels.Matcher
 	Steps     Steps
 	Pushdown
+	// DigestOnly asks for the Result's digest (and its series count and
+	// annotations) without its groups: where the read level needs several
+	// replicas of a part, one answers in full and the others only what
+	// their answers are compared by.
+	DigestOnly bool
 }
 
 // Wire is the request as it is asked of a replica: group as count (its

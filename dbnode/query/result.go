@@ -45,6 +45,8 @@ type Result struct {
 	// even where their partial sums differ in the last bits (another
 	// series order). Merge adds the digests of disjoint parts.
 	Digest uint64
+	// DigestOnly: asked with Request.DigestOnly, the Groups are left out.
+	DigestOnly bool
 }
 
 // Partial is one group's partial aggregate over some of the series: at

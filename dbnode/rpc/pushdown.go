@@ -84,7 +84,7 @@ func requestFromPB(p *nodepb.PushdownRequest) (*query.Request, error) {
 	req := &query.Request{Namespace: p.GetNamespace(), Matchers: ms,
 		Steps: query.Steps{Start: p.GetStart(), End: p.GetEnd(), Step: p.GetStep(), Lookback: p.GetLookback()},
 		Pushdown: query.Pushdown{Func: query.Func(p.GetFunc()), Range: time.Duration(p.GetRange()) * time.Millisecond,
-			Agg: query.Agg(p.GetAgg()), Grouping: p.GetGrouping()}}
+			Agg: query.Agg(p.GetAgg()), Grouping: p.GetGrouping()}, DigestOnly: p.GetDigestOnly()}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -98,7 +98,8 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 	}
 	return &nodepb.PushdownRequest{Namespace: req.Namespace, Matchers: matchersToPB(ms), Shards: shards,
 		Start: req.Steps.Start, End: req.Steps.End, Step: req.Steps.Step, Lookback: req.Steps.Lookback,
-		Func: uint32(req.Func), Range: req.Range.Milliseconds(), Agg: uint32(req.Agg), Grouping: req.Grouping}
+		Func: uint32(req.Func), Range: req.Range.Milliseconds(), Agg: uint32(req.Agg), Grouping: req.Grouping,
+		DigestOnly: req.DigestOnly}
 }
 
 // resultToPB is r on the wire. perSeries (a request without an
@@ -110,7 +111,7 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 // such an answer.
 func resultToPB(r *query.Result, perSeries bool) *nodepb.PushdownResponse {
 	resp := &nodepb.PushdownResponse{Series: int64(r.Series), NonCounters: r.NonCounters, Warnings: r.Warnings,
-		Digest: r.Digest, Groups: make([]*nodepb.PushdownGroup, len(r.Groups))}
+		Digest: r.Digest, DigestOnly: r.DigestOnly, Groups: make([]*nodepb.PushdownGroup, len(r.Groups))}
 	for i, g := range r.Groups {
 		pg := &nodepb.PushdownGroup{Sum: g.Sum}
 		if perSeries && g.Sum != nil {
@@ -143,7 +144,7 @@ func resultToPB(r *query.Result, perSeries bool) *nodepb.PushdownResponse {
 // steps steps; a malformed one is an error naming the node's mistake.
 func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) {
 	r := &query.Result{Steps: steps, Series: int(p.GetSeries()), NonCounters: p.GetNonCounters(),
-		Warnings: p.GetWarnings(), Digest: p.GetDigest(), Groups: make([]query.Partial, len(p.GetGroups()))}
+		Warnings: p.GetWarnings(), Digest: p.GetDigest(), DigestOnly: p.GetDigestOnly(), Groups: make([]query.Partial, len(p.GetGroups()))}
 	for i, g := range p.GetGroups() {
 		if len(g.GetLabelNames()) != len(g.GetLabelValues()) {
 			return nil, fmt.Errorf("pushdown answer: group %d has %d label names and %d values", i, len(g.GetLabelNames()), len(g.GetLabelValues()))

@@ -30,6 +30,13 @@ func TestPushdownRoundTrip(t *testing.T) {
 	require.Len(t, got.Matchers, 1)
 	require.Equal(t, req.Matchers[0].String(), got.Matchers[0].String())
 	require.Equal(t, []uint32{3, 7}, pb.GetShards())
+	req.DigestOnly = true
+	got, err = requestFromPB(requestToPB(req, nil))
+	require.NoError(t, err)
+	require.True(t, got.DigestOnly)
+	d, err := resultFromPB(resultToPB(&query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true}, false), 5)
+	require.NoError(t, err)
+	require.Equal(t, &query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true, Groups: []query.Partial{}}, d)
 
 	res := &query.Result{Steps: 5, Series: 9, Digest: 42, NonCounters: []string{"x"}, Warnings: []string{"w"}, Groups: []query.Partial{
 		{Labels: labels.FromStrings("job", "a", "mode", "idle"), Count: []float64{1, 0, 2, 3, 200}, Sum: []float64{1, 0, 2, 3, 4}, Comp: []float64{0, 0, 1e-17, 0, 0}},
