@@ -251,11 +251,14 @@ func (s *Session) fullOwner(part routeGroup, need int, down func(string) bool) s
 	return order[0]
 }
 
-// resultBytes is about what a pushdown answer carried on the wire
-// (rpc.resultToPB): its groups' labels, a varint count per step (one byte
+// resultBytes is what a pushdown answer carried on the wire: as the RPC
+// client measured it, else about (rpc.resultToPB): its groups' labels, a varint count per step (one byte
 // for fewer than 128 series; none for a series' values, perSeries), the
 // sums and any non-zero compensations.
 func resultBytes(r *query.Result, perSeries bool) int {
+	if r.WireBytes > 0 {
+		return r.WireBytes // measured by the RPC client
+	}
 	n := 8
 	for _, g := range r.Groups {
 		n += int(g.Labels.ByteSize()) + 8*len(g.Sum)

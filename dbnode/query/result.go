@@ -47,6 +47,9 @@ type Result struct {
 	Digest uint64
 	// DigestOnly: asked with Request.DigestOnly, the Groups are left out.
 	DigestOnly bool
+	// WireBytes is the size of the answer as it crossed the network (the
+	// RPC client sets it; 0 for an answer computed in process).
+	WireBytes int
 }
 
 // Partial is one group's partial aggregate over some of the series: at

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/value"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"google.golang.org/grpc/codes"
@@ -64,7 +63,10 @@ func (s *Server) pushdown(ctx context.Context, p *nodepb.PushdownRequest) (*node
 	case err != nil:
 		return nil, s.fail("Pushdown", "evaluate", err)
 	}
-	resp := resultToPB(res, req.Agg == query.AggNone)
+	resp, err := resultToPB(res, req.Agg == query.AggNone)
+	if err != nil {
+		return nil, s.fail("Pushdown", "encode", err)
+	}
 	if n := proto.Size(resp); n > s.opts.MaxMsgSize {
 		return nil, status.Errorf(codes.ResourceExhausted, "pushdown answer of %d bytes exceeds the %d byte message limit", n, s.opts.MaxMsgSize)
 	}
@@ -103,33 +105,38 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 }
 
 // resultToPB is r on the wire. perSeries (a request without an
-// aggregation: each group one series) leaves the counts out and marks the
-// steps without a value with a StaleNaN in the sums instead (a value is
-// never one: the evaluator declines a series that would produce it),
-// which resultFromPB reads back: a byte per step less on answers that are
-// mostly sums. Only a coordinator that asks without an aggregation reads
-// such an answer.
-func resultToPB(r *query.Result, perSeries bool) *nodepb.PushdownResponse {
+// aggregation: each group one series) sends each series' step values as
+// an encoded stream (values) instead of counts and sums: a gauge that
+// holds its value costs a few bits a step instead of nine bytes, and no
+// step values are bigger on the wire than the samples they came from by
+// more than the stream's coding. Only a coordinator that asks without an
+// aggregation reads such an answer.
+func resultToPB(r *query.Result, perSeries bool) (*nodepb.PushdownResponse, error) {
 	resp := &nodepb.PushdownResponse{Series: int64(r.Series), NonCounters: r.NonCounters, Warnings: r.Warnings,
 		Digest: r.Digest, DigestOnly: r.DigestOnly, Groups: make([]*nodepb.PushdownGroup, len(r.Groups))}
+	var enc encoding.Encoder
 	for i, g := range r.Groups {
-		pg := &nodepb.PushdownGroup{Sum: g.Sum}
-		if perSeries && g.Sum != nil {
-			pg.Sum = make([]float64, len(g.Sum))
+		pg := &nodepb.PushdownGroup{}
+		if perSeries {
+			enc.Reset()
 			for k, n := range g.Count {
-				pg.Sum[k] = g.Sum[k]
 				if n == 0 {
-					pg.Sum[k] = math.Float64frombits(value.StaleNaN)
+					continue
+				}
+				if err := enc.Append(int64(k), g.Sum[k]); err != nil {
+					return nil, fmt.Errorf("encode the step values of %s: %w", g.Labels, err)
 				}
 			}
+			pg.Values = slices.Clone(enc.Bytes())
 		} else {
+			pg.Sum = g.Sum
 			pg.Count = make([]uint64, len(g.Count))
 			for k, n := range g.Count {
 				pg.Count[k] = uint64(n) // whole numbers of series
 			}
-		}
-		if slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }) {
-			pg.Comp = g.Comp
+			if slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }) {
+				pg.Comp = g.Comp
+			}
 		}
 		g.Labels.Range(func(l labels.Label) {
 			pg.LabelNames = append(pg.LabelNames, l.Name)
@@ -137,7 +144,7 @@ func resultToPB(r *query.Result, perSeries bool) *nodepb.PushdownResponse {
 		})
 		resp.Groups[i] = pg
 	}
-	return resp
+	return resp, nil
 }
 
 // resultFromPB is a node's answer as a query.Result for a request of
@@ -165,16 +172,11 @@ func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) 
 		for k, n := range g.GetCount() {
 			count[k] = float64(n)
 		}
-		if len(count) == 0 && sum != nil {
-			// One series (resultToPB, perSeries): a value where the sum
-			// is not a StaleNaN.
-			count, sum = make([]float64, len(sum)), slices.Clone(sum)
-			for k, v := range sum {
-				if value.IsStaleNaN(v) {
-					sum[k] = 0
-				} else {
-					count[k] = 1
-				}
+		if len(g.GetValues()) > 0 {
+			// One series' step values (resultToPB, perSeries).
+			var err error
+			if count, sum, comp, err = decodeSteps(g.GetValues(), steps); err != nil {
+				return nil, fmt.Errorf("pushdown answer: group %d: %w", i, err)
 			}
 		}
 		r.Groups[i] = query.Partial{Labels: b.Labels(), Count: count, Sum: sum, Comp: comp}
@@ -183,6 +185,24 @@ func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) 
 		}
 	}
 	return r, nil
+}
+
+// decodeSteps reads a series' step values (resultToPB, perSeries) as a
+// Partial's counts, sums and compensations for steps steps.
+func decodeSteps(stream []byte, steps int) (count, sum, comp []float64, err error) {
+	count, sum, comp = make([]float64, steps), make([]float64, steps), make([]float64, steps)
+	it := encoding.NewIterator(stream)
+	for it.Next() {
+		k, v := it.At()
+		if k < 0 || k >= int64(steps) {
+			return nil, nil, nil, fmt.Errorf("step %d of %d", k, steps)
+		}
+		count[k], sum[k] = 1, v
+	}
+	if err := it.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("decode step values: %w", err)
+	}
+	return count, sum, comp, nil
 }
 
 // Pushdown asks the node for req's partial aggregates over shards. It
@@ -200,5 +220,6 @@ func (c *Client) Pushdown(ctx context.Context, req *query.Request, shards []uint
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.addr, err)
 	}
+	r.WireBytes = proto.Size(resp)
 	return r, nil
 }

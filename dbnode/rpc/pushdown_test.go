@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/value"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
@@ -34,7 +33,9 @@ func TestPushdownRoundTrip(t *testing.T) {
 	got, err = requestFromPB(requestToPB(req, nil))
 	require.NoError(t, err)
 	require.True(t, got.DigestOnly)
-	d, err := resultFromPB(resultToPB(&query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true}, false), 5)
+	dw, err := resultToPB(&query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true}, false)
+	require.NoError(t, err)
+	d, err := resultFromPB(dw, 5)
 	require.NoError(t, err)
 	require.Equal(t, &query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true, Groups: []query.Partial{}}, d)
 
@@ -42,7 +43,8 @@ func TestPushdownRoundTrip(t *testing.T) {
 		{Labels: labels.FromStrings("job", "a", "mode", "idle"), Count: []float64{1, 0, 2, 3, 200}, Sum: []float64{1, 0, 2, 3, 4}, Comp: []float64{0, 0, 1e-17, 0, 0}},
 		{Labels: labels.FromStrings("job", "b"), Count: []float64{1, 1, 1, 1, 1}, Sum: []float64{5, 6, 7, 8, 9}, Comp: make([]float64, 5)},
 	}}
-	wire := resultToPB(res, false)
+	wire, err := resultToPB(res, false)
+	require.NoError(t, err)
 	require.Nil(t, wire.Groups[1].Comp, "zero compensations are left out")
 	b, err := proto.Marshal(wire)
 	require.NoError(t, err)
@@ -52,25 +54,38 @@ func TestPushdownRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, res, out)
 
-	// Without an aggregation each group is one series: its counts are
-	// left out, a StaleNaN marks a step without a value.
-	series := &query.Result{Steps: 4, Series: 2, Groups: []query.Partial{
-		{Labels: labels.FromStrings("i", "a"), Count: []float64{0, 1, 1, 0}, Sum: []float64{0, math.NaN(), -0.5, 0}, Comp: make([]float64, 4)},
-		{Labels: labels.FromStrings("i", "b"), Count: []float64{1, 1, 1, 1}, Sum: []float64{1, 2, 3, math.Inf(1)}, Comp: make([]float64, 4)},
+	// Without an aggregation each group is one series: its step values
+	// cross as an encoded stream (NaN and -0 kept bit for bit), no counts
+	// or sums; a gauge holding its value costs a few bits a step.
+	steady := make([]float64, 120)
+	for k := range steady {
+		steady[k] = 1.5e9
+	}
+	ones := make([]float64, 120)
+	for k := range ones {
+		ones[k] = 1
+	}
+	series := &query.Result{Steps: 120, Series: 2, Groups: []query.Partial{
+		{Labels: labels.FromStrings("i", "a"), Count: append([]float64{0, 1, 1, 1}, make([]float64, 116)...),
+			Sum: append([]float64{0, math.NaN(), math.Copysign(0, -1), math.Inf(-1)}, make([]float64, 116)...), Comp: make([]float64, 120)},
+		{Labels: labels.FromStrings("i", "b"), Count: ones, Sum: steady, Comp: make([]float64, 120)},
 	}}
-	swire := resultToPB(series, true)
+	swire, err := resultToPB(series, true)
+	require.NoError(t, err)
 	require.Nil(t, swire.Groups[0].Count)
+	require.Nil(t, swire.Groups[0].Sum)
+	require.Less(t, len(swire.Groups[1].Values), 120, "a steady gauge: bits a step, not 9 bytes")
 	sb, err := proto.Marshal(swire)
 	require.NoError(t, err)
-	require.Less(t, len(sb), len(b), "no counts on the wire")
 	var sback nodepb.PushdownResponse
 	require.NoError(t, proto.Unmarshal(sb, &sback))
-	sout, err := resultFromPB(&sback, 4)
+	sout, err := resultFromPB(&sback, 120)
 	require.NoError(t, err)
 	require.Equal(t, series.Groups[1], sout.Groups[1])
 	require.Equal(t, series.Groups[0].Count, sout.Groups[0].Count)
-	require.True(t, math.IsNaN(sout.Groups[0].Sum[1]) && !value.IsStaleNaN(sout.Groups[0].Sum[1]), "a NaN value stays a value")
-	require.Equal(t, []float64{0, -0.5, 0}, []float64{sout.Groups[0].Sum[0], sout.Groups[0].Sum[2], sout.Groups[0].Sum[3]})
+	for k, v := range series.Groups[0].Sum {
+		require.Equal(t, math.Float64bits(v), math.Float64bits(sout.Groups[0].Sum[k]), "step %d", k)
+	}
 
 	back.Groups[0].Count = back.Groups[0].Count[:4]
 	_, err = resultFromPB(&back, 5)

@@ -2513,12 +2513,17 @@ func (x *PushdownRequest) GetDigestOnly() bool {
 // avg, their Kahan sum and its compensation (comp left out when it is
 // zero at every step, as it mostly is).
 type PushdownGroup struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	LabelNames    []string               `protobuf:"bytes,1,rep,name=label_names,json=labelNames,proto3" json:"label_names,omitempty"`
-	LabelValues   []string               `protobuf:"bytes,2,rep,name=label_values,json=labelValues,proto3" json:"label_values,omitempty"`
-	Count         []uint64               `protobuf:"varint,3,rep,packed,name=count,proto3" json:"count,omitempty"`
-	Sum           []float64              `protobuf:"fixed64,4,rep,packed,name=sum,proto3" json:"sum,omitempty"`
-	Comp          []float64              `protobuf:"fixed64,5,rep,packed,name=comp,proto3" json:"comp,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	LabelNames  []string               `protobuf:"bytes,1,rep,name=label_names,json=labelNames,proto3" json:"label_names,omitempty"`
+	LabelValues []string               `protobuf:"bytes,2,rep,name=label_values,json=labelValues,proto3" json:"label_values,omitempty"`
+	Count       []uint64               `protobuf:"varint,3,rep,packed,name=count,proto3" json:"count,omitempty"`
+	Sum         []float64              `protobuf:"fixed64,4,rep,packed,name=sum,proto3" json:"sum,omitempty"`
+	Comp        []float64              `protobuf:"fixed64,5,rep,packed,name=comp,proto3" json:"comp,omitempty"`
+	// values: without an aggregation (each group one series), its step
+	// values as a stream of dbnode/encoding whose timestamps are the step
+	// indexes (0 the first step), steps without a value left out; count,
+	// sum and comp are then empty.
+	Values        []byte `protobuf:"bytes,6,opt,name=values,proto3" json:"values,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2584,6 +2589,13 @@ func (x *PushdownGroup) GetSum() []float64 {
 func (x *PushdownGroup) GetComp() []float64 {
 	if x != nil {
 		return x.Comp
+	}
+	return nil
+}
+
+func (x *PushdownGroup) GetValues() []byte {
+	if x != nil {
+		return x.Values
 	}
 	return nil
 }
@@ -2857,14 +2869,15 @@ const file_node_proto_rawDesc = "" +
 	" \x01(\rR\x03agg\x12\x1a\n" +
 	"\bgrouping\x18\v \x03(\tR\bgrouping\x12\x1f\n" +
 	"\vdigest_only\x18\f \x01(\bR\n" +
-	"digestOnly\"\x8f\x01\n" +
+	"digestOnly\"\xa7\x01\n" +
 	"\rPushdownGroup\x12\x1f\n" +
 	"\vlabel_names\x18\x01 \x03(\tR\n" +
 	"labelNames\x12!\n" +
 	"\flabel_values\x18\x02 \x03(\tR\vlabelValues\x12\x14\n" +
 	"\x05count\x18\x03 \x03(\x04R\x05count\x12\x10\n" +
 	"\x03sum\x18\x04 \x03(\x01R\x03sum\x12\x12\n" +
-	"\x04comp\x18\x05 \x03(\x01R\x04comp\"\xf5\x01\n" +
+	"\x04comp\x18\x05 \x03(\x01R\x04comp\x12\x16\n" +
+	"\x06values\x18\x06 \x01(\fR\x06values\"\xf5\x01\n" +
 	"\x10PushdownResponse\x12\x1a\n" +
 	"\bdeclined\x18\x01 \x01(\bR\bdeclined\x125\n" +
 	"\x06groups\x18\x02 \x03(\v2\x1d.tessera.rpc.v1.PushdownGroupR\x06groups\x12\x16\n" +
