@@ -58,6 +58,12 @@ func TestClusterPushdown(t *testing.T) {
 		`rate(it_metric[1m])`,
 		`it_metric`,
 		`max_over_time(it_metric[30s]) * 2`,
+		`min by (job) (it_metric)`,
+		// Candidates only. Over values without ties: where several series
+		// tie at the k-th value the one kept depends on series order, and
+		// the pushdown hands the engine series sorted by labels (the order
+		// of Prometheus' own storage), the raw read its merge order.
+		`bottomk(3, it_metric)`,
 	}
 	for _, n := range nodes {
 		for _, q := range queries {

@@ -2,6 +2,8 @@ package promapi
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
@@ -86,5 +88,57 @@ func TestHistogramSelectionIsReadOnce(t *testing.T) {
 			require.Equal(t, declined, api.fastStats.declined.Load(), "no query declined after its read")
 			require.Equal(t, int64(2), api.fastStats.engine.Load()-byEngine, "the engine computed the selection over the fast path's read")
 		})
+	}
+}
+
+// keepCandidates keeps, per group and step, the values fewer than K
+// others beat (ties at the k-th all kept; a NaN below every number), and
+// topk over the parts' candidates is the planner's contract: the rewrite
+// asks for them only for topk/bottomk by (...) with a whole literal k of
+// a selection computed without an aggregation.
+func TestTopkCandidates(t *testing.T) {
+	nan := math.NaN()
+	mk := func(g string, vals ...float64) fastSeries {
+		return fastSeries{lset: labels.FromStrings("g", g, "i", strconv.Itoa(len(vals))+fmt.Sprint(vals)), vals: vals}
+	}
+	out := []fastSeries{
+		mk("a", 5, nan, 1, staleNaN),
+		mk("a", 3, 2, 1, 4),
+		mk("a", 4, nan, 0, 1),
+		mk("a", 1, 1, 2, 2),
+		mk("b", 0, 0, 0, 0), // alone in its group: always a candidate
+	}
+	keepCandidates(out, query.Pushdown{K: 2, Grouping: []string{"g"}}, 4)
+	got := func(i int) []string {
+		var s []string
+		for _, v := range out[i].vals {
+			s = append(s, strconv.FormatFloat(v, 'g', -1, 64))
+		}
+		return s
+	}
+	stale := strconv.FormatFloat(staleNaN, 'g', -1, 64)
+	require.Equal(t, []string{"5", "NaN", "1", stale}, got(0), "step 2: a three-way tie at the 2nd value keeps all three")
+	require.Equal(t, []string{stale, "2", "1", "4"}, got(1))
+	require.Equal(t, []string{"4", stale, stale, stale}, got(2), "step 1: two numbers beat a NaN")
+	require.Equal(t, []string{stale, "1", "2", "2"}, got(3))
+	require.Equal(t, []string{"0", "0", "0", "0"}, got(4))
+
+	fp := newFastParser()
+	for q, want := range map[string]int{
+		`topk(3, rate(x_total[5m]))`:            3,
+		`bottomk by (job) (2, x)`:               2,
+		`topk(2.5, x)`:                          0,
+		`topk(scalar(y), x)`:                    0,
+		`topk without (job) (2, x)`:             0,
+		`topk(2, sum by (job) (rate(x[5m])))`:   0,
+		`sort_desc(topk(1, rate(x_total[1m])))`: 1,
+	} {
+		e, err := fp.ParseExpr(q)
+		require.NoError(t, err, q)
+		k := 0
+		for _, s := range markedSpecs(t, fp, e) {
+			k = max(k, s.K)
+		}
+		require.Equal(t, want, k, q)
 	}
 }

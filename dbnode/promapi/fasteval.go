@@ -336,6 +336,9 @@ func (s *fastSet) load() error {
 			// The engine fails the query reading this series: let it.
 			return errFallback
 		}
+		if s.spec.K > 0 {
+			keepCandidates(s.out, s.spec.Pushdown, r.steps())
+		}
 		s.partial.Groups = seriesPartials(s.out, r.steps())
 		s.out = nil
 	}
@@ -460,6 +463,76 @@ func seriesDigest(id []byte, fs *fastSeries) uint64 {
 	return d.Sum64()
 }
 
+// keepCandidates leaves in out, at each step, only the values of the
+// topk (bottomk) candidates of pd's groups: the series fewer than pd.K
+// others of its group beat there, in the engine's order (topk: a greater
+// value, or any number over a NaN; bottomk: a smaller one, or any number
+// over a NaN). Ties at the k-th value are all kept. The others' values
+// become StaleNaN, no value.
+func keepCandidates(out []fastSeries, pd query.Pushdown, steps int) {
+	beats := func(a, b float64) bool { // a beats b
+		if math.IsNaN(b) {
+			return !math.IsNaN(a)
+		}
+		if pd.Bottom {
+			return a < b
+		}
+		return a > b
+	}
+	groups := map[uint64][]int{}
+	var buf []byte
+	for i := range out {
+		var key uint64
+		if len(pd.Grouping) > 0 {
+			key, buf = out[i].lset.HashForLabels(buf, pd.Grouping...)
+		}
+		groups[key] = append(groups[key], i)
+	}
+	var vals []float64
+	for _, members := range groups {
+		if len(members) <= pd.K {
+			continue // every member is a candidate at every step
+		}
+		for step := range steps {
+			vals = vals[:0]
+			for _, i := range members {
+				if v, ok := out[i].at(step); ok {
+					vals = append(vals, v)
+				}
+			}
+			if len(vals) <= pd.K {
+				continue
+			}
+			// The k-th best value: a member is a candidate unless K
+			// values beat it, i.e. unless the k-th best beats it.
+			slices.SortFunc(vals, func(a, b float64) int {
+				switch {
+				case beats(a, b):
+					return -1
+				case beats(b, a):
+					return 1
+				}
+				return 0
+			})
+			kth := vals[pd.K-1]
+			for _, i := range members {
+				if v, ok := out[i].at(step); ok && beats(kth, v) {
+					out[i].vals[step-out[i].first] = staleNaN
+				}
+			}
+		}
+	}
+}
+
+// at is the series' value at step, false where it has none.
+func (fs *fastSeries) at(step int) (float64, bool) {
+	k := step - fs.first
+	if k < 0 || k >= len(fs.vals) || value.IsStaleNaN(fs.vals[k]) {
+		return 0, false
+	}
+	return fs.vals[k], true
+}
+
 // seriesPartials are series' step values as partials (a request without
 // an aggregation): the value in Sum, Count 1 where there is one.
 func seriesPartials(in []fastSeries, steps int) []query.Partial {
@@ -467,12 +540,15 @@ func seriesPartials(in []fastSeries, steps int) []query.Partial {
 	for i := range in {
 		fs := &in[i]
 		p := query.Partial{Labels: fs.lset, Count: make([]float64, steps), Sum: make([]float64, steps), Comp: make([]float64, steps)}
+		any := false
 		for k, v := range fs.vals {
 			if !value.IsStaleNaN(v) {
-				p.Count[fs.first+k], p.Sum[fs.first+k] = 1, v
+				p.Count[fs.first+k], p.Sum[fs.first+k], any = 1, v, true
 			}
 		}
-		out = append(out, p)
+		if any { // a topk candidate at some step (keepCandidates)
+			out = append(out, p)
+		}
 	}
 	return out
 }

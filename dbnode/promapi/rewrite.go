@@ -3,6 +3,7 @@ package promapi
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"math"
 	"slices"
 	"strings"
 
@@ -129,6 +130,7 @@ func (p fastParser) rewrite(e parser.Expr, safe bool) parser.Expr {
 		if n.Param != nil {
 			n.Param = p.rewrite(n.Param, false)
 		}
+		p.candidates(n)
 	case *parser.BinaryExpr:
 		n.LHS = p.rewrite(n.LHS, safe)
 		n.RHS = p.rewrite(n.RHS, safe)
@@ -263,6 +265,39 @@ func (p fastParser) withSource(vs *parser.VectorSelector) *parser.VectorSelector
 		planOf(vs.LabelMatchers[len(vs.LabelMatchers)-1]).sel.src = strings.Repeat(" ", int(pr.Start)) + p.input[pr.Start:pr.End]
 	}
 	return vs
+}
+
+// maxCandidates is the largest k of a topk or bottomk whose candidates
+// a replica is asked for (query.Pushdown.K).
+const maxCandidates = 10_000
+
+// candidates marks the argument of topk(k, ...) or bottomk(k, ...) by
+// (...), k a whole number literal and the argument a selector the
+// rewrite marked without an aggregation, as needing only the candidates
+// of each group (query.Pushdown.K): a replica computing it answers only
+// the values of the series fewer than k others beat at each step, over
+// which the engine's topk is the same (a series k others beat is never
+// kept, and leaving it out changes no other's fate). On one node the
+// evaluator computes every series as before.
+func (p fastParser) candidates(agg *parser.AggregateExpr) {
+	if (agg.Op != parser.TOPK && agg.Op != parser.BOTTOMK) || agg.Without {
+		return
+	}
+	num, ok := unparen(agg.Param).(*parser.NumberLiteral)
+	if !ok || num.Val < 1 || num.Val > maxCandidates || num.Val != math.Trunc(num.Val) {
+		return
+	}
+	vs, ok := unparen(agg.Expr).(*parser.VectorSelector)
+	if !ok || len(vs.LabelMatchers) == 0 {
+		return
+	}
+	pl := planOf(vs.LabelMatchers[len(vs.LabelMatchers)-1])
+	if pl == nil || pl.sel == nil || pl.sel.Agg != query.AggNone || pl.sel.K != 0 {
+		return
+	}
+	pl.sel.K, pl.sel.Bottom = int(num.Val), agg.Op == parser.BOTTOMK
+	pl.sel.Grouping = slices.Clone(agg.Grouping)
+	slices.Sort(pl.sel.Grouping)
 }
 
 // fastSpec is what a rewritten selector stands for: the typed pushdown

@@ -144,6 +144,14 @@ type Pushdown struct {
 	Range    time.Duration
 	Agg      Agg
 	Grouping []string
+	// K, without an aggregation, asks only for topk (bottomk when Bottom)
+	// candidates: at each step, per group of Grouping, the values of the
+	// series fewer than K others of the group beat (the engine's order:
+	// a NaN below every number), so that topk over every part's candidates
+	// is topk over all the series. 0: every series' values. A node that
+	// predates it answers every series' values, which serves as well.
+	K      int
+	Bottom bool
 }
 
 // Validate reports a Pushdown no evaluator can compute.
@@ -163,8 +171,11 @@ func (p Pushdown) Validate() error {
 	if !slices.IsSorted(p.Grouping) {
 		return fmt.Errorf("pushdown: grouping %q not sorted", p.Grouping)
 	}
-	if p.Agg == AggNone && len(p.Grouping) > 0 {
+	if p.Agg == AggNone && len(p.Grouping) > 0 && p.K == 0 {
 		return fmt.Errorf("pushdown: grouping %q without an aggregation", p.Grouping)
+	}
+	if p.K < 0 || (p.K > 0 && p.Agg != AggNone) || (p.Bottom && p.K == 0) {
+		return fmt.Errorf("pushdown: %d candidates (bottom %v) with aggregation %q", p.K, p.Bottom, p.Agg)
 	}
 	return nil
 }

@@ -73,6 +73,10 @@ func (s *Server) pushdown(ctx context.Context, p *nodepb.PushdownRequest) (*node
 	return resp, nil
 }
 
+// maxCandidates bounds a request's topk/bottomk candidates per group and
+// step (the planner asks at most promapi's limit).
+const maxCandidates = 1 << 20
+
 // requestFromPB is the request on the wire as a query.Request; a request
 // no evaluator can compute is the caller's mistake (InvalidArgument).
 func requestFromPB(p *nodepb.PushdownRequest) (*query.Request, error) {
@@ -80,13 +84,14 @@ func requestFromPB(p *nodepb.PushdownRequest) (*query.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.GetFunc() > 255 || p.GetAgg() > 255 {
+	if p.GetFunc() > 255 || p.GetAgg() > 255 || p.GetK() < 0 || p.GetK() > maxCandidates {
 		return nil, status.Errorf(codes.InvalidArgument, "pushdown: function %d, aggregation %d", p.GetFunc(), p.GetAgg())
 	}
 	req := &query.Request{Namespace: p.GetNamespace(), Matchers: ms,
 		Steps: query.Steps{Start: p.GetStart(), End: p.GetEnd(), Step: p.GetStep(), Lookback: p.GetLookback()},
 		Pushdown: query.Pushdown{Func: query.Func(p.GetFunc()), Range: time.Duration(p.GetRange()) * time.Millisecond,
-			Agg: query.Agg(p.GetAgg()), Grouping: p.GetGrouping()}, DigestOnly: p.GetDigestOnly()}
+			Agg: query.Agg(p.GetAgg()), Grouping: p.GetGrouping(), K: int(p.GetK()), Bottom: p.GetBottom()},
+		DigestOnly: p.GetDigestOnly()}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -101,7 +106,7 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 	return &nodepb.PushdownRequest{Namespace: req.Namespace, Matchers: matchersToPB(ms), Shards: shards,
 		Start: req.Steps.Start, End: req.Steps.End, Step: req.Steps.Step, Lookback: req.Steps.Lookback,
 		Func: uint32(req.Func), Range: req.Range.Milliseconds(), Agg: uint32(req.Agg), Grouping: req.Grouping,
-		DigestOnly: req.DigestOnly}
+		DigestOnly: req.DigestOnly, K: int64(req.K), Bottom: req.Bottom}
 }
 
 // resultToPB is r on the wire. perSeries (a request without an

@@ -33,6 +33,11 @@ func TestPushdownRoundTrip(t *testing.T) {
 	got, err = requestFromPB(requestToPB(req, nil))
 	require.NoError(t, err)
 	require.True(t, got.DigestOnly)
+	cand := *req
+	cand.Agg, cand.K, cand.Bottom = query.AggNone, 3, true
+	got, err = requestFromPB(requestToPB(&cand, nil))
+	require.NoError(t, err)
+	require.Equal(t, cand.Pushdown, got.Pushdown, "topk candidates by (job, mode)")
 	dw, err := resultToPB(&query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true}, false)
 	require.NoError(t, err)
 	d, err := resultFromPB(dw, 5)

@@ -2389,7 +2389,12 @@ type PushdownRequest struct {
 	// groups: the requester takes the groups from another replica of the
 	// same shards and compares digests. An older node ignores it and
 	// answers in full, which serves as well.
-	DigestOnly    bool `protobuf:"varint,12,opt,name=digest_only,json=digestOnly,proto3" json:"digest_only,omitempty"`
+	DigestOnly bool `protobuf:"varint,12,opt,name=digest_only,json=digestOnly,proto3" json:"digest_only,omitempty"`
+	// k, without an aggregation: only topk (bottomk when bottom) candidates
+	// per group of grouping at each step (query.Pushdown.K). An older node
+	// ignores it and answers every series' values, which serves as well.
+	K             int64 `protobuf:"varint,13,opt,name=k,proto3" json:"k,omitempty"`
+	Bottom        bool  `protobuf:"varint,14,opt,name=bottom,proto3" json:"bottom,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2504,6 +2509,20 @@ func (x *PushdownRequest) GetGrouping() []string {
 func (x *PushdownRequest) GetDigestOnly() bool {
 	if x != nil {
 		return x.DigestOnly
+	}
+	return false
+}
+
+func (x *PushdownRequest) GetK() int64 {
+	if x != nil {
+		return x.K
+	}
+	return 0
+}
+
+func (x *PushdownRequest) GetBottom() bool {
+	if x != nil {
+		return x.Bottom
 	}
 	return false
 }
@@ -2854,7 +2873,7 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xcd\x02\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xf3\x02\n" +
 	"\x0fPushdownRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x16\n" +
@@ -2869,7 +2888,9 @@ const file_node_proto_rawDesc = "" +
 	" \x01(\rR\x03agg\x12\x1a\n" +
 	"\bgrouping\x18\v \x03(\tR\bgrouping\x12\x1f\n" +
 	"\vdigest_only\x18\f \x01(\bR\n" +
-	"digestOnly\"\xa7\x01\n" +
+	"digestOnly\x12\f\n" +
+	"\x01k\x18\r \x01(\x03R\x01k\x12\x16\n" +
+	"\x06bottom\x18\x0e \x01(\bR\x06bottom\"\xa7\x01\n" +
 	"\rPushdownGroup\x12\x1f\n" +
 	"\vlabel_names\x18\x01 \x03(\tR\n" +
 	"labelNames\x12!\n" +
