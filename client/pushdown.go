@@ -70,7 +70,10 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 	if !rep.OK {
 		for _, g := range rep.Groups {
 			for _, f := range g.Failed {
-				if errors.Is(f.Err, query.ErrDeclined) || status.Code(f.Err) == codes.Unimplemented {
+				if errors.Is(f.Err, query.ErrDeclined) || status.Code(f.Err) == codes.Unimplemented ||
+					(req.Agg.Newer() && status.Code(f.Err) == codes.InvalidArgument) {
+					// A node that predates pushdown, or (InvalidArgument) one
+					// that predates this kind of request.
 					return nil, query.ErrDeclined
 				}
 			}
@@ -93,12 +96,17 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 		if len(rs) == 0 {
 			continue
 		}
-		if slices.ContainsFunc(rs[1:], func(o *query.Result) bool { return o.Digest != rs[0].Digest }) {
-			s.m.pushDisagree.Inc(1)
+		full := slices.IndexFunc(rs, func(o *query.Result) bool { return !o.DigestOnly })
+		if slices.ContainsFunc(rs[1:], func(o *query.Result) bool { return o.Digest != rs[0].Digest }) || full < 0 {
+			// The replicas disagree, or the owner asked in full failed
+			// and only digests came: the part is read raw.
+			if full >= 0 {
+				s.m.pushDisagree.Inc(1)
+			}
 			disagree = append(disagree, parts[pi])
 			continue
 		}
-		if err := out.Merge(rs[0]); err != nil {
+		if err := out.MergeFor(req.Agg, rs[full]); err != nil {
 			return nil, err
 		}
 	}
@@ -107,7 +115,7 @@ func (s *Session) Push(ctx context.Context, req *query.Request) (*query.Result, 
 		if err != nil {
 			return nil, err
 		}
-		if err := out.Merge(res); err != nil {
+		if err := out.MergeFor(req.Agg, res); err != nil {
 			return nil, err
 		}
 	}
@@ -153,7 +161,7 @@ func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst
 	var ask func(ctx context.Context, pi int) (*query.Result, error)
 	if inst == s.opts.LocalID && s.opts.Local != nil {
 		ask = func(ctx context.Context, pi int) (*query.Result, error) {
-			return s.opts.Evaluate(ctx, req, shardSet(m, parts, []int{pi}))
+			return s.opts.Evaluate(ctx, req, shardSet(m, parts, []int{pi})) // in full: it costs no bytes
 		}
 	} else {
 		h, err := s.host(inst, m.Endpoints[inst])
@@ -170,7 +178,14 @@ func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst
 		}
 		defer cancel()
 		ctx = gctx
+		need, down := s.opts.ReadLevel.required(m.Placement.ReplicaFactor), s.down(m)
 		ask = func(ctx context.Context, pi int) (*query.Result, error) {
+			req := req
+			if need > 1 && inst != s.fullOwner(parts[pi], need, down) {
+				r := *req
+				r.DigestOnly = true
+				req = &r
+			}
 			res, err := pp.Pushdown(ctx, req, parts[pi].shards)
 			if err != nil {
 				if errors.Is(err, query.ErrDeclined) {
@@ -178,7 +193,7 @@ func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst
 				}
 				return nil, callErr(ctx, err)
 			}
-			s.m.readBytes.Inc(int64(resultBytes(res)))
+			s.m.readBytes.Inc(int64(resultBytes(res, req.Agg == query.AggNone)))
 			return res, nil
 		}
 	}
@@ -209,13 +224,47 @@ func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst
 	return out, nil
 }
 
-// resultBytes is about what a pushdown answer carried on the wire
-// (rpc.resultToPB): its groups' labels, a varint count per step (one byte
-// for fewer than 128 series), the sums and any non-zero compensations.
-func resultBytes(r *query.Result) int {
+// fullOwner is the owner of part whose answer is used in full, where the
+// read level asks need > 1 owners of it: this node when it is among the
+// first need owners asked (its answer crosses no network), else the first.
+// The others answer only their digest (Request.DigestOnly), compared with
+// the full answer's: the part's values cross the network once at most,
+// not once per replica asked.
+// Hosts known down are passed over, as Fanout asks them last.
+func (s *Session) fullOwner(part routeGroup, need int, down func(string) bool) string {
+	order := make([]string, 0, len(part.readable))
+	for _, o := range part.readable {
+		if !down(o.InstanceID) {
+			order = append(order, o.InstanceID)
+		}
+	}
+	for _, o := range part.readable {
+		if down(o.InstanceID) {
+			order = append(order, o.InstanceID)
+		}
+	}
+	for _, id := range order[:min(need, len(order))] {
+		if id == s.opts.LocalID && s.opts.Local != nil {
+			return id
+		}
+	}
+	return order[0]
+}
+
+// resultBytes is what a pushdown answer carried on the wire: as the RPC
+// client measured it, else about (rpc.resultToPB): its groups' labels, a varint count per step (one byte
+// for fewer than 128 series; none for a series' values, perSeries), the
+// sums and any non-zero compensations.
+func resultBytes(r *query.Result, perSeries bool) int {
+	if r.WireBytes > 0 {
+		return r.WireBytes // measured by the RPC client
+	}
 	n := 8
 	for _, g := range r.Groups {
-		n += int(g.Labels.ByteSize()) + len(g.Count) + 8*len(g.Sum)
+		n += int(g.Labels.ByteSize()) + 8*len(g.Sum)
+		if !perSeries {
+			n += len(g.Count)
+		}
 		if slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }) {
 			n += 8 * len(g.Comp)
 		}

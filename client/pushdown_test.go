@@ -23,6 +23,7 @@ type pushingPeer struct {
 	skew   uint64
 	mu     sync.Mutex
 	shards []uint32
+	full   []uint32 // the shards it answered in full (not DigestOnly)
 }
 
 func (p *pushingPeer) Pushdown(ctx context.Context, req *query.Request, shards []uint32) (*query.Result, error) {
@@ -31,6 +32,9 @@ func (p *pushingPeer) Pushdown(ctx context.Context, req *query.Request, shards [
 	}
 	p.mu.Lock()
 	p.shards = append(p.shards, shards...)
+	if !req.DigestOnly {
+		p.full = append(p.full, shards...)
+	}
 	p.mu.Unlock()
 	asked := map[uint32]bool{}
 	for _, sh := range shards {
@@ -46,6 +50,9 @@ func (p *pushingPeer) Pushdown(ctx context.Context, req *query.Request, shards [
 	}
 	res := countResult(ids)
 	res.Digest += p.skew
+	if req.DigestOnly {
+		res.Groups, res.DigestOnly = nil, true
+	}
 	return res, nil
 }
 
@@ -161,8 +168,15 @@ func TestPushFallsBackPerPartOnDisagreement(t *testing.T) {
 			asked[sh]++
 		}
 	}
+	full := map[uint32]int{}
+	for _, p := range peers {
+		for _, sh := range p.full {
+			full[sh]++
+		}
+	}
 	for sh := uint32(0); sh < 16; sh++ {
 		require.Equal(t, 2, asked[sh], "shard %d", sh)
+		require.Equal(t, 1, full[sh], "shard %d: one replica answers in full, the other its digest", sh)
 	}
 	third := map[uint32]bool{}
 	for _, sh := range peers["127.0.0.1:9003"].shards {

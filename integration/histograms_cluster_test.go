@@ -162,6 +162,14 @@ func TestClusterStoresHistogramsOnEveryReplica(t *testing.T) {
 		require.Equal(t, "240", promScalar(t, n.url(), "sum(histogram_count(cl_v2))", now-49_000), "through %s", n.cfg.ID)
 	}
 
+	// A pushed-down selection holding histograms: the replicas decline
+	// (before decoding), node 1 reads the raw series and the engine
+	// computes the selection over that read (engineset.go), answering as
+	// the plain engine does (an @ selector is never pushed down).
+	at := now - 49_000
+	plain := promScalar(t, n1.url(), fmt.Sprintf("histogram_quantile(0.5, sum(cl_v2 @ %.3f))", float64(at)/1000), at)
+	require.Equal(t, plain, promScalar(t, n1.url(), "histogram_quantile(0.5, sum(cl_v2))", at))
+
 	// Node 3 down: the write meets majority on nodes 1 and 2, node 3's
 	// share is hinted and replayed when it is back.
 	n3.stop()

@@ -23,7 +23,8 @@ import (
 // TestClusterPushdown: through every node of a three-node RF 3 cluster
 // (query.pushdown on, its default),
 // aggregations are computed by the replicas (Push: partial aggregates
-// over RPC, digests compared at majority) and answer as the plain engine
+// over RPC, digests compared at majority), and so are the step values of
+// a query without one, and answer as the plain engine
 // over the raw series does (stats=all turns the pushdown off), and the
 // session says it pushed them down.
 func TestClusterPushdown(t *testing.T) {
@@ -53,6 +54,16 @@ func TestClusterPushdown(t *testing.T) {
 		`count by (job) (count_over_time(it_metric[1m]))`,
 		`sum(rate(it_metric[1m]))`,
 		`group by (job) (it_metric)`,
+		// Without an aggregation: each series' step values.
+		`rate(it_metric[1m])`,
+		`it_metric`,
+		`max_over_time(it_metric[30s]) * 2`,
+		`min by (job) (it_metric)`,
+		// Candidates only. Over values without ties: where several series
+		// tie at the k-th value the one kept depends on series order, and
+		// the pushdown hands the engine series sorted by labels (the order
+		// of Prometheus' own storage), the raw read its merge order.
+		`bottomk(3, it_metric)`,
 	}
 	for _, n := range nodes {
 		for _, q := range queries {

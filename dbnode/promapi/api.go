@@ -31,6 +31,10 @@ type API struct {
 	b      query.Reader
 	opts   Options
 	engine *promql.Engine
+	// inner is the engine the fast path evaluates a selection holding
+	// native histograms with (engineset.go): the plain engine's options
+	// without its concurrency slots, which the calling query holds.
+	inner *promql.Engine
 	// fast is the engine whose parser rewrites the calls the fast path
 	// computes (rewrite.go), nil when Options.DisableFastPath. Both
 	// engines share one query tracker, so MaxConcurrency bounds them
@@ -59,6 +63,9 @@ func New(b query.Reader, opts Options) (*API, error) {
 		fp := newFastParser()
 		eo.Parser = fp
 		a.fast, a.fastMarker = promql.NewEngine(eo), fp.marker
+		io := opts.engineOpts()
+		io.ActiveQueryTracker = nil
+		a.inner = promql.NewEngine(io)
 	}
 	rp := newRollupParser()
 	eo.Parser = rp
@@ -360,9 +367,11 @@ func (a *API) exec(ctx context.Context, r *http.Request, qs string, limit int, f
 	}
 	if a.fast != nil && r.FormValue("stats") == "" {
 		fr.marker, fr.parallelism, fr.maxSamples, fr.stats = a.fastMarker, a.opts.Parallelism, a.opts.MaxSamples, &a.fastStats
+		fr.engine = a.inner
 		// The engine's lookback: the request's, else the default.
 		fr.lookback = a.opts.LookbackDelta.Milliseconds()
-		if o, _ := queryOpts(r); o != nil && o.LookbackDelta() > 0 {
+		fr.opts, _ = queryOpts(r)
+		if o := fr.opts; o != nil && o.LookbackDelta() > 0 {
 			fr.lookback = o.LookbackDelta().Milliseconds()
 		}
 		fq := qa

@@ -130,7 +130,7 @@ func TestGeneratedQueriesMatchPrometheusCluster(t *testing.T) {
 	before := genChecked.Load()
 	scope := tally.NewTestScope("", nil)
 	rapid.Check(t, genPropertyTol(t, &stats, threeNodes(t, scope), true))
-	t.Logf("%d queries compared through a three-node session; %d aggregations pushed down and merged, %d declined to raw series",
+	t.Logf("%d queries compared through a three-node session; %d selections pushed down (aggregations and step values) and merged, %d declined to raw series",
 		genChecked.Load()-before, stats.pushed.Load(), stats.declined.Load())
 	require.Positive(t, stats.pushed.Load(), "the comparison must exercise the pushdown")
 	// Replicas reading the same samples in other orders agree.

@@ -29,9 +29,6 @@ func Evaluate(ctx context.Context, r query.Reader, req *query.Request, opts Opti
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if req.Agg == query.AggNone {
-		return nil, query.ErrDeclined
-	}
 	q := &querier{b: r, ns: req.Namespace, fast: &fastRange{
 		start: req.Steps.Start, end: req.Steps.End, stp: req.Steps.Step, lookback: req.Steps.Lookback,
 		parallelism: max(1, opts.Parallelism), maxSamples: opts.MaxSamples,
@@ -45,6 +42,9 @@ func Evaluate(ctx context.Context, r query.Reader, req *query.Request, opts Opti
 		return nil, err
 	}
 	res.Series = int(q.fetched.Load())
+	if req.DigestOnly {
+		res.Groups, res.DigestOnly = nil, true
+	}
 	for _, err := range s.warnings {
 		if !errors.Is(err, annotations.PossibleNonCounterInfo) {
 			res.Warnings = append(res.Warnings, err.Error())
@@ -55,8 +55,9 @@ func Evaluate(ctx context.Context, r query.Reader, req *query.Request, opts Opti
 	return res, nil
 }
 
-// loadPushed asks p for the set's aggregation instead of reading raw
-// series; false when p declines before the set read anything.
+// loadPushed asks p for the set's aggregation, or without one its series'
+// step values, instead of reading raw series; false when p declines
+// before the set read anything.
 func (s *fastSet) loadPushed(p query.Pusher) (bool, error) {
 	q, r := s.q, s.q.fast
 	req := &query.Request{Namespace: q.ns, Matchers: s.matchers,
@@ -105,9 +106,14 @@ func (s *fastSet) loadPushed(p query.Pusher) (bool, error) {
 		}
 	}
 	s.out = out
+	if s.sorted {
+		slices.SortFunc(s.out, func(a, b fastSeries) int { return labels.Compare(a.lset, b.lset) })
+	}
 	if r.stats != nil {
 		r.stats.computed.Add(1)
-		r.stats.aggregated.Add(1)
+		if s.spec.Agg != query.AggNone {
+			r.stats.aggregated.Add(1)
+		}
 		r.stats.pushed.Add(1)
 	}
 	return true, nil

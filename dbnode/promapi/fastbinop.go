@@ -357,6 +357,11 @@ func (s *binSet) operand(o binOperand) ([]fastSeries, float64, error) {
 		return nil, 0, err
 	}
 	for i := range fs.out {
+		if fs.out[i].hists != nil {
+			// The engine computed the operand (native histograms): the
+			// operator's float arithmetic does not apply.
+			return nil, 0, errFallback
+		}
 		if fs.out[i].err != nil {
 			// The engine fails reading this series, where its evaluation
 			// of the operator has got to: let it.

@@ -47,6 +47,12 @@ type fastRange struct {
 	parallelism     int
 	maxSamples      int
 	stats           *fastStats
+	// engine evaluates a selection holding native histograms over the
+	// series already read (engineset.go): the plain engine, without the
+	// API's concurrency slots (the query calling it holds one). Nil
+	// (Evaluate, on a replica): such a selection is declined.
+	engine *promql.Engine
+	opts   promql.QueryOpts // the query's, for engine
 }
 
 // fastStats count the fast path's work, for tests and operators.
@@ -60,6 +66,9 @@ type fastStats struct {
 	// pushed counts the aggregations a query.Pusher answered (Evaluate
 	// where the data lives) instead of raw series.
 	pushed atomic.Int64
+	// engine counts the selections holding native histograms the engine
+	// computed over the fast path's read (engineset.go).
+	engine atomic.Int64
 }
 
 // steps is the number of evaluation steps.
@@ -106,6 +115,10 @@ type fastSeries struct {
 	// err is the series' read error after some samples: the engine meets
 	// it evaluating the series, through its iterator.
 	err error
+	// hists, when not nil, holds a native histogram value at the steps
+	// where one is not nil (vals is then ignored there): a selection
+	// holding histograms is computed by the engine (engineSet).
+	hists []*histogram.FloatHistogram
 }
 
 func (s *fastSet) Next() bool {
@@ -128,7 +141,7 @@ func (s *fastSet) At() storage.Series { return s.q.fast.series(&s.out[s.i]) }
 // series is fs as the engine reads it: its step values from its first
 // step on.
 func (r *fastRange) series(fs *fastSeries) *precomputed {
-	return &precomputed{lset: fs.lset, vals: fs.vals, t0: r.start + int64(fs.first)*r.stp, stp: r.stp, err: fs.err}
+	return &precomputed{lset: fs.lset, vals: fs.vals, hists: fs.hists, t0: r.start + int64(fs.first)*r.stp, stp: r.stp, err: fs.err}
 }
 
 func (s *fastSet) Err() error                        { return s.err }
@@ -138,7 +151,7 @@ func (s *fastSet) Warnings() annotations.Annotations { return s.warnings }
 // parallelism goroutines.
 func (s *fastSet) load() error {
 	q, r := s.q, s.q.fast
-	if p, ok := q.b.(query.Pusher); ok && s.partial == nil && s.spec.Agg != query.AggNone {
+	if p, ok := q.b.(query.Pusher); ok && s.partial == nil {
 		if done, err := s.loadPushed(p); done || err != nil {
 			return err
 		}
@@ -165,10 +178,20 @@ func (s *fastSet) load() error {
 	if err := q.limits.CheckFetchedSeries(int(q.fetched.Add(int64(len(its))))); err != nil {
 		return err
 	}
-	for _, it := range its {
-		if it.Histograms != nil {
+	if hasHistograms(its) {
+		// Known before a sample is decoded: the engine computes this
+		// selection over the series just read, or, where no engine is at
+		// hand (a replica's Evaluate), it is declined before any is.
+		if r.engine == nil || s.spec.src == "" || s.partial != nil {
 			return errFallback
 		}
+		if err := s.loadEngine(its); err != nil {
+			return err
+		}
+		if s.sorted {
+			slices.SortFunc(s.out, func(a, b fastSeries) int { return labels.Compare(a.lset, b.lset) })
+		}
+		return nil
 	}
 	out := make([]fastSeries, len(its))
 	workers := min(r.parallelism, (len(its)+fastChunk-1)/fastChunk)
@@ -308,6 +331,17 @@ func (s *fastSet) load() error {
 		// no such twin stay on the fast path.
 		return errFallback
 	}
+	if s.partial != nil && s.spec.Agg == query.AggNone {
+		if slices.ContainsFunc(s.out, func(fs fastSeries) bool { return fs.err != nil }) {
+			// The engine fails the query reading this series: let it.
+			return errFallback
+		}
+		if s.spec.K > 0 {
+			keepCandidates(s.out, s.spec.Pushdown, r.steps())
+		}
+		s.partial.Groups = seriesPartials(s.out, r.steps())
+		s.out = nil
+	}
 	if s.spec.Agg != query.AggNone {
 		switch {
 		case s.partial != nil && counted(s.spec.Agg):
@@ -427,6 +461,96 @@ func seriesDigest(id []byte, fs *fastSeries) uint64 {
 		_, _ = d.Write(b[:])
 	}
 	return d.Sum64()
+}
+
+// keepCandidates leaves in out, at each step, only the values of the
+// topk (bottomk) candidates of pd's groups: the series fewer than pd.K
+// others of its group beat there, in the engine's order (topk: a greater
+// value, or any number over a NaN; bottomk: a smaller one, or any number
+// over a NaN). Ties at the k-th value are all kept. The others' values
+// become StaleNaN, no value.
+func keepCandidates(out []fastSeries, pd query.Pushdown, steps int) {
+	beats := func(a, b float64) bool { // a beats b
+		if math.IsNaN(b) {
+			return !math.IsNaN(a)
+		}
+		if pd.Bottom {
+			return a < b
+		}
+		return a > b
+	}
+	groups := map[uint64][]int{}
+	var buf []byte
+	for i := range out {
+		var key uint64
+		if len(pd.Grouping) > 0 {
+			key, buf = out[i].lset.HashForLabels(buf, pd.Grouping...)
+		}
+		groups[key] = append(groups[key], i)
+	}
+	var vals []float64
+	for _, members := range groups {
+		if len(members) <= pd.K {
+			continue // every member is a candidate at every step
+		}
+		for step := range steps {
+			vals = vals[:0]
+			for _, i := range members {
+				if v, ok := out[i].at(step); ok {
+					vals = append(vals, v)
+				}
+			}
+			if len(vals) <= pd.K {
+				continue
+			}
+			// The k-th best value: a member is a candidate unless K
+			// values beat it, i.e. unless the k-th best beats it.
+			slices.SortFunc(vals, func(a, b float64) int {
+				switch {
+				case beats(a, b):
+					return -1
+				case beats(b, a):
+					return 1
+				}
+				return 0
+			})
+			kth := vals[pd.K-1]
+			for _, i := range members {
+				if v, ok := out[i].at(step); ok && beats(kth, v) {
+					out[i].vals[step-out[i].first] = staleNaN
+				}
+			}
+		}
+	}
+}
+
+// at is the series' value at step, false where it has none.
+func (fs *fastSeries) at(step int) (float64, bool) {
+	k := step - fs.first
+	if k < 0 || k >= len(fs.vals) || value.IsStaleNaN(fs.vals[k]) {
+		return 0, false
+	}
+	return fs.vals[k], true
+}
+
+// seriesPartials are series' step values as partials (a request without
+// an aggregation): the value in Sum, Count 1 where there is one.
+func seriesPartials(in []fastSeries, steps int) []query.Partial {
+	out := make([]query.Partial, 0, len(in))
+	for i := range in {
+		fs := &in[i]
+		p := query.Partial{Labels: fs.lset, Count: make([]float64, steps), Sum: make([]float64, steps), Comp: make([]float64, steps)}
+		any := false
+		for k, v := range fs.vals {
+			if !value.IsStaleNaN(v) {
+				p.Count[fs.first+k], p.Sum[fs.first+k], any = 1, v, true
+			}
+		}
+		if any { // a topk candidate at some step (keepCandidates)
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // countPartials are a count's output series as partials.
@@ -556,6 +680,11 @@ func (g *aggGroup) add(op query.Agg, step int, f float64) {
 	switch op {
 	case query.AggCount:
 		g.count[step]++
+	case query.AggMin, query.AggMax:
+		g.count[step]++
+		if query.CompareStep(op, g.value[step], f) {
+			g.value[step] = f
+		}
 	case query.AggSum:
 		g.value[step], g.comp[step] = sumInc(f, g.value[step], g.comp[step])
 	case query.AggAvg:
@@ -584,6 +713,8 @@ func (g *aggGroup) result(op query.Agg, step int) float64 {
 		return g.count[step]
 	case query.AggSum:
 		return g.value[step] + g.comp[step]
+	case query.AggMin, query.AggMax:
+		return g.value[step]
 	}
 	if g.incr[step] {
 		return g.mean[step] + g.comp[step]
@@ -1042,6 +1173,7 @@ func minOverTime(pts []promql.FPoint) float64 {
 type precomputed struct {
 	lset    labels.Labels
 	vals    []float64
+	hists   []*histogram.FloatHistogram // nil, or a histogram where not nil
 	t0, stp int64
 	err     error // reported by Err once vals are done
 }
@@ -1053,13 +1185,14 @@ func (p *precomputed) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 	if !ok {
 		it = &stepIterator{}
 	}
-	*it = stepIterator{vals: p.vals, t0: p.t0, stp: p.stp, i: -1, err: p.err}
+	*it = stepIterator{vals: p.vals, hists: p.hists, t0: p.t0, stp: p.stp, i: -1, err: p.err}
 	return it
 }
 
 // stepIterator walks step values with chunkenc's Next and Seek contract.
 type stepIterator struct {
 	vals    []float64
+	hists   []*histogram.FloatHistogram
 	t0, stp int64
 	i       int
 	err     error
@@ -1071,8 +1204,16 @@ func (it *stepIterator) Next() chunkenc.ValueType {
 	if it.i < len(it.vals) {
 		it.i++
 	}
-	if it.i >= len(it.vals) {
+	return it.typ()
+}
+
+// typ is the type of the value at i, which is in range unless ValNone.
+func (it *stepIterator) typ() chunkenc.ValueType {
+	switch {
+	case it.i >= len(it.vals):
 		return chunkenc.ValNone
+	case it.hists != nil && it.hists[it.i] != nil:
+		return chunkenc.ValFloatHistogram
 	}
 	return chunkenc.ValFloat
 }
@@ -1084,10 +1225,7 @@ func (it *stepIterator) Seek(t int64) chunkenc.ValueType {
 	for it.i < len(it.vals) && it.t(it.i) < t {
 		it.i++
 	}
-	if it.i >= len(it.vals) {
-		return chunkenc.ValNone
-	}
-	return chunkenc.ValFloat
+	return it.typ()
 }
 
 func (it *stepIterator) At() (int64, float64) { return it.t(it.i), it.vals[it.i] }
@@ -1096,8 +1234,17 @@ func (it *stepIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.His
 	return it.t(it.i), nil
 }
 
-func (it *stepIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
-	return it.t(it.i), nil
+// AtFloatHistogram returns a copy (into fh when given): the engine may
+// change the histogram it is handed, and a series may be read again.
+func (it *stepIterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	if it.hists == nil || it.hists[it.i] == nil {
+		return it.t(it.i), nil
+	}
+	if fh == nil {
+		return it.t(it.i), it.hists[it.i].Copy()
+	}
+	it.hists[it.i].CopyTo(fh)
+	return it.t(it.i), fh
 }
 
 func (it *stepIterator) AtT() int64  { return it.t(it.i) }

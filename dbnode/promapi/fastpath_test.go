@@ -399,7 +399,9 @@ func TestFastPathAggregates(t *testing.T) {
 		`sum without (mode) (x)`:                      "",
 		`avg by (mode) (x)`:                           "avg",
 		`group by (mode) (x)`:                         "group",
-		`max by (mode) (x)`:                           "",
+		`max by (mode) (x)`:                           "max",
+		`min by (mode) (rate(x_total[5m]))`:           "min",
+		`stddev by (mode) (x)`:                        "",
 		`sum by (mode) (x offset 1m)`:                 "",
 		`sum by (mode) (x * 2)`:                       "",
 	} {

@@ -3,6 +3,7 @@ package promapi
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"math"
 	"slices"
 	"strings"
 
@@ -84,6 +85,9 @@ var safeParents = map[string]bool{
 type fastParser struct {
 	parser.Parser
 	marker string
+	// input is the query being rewritten (ParseExpr sets it on its copy),
+	// from which each plan keeps its subexpression's text (fastSpec.src).
+	input string
 }
 
 func newFastParser() fastParser {
@@ -98,6 +102,7 @@ func (p fastParser) ParseExpr(input string) (parser.Expr, error) {
 	if err != nil {
 		return expr, err
 	}
+	p.input = input
 	return p.rewriteBinary(p.rewrite(expr, true)), nil
 }
 
@@ -108,7 +113,7 @@ func (p fastParser) rewrite(e parser.Expr, safe bool) parser.Expr {
 	case *parser.Call:
 		if safe {
 			if vs := p.replace(n); vs != nil {
-				return vs
+				return p.withSource(vs)
 			}
 		}
 		argSafe := safe && safeParents[n.Func.Name]
@@ -118,13 +123,14 @@ func (p fastParser) rewrite(e parser.Expr, safe bool) parser.Expr {
 	case *parser.AggregateExpr:
 		if safe {
 			if vs := p.replaceAgg(n); vs != nil {
-				return vs
+				return p.withSource(vs)
 			}
 		}
 		n.Expr = p.rewrite(n.Expr, safe)
 		if n.Param != nil {
 			n.Param = p.rewrite(n.Param, false)
 		}
+		p.candidates(n)
 	case *parser.BinaryExpr:
 		n.LHS = p.rewrite(n.LHS, safe)
 		n.RHS = p.rewrite(n.RHS, safe)
@@ -138,7 +144,7 @@ func (p fastParser) rewrite(e parser.Expr, safe bool) parser.Expr {
 		// An instant selector (one inside a matrix selector is never
 		// visited): its value at each step, looked back for.
 		if safe && plainSelector(n) {
-			return p.marked(n, fastSpec{pos: n.PosRange})
+			return p.withSource(p.marked(n, fastSpec{pos: n.PosRange}))
 		}
 	case *parser.MatrixSelector, *parser.NumberLiteral, *parser.StringLiteral, *parser.StepInvariantExpr:
 	}
@@ -203,12 +209,13 @@ func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
 // fastAggs are the aggregations the fast path computes over the series
 // of a marked selector, in the engine's order and with its operations
 // (fastSet.aggregate): sum and avg (Kahan, series in the engine's order
-// at each step; avg's switch to an incremental mean on overflow) and
-// count. Both produce one series per group, a few where the
+// at each step; avg's switch to an incremental mean on overflow), count,
+// group, and min and max (the engine's comparison, a NaN replaced by any
+// value). Both produce one series per group, a few where the
 // input has thousands; the engine would otherwise take every input
 // series' step values on its one goroutine only to add them.
 var fastAggs = map[parser.ItemType]query.Agg{parser.SUM: query.AggSum, parser.COUNT: query.AggCount, parser.AVG: query.AggAvg,
-	parser.GROUP: query.AggGroup}
+	parser.GROUP: query.AggGroup, parser.MIN: query.AggMin, parser.MAX: query.AggMax}
 
 // replaceAgg returns the marked vector selector standing for agg, a sum,
 // count or avg by (...) (no without: its groups' hash keeps __type__ and
@@ -250,6 +257,49 @@ func (p fastParser) replaceAgg(agg *parser.AggregateExpr) *parser.VectorSelector
 	return vs
 }
 
+// withSource keeps in vs's plan the text of the subexpression vs stands
+// for, at its place in the query (fastSpec.src).
+func (p fastParser) withSource(vs *parser.VectorSelector) *parser.VectorSelector {
+	pr := vs.PosRange
+	if int(pr.Start) >= 0 && pr.Start <= pr.End && int(pr.End) <= len(p.input) {
+		planOf(vs.LabelMatchers[len(vs.LabelMatchers)-1]).sel.src = strings.Repeat(" ", int(pr.Start)) + p.input[pr.Start:pr.End]
+	}
+	return vs
+}
+
+// maxCandidates is the largest k of a topk or bottomk whose candidates
+// a replica is asked for (query.Pushdown.K).
+const maxCandidates = 10_000
+
+// candidates marks the argument of topk(k, ...) or bottomk(k, ...) by
+// (...), k a whole number literal and the argument a selector the
+// rewrite marked without an aggregation, as needing only the candidates
+// of each group (query.Pushdown.K): a replica computing it answers only
+// the values of the series fewer than k others beat at each step, over
+// which the engine's topk is the same (a series k others beat is never
+// kept, and leaving it out changes no other's fate). On one node the
+// evaluator computes every series as before.
+func (p fastParser) candidates(agg *parser.AggregateExpr) {
+	if (agg.Op != parser.TOPK && agg.Op != parser.BOTTOMK) || agg.Without {
+		return
+	}
+	num, ok := unparen(agg.Param).(*parser.NumberLiteral)
+	if !ok || num.Val < 1 || num.Val > maxCandidates || num.Val != math.Trunc(num.Val) {
+		return
+	}
+	vs, ok := unparen(agg.Expr).(*parser.VectorSelector)
+	if !ok || len(vs.LabelMatchers) == 0 {
+		return
+	}
+	pl := planOf(vs.LabelMatchers[len(vs.LabelMatchers)-1])
+	if pl == nil || pl.sel == nil || pl.sel.Agg != query.AggNone || pl.sel.K != 0 {
+		return
+	}
+	pl.sel.K, pl.sel.Bottom = int(num.Val), agg.Op == parser.BOTTOMK
+	pl.sel.Grouping = slices.Clone(agg.Grouping)
+	slices.Sort(pl.sel.Grouping)
+}
+
 // fastSpec is what a rewritten selector stands for: the typed pushdown
 // (function, range, aggregation and its sorted grouping) and the position
 // of its argument in the query (for the annotations the engine would
@@ -257,4 +307,11 @@ func (p fastParser) replaceAgg(agg *parser.AggregateExpr) *parser.VectorSelector
 type fastSpec struct {
 	query.Pushdown
 	pos posrange.PositionRange
+	// src is the text of the subexpression the selector stands for,
+	// preceded by as many spaces as it stood from the query's start, so
+	// that the engine parsing it places its annotations where the
+	// query's own parse would have: a selection holding native
+	// histograms is evaluated by the engine from it (engineSet), over
+	// the series already read. Empty: such a selection is declined.
+	src string
 }

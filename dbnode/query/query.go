@@ -101,10 +101,21 @@ const (
 	// on the wire it is asked as AggCount (Request.Wire), which every
 	// node that pushes down computes.
 	AggGroup
+	// AggMin and AggMax merge exactly: the engine's comparison (a NaN is
+	// replaced by any value) applied to the parts' values. Nodes that
+	// predate them refuse them (InvalidArgument; Agg.Newer).
+	AggMin
+	AggMax
 	numAggs
 )
 
-var aggNames = [numAggs]string{AggNone: "", AggSum: "sum", AggCount: "count", AggAvg: "avg", AggGroup: "group"}
+var aggNames = [numAggs]string{AggNone: "", AggSum: "sum", AggCount: "count", AggAvg: "avg", AggGroup: "group",
+	AggMin: "min", AggMax: "max"}
+
+// Newer reports a request kind that nodes from before it was pushed down
+// refuse as invalid (InvalidArgument) rather than decline: without an
+// aggregation, min and max. A coordinator reads such a query raw.
+func (a Agg) Newer() bool { return a == AggNone || a == AggMin || a == AggMax }
 
 // String is the aggregation's PromQL name, "" for AggNone.
 func (a Agg) String() string {
@@ -133,6 +144,14 @@ type Pushdown struct {
 	Range    time.Duration
 	Agg      Agg
 	Grouping []string
+	// K, without an aggregation, asks only for topk (bottomk when Bottom)
+	// candidates: at each step, per group of Grouping, the values of the
+	// series fewer than K others of the group beat (the engine's order:
+	// a NaN below every number), so that topk over every part's candidates
+	// is topk over all the series. 0: every series' values. A node that
+	// predates it answers every series' values, which serves as well.
+	K      int
+	Bottom bool
 }
 
 // Validate reports a Pushdown no evaluator can compute.
@@ -152,8 +171,11 @@ func (p Pushdown) Validate() error {
 	if !slices.IsSorted(p.Grouping) {
 		return fmt.Errorf("pushdown: grouping %q not sorted", p.Grouping)
 	}
-	if p.Agg == AggNone && len(p.Grouping) > 0 {
+	if p.Agg == AggNone && len(p.Grouping) > 0 && p.K == 0 {
 		return fmt.Errorf("pushdown: grouping %q without an aggregation", p.Grouping)
+	}
+	if p.K < 0 || (p.K > 0 && p.Agg != AggNone) || (p.Bottom && p.K == 0) {
+		return fmt.Errorf("pushdown: %d candidates (bottom %v) with aggregation %q", p.K, p.Bottom, p.Agg)
 	}
 	return nil
 }
@@ -189,6 +211,11 @@ type Request struct {
 	Matchers  []*labels.Matcher
 	Steps     Steps
 	Pushdown
+	// DigestOnly asks for the Result's digest (and its series count and
+	// annotations) without its groups: where the read level needs several
+	// replicas of a part, one answers in full and the others only what
+	// their answers are compared by.
+	DigestOnly bool
 }
 
 // Wire is the request as it is asked of a replica: group as count (its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -26,8 +27,10 @@ type Pusher interface {
 // ErrDeclined: the request is answered from raw series instead.
 var ErrDeclined = errors.New("pushdown declined: read raw series")
 
-// Result is a Request's answer with an aggregation: one Partial per group
-// with a value at some step, in no particular order.
+// Result is a Request's answer: with an aggregation one Partial per group
+// with a value at some step, without one a Partial per series with a
+// value at some step (its values in Sum, Count 1 where it has one), in no
+// particular order.
 type Result struct {
 	Steps  int
 	Groups []Partial
@@ -42,6 +45,11 @@ type Result struct {
 	// even where their partial sums differ in the last bits (another
 	// series order). Merge adds the digests of disjoint parts.
 	Digest uint64
+	// DigestOnly: asked with Request.DigestOnly, the Groups are left out.
+	DigestOnly bool
+	// WireBytes is the size of the answer as it crossed the network (the
+	// RPC client sets it; 0 for an answer computed in process).
+	WireBytes int
 }
 
 // Partial is one group's partial aggregate over some of the series: at
@@ -107,6 +115,103 @@ func (r *Result) Merge(o *Result) error {
 	return nil
 }
 
+// MergeFor is Merge for a request of agg: without an aggregation each
+// Partial is one series (its step values in Sum, Count 1 where it has
+// one), and the parts' series are appended; two with equal labels (the
+// outputs of a function that drops metadata labels as well as the name)
+// would be merged or refused by the engine, so the request is declined.
+func (r *Result) MergeFor(agg Agg, o *Result) error {
+	switch agg {
+	case AggMin, AggMax:
+		return r.mergeCompare(agg, o)
+	case AggNone:
+	default:
+		return r.Merge(o)
+	}
+	if o.Steps != r.Steps {
+		return fmt.Errorf("merge pushdown results: %d steps and %d", r.Steps, o.Steps)
+	}
+	seen := make(map[uint64][]int, len(r.Groups)+len(o.Groups))
+	for i := range r.Groups {
+		h := r.Groups[i].Labels.Hash()
+		seen[h] = append(seen[h], i)
+	}
+	for _, g := range o.Groups {
+		if err := g.check(r.Steps); err != nil {
+			return err
+		}
+		h := g.Labels.Hash()
+		if slices.ContainsFunc(seen[h], func(i int) bool { return labels.Equal(r.Groups[i].Labels, g.Labels) }) {
+			return fmt.Errorf("%w: two parts computed series %s", ErrDeclined, g.Labels)
+		}
+		seen[h] = append(seen[h], len(r.Groups))
+		r.Groups = append(r.Groups, g)
+	}
+	r.Series += o.Series
+	r.Digest += o.Digest
+	r.NonCounters = append(r.NonCounters, o.NonCounters...)
+	r.Warnings = append(r.Warnings, o.Warnings...)
+	return nil
+}
+
+// mergeCompare merges min or max partials (the value in Sum): the
+// engine's step for each of o's values, which replaces a NaN or a value
+// it beats. Over the same values in another order the answer is the same
+// but for which of equal values (0 and -0, NaN payloads) is kept.
+func (r *Result) mergeCompare(agg Agg, o *Result) error {
+	if o.Steps != r.Steps {
+		return fmt.Errorf("merge pushdown results: %d steps and %d", r.Steps, o.Steps)
+	}
+	r.Series += o.Series
+	r.Digest += o.Digest
+	r.NonCounters = append(r.NonCounters, o.NonCounters...)
+	r.Warnings = append(r.Warnings, o.Warnings...)
+	index := make(map[uint64][]int, len(r.Groups))
+	for i, g := range r.Groups {
+		h := g.Labels.Hash()
+		index[h] = append(index[h], i)
+	}
+	for _, g := range o.Groups {
+		if err := g.check(r.Steps); err != nil {
+			return err
+		}
+		if g.Sum == nil {
+			return fmt.Errorf("merge pushdown results: %s group %s without values", agg, g.Labels)
+		}
+		h := g.Labels.Hash()
+		i := slices.IndexFunc(index[h], func(i int) bool { return labels.Equal(r.Groups[i].Labels, g.Labels) })
+		if i < 0 {
+			index[h] = append(index[h], len(r.Groups))
+			r.Groups = append(r.Groups, g)
+			continue
+		}
+		m := &r.Groups[index[h][i]]
+		for k := range m.Count {
+			switch {
+			case g.Count[k] == 0:
+				continue
+			case m.Count[k] == 0:
+				m.Count[k], m.Sum[k] = g.Count[k], g.Sum[k]
+				continue
+			}
+			m.Count[k] += g.Count[k]
+			if f := g.Sum[k]; CompareStep(agg, m.Sum[k], f) {
+				m.Sum[k] = f
+			}
+		}
+	}
+	return nil
+}
+
+// CompareStep is the engine's min or max step for floats: whether f
+// replaces the group's value v.
+func CompareStep(agg Agg, v, f float64) bool {
+	if agg == AggMax {
+		return v < f || math.IsNaN(v)
+	}
+	return v > f || math.IsNaN(v)
+}
+
 func (p *Partial) check(steps int) error {
 	if len(p.Count) != steps || (p.Sum != nil && (len(p.Sum) != steps || len(p.Comp) != steps)) {
 		return fmt.Errorf("pushdown result: group %s has %d counts and %d sums for %d steps", p.Labels, len(p.Count), len(p.Sum), steps)
@@ -131,6 +236,8 @@ func (p *Partial) Value(agg Agg, step int) (float64, bool) {
 		return p.Sum[step] + p.Comp[step], true
 	case AggAvg:
 		return p.Sum[step]/n + p.Comp[step]/n, true
+	case AggNone, AggMin, AggMax:
+		return p.Sum[step], true // one series' value, the group's min or max
 	}
 	return 0, false
 }

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"math"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -41,4 +42,39 @@ func TestMergePartials(t *testing.T) {
 	require.Error(t, a.Merge(&Result{Steps: 2, Groups: []Partial{{Labels: labels.EmptyLabels(), Count: []float64{1}}}}))
 	require.Error(t, a.Merge(&Result{Steps: 2, Groups: []Partial{{Labels: labels.FromStrings("g", "x"), Count: []float64{1, 1}}}}),
 		"a count group merged into a sum group")
+}
+
+// Min and max partials merge as the engine compares: a NaN is replaced by
+// any value, a value by one it beats; a group absent at a step takes the
+// other's value.
+func TestMergeMinMax(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		agg  Agg
+		want []float64
+	}{{AggMax, []float64{3, 2, 0, 7}}, {AggMin, []float64{1, 2, 0, 7}}} {
+		a := &Result{Steps: 4, Series: 1, Groups: []Partial{{Labels: labels.FromStrings("g", "x"),
+			Count: []float64{1, 1, 0, 2}, Sum: []float64{1, nan, 0, 7}, Comp: make([]float64, 4)}}}
+		b := &Result{Steps: 4, Series: 2, Groups: []Partial{{Labels: labels.FromStrings("g", "x"),
+			Count: []float64{2, 1, 0, 0}, Sum: []float64{3, 2, 0, 0}, Comp: make([]float64, 4)}}}
+		require.NoError(t, a.MergeFor(tc.agg, b))
+		require.Equal(t, 3, a.Series)
+		for k, w := range tc.want {
+			v, ok := a.Groups[0].Value(tc.agg, k)
+			require.Equal(t, k != 2, ok, "step %d", k)
+			if ok {
+				require.Equal(t, w, v, "%s step %d", tc.agg, k)
+			}
+		}
+	}
+}
+
+// Without an aggregation each partial is a series: the parts' are
+// appended, and two with equal labels decline the request.
+func TestMergeSeries(t *testing.T) {
+	a := &Result{Steps: 1, Groups: []Partial{{Labels: labels.FromStrings("i", "a"), Count: []float64{1}, Sum: []float64{1}, Comp: []float64{0}}}}
+	b := &Result{Steps: 1, Groups: []Partial{{Labels: labels.FromStrings("i", "b"), Count: []float64{1}, Sum: []float64{2}, Comp: []float64{0}}}}
+	require.NoError(t, a.MergeFor(AggNone, b))
+	require.Len(t, a.Groups, 2)
+	require.ErrorIs(t, a.MergeFor(AggNone, b), ErrDeclined)
 }

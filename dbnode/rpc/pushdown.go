@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"google.golang.org/grpc/codes"
@@ -62,12 +63,19 @@ func (s *Server) pushdown(ctx context.Context, p *nodepb.PushdownRequest) (*node
 	case err != nil:
 		return nil, s.fail("Pushdown", "evaluate", err)
 	}
-	resp := resultToPB(res)
+	resp, err := resultToPB(res, req.Agg == query.AggNone)
+	if err != nil {
+		return nil, s.fail("Pushdown", "encode", err)
+	}
 	if n := proto.Size(resp); n > s.opts.MaxMsgSize {
 		return nil, status.Errorf(codes.ResourceExhausted, "pushdown answer of %d bytes exceeds the %d byte message limit", n, s.opts.MaxMsgSize)
 	}
 	return resp, nil
 }
+
+// maxCandidates bounds a request's topk/bottomk candidates per group and
+// step (the planner asks at most promapi's limit).
+const maxCandidates = 1 << 20
 
 // requestFromPB is the request on the wire as a query.Request; a request
 // no evaluator can compute is the caller's mistake (InvalidArgument).
@@ -76,18 +84,16 @@ func requestFromPB(p *nodepb.PushdownRequest) (*query.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.GetFunc() > 255 || p.GetAgg() > 255 {
+	if p.GetFunc() > 255 || p.GetAgg() > 255 || p.GetK() < 0 || p.GetK() > maxCandidates {
 		return nil, status.Errorf(codes.InvalidArgument, "pushdown: function %d, aggregation %d", p.GetFunc(), p.GetAgg())
 	}
 	req := &query.Request{Namespace: p.GetNamespace(), Matchers: ms,
 		Steps: query.Steps{Start: p.GetStart(), End: p.GetEnd(), Step: p.GetStep(), Lookback: p.GetLookback()},
 		Pushdown: query.Pushdown{Func: query.Func(p.GetFunc()), Range: time.Duration(p.GetRange()) * time.Millisecond,
-			Agg: query.Agg(p.GetAgg()), Grouping: p.GetGrouping()}}
+			Agg: query.Agg(p.GetAgg()), Grouping: p.GetGrouping(), K: int(p.GetK()), Bottom: p.GetBottom()},
+		DigestOnly: p.GetDigestOnly()}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	if req.Agg == query.AggNone {
-		return nil, status.Error(codes.InvalidArgument, "pushdown: no aggregation")
 	}
 	return req, nil
 }
@@ -99,19 +105,43 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 	}
 	return &nodepb.PushdownRequest{Namespace: req.Namespace, Matchers: matchersToPB(ms), Shards: shards,
 		Start: req.Steps.Start, End: req.Steps.End, Step: req.Steps.Step, Lookback: req.Steps.Lookback,
-		Func: uint32(req.Func), Range: req.Range.Milliseconds(), Agg: uint32(req.Agg), Grouping: req.Grouping}
+		Func: uint32(req.Func), Range: req.Range.Milliseconds(), Agg: uint32(req.Agg), Grouping: req.Grouping,
+		DigestOnly: req.DigestOnly, K: int64(req.K), Bottom: req.Bottom}
 }
 
-func resultToPB(r *query.Result) *nodepb.PushdownResponse {
+// resultToPB is r on the wire. perSeries (a request without an
+// aggregation: each group one series) sends each series' step values as
+// an encoded stream (values) instead of counts and sums: a gauge that
+// holds its value costs a few bits a step instead of nine bytes, and no
+// step values are bigger on the wire than the samples they came from by
+// more than the stream's coding. Only a coordinator that asks without an
+// aggregation reads such an answer.
+func resultToPB(r *query.Result, perSeries bool) (*nodepb.PushdownResponse, error) {
 	resp := &nodepb.PushdownResponse{Series: int64(r.Series), NonCounters: r.NonCounters, Warnings: r.Warnings,
-		Digest: r.Digest, Groups: make([]*nodepb.PushdownGroup, len(r.Groups))}
+		Digest: r.Digest, DigestOnly: r.DigestOnly, Groups: make([]*nodepb.PushdownGroup, len(r.Groups))}
+	var enc encoding.Encoder
 	for i, g := range r.Groups {
-		pg := &nodepb.PushdownGroup{Count: make([]uint64, len(g.Count)), Sum: g.Sum}
-		for k, n := range g.Count {
-			pg.Count[k] = uint64(n) // whole numbers of series
-		}
-		if slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }) {
-			pg.Comp = g.Comp
+		pg := &nodepb.PushdownGroup{}
+		if perSeries {
+			enc.Reset()
+			for k, n := range g.Count {
+				if n == 0 {
+					continue
+				}
+				if err := enc.Append(int64(k), g.Sum[k]); err != nil {
+					return nil, fmt.Errorf("encode the step values of %s: %w", g.Labels, err)
+				}
+			}
+			pg.Values = slices.Clone(enc.Bytes())
+		} else {
+			pg.Sum = g.Sum
+			pg.Count = make([]uint64, len(g.Count))
+			for k, n := range g.Count {
+				pg.Count[k] = uint64(n) // whole numbers of series
+			}
+			if slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }) {
+				pg.Comp = g.Comp
+			}
 		}
 		g.Labels.Range(func(l labels.Label) {
 			pg.LabelNames = append(pg.LabelNames, l.Name)
@@ -119,14 +149,14 @@ func resultToPB(r *query.Result) *nodepb.PushdownResponse {
 		})
 		resp.Groups[i] = pg
 	}
-	return resp
+	return resp, nil
 }
 
 // resultFromPB is a node's answer as a query.Result for a request of
 // steps steps; a malformed one is an error naming the node's mistake.
 func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) {
 	r := &query.Result{Steps: steps, Series: int(p.GetSeries()), NonCounters: p.GetNonCounters(),
-		Warnings: p.GetWarnings(), Digest: p.GetDigest(), Groups: make([]query.Partial, len(p.GetGroups()))}
+		Warnings: p.GetWarnings(), Digest: p.GetDigest(), DigestOnly: p.GetDigestOnly(), Groups: make([]query.Partial, len(p.GetGroups()))}
 	for i, g := range p.GetGroups() {
 		if len(g.GetLabelNames()) != len(g.GetLabelValues()) {
 			return nil, fmt.Errorf("pushdown answer: group %d has %d label names and %d values", i, len(g.GetLabelNames()), len(g.GetLabelValues()))
@@ -147,12 +177,37 @@ func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) 
 		for k, n := range g.GetCount() {
 			count[k] = float64(n)
 		}
+		if len(g.GetValues()) > 0 {
+			// One series' step values (resultToPB, perSeries).
+			var err error
+			if count, sum, comp, err = decodeSteps(g.GetValues(), steps); err != nil {
+				return nil, fmt.Errorf("pushdown answer: group %d: %w", i, err)
+			}
+		}
 		r.Groups[i] = query.Partial{Labels: b.Labels(), Count: count, Sum: sum, Comp: comp}
 		if len(r.Groups[i].Count) != steps || (sum != nil && (len(sum) != steps || len(comp) != steps)) {
 			return nil, fmt.Errorf("pushdown answer: group %d has %d counts and %d sums for %d steps", i, len(g.GetCount()), len(sum), steps)
 		}
 	}
 	return r, nil
+}
+
+// decodeSteps reads a series' step values (resultToPB, perSeries) as a
+// Partial's counts, sums and compensations for steps steps.
+func decodeSteps(stream []byte, steps int) (count, sum, comp []float64, err error) {
+	count, sum, comp = make([]float64, steps), make([]float64, steps), make([]float64, steps)
+	it := encoding.NewIterator(stream)
+	for it.Next() {
+		k, v := it.At()
+		if k < 0 || k >= int64(steps) {
+			return nil, nil, nil, fmt.Errorf("step %d of %d", k, steps)
+		}
+		count[k], sum[k] = 1, v
+	}
+	if err := it.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("decode step values: %w", err)
+	}
+	return count, sum, comp, nil
 }
 
 // Pushdown asks the node for req's partial aggregates over shards. It
@@ -170,5 +225,6 @@ func (c *Client) Pushdown(ctx context.Context, req *query.Request, shards []uint
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.addr, err)
 	}
+	r.WireBytes = proto.Size(resp)
 	return r, nil
 }

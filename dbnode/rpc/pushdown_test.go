@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -28,12 +29,27 @@ func TestPushdownRoundTrip(t *testing.T) {
 	require.Len(t, got.Matchers, 1)
 	require.Equal(t, req.Matchers[0].String(), got.Matchers[0].String())
 	require.Equal(t, []uint32{3, 7}, pb.GetShards())
+	req.DigestOnly = true
+	got, err = requestFromPB(requestToPB(req, nil))
+	require.NoError(t, err)
+	require.True(t, got.DigestOnly)
+	cand := *req
+	cand.Agg, cand.K, cand.Bottom = query.AggNone, 3, true
+	got, err = requestFromPB(requestToPB(&cand, nil))
+	require.NoError(t, err)
+	require.Equal(t, cand.Pushdown, got.Pushdown, "topk candidates by (job, mode)")
+	dw, err := resultToPB(&query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true}, false)
+	require.NoError(t, err)
+	d, err := resultFromPB(dw, 5)
+	require.NoError(t, err)
+	require.Equal(t, &query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true, Groups: []query.Partial{}}, d)
 
 	res := &query.Result{Steps: 5, Series: 9, Digest: 42, NonCounters: []string{"x"}, Warnings: []string{"w"}, Groups: []query.Partial{
 		{Labels: labels.FromStrings("job", "a", "mode", "idle"), Count: []float64{1, 0, 2, 3, 200}, Sum: []float64{1, 0, 2, 3, 4}, Comp: []float64{0, 0, 1e-17, 0, 0}},
 		{Labels: labels.FromStrings("job", "b"), Count: []float64{1, 1, 1, 1, 1}, Sum: []float64{5, 6, 7, 8, 9}, Comp: make([]float64, 5)},
 	}}
-	wire := resultToPB(res)
+	wire, err := resultToPB(res, false)
+	require.NoError(t, err)
 	require.Nil(t, wire.Groups[1].Comp, "zero compensations are left out")
 	b, err := proto.Marshal(wire)
 	require.NoError(t, err)
@@ -43,6 +59,39 @@ func TestPushdownRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, res, out)
 
+	// Without an aggregation each group is one series: its step values
+	// cross as an encoded stream (NaN and -0 kept bit for bit), no counts
+	// or sums; a gauge holding its value costs a few bits a step.
+	steady := make([]float64, 120)
+	for k := range steady {
+		steady[k] = 1.5e9
+	}
+	ones := make([]float64, 120)
+	for k := range ones {
+		ones[k] = 1
+	}
+	series := &query.Result{Steps: 120, Series: 2, Groups: []query.Partial{
+		{Labels: labels.FromStrings("i", "a"), Count: append([]float64{0, 1, 1, 1}, make([]float64, 116)...),
+			Sum: append([]float64{0, math.NaN(), math.Copysign(0, -1), math.Inf(-1)}, make([]float64, 116)...), Comp: make([]float64, 120)},
+		{Labels: labels.FromStrings("i", "b"), Count: ones, Sum: steady, Comp: make([]float64, 120)},
+	}}
+	swire, err := resultToPB(series, true)
+	require.NoError(t, err)
+	require.Nil(t, swire.Groups[0].Count)
+	require.Nil(t, swire.Groups[0].Sum)
+	require.Less(t, len(swire.Groups[1].Values), 120, "a steady gauge: bits a step, not 9 bytes")
+	sb, err := proto.Marshal(swire)
+	require.NoError(t, err)
+	var sback nodepb.PushdownResponse
+	require.NoError(t, proto.Unmarshal(sb, &sback))
+	sout, err := resultFromPB(&sback, 120)
+	require.NoError(t, err)
+	require.Equal(t, series.Groups[1], sout.Groups[1])
+	require.Equal(t, series.Groups[0].Count, sout.Groups[0].Count)
+	for k, v := range series.Groups[0].Sum {
+		require.Equal(t, math.Float64bits(v), math.Float64bits(sout.Groups[0].Sum[k]), "step %d", k)
+	}
+
 	back.Groups[0].Count = back.Groups[0].Count[:4]
 	_, err = resultFromPB(&back, 5)
 	require.ErrorContains(t, err, "4 counts")
@@ -50,6 +99,9 @@ func TestPushdownRoundTrip(t *testing.T) {
 	pb.Agg = 0
 	_, err = requestFromPB(pb)
 	require.ErrorContains(t, err, "without an aggregation")
+	pb.Grouping = nil
+	_, err = requestFromPB(pb)
+	require.NoError(t, err, "a request without an aggregation asks for each series' step values")
 	pb.Agg, pb.Grouping = 3, []string{"mode", "job"}
 	_, err = requestFromPB(pb)
 	require.ErrorContains(t, err, "not sorted")

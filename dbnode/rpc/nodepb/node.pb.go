@@ -2381,18 +2381,28 @@ func (x *MetadataQueryResponse) GetEntries() []*MetadataEntry {
 
 // Pushdown (docs/query.md): a query.Request and the shards to answer it for.
 type PushdownRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Matchers      []*Matcher             `protobuf:"bytes,2,rep,name=matchers,proto3" json:"matchers,omitempty"`
-	Shards        []uint32               `protobuf:"varint,3,rep,packed,name=shards,proto3" json:"shards,omitempty"` // each must be readable here
-	Start         int64                  `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`          // first step, unix ms
-	End           int64                  `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`              // last step, unix ms, inclusive
-	Step          int64                  `protobuf:"varint,6,opt,name=step,proto3" json:"step,omitempty"`            // ms; 0: one step (an instant query)
-	Lookback      int64                  `protobuf:"varint,7,opt,name=lookback,proto3" json:"lookback,omitempty"`    // ms, for func 0 (the selector's value)
-	Func          uint32                 `protobuf:"varint,8,opt,name=func,proto3" json:"func,omitempty"`            // query.Func: 0 select, 1 rate, ... (query.go)
-	Range         int64                  `protobuf:"varint,9,opt,name=range,proto3" json:"range,omitempty"`          // ms, the function's window
-	Agg           uint32                 `protobuf:"varint,10,opt,name=agg,proto3" json:"agg,omitempty"`             // query.Agg: 1 sum, 2 count, 3 avg
-	Grouping      []string               `protobuf:"bytes,11,rep,name=grouping,proto3" json:"grouping,omitempty"`    // sorted label names
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Matchers  []*Matcher             `protobuf:"bytes,2,rep,name=matchers,proto3" json:"matchers,omitempty"`
+	Shards    []uint32               `protobuf:"varint,3,rep,packed,name=shards,proto3" json:"shards,omitempty"` // each must be readable here
+	Start     int64                  `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`          // first step, unix ms
+	End       int64                  `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`              // last step, unix ms, inclusive
+	Step      int64                  `protobuf:"varint,6,opt,name=step,proto3" json:"step,omitempty"`            // ms; 0: one step (an instant query)
+	Lookback  int64                  `protobuf:"varint,7,opt,name=lookback,proto3" json:"lookback,omitempty"`    // ms, for func 0 (the selector's value)
+	Func      uint32                 `protobuf:"varint,8,opt,name=func,proto3" json:"func,omitempty"`            // query.Func: 0 select, 1 rate, ... (query.go)
+	Range     int64                  `protobuf:"varint,9,opt,name=range,proto3" json:"range,omitempty"`          // ms, the function's window
+	Agg       uint32                 `protobuf:"varint,10,opt,name=agg,proto3" json:"agg,omitempty"`             // query.Agg: 0 none (each series' step values), 1 sum, 2 count, 3 avg, 5 min, 6 max
+	Grouping  []string               `protobuf:"bytes,11,rep,name=grouping,proto3" json:"grouping,omitempty"`    // sorted label names
+	// digest_only: answer the digest (and series, warnings) without the
+	// groups: the requester takes the groups from another replica of the
+	// same shards and compares digests. An older node ignores it and
+	// answers in full, which serves as well.
+	DigestOnly bool `protobuf:"varint,12,opt,name=digest_only,json=digestOnly,proto3" json:"digest_only,omitempty"`
+	// k, without an aggregation: only topk (bottomk when bottom) candidates
+	// per group of grouping at each step (query.Pushdown.K). An older node
+	// ignores it and answers every series' values, which serves as well.
+	K             int64 `protobuf:"varint,13,opt,name=k,proto3" json:"k,omitempty"`
+	Bottom        bool  `protobuf:"varint,14,opt,name=bottom,proto3" json:"bottom,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2504,17 +2514,43 @@ func (x *PushdownRequest) GetGrouping() []string {
 	return nil
 }
 
+func (x *PushdownRequest) GetDigestOnly() bool {
+	if x != nil {
+		return x.DigestOnly
+	}
+	return false
+}
+
+func (x *PushdownRequest) GetK() int64 {
+	if x != nil {
+		return x.K
+	}
+	return 0
+}
+
+func (x *PushdownRequest) GetBottom() bool {
+	if x != nil {
+		return x.Bottom
+	}
+	return false
+}
+
 // PushdownGroup is one group's partial aggregate: per step the count of
 // series with a value (0: none; varints, mostly one byte) and, for sum and
 // avg, their Kahan sum and its compensation (comp left out when it is
 // zero at every step, as it mostly is).
 type PushdownGroup struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	LabelNames    []string               `protobuf:"bytes,1,rep,name=label_names,json=labelNames,proto3" json:"label_names,omitempty"`
-	LabelValues   []string               `protobuf:"bytes,2,rep,name=label_values,json=labelValues,proto3" json:"label_values,omitempty"`
-	Count         []uint64               `protobuf:"varint,3,rep,packed,name=count,proto3" json:"count,omitempty"`
-	Sum           []float64              `protobuf:"fixed64,4,rep,packed,name=sum,proto3" json:"sum,omitempty"`
-	Comp          []float64              `protobuf:"fixed64,5,rep,packed,name=comp,proto3" json:"comp,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	LabelNames  []string               `protobuf:"bytes,1,rep,name=label_names,json=labelNames,proto3" json:"label_names,omitempty"`
+	LabelValues []string               `protobuf:"bytes,2,rep,name=label_values,json=labelValues,proto3" json:"label_values,omitempty"`
+	Count       []uint64               `protobuf:"varint,3,rep,packed,name=count,proto3" json:"count,omitempty"`
+	Sum         []float64              `protobuf:"fixed64,4,rep,packed,name=sum,proto3" json:"sum,omitempty"`
+	Comp        []float64              `protobuf:"fixed64,5,rep,packed,name=comp,proto3" json:"comp,omitempty"`
+	// values: without an aggregation (each group one series), its step
+	// values as a stream of dbnode/encoding whose timestamps are the step
+	// indexes (0 the first step), steps without a value left out; count,
+	// sum and comp are then empty.
+	Values        []byte `protobuf:"bytes,6,opt,name=values,proto3" json:"values,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2584,6 +2620,13 @@ func (x *PushdownGroup) GetComp() []float64 {
 	return nil
 }
 
+func (x *PushdownGroup) GetValues() []byte {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 type PushdownResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// declined: the node does not compute this request (native histograms,
@@ -2596,7 +2639,9 @@ type PushdownResponse struct {
 	// digest of the per-series step values the partials were computed from,
 	// independent of series order: replicas that read the same samples
 	// agree on it.
-	Digest        uint64 `protobuf:"fixed64,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	Digest uint64 `protobuf:"fixed64,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	// digest_only: the request asked for the digest alone; groups is empty.
+	DigestOnly    bool `protobuf:"varint,7,opt,name=digest_only,json=digestOnly,proto3" json:"digest_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2671,6 +2716,13 @@ func (x *PushdownResponse) GetDigest() uint64 {
 		return x.Digest
 	}
 	return 0
+}
+
+func (x *PushdownResponse) GetDigestOnly() bool {
+	if x != nil {
+		return x.DigestOnly
+	}
+	return false
 }
 
 var File_node_proto protoreflect.FileDescriptor
@@ -2829,7 +2881,7 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xac\x02\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xf3\x02\n" +
 	"\x0fPushdownRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x16\n" +
@@ -2842,21 +2894,28 @@ const file_node_proto_rawDesc = "" +
 	"\x05range\x18\t \x01(\x03R\x05range\x12\x10\n" +
 	"\x03agg\x18\n" +
 	" \x01(\rR\x03agg\x12\x1a\n" +
-	"\bgrouping\x18\v \x03(\tR\bgrouping\"\x8f\x01\n" +
+	"\bgrouping\x18\v \x03(\tR\bgrouping\x12\x1f\n" +
+	"\vdigest_only\x18\f \x01(\bR\n" +
+	"digestOnly\x12\f\n" +
+	"\x01k\x18\r \x01(\x03R\x01k\x12\x16\n" +
+	"\x06bottom\x18\x0e \x01(\bR\x06bottom\"\xa7\x01\n" +
 	"\rPushdownGroup\x12\x1f\n" +
 	"\vlabel_names\x18\x01 \x03(\tR\n" +
 	"labelNames\x12!\n" +
 	"\flabel_values\x18\x02 \x03(\tR\vlabelValues\x12\x14\n" +
 	"\x05count\x18\x03 \x03(\x04R\x05count\x12\x10\n" +
 	"\x03sum\x18\x04 \x03(\x01R\x03sum\x12\x12\n" +
-	"\x04comp\x18\x05 \x03(\x01R\x04comp\"\xd4\x01\n" +
+	"\x04comp\x18\x05 \x03(\x01R\x04comp\x12\x16\n" +
+	"\x06values\x18\x06 \x01(\fR\x06values\"\xf5\x01\n" +
 	"\x10PushdownResponse\x12\x1a\n" +
 	"\bdeclined\x18\x01 \x01(\bR\bdeclined\x125\n" +
 	"\x06groups\x18\x02 \x03(\v2\x1d.tessera.rpc.v1.PushdownGroupR\x06groups\x12\x16\n" +
 	"\x06series\x18\x03 \x01(\x03R\x06series\x12!\n" +
 	"\fnon_counters\x18\x04 \x03(\tR\vnonCounters\x12\x1a\n" +
 	"\bwarnings\x18\x05 \x03(\tR\bwarnings\x12\x16\n" +
-	"\x06digest\x18\x06 \x01(\x06R\x06digest*\xaf\x01\n" +
+	"\x06digest\x18\x06 \x01(\x06R\x06digest\x12\x1f\n" +
+	"\vdigest_only\x18\a \x01(\bR\n" +
+	"digestOnly*\xaf\x01\n" +
 	"\rPayloadFormat\x12\x1c\n" +
 	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00\x12!\n" +
 	"\x1dPAYLOAD_FORMAT_SERIES_HANDLES\x10\n" +
