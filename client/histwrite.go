@@ -291,7 +291,7 @@ func distributeHistograms(r *routing, samples []storage.HistogramSample, used []
 			id = arena[start:len(arena):len(arena)]
 		}
 		smp.ID = id
-		smp.Ref = nil
+		smp.Ref = 0
 		if smp.H != nil {
 			smp.H = smp.H.Copy()
 		}

@@ -528,7 +528,7 @@ func distribute(r *routing, samples []storage.Sample, local int, used []bool) (p
 		for _, hi := range r.groups[gi].hosts {
 			counts[hi]++
 		}
-		if samples[i].Ref == nil && (i == 0 || !sameSeries(&samples[i], &samples[i-1])) {
+		if samples[i].Ref == 0 && (i == 0 || !sameSeries(&samples[i], &samples[i-1])) {
 			size += len(samples[i].ID)
 		}
 	}
@@ -561,9 +561,11 @@ func distribute(r *routing, samples []storage.Sample, local int, used []bool) (p
 	for i := range samples {
 		smp := samples[i]
 		if i == 0 || !sameSeries(&smp, &samples[i-1]) {
-			if smp.Ref != nil {
-				id = smp.Ref.ID() // storage's immutable copy of the same ID
-			} else {
+			var ok bool
+			// storage's immutable copy of the same ID, while its series is
+			// in memory; else a copy (the arena grows past its estimate
+			// only for a series gone since the write)
+			if id, ok = storage.SeriesID(smp.Ref); !ok {
 				start := len(arena)
 				arena = append(arena, smp.ID...)
 				id = arena[start:len(arena):len(arena)]

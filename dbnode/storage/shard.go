@@ -56,8 +56,8 @@ func (sh *shard) getOrCreateUpTo(ns *namespace, h uint32, id []byte, max int64) 
 		sh.active.Add(-1)
 		return nil, false
 	}
-	s = &Series{id: string(id), hash: h, ns: ns.num, seq: nextSeq()}
-	sh.series.insert(s)
+	s = &Series{id: string(id), ns: ns.num, seq: nextSeq()}
+	sh.series.insert(h, s)
 	return s, true
 }
 
