@@ -50,7 +50,7 @@ func (s *Server) writeStream(st grpc.BidiStreamingServer[nodepb.WriteBatchReques
 // streamScratch is one stream's working memory, reused by its requests.
 type streamScratch struct {
 	samples []storage.Sample
-	handles []uint32          // per sample
+	handles []uint32            // per sample
 	given   []storage.SeriesRef // per entry: the ref decode gave its samples
 }
 
