@@ -504,7 +504,7 @@ func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *
 // sample to find its group, one append per owner. Replicas still being
 // written after the write returned must not see the caller reuse its
 // buffers (the HTTP decoder's): a sample with a storage ref takes the
-// series' own immutable ID (storage.Series.ID), the others' IDs are
+// series' own immutable ID (storage.SeriesID), the others' IDs are
 // copied into one arena, consecutive samples of one series once.
 // It marks in used the routing groups the samples fall in.
 //
