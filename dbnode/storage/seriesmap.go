@@ -55,10 +55,10 @@ func (m *seriesMap) insert(h uint32, s *Series) {
 	m.t.Insert(h, s.slot+1)
 }
 
-// remove drops s if it is the map's series for its ID, freeing its
-// registry slot; it reports whether it was.
-func (m *seriesMap) remove(s *Series) bool {
-	i, ok := m.t.Find(hashID(s.ID()), func(v uint32) bool {
+// remove drops s (its ID hashing to h) if it is the map's series for its
+// ID, freeing its registry slot; it reports whether it was.
+func (m *seriesMap) remove(h uint32, s *Series) bool {
+	i, ok := m.t.Find(h, func(v uint32) bool {
 		return v == s.slot+1 && registry.get(s.slot) == s
 	})
 	if !ok {

@@ -32,7 +32,7 @@ func TestSeriesMapCollisions(t *testing.T) {
 
 	for _, gone := range []*Series{b, c, a} { // middle, head, last
 		ref := gone.Ref()
-		require.True(t, m.remove(gone))
+		require.True(t, m.remove(h, gone))
 		require.Nil(t, resolveRef(ref), "a removed series' ref resolves to nothing")
 		_, ok := SeriesID(ref)
 		require.False(t, ok)
@@ -60,7 +60,7 @@ func TestSeriesRefStaleSlotReused(t *testing.T) {
 	a := &Series{id: "a", seq: nextSeq()}
 	m.insert(hashID(a.ID()), a)
 	old := a.Ref()
-	require.True(t, m.remove(a))
+	require.True(t, m.remove(hashID(a.ID()), a))
 	b := &Series{id: "b", seq: nextSeq()}
 	m.insert(hashID(b.ID()), b)
 	require.Equal(t, a.slot, b.slot, "the freed slot is reused")

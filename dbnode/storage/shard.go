@@ -136,7 +136,7 @@ func (sh *shard) removeIfEmpty(ss []*Series) {
 	for _, s := range ss {
 		s.mu.Lock()
 		if s.emptyLocked() && !s.removed {
-			if sh.series.remove(s) {
+			if sh.series.remove(hashID(s.ID()), s) {
 				sh.active.Add(-1)
 			}
 			s.removed = true
