@@ -38,11 +38,10 @@ func (s *Series) Ref() SeriesRef {
 // series' own (immutable: see Series.ID), so a caller may keep them
 // instead of a copy.
 func SeriesID(r SeriesRef) ([]byte, bool) {
-	s := resolveRef(r)
-	if s == nil {
-		return nil, false
+	if s := resolveRef(r); s != nil {
+		return s.ID(), true
 	}
-	return s.ID(), true
+	return nil, false
 }
 
 // resolveRef returns the ref's series, nil if the ref is zero or stale
@@ -50,14 +49,10 @@ func SeriesID(r SeriesRef) ([]byte, bool) {
 // A series it returns may be removed concurrently, as one found by ID
 // may: writers check Series.removed under the series lock.
 func resolveRef(r SeriesRef) *Series {
-	if r.Seq() == 0 {
-		return nil
+	if s := registry.get(uint32(r >> 32)); s != nil && s.seq == uint32(r) && s.seq != 0 {
+		return s
 	}
-	s := registry.get(uint32(r >> 32))
-	if s == nil || s.seq != uint32(r) {
-		return nil
-	}
-	return s
+	return nil
 }
 
 // The registry maps slot numbers to the in-memory series of the process:
@@ -87,11 +82,10 @@ type seriesRegistry struct {
 var registry seriesRegistry
 
 func (g *seriesRegistry) get(slot uint32) *Series {
-	p := g.pages[(slot>>regPageBits)%regPages].Load()
-	if p == nil {
-		return nil
+	if p := g.pages[(slot>>regPageBits)%regPages].Load(); p != nil {
+		return p[slot%regPageSize].Load()
 	}
-	return p[slot%regPageSize].Load()
+	return nil
 }
 
 // add gives s a slot and returns it.
