@@ -561,11 +561,10 @@ func distribute(r *routing, samples []storage.Sample, local int, used []bool) (p
 	for i := range samples {
 		smp := samples[i]
 		if i == 0 || !sameSeries(&smp, &samples[i-1]) {
-			var ok bool
 			// storage's immutable copy of the same ID, while its series is
 			// in memory; else a copy (the arena grows past its estimate
 			// only for a series gone since the write)
-			if id, ok = storage.SeriesID(smp.Ref); !ok {
+			if id = storage.SeriesID(smp.Ref); id == nil {
 				start := len(arena)
 				arena = append(arena, smp.ID...)
 				id = arena[start:len(arena):len(arena)]

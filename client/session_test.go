@@ -441,8 +441,8 @@ func TestDistribute(t *testing.T) {
 	perHost, chunk, err := distribute(newRouting(c.m, "node1"), refd, r.hostIdx["node1"], make([]bool, len(r.groups)))
 	require.NoError(t, err)
 	refID := func(ref storage.SeriesRef) []byte {
-		id, ok := storage.SeriesID(ref)
-		require.True(t, ok)
+		id := storage.SeriesID(ref)
+		require.NotNil(t, id)
 		return id
 	}
 	require.Same(t, &refID(refd[0].Ref)[0], &perHost[r.hostIdx["node1"]][0].ID[0])

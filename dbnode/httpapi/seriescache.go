@@ -227,9 +227,8 @@ func (c *seriesCache) slotOf(h32 uint32, v cell) (slot, bool) {
 		return s, true
 	}
 	s.ref = v.ref()
-	var ok bool
-	s.id, ok = storage.SeriesID(s.ref)
-	return s, ok
+	s.id = storage.SeriesID(s.ref)
+	return s, s.id != nil
 }
 
 // matches reports whether raw are the label bytes the entry of s was
@@ -291,11 +290,11 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, 
 		case kindEmpty:
 			continue
 		case kindForm:
-			s.id, ok = storage.SeriesID(s.ref)
-			ok = ok && labelsAreID(keys[i].Raw, s.id)
+			s.id = storage.SeriesID(s.ref)
+			ok = s.id != nil && labelsAreID(keys[i].Raw, s.id)
 		case kindID:
-			s.id, ok = storage.SeriesID(s.ref)
-			ok = ok && string(keys[i].Raw) == string(s.id)
+			s.id = storage.SeriesID(s.ref)
+			ok = s.id != nil && string(keys[i].Raw) == string(s.id)
 		default:
 			s.ref, s.id = s.e.ref, s.e.id()
 			ok = s.e.matches(keys[i].Raw)
@@ -340,8 +339,8 @@ type newSeries struct {
 func newSlot(h uint64, key, id []byte, shard uint32, ref storage.SeriesRef) slot {
 	s := slot{h: uint32(h), shard: uint16(shard), ref: ref}
 	sameBytes := len(key) == len(id) && len(id) > 0 && &key[0] == &id[0]
-	sid, local := storage.SeriesID(ref)
-	local = local && bytes.Equal(sid, id)
+	sid := storage.SeriesID(ref)
+	local := sid != nil && bytes.Equal(sid, id)
 	switch {
 	case !local:
 	case sameBytes:

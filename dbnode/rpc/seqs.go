@@ -106,8 +106,7 @@ func EncodeSeqChunk(samples []storage.Sample) *SeqChunk {
 		q := seqOf(s)
 		var id []byte
 		if q != 0 {
-			var ok bool
-			if id, ok = storage.SeriesID(s.Ref); !ok {
+			if id = storage.SeriesID(s.Ref); id == nil {
 				q = 0 // gone from memory since the write: send the ID
 			}
 		}

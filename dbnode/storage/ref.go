@@ -3,6 +3,7 @@ package storage
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // SeriesRef names one in-memory series of this process for a caller that
@@ -33,23 +34,26 @@ func (s *Series) Ref() SeriesRef {
 	return SeriesRef(uint64(s.slot)<<32 | uint64(s.seq))
 }
 
-// SeriesID returns the ID of the ref's series and true while that series
-// is in memory; nil and false for a stale or zero ref. The bytes are the
-// series' own (immutable: see Series.ID), so a caller may keep them
-// instead of a copy.
-func SeriesID(r SeriesRef) ([]byte, bool) {
+// SeriesID returns the ID of the ref's series while that series is in
+// memory; nil for a stale or zero ref (an ID is never empty). The bytes
+// are the series' own (immutable: see Series.ID), so a caller may keep
+// them instead of a copy. It inlines: the HTTP series cache calls it for
+// every series of a request.
+func SeriesID(r SeriesRef) []byte {
 	if s := resolveRef(r); s != nil {
-		return s.ID(), true
+		return s.ID()
 	}
-	return nil, false
+	return nil
 }
 
-// resolveRef returns the ref's series, nil if the ref is zero or stale
-// (its series left memory; a later series in its slot has another Seq).
+// resolveRef returns the ref's series, nil if the ref is zero (slot 0 is
+// never given out) or stale (its series left memory; a later series in its
+// slot has another Seq). No ref has Seq 0 (Ref), so a series with Seq 0
+// is never resolved.
 // A series it returns may be removed concurrently, as one found by ID
 // may: writers check Series.removed under the series lock.
 func resolveRef(r SeriesRef) *Series {
-	if s := registry.get(uint32(r >> 32)); s != nil && s.seq == uint32(r) && s.seq != 0 {
+	if s := registry.get(uint32(r >> 32)); s != nil && s.seq == uint32(r) {
 		return s
 	}
 	return nil
@@ -67,13 +71,16 @@ const (
 	regPages    = 1 << 14 // 2^28 slots: more live series than any node holds
 )
 
-type regPage [regPageSize]atomic.Pointer[Series]
+// regPage holds *Series, read and written atomically (atomic.LoadPointer
+// rather than atomic.Pointer: its generic methods cost get the inline
+// budget that lets the write path and SeriesID inline it).
+type regPage [regPageSize]unsafe.Pointer
 
 type seriesRegistry struct {
-	pages [regPages]atomic.Pointer[regPage]
+	pages [regPages]unsafe.Pointer // *regPage, atomically
 
 	mu   sync.Mutex // guards next, free and page allocation
-	next uint32     // first never-used slot
+	next uint32     // first never-used slot, from 1: slot 0 is the zero ref's
 	free []uint32   // freed slots, reused first
 }
 
@@ -82,10 +89,14 @@ type seriesRegistry struct {
 var registry seriesRegistry
 
 func (g *seriesRegistry) get(slot uint32) *Series {
-	if p := g.pages[(slot>>regPageBits)%regPages].Load(); p != nil {
-		return p[slot%regPageSize].Load()
+	if p := (*regPage)(atomic.LoadPointer(&g.pages[(slot>>regPageBits)%regPages])); p != nil {
+		return (*Series)(atomic.LoadPointer(&p[slot%regPageSize]))
 	}
 	return nil
+}
+
+func (g *seriesRegistry) page(slot uint32) *regPage {
+	return (*regPage)(atomic.LoadPointer(&g.pages[slot>>regPageBits]))
 }
 
 // add gives s a slot and returns it.
@@ -96,24 +107,24 @@ func (g *seriesRegistry) add(s *Series) uint32 {
 		slot = g.free[n-1]
 		g.free = g.free[:n-1]
 	} else {
-		slot = g.next
+		slot = max(g.next, 1)
 		if slot>>regPageBits >= regPages {
 			g.mu.Unlock()
 			panic("storage: more than 2^28 series in memory")
 		}
-		g.next++
-		if pg := &g.pages[slot>>regPageBits]; pg.Load() == nil {
-			pg.Store(new(regPage))
+		g.next = slot + 1
+		if g.page(slot) == nil {
+			atomic.StorePointer(&g.pages[slot>>regPageBits], unsafe.Pointer(new(regPage)))
 		}
 	}
 	g.mu.Unlock()
-	g.pages[slot>>regPageBits].Load()[slot%regPageSize].Store(s)
+	atomic.StorePointer(&g.page(slot)[slot%regPageSize], unsafe.Pointer(s))
 	return slot
 }
 
 // release frees s's slot: its ref resolves to nothing from here on.
 func (g *seriesRegistry) release(s *Series) {
-	g.pages[s.slot>>regPageBits].Load()[s.slot%regPageSize].Store(nil)
+	atomic.StorePointer(&g.page(s.slot)[s.slot%regPageSize], nil)
 	g.mu.Lock()
 	g.free = append(g.free, s.slot)
 	g.mu.Unlock()
