@@ -504,7 +504,7 @@ func (s *Session) writeOnce(ctx context.Context, ns string, b storage.Batch, m *
 // sample to find its group, one append per owner. Replicas still being
 // written after the write returned must not see the caller reuse its
 // buffers (the HTTP decoder's): a sample with a storage ref takes the
-// series' own immutable ID (storage.Series.ID), the others' IDs are
+// series' own immutable ID (storage.SeriesID), the others' IDs are
 // copied into one arena, consecutive samples of one series once.
 // It marks in used the routing groups the samples fall in.
 //
@@ -528,7 +528,7 @@ func distribute(r *routing, samples []storage.Sample, local int, used []bool) (p
 		for _, hi := range r.groups[gi].hosts {
 			counts[hi]++
 		}
-		if samples[i].Ref == nil && (i == 0 || !sameSeries(&samples[i], &samples[i-1])) {
+		if samples[i].Ref == 0 && (i == 0 || !sameSeries(&samples[i], &samples[i-1])) {
 			size += len(samples[i].ID)
 		}
 	}
@@ -561,9 +561,10 @@ func distribute(r *routing, samples []storage.Sample, local int, used []bool) (p
 	for i := range samples {
 		smp := samples[i]
 		if i == 0 || !sameSeries(&smp, &samples[i-1]) {
-			if smp.Ref != nil {
-				id = smp.Ref.ID() // storage's immutable copy of the same ID
-			} else {
+			// storage's immutable copy of the same ID, while its series is
+			// in memory; else a copy (the arena grows past its estimate
+			// only for a series gone since the write)
+			if id = storage.SeriesID(smp.Ref); id == nil {
 				start := len(arena)
 				arena = append(arena, smp.ID...)
 				id = arena[start:len(arena):len(arena)]

@@ -280,7 +280,7 @@ func TestHealthRecord(t *testing.T) {
 // storage.Database.WriteBatch does.
 type fakeLocal struct {
 	mu   sync.Mutex
-	refs map[string]*storage.Series
+	refs map[string]storage.SeriesRef
 }
 
 func (l *fakeLocal) WriteBatch(_ string, samples []storage.Sample) error {
@@ -288,8 +288,9 @@ func (l *fakeLocal) WriteBatch(_ string, samples []storage.Sample) error {
 	defer l.mu.Unlock()
 	for i := range samples {
 		r := l.refs[string(samples[i].ID)]
-		if r == nil {
-			r = new(storage.Series)
+		if r == 0 {
+			// a ref of no series: storage would tell it stale
+			r = storage.SeriesRef(uint64(len(l.refs)+1)<<32 | uint64(len(l.refs)+1))
 			l.refs[string(samples[i].ID)] = r
 		}
 		samples[i].Ref = r
@@ -306,7 +307,7 @@ func (l *fakeLocal) Query(context.Context, string, []*labels.Matcher, int64, int
 // the next write of a series skips the shard's series lookup.
 func TestSessionHandsLocalRefsBack(t *testing.T) {
 	c := newFakeCluster(t)
-	local := &fakeLocal{refs: map[string]*storage.Series{}}
+	local := &fakeLocal{refs: map[string]storage.SeriesRef{}}
 	s, err := NewSession(Options{
 		LocalID: "node1", Local: local,
 		Topology: NewTopologyFromMap(c.m), ReadLevel: ReadMajority, WriteLevel: WriteAll, Pairing: true,
@@ -317,8 +318,8 @@ func TestSessionHandsLocalRefsBack(t *testing.T) {
 	in := samplesOf(20)
 	require.NoError(t, s.WriteBatch(context.Background(), "default", in))
 	for i, smp := range in {
-		require.NotNil(t, smp.Ref, "sample %d has no ref after a write at all", i)
-		require.Same(t, local.refs[string(smp.ID)], smp.Ref, "sample %d", i)
+		require.NotZero(t, smp.Ref, "sample %d has no ref after a write at all", i)
+		require.Equal(t, local.refs[string(smp.ID)], smp.Ref, "sample %d", i)
 	}
 	require.Zero(t, c.peers["127.0.0.1:9001"].count(), "the local node was written over RPC")
 }
@@ -439,7 +440,12 @@ func TestDistribute(t *testing.T) {
 	refd[0].ID = append([]byte(nil), refd[0].ID...) // the caller's bytes
 	perHost, chunk, err := distribute(newRouting(c.m, "node1"), refd, r.hostIdx["node1"], make([]bool, len(r.groups)))
 	require.NoError(t, err)
-	require.Same(t, &refd[0].Ref.ID()[0], &perHost[r.hostIdx["node1"]][0].ID[0])
+	refID := func(ref storage.SeriesRef) []byte {
+		id := storage.SeriesID(ref)
+		require.NotNil(t, id)
+		return id
+	}
+	require.Same(t, &refID(refd[0].Ref)[0], &perHost[r.hostIdx["node1"]][0].ID[0])
 	// The remote hosts, which get every sample, get them encoded once
 	// and no slice; the encoding gives the batch back, IDs the series'.
 	require.NotNil(t, chunk)
@@ -448,11 +454,11 @@ func TestDistribute(t *testing.T) {
 	back := chunk.AppendSamples(nil)
 	require.Len(t, back, len(refd))
 	for i := range refd {
-		require.Same(t, &refd[i].Ref.ID()[0], &back[i].ID[0])
+		require.Same(t, &refID(refd[i].Ref)[0], &back[i].ID[0])
 		require.Equal(t, refd[i].Shard, back[i].Shard)
 		require.Equal(t, refd[i].T, back[i].T)
 		require.Equal(t, refd[i].V, back[i].V)
-		require.Same(t, refd[i].Ref, back[i].Ref)
+		require.Equal(t, refd[i].Ref, back[i].Ref)
 	}
 }
 

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"encoding/binary"
+
+	"github.com/tessera-tsdb/tessera/internal/unaligned"
 )
 
 // labelsAreID reports whether raw, the label fields of a remote write 1.0
@@ -39,7 +41,7 @@ func labelsAreID(raw, id []byte) bool {
 	// segment compared includes its length byte.
 	// Bounds: each label's header is three bytes longer in raw than in
 	// the ID, so at every segment i >= j+3; the unchecked word loads of
-	// segmentEqual and shortSegmentEqual (load64, no bounds checks on
+	// segmentEqual and shortSegmentEqual (unaligned.Load64, no bounds checks on
 	// amd64/arm64) stay inside both buffers only because of that. A change
 	// to the headers compared here must keep it.
 	i, j := 0, 0 // raw[i:] and id[j:] are left to compare
@@ -60,8 +62,8 @@ func labelsAreID(raw, id []byte) bool {
 		// 0x0a m 0x0a: the Label field, its length and the name field;
 		// then the name's length, which leaves vl bytes for the value
 		// field (0x12 vl).
-		if vl < 1 || nl < 1 || load32(raw, i)&0xff00ff != 0x0a000a ||
-			load16(raw, i+4+nl) != 0x12|uint16(vl)<<8 {
+		if vl < 1 || nl < 1 || unaligned.Load32(raw, i)&0xff00ff != 0x0a000a ||
+			unaligned.Load16(raw, i+4+nl) != 0x12|uint16(vl)<<8 {
 			return false
 		}
 		// The name with its length, raw[i+3:i+4+nl] against
@@ -91,11 +93,11 @@ func labelsAreID(raw, id []byte) bool {
 // shortSegmentEqual is segmentEqual for 2 <= n <= 16 and j+n >= 8, small
 // enough to be inlined.
 func shortSegmentEqual(raw, id []byte, i, j, n int) bool {
-	x := load64(raw, i+n-8) ^ load64(id, j+n-8)
+	x := unaligned.Load64(raw, i+n-8) ^ unaligned.Load64(id, j+n-8)
 	if n <= 8 {
 		return x>>(64-8*uint(n)) == 0
 	}
-	return x == 0 && load64(raw, i) == load64(id, j)
+	return x == 0 && unaligned.Load64(raw, i) == unaligned.Load64(id, j)
 }
 
 // segmentEqual reports whether raw[i:i+n] equals id[j:j+n], both in
@@ -108,21 +110,21 @@ func shortSegmentEqual(raw, id []byte, i, j, n int) bool {
 func segmentEqual(raw, id []byte, i, j, n int) bool {
 	switch e := j + n; {
 	case n <= 8 && e >= 8:
-		return (load64(raw, i+n-8)^load64(id, e-8))>>(64-8*uint(n)) == 0
+		return (unaligned.Load64(raw, i+n-8)^unaligned.Load64(id, e-8))>>(64-8*uint(n)) == 0
 	case n <= 8:
 		if len(id) < j+8 || len(raw) < i+8 {
 			return string(raw[i:i+n]) == string(id[j:j+n])
 		}
-		return (load64(raw, i)^load64(id, j))<<(64-8*uint(n)) == 0
+		return (unaligned.Load64(raw, i)^unaligned.Load64(id, j))<<(64-8*uint(n)) == 0
 	case n <= 16:
-		return load64(raw, i) == load64(id, j) && load64(raw, i+n-8) == load64(id, e-8)
+		return unaligned.Load64(raw, i) == unaligned.Load64(id, j) && unaligned.Load64(raw, i+n-8) == unaligned.Load64(id, e-8)
 	}
 	for ; n > 8; i, j, n = i+8, j+8, n-8 {
-		if load64(raw, i) != load64(id, j) {
+		if unaligned.Load64(raw, i) != unaligned.Load64(id, j) {
 			return false
 		}
 	}
-	return load64(raw, i+n-8) == load64(id, j+n-8)
+	return unaligned.Load64(raw, i+n-8) == unaligned.Load64(id, j+n-8)
 }
 
 // labelsAreIDVarint is labelsAreID for labels of any length: lengths are

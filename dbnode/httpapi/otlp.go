@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/common/model"
@@ -490,7 +489,7 @@ type otlpSeries struct {
 	last  int
 	shard uint32
 	e     slot // found() if the cache knew the series
-	ref   *tstorage.Series
+	ref   tstorage.SeriesRef
 }
 
 // resolve looks the request's series up by ID in the API's ID-keyed
@@ -508,7 +507,7 @@ func (a *otlpAppender) resolve(cache *seriesCache, check func(id []byte) error) 
 			s := &a.series[i]
 			var promote bool
 			if s.e, promote = cache.lookupOne(s.id, s.hash); promote {
-				a.promote = append(a.promote, newSeries{h: s.hash, v: s.e, old: s.e.p})
+				a.promote = append(a.promote, newSeries{h: s.hash, v: s.e})
 			}
 		}
 	})
@@ -551,10 +550,8 @@ func (a *otlpAppender) reset() {
 // oversized reports whether a buffer of a grew over retain.MaxBytes.
 func (a *otlpAppender) oversized() bool {
 	var over bool
-	for _, n := range []int{cap(a.idBuf), cap(a.arena), cap(a.series) * int(unsafe.Sizeof(otlpSeries{})),
-		cap(a.promote) * int(unsafe.Sizeof(newSeries{})), cap(a.samples) * int(unsafe.Sizeof(tstorage.Sample{})),
-		cap(a.hists) * int(unsafe.Sizeof(tstorage.HistogramSample{})), cap(a.meta) * int(unsafe.Sizeof(remote.Metadata{})),
-		cap(a.exemplars) * int(unsafe.Sizeof(exemplars.Item{})), len(a.ids) * 32} {
+	for _, n := range []int{cap(a.idBuf), cap(a.arena), retain.Bytes(a.series), retain.Bytes(a.promote),
+		retain.Bytes(a.samples), retain.Bytes(a.hists), retain.Bytes(a.meta), retain.Bytes(a.exemplars), len(a.ids) * 32} {
 		over = over || n > retain.MaxBytes
 	}
 	return over
@@ -566,7 +563,7 @@ func (a *otlpAppender) oversized() bool {
 func (a *otlpAppender) remember(api *API) {
 	add, hits := a.promote, 0
 	for _, s := range a.series {
-		var ref *tstorage.Series
+		var ref tstorage.SeriesRef
 		if s.last >= 0 { // a series with histograms only has none
 			ref = a.samples[s.last].Ref
 		}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"unsafe"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
@@ -87,15 +86,10 @@ func (a *API) batch(samples []storage.Sample, series []remote.Series, known []sl
 	for i, s := range series {
 		id := s.ID
 		var shard uint32
-		var ref *storage.Series
+		var ref storage.SeriesRef
 		if s.Known {
 			e := &known[i]
-			if e.kind == kindEntry {
-				ref, id = (*cachedSeries)(e.p).load()
-			} else { // load, inline
-				ref = (*storage.Series)(e.p)
-				id = ref.ID()
-			}
+			ref, id = e.ref, e.id
 			shard = uint32(e.shard)
 		} else {
 			shard = ident.Shard(id, a.opts.NumShards)
@@ -123,7 +117,7 @@ func (a *API) remember(st *writeState, cache *seriesCache, series []remote.Serie
 		switch {
 		case s.Known:
 			hits++
-			if e := &st.known[i]; ref != nil && e.p != unsafe.Pointer(ref) {
+			if e := &st.known[i]; ref != 0 && e.ref != ref {
 				if u, ok := e.refreshed(keys[i].Hash, ref); ok {
 					st.add = append(st.add, u)
 				}

@@ -3,8 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"sync"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -33,31 +31,33 @@ import (
 // word by word, a few 8-byte loads per label, where a copy took one
 // memequal (docs/performance.md, "Series cache hit").
 //
-// The entries are the slots of one open-addressing table (linear probing,
-// at most 13/16 full counting tombstones): a series written to this node's
-// storage whose key is its ID or the ID's form, nearly all of them, is a
-// 16-byte slot that points at the storage series (which holds the ID) and
-// holds the shard; any other is a slot that points at a cachedSeries. Two
-// Go maps of entry pointers and a 32-byte entry each cost ~67 bytes a
-// series at a million; the table 20-30, 28.6 at a million (docs/performance.md,
-// "Memory per active series"). A request keeps copies of
-// the slots it hit across its write, never their addresses: the table may
-// be rebuilt meanwhile, and what a copy points at (a storage series, an
-// entry) is immutable but for the entry's ref, and kept alive by the copy.
+// The entries are the cells of one slots.Table (linear probing,
+// backward-shift deletion, at most 13/16 full): a series written to this
+// node's storage whose key is its ID or the ID's form, nearly all of them,
+// is a 16-byte cell that holds the series' storage ref (storage.SeriesRef,
+// an integer: storage resolves it and tells a stale one) and its shard;
+// any other is a cell that holds the index of a cachedSeries in entries.
+// Two Go maps of entry pointers and a 32-byte entry each cost ~67 bytes a
+// series at a million; the table 20-30 (docs/performance.md, "Memory per
+// active series"). A request keeps copies of the slots it hit across its
+// write (slot: the ref or the entry, and the ID, taken under the read
+// lock), never positions in the table: the table may be rebuilt
+// meanwhile, a ref go stale (the ID bytes it resolved to stay) and an
+// index be reused; entries are immutable, replaced rather than changed.
 //
 // A request decodes under one read lock (view), taken once, not per
 // series: a lock per series would be two atomic operations each, and on
 // x86 each is a fence that stops the CPU from overlapping the cache misses
 // of neighbouring series. New series, promotions and changed storage refs
-// of slots that hold them are applied after the write, under the write
-// lock, in one go per request (update).
+// are applied after the write, under the write lock, in one go per
+// request (update).
 //
 // It is bounded in two generations of maxSeries entries each: when the
 // current one is full it becomes the old one and the previous old one is
-// dropped (its slots become tombstones, in one sweep); an old entry that
-// is hit moves back to the current one. Series that stopped being written
-// age out after two generations. A generation holds the whole size, not
-// half of it: remote write sends every active series once per scrape,
+// dropped (in one sweep that rebuilds the table); an old entry that is hit
+// moves back to the current one. Series that stopped being written age
+// out after two generations. A generation holds the whole size, not half
+// of it: remote write sends every active series once per scrape,
 // round-robin, and with generations of half the size a node with as many
 // active series as the size saw each series come back after both
 // generations had turned over (89% of lookups missed at 1 M series, each
@@ -67,68 +67,60 @@ import (
 type seriesCache struct {
 	perGen int
 	mu     sync.RWMutex
-	slots  []slot // any number of them: see home
-	// cur and old count the slots of the current generation and of the
-	// one before; used counts the slots that are not empty (tombstones
-	// too: they lengthen probes until the table is rebuilt).
-	cur, old, used int
+	t      slots.Table[cell]
+	// entries holds the out-of-line entries by index (cell kindEntry);
+	// free lists the unused indexes.
+	entries []*cachedSeries
+	free    []uint32
+	// cur and old count the entries of the current generation and of the
+	// one before.
+	cur, old int
 	// gen is the generation of cur. It wraps: it only tells entries of cur
-	// from those of old, the generation before; older ones are tombstones.
+	// from those of old, the generation before; older ones are dropped.
 	gen uint8
 }
 
-// Slot kinds. A slot of kindForm or kindID holds the storage series
-// itself: its ID is the entry's ID, and the key is that ID's form
+// Entry kinds. A cell of kindForm or kindID holds the ref of the storage
+// series whose ID is the entry's ID, and the key is that ID's form
 // (kindForm) or the ID (kindID).
 const (
-	kindEmpty uint8 = iota
-	kindTomb        // a dropped entry: probes go on past it
-	kindEntry       // p is a *cachedSeries
-	kindForm        // p is a *storage.Series; the key is its ID's form
-	kindID          // p is a *storage.Series; the key is its ID
+	kindEmpty uint8 = iota // never in the table: the zero cell is an empty slot
+	kindEntry              // an index into entries
+	kindForm               // a storage ref; the key is its ID's form
+	kindID                 // a storage ref; the key is its ID
 )
 
-// slot is one cache entry, 16 bytes. It is also what a request holds of a
-// hit (a copy): p is immutable but for the table's own updates, under the
-// write lock, which a request's copy does not see.
+// cell is a table value: 12 bytes of 4-byte alignment, so that with its
+// hash (slots.Entry) it is 16. lo and hi are the storage ref's halves
+// (kindForm, kindID) or lo the index into entries (kindEntry).
+type cell struct {
+	lo, hi uint32
+	shard  uint16 // numShards is at most 1<<16
+	gen    uint8  // the generation it is in
+	kind   uint8
+}
+
+func (c cell) ref() storage.SeriesRef { return storage.SeriesRef(uint64(c.hi)<<32 | uint64(c.lo)) }
+
+// slot is what a request holds of a hit (a copy, taken under the read
+// lock) or of a series to remember: the storage ref (0: none, or not
+// written locally), the entry of kindEntry, and the ID.
 type slot struct {
-	p     unsafe.Pointer // *storage.Series or *cachedSeries, by kind
-	h     uint32         // the key hash's low 32 bits: where it probes from
-	shard uint16         // numShards is at most 1<<16
-	gen   uint8          // the generation it is in
+	ref   storage.SeriesRef
+	e     *cachedSeries
+	id    []byte // the series' ID: storage's bytes or the entry's
+	h     uint32 // the key hash's low 32 bits: where it probes from
+	shard uint16
+	gen   uint8
 	kind  uint8
 }
 
 // found reports whether the slot is a hit (lookupOne's zero slot is not).
 func (s *slot) found() bool { return s.kind >= kindEntry }
 
-// matches reports whether raw are the label bytes the entry was decoded
-// from (lookup's loop has it written out, the common case without a call
-// besides the comparison's).
-func (s *slot) matches(raw []byte) bool {
-	if s.kind == kindForm {
-		return labelsAreID(raw, (*storage.Series)(s.p).ID())
-	}
-	return s.matchesOther(raw)
-}
-
-// matchesOther is matches of the kinds other than kindForm.
-func (s *slot) matchesOther(raw []byte) bool {
-	if s.kind == kindID {
-		return string(raw) == string((*storage.Series)(s.p).ID())
-	}
-	return (*cachedSeries)(s.p).matches(raw)
-}
-
-// load returns the series' storage ref (nil if this node has not written
+// load returns the series' storage ref (0 if this node has not written
 // it) and ID.
-func (s *slot) load() (ref *storage.Series, id []byte) {
-	if s.kind == kindEntry {
-		return (*cachedSeries)(s.p).load()
-	}
-	ref = (*storage.Series)(s.p)
-	return ref, ref.ID()
-}
+func (s *slot) load() (storage.SeriesRef, []byte) { return s.ref, s.id }
 
 // keyOf returns the bytes an entry's key is compared by and whether they
 // are an ID whose form the key is: two entries have the same key when both
@@ -136,58 +128,47 @@ func (s *slot) load() (ref *storage.Series, id []byte) {
 func (s *slot) keyOf() ([]byte, bool) {
 	switch s.kind {
 	case kindForm:
-		return (*storage.Series)(s.p).ID(), true
+		return s.id, true
 	case kindID:
-		return (*storage.Series)(s.p).ID(), false
+		return s.id, false
 	}
-	e := (*cachedSeries)(s.p)
-	return e.key(), e.formed
+	return s.e.key(), s.e.formed
 }
 
 // refreshed is what remember does with ref, the storage ref a write of
-// the hit s handed back: an entry takes it in place; a slot that holds
-// the storage series itself is replaced under the write lock, so it
-// returns that update (ok) when ref is another series (of the same ID:
-// the storage series was dropped and made anew).
-func (s *slot) refreshed(h uint64, ref *storage.Series) (u newSeries, ok bool) {
-	if ref == nil {
-		return newSeries{}, false
-	}
-	if s.kind == kindEntry {
-		if e := (*cachedSeries)(s.p); e.ref.Load() != ref {
-			e.ref.Store(ref)
-		}
-		return newSeries{}, false
-	}
-	if (*storage.Series)(s.p) == ref {
+// the hit s handed back: when ref is another one (the storage series was
+// dropped and made anew, or the entry had none), it returns the update
+// (ok) that replaces the entry under the write lock.
+func (s *slot) refreshed(h uint64, ref storage.SeriesRef) (u newSeries, ok bool) {
+	if ref == 0 || ref == s.ref {
 		return newSeries{}, false
 	}
 	v := *s
-	v.p = unsafe.Pointer(ref)
-	return newSeries{h: h, v: v, old: s.p}, true
+	v.ref = ref
+	if s.kind == kindEntry {
+		e := *s.e
+		e.ref = ref
+		v.e = &e
+	}
+	return newSeries{h: h, v: v}, true
 }
 
-// cachedSeries is a remembered series that is not a slot of its own: its
-// label bytes (the key), its ID and ref, the storage handle the last
-// local write returned (storage.Sample.Ref), nil when this node has not
-// written the series. Nearly every series written here is a slot of its
-// own (kindForm); this is for the rest: series written to other nodes,
-// label bytes other than the ID's form. buf points to the key and, after
-// it, the ID, unless the ID is the storage series' own (ref is then never
-// nil: it is only ever replaced by another series of the same ID); when
-// the key is the ID (remote write 2.0, OTLP) both are the same bytes. A
-// pointer and two lengths instead of a slice (which also keeps a capacity)
-// and one-byte fields keep it in the 32-byte size class.
-//
-// A formed entry's key is the form of the ID (see seriesCache): buf then
-// holds the ID alone, a copy; a hit compares the request's bytes with that
-// ID's form.
+// cachedSeries is a remembered series that is not a cell of its own: its
+// label bytes (the key), its ID and the storage ref the last local write
+// returned (storage.Sample.Ref), 0 when this node has not written the
+// series. Nearly every series written here is a cell of its own
+// (kindForm); this is for the rest: series written to other nodes, label
+// bytes other than the ID's form. buf holds the key and, after it, the ID,
+// unless the key is the ID (idIsKey: remote write 2.0, OTLP) or its form
+// (formed: buf is then the ID alone, and a hit compares the request's
+// bytes with that ID's form). When the ID is storage's own (a local
+// series), buf is storage's immutable bytes, not a copy. Immutable once
+// in the table: a new ref replaces the entry.
 type cachedSeries struct {
-	ref    atomic.Pointer[storage.Series]
-	buf    *byte  // the key's first byte; the ID's follow unless shared
-	keyLen uint32 // key = buf[:keyLen]
-	idLen  uint32 // id = buf[keyLen:keyLen+idLen]; 0: ref's; see idIsKey
-	// idIsKey: the key is the ID, copied (ref's when idLen is 0)
+	ref    storage.SeriesRef
+	buf    []byte // the key, then the ID unless idIsKey
+	keyLen uint32
+	// idIsKey: the key is the ID
 	idIsKey bool
 	// formed: buf[:keyLen] is the ID (idIsKey is set too), and the label
 	// bytes the entry was decoded from are its form, not kept
@@ -196,54 +177,35 @@ type cachedSeries struct {
 
 // key returns the bytes a hit is checked against: the label bytes the
 // entry was decoded from, or, formed, the ID they are the form of.
-func (e *cachedSeries) key() []byte { return unsafe.Slice(e.buf, e.keyLen) }
+func (e *cachedSeries) key() []byte { return e.buf[:e.keyLen:e.keyLen] }
 
 // matches reports whether raw are the label bytes the entry was decoded
 // from.
 func (e *cachedSeries) matches(raw []byte) bool {
-	k := unsafe.Slice(e.buf, e.keyLen)
 	if e.formed {
-		return labelsAreID(raw, k)
+		return labelsAreID(raw, e.key())
 	}
-	return string(raw) == string(k)
+	return string(raw) == string(e.key())
 }
 
-// load returns the entry's storage ref and the series' ID.
-func (e *cachedSeries) load() (*storage.Series, []byte) {
-	ref := e.ref.Load()
-	return ref, e.idOf(ref)
-}
-
-// idOf returns the series' ID, given ref = e.ref.Load() (the caller loads
-// it once for both).
-func (e *cachedSeries) idOf(ref *storage.Series) []byte {
-	switch {
-	case e.idIsKey:
+// id returns the series' ID.
+func (e *cachedSeries) id() []byte {
+	if e.idIsKey {
 		return e.key()
-	case e.idLen == 0 && ref != nil:
-		return ref.ID()
 	}
-	return unsafe.Slice(e.buf, e.keyLen+e.idLen)[e.keyLen:]
+	return e.buf[e.keyLen:]
 }
 
-// minSlots is the size of an empty cache's table.
-const minSlots = 16
-
-// The table is rebuilt when more than maxLoadNum/maxLoadDen of its slots
-// are used (tombstones too), to growNum/growDen slots a live entry: a
-// table of any size, from 54% to 81% full, where powers of two were
-// 37-75% (a slot is 16 bytes: 20-30 bytes a series; at a million 1.79 M
-// slots, 28.6 bytes a series, where the power of two was 2 M, 33.5).
-// Linear probing at 81% takes ~3 slots for a hit, ~15 for a miss, in
-// one to four cache lines.
-const (
-	maxLoadNum, maxLoadDen = 13, 16
-	growNum, growDen       = 24, 13
-)
+// The table is at most maxLoad sixteenths full: from 54% (after a 1.5
+// step) to 81%, ~3 slots for a hit at the top, ~15 for a miss, in one to
+// four cache lines; 16 bytes a slot, 20-30 bytes a series.
+const maxLoad = 13
 
 func newSeriesCache(maxSeries int) *seriesCache {
 	perGen := max(maxSeries, 1)
-	return &seriesCache{perGen: perGen, slots: make([]slot, minSlots)}
+	c := &seriesCache{perGen: perGen}
+	c.t.SetMaxLoad(maxLoad)
+	return c
 }
 
 // view runs fn with lookups allowed: lookup may be called, from fn's
@@ -254,37 +216,48 @@ func (c *seriesCache) view(fn func()) {
 	fn()
 }
 
-// probe returns the first live slot of hash h's probe sequence with the
-// same 32 hash bits (the zero slot if there is none): the candidate, whose
-// key the caller compares.
-func (c *seriesCache) probe(h uint64) slot {
-	h32 := uint32(h)
-	for i := slots.Home(h32, len(c.slots)); ; i = slots.Next(i, len(c.slots)) {
-		s := &c.slots[i]
-		if s.kind == kindEmpty {
-			return slot{}
-		}
-		if s.h == h32 && s.kind >= kindEntry {
-			return *s
-		}
+// slotOf is the request's copy of cell v under hash h32, its ID taken
+// from storage (kindForm, kindID; ok false when the ref is stale: the
+// cell is a miss) or the entry.
+func (c *seriesCache) slotOf(h32 uint32, v cell) (slot, bool) {
+	s := slot{h: h32, shard: v.shard, gen: v.gen, kind: v.kind}
+	if v.kind == kindEntry {
+		s.e = c.entries[v.lo]
+		s.ref, s.id = s.e.ref, s.e.id()
+		return s, true
 	}
+	s.ref = v.ref()
+	s.id = storage.SeriesID(s.ref)
+	return s, s.id != nil
 }
 
-// find is probe and the comparison of the key, past live slots with the
-// same 32 hash bits but another key: two keys whose hashes share them (at
-// a million series about a hundred pairs) are both found, in the second
-// lookup's slow path.
+// matches reports whether raw are the label bytes the entry of s was
+// decoded from.
+func (s *slot) matches(raw []byte) bool {
+	switch s.kind {
+	case kindForm:
+		return labelsAreID(raw, s.id)
+	case kindID:
+		return string(raw) == string(s.id)
+	}
+	return s.e.matches(raw)
+}
+
+// find returns the live entry of key (hash h), the zero slot if there is
+// none: past entries with the same 32 hash bits but another key (at a
+// million series about a hundred pairs) and stale refs.
 func (c *seriesCache) find(key []byte, h uint64) slot {
 	h32 := uint32(h)
-	for i := slots.Home(h32, len(c.slots)); ; i = slots.Next(i, len(c.slots)) {
-		s := &c.slots[i]
-		if s.kind == kindEmpty {
-			return slot{}
+	var hit slot
+	c.t.Find(h32, func(v cell) bool {
+		s, ok := c.slotOf(h32, v)
+		if ok && s.matches(key) {
+			hit = s
+			return true
 		}
-		if s.h == h32 && s.kind >= kindEntry && s.matches(key) {
-			return *s
-		}
-	}
+		return false
+	})
+	return hit
 }
 
 // lookup finds the series of every key it knows: it sets hits[i] and
@@ -293,13 +266,22 @@ func (c *seriesCache) find(key []byte, h uint64) slot {
 // keep them). Only inside view.
 //
 // The probes run in a loop of their own: they do not depend on each
-// other, so the CPU overlaps their cache misses, and the comparisons with
-// the cached label bytes come after. A probe stops at the first live slot
-// with the same 32 hash bits; when its key is not the request's, find
-// goes on past it.
+// other, so the CPU overlaps their cache misses, and the resolution of
+// the refs and the comparisons with the label bytes come after. A probe
+// stops at the first entry with the same 32 hash bits; when its key is not
+// the request's, find goes on past it.
 func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, promote []newSeries) []newSeries {
 	for i := range keys {
-		hits[i] = c.probe(keys[i].Hash)
+		h32 := uint32(keys[i].Hash)
+		v, ok := c.t.Probe(h32)
+		if !ok {
+			hits[i] = slot{}
+			continue
+		}
+		hits[i] = slot{ref: v.ref(), h: h32, shard: v.shard, gen: v.gen, kind: v.kind}
+		if v.kind == kindEntry {
+			hits[i].e = c.entries[v.lo]
+		}
 	}
 	for i := range hits {
 		s := &hits[i]
@@ -308,11 +290,14 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, 
 		case kindEmpty:
 			continue
 		case kindForm:
-			ok = labelsAreID(keys[i].Raw, (*storage.Series)(s.p).ID())
+			s.id = storage.SeriesID(s.ref)
+			ok = s.id != nil && labelsAreID(keys[i].Raw, s.id)
 		case kindID:
-			ok = string(keys[i].Raw) == string((*storage.Series)(s.p).ID())
+			s.id = storage.SeriesID(s.ref)
+			ok = s.id != nil && string(keys[i].Raw) == string(s.id)
 		default:
-			ok = s.matchesOther(keys[i].Raw)
+			s.ref, s.id = s.e.ref, s.e.id()
+			ok = s.e.matches(keys[i].Raw)
 		}
 		if !ok {
 			if *s = c.find(keys[i].Raw, keys[i].Hash); !s.found() {
@@ -321,7 +306,7 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, 
 		}
 		known[i] = true
 		if s.gen != c.gen {
-			promote = append(promote, newSeries{h: keys[i].Hash, v: *s, old: s.p})
+			promote = append(promote, newSeries{h: keys[i].Hash, v: *s})
 		}
 	}
 	return promote
@@ -329,87 +314,82 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, 
 
 // lookupOne is lookup of one key: its slot (found) or the zero slot, and
 // whether the entry is in the old generation (the caller passes
-// newSeries{h, s, s.p} to update, to keep it). Only inside view.
+// newSeries{h, s} to update, to keep it). Only inside view.
 func (c *seriesCache) lookupOne(key []byte, h uint64) (s slot, promote bool) {
-	s = c.probe(h)
+	s = c.find(key, h)
 	if !s.found() {
 		return slot{}, false
-	}
-	if !s.matches(key) {
-		if s = c.find(key, h); !s.found() {
-			return slot{}, false
-		}
 	}
 	return s, s.gen != c.gen
 }
 
 // newSeries is an entry to put into the current generation: v, under
-// hash h, replacing the live entry of the same key or the one that points
-// at old (the entry v updates: a promotion, a new storage ref).
+// hash h, replacing the entry of the same key (a promotion, a new storage
+// ref) if there is one.
 type newSeries struct {
-	h   uint64
-	v   slot
-	old unsafe.Pointer
+	h uint64
+	v slot
 }
 
 // newSlot builds the cache entry of a series whose label bytes key decoded
-// to id in shard and which was written to ref (nil if not written
-// locally): the storage series itself when it holds id and key is id's
-// form or id (nothing is copied: the series' ID is immutable), else an
-// entry (see entry).
-func newSlot(h uint64, key, id []byte, shard uint32, ref *storage.Series) slot {
-	s := slot{h: uint32(h), shard: uint16(shard)}
+// to id in shard and which was written to ref (0 if not written locally):
+// a cell of the storage ref when the series holds id and key is id's form
+// or id (nothing is copied: the series' ID is immutable), else an entry
+// (see entry).
+func newSlot(h uint64, key, id []byte, shard uint32, ref storage.SeriesRef) slot {
+	s := slot{h: uint32(h), shard: uint16(shard), ref: ref}
 	sameBytes := len(key) == len(id) && len(id) > 0 && &key[0] == &id[0]
+	sid := storage.SeriesID(ref)
+	local := sid != nil && bytes.Equal(sid, id)
 	switch {
-	case ref == nil || !bytes.Equal(ref.ID(), id):
+	case !local:
 	case sameBytes:
-		s.p, s.kind = unsafe.Pointer(ref), kindID
+		s.id, s.kind = sid, kindID
 		return s
 	case len(id) > 0 && labelsAreID(key, id):
-		s.p, s.kind = unsafe.Pointer(ref), kindForm
+		s.id, s.kind = sid, kindForm
 		return s
 	}
-	s.p, s.kind = unsafe.Pointer(entry(key, id, ref)), kindEntry
+	if !local {
+		sid = nil
+	}
+	s.e = entry(key, id, ref, sid)
+	s.id, s.kind = s.e.id(), kindEntry
 	return s
 }
 
 // entry builds the out-of-line entry of a series whose label bytes key
-// decoded to id and which was written to ref (nil if not written locally).
-// The ID is not copied when ref holds it: the series' ID is immutable, and
-// with a million series a second copy of every ID was a tenth of the
-// node's heap. Nor is key when it is the ID's form (remote write 1.0
-// labels sent sorted): the entry is formed. Otherwise key and id are
-// copied, side by side in one allocation; once when key is id (remote
-// write 2.0 keys series by ID). Keys and IDs are far below 4 GiB (the
-// label limits bound them).
-func entry(key, id []byte, ref *storage.Series) *cachedSeries {
+// decoded to id and which was written to ref (0 if not written locally);
+// sid is storage's immutable bytes of id when ref is a local series of
+// that ID, else nil. The ID is not copied when sid holds it: with a
+// million series a second copy of every ID was a tenth of the node's
+// heap. Nor is key when it is the ID's form (remote write 1.0 labels sent
+// sorted): the entry is formed. Otherwise key and id are copied, side by
+// side in one allocation (the ID too when storage holds it: labels sent
+// unsorted are rare, and one slice keeps the entry at 40 bytes); once
+// when key is id (remote write 2.0 keys series by ID). Keys and IDs are far below 4 GiB (the label limits bound
+// them).
+func entry(key, id []byte, ref storage.SeriesRef, sid []byte) *cachedSeries {
 	sameBytes := len(key) == len(id) && len(id) > 0 && &key[0] == &id[0]
-	e := &cachedSeries{}
-	e.ref.Store(ref)
-	var buf []byte
+	e := &cachedSeries{ref: ref}
+	keepID := func() []byte {
+		if sid != nil {
+			return sid
+		}
+		return append([]byte(nil), id...)
+	}
 	switch {
 	case !sameBytes && len(id) > 0 && labelsAreID(key, id):
-		if ref != nil && bytes.Equal(ref.ID(), id) {
-			buf = ref.ID()
-		} else {
-			buf = append([]byte(nil), id...)
-		}
+		e.buf = keepID()
 		e.keyLen, e.idIsKey, e.formed = uint32(len(id)), true, true
-	case ref != nil && bytes.Equal(ref.ID(), id) && sameBytes:
-		buf = ref.ID() // key, and ID at offset 0
-		e.keyLen = uint32(len(id))
-	case ref != nil && bytes.Equal(ref.ID(), id):
-		buf = append([]byte(nil), key...)
-		e.keyLen = uint32(len(key)) // ID: ref's
 	case sameBytes:
-		buf = append([]byte(nil), id...)
+		e.buf = keepID()
 		e.keyLen, e.idIsKey = uint32(len(id)), true
 	default:
-		buf = make([]byte, 0, len(key)+len(id))
-		buf = append(append(buf, key...), id...)
-		e.keyLen, e.idLen = uint32(len(key)), uint32(len(id))
+		buf := make([]byte, 0, len(key)+len(id))
+		e.buf = append(append(buf, key...), id...)
+		e.keyLen = uint32(len(key))
 	}
-	e.buf = unsafe.SliceData(buf)
 	return e
 }
 
@@ -429,40 +409,63 @@ func (c *seriesCache) update(add []newSeries) {
 	}
 }
 
-// put stores a.v in the current generation: over the live slot that
-// points at a.old or a.v.p or has the same key, else in the first
-// tombstone or empty slot of its probe sequence.
+// put stores a.v in the current generation: over the entry of the same
+// key or a stale one of the same hash (its storage series is gone: it
+// would only lengthen probes until it aged out), else as a new entry.
 func (c *seriesCache) put(a *newSeries) {
 	v := a.v
-	v.h, v.gen = uint32(a.h), c.gen
-	free := -1
-	for i := slots.Home(v.h, len(c.slots)); ; i = slots.Next(i, len(c.slots)) {
-		s := &c.slots[i]
-		switch {
-		case s.kind == kindEmpty:
-			if free < 0 {
-				free = int(i)
-				c.used++
+	h32 := uint32(a.h)
+	i, ok := c.t.Find(h32, func(old cell) bool {
+		s, live := c.slotOf(h32, old)
+		return !live || sameKey(&s, &v)
+	})
+	nc := cell{shard: v.shard, gen: c.gen, kind: v.kind}
+	if v.kind == kindEntry {
+		idx := -1
+		if ok {
+			if old := c.t.At(i); old.kind == kindEntry {
+				idx = int(old.lo) // the replaced entry's index
 			}
-			c.slots[free] = v
-			c.cur++
-			if c.used*maxLoadDen > len(c.slots)*maxLoadNum {
-				c.rebuild()
-			}
-			return
-		case s.kind == kindTomb:
-			if free < 0 {
-				free = int(i)
-			}
-		case s.h == v.h && (s.p == a.old || s.p == v.p || sameKey(s, &v)):
-			if s.gen != c.gen {
-				c.old--
-				c.cur++
-			}
-			*s = v
-			return
 		}
+		nc.lo = c.entryIndex(idx, v.e)
+	} else {
+		nc.lo, nc.hi = uint32(v.ref), uint32(v.ref>>32)
 	}
+	if !ok {
+		c.t.Insert(h32, nc)
+		c.cur++
+		return
+	}
+	old := c.t.At(i)
+	if old.kind == kindEntry && v.kind != kindEntry {
+		c.freeEntry(old.lo)
+	}
+	if old.gen != c.gen {
+		c.old--
+		c.cur++
+	}
+	c.t.Set(i, nc)
+}
+
+// entryIndex stores e at index idx (>= 0: the entry it replaces), else at
+// a free or new index, and returns the index.
+func (c *seriesCache) entryIndex(idx int, e *cachedSeries) uint32 {
+	switch {
+	case idx >= 0:
+	case len(c.free) > 0:
+		idx = int(c.free[len(c.free)-1])
+		c.free = c.free[:len(c.free)-1]
+	default:
+		idx = len(c.entries)
+		c.entries = append(c.entries, nil)
+	}
+	c.entries[idx] = e
+	return uint32(idx)
+}
+
+func (c *seriesCache) freeEntry(idx uint32) {
+	c.entries[idx] = nil
+	c.free = append(c.free, idx)
 }
 
 // sameKey reports whether two entries were decoded from the same label
@@ -474,45 +477,27 @@ func sameKey(a, b *slot) bool {
 }
 
 // turnOver makes the current generation the old one and drops the old
-// one's entries (tombstones, in one sweep of the table: once every perGen
-// entries put, so a few slots a put).
+// one's entries (one sweep of the table, which rebuilds it: once every
+// perGen entries put, so a few slots a put).
 func (c *seriesCache) turnOver() {
 	if c.old > 0 {
-		for i := range c.slots {
-			if s := &c.slots[i]; s.kind >= kindEntry && s.gen != c.gen {
-				*s = slot{kind: kindTomb}
+		c.t.DeleteFunc(func(_ uint32, v cell) bool {
+			if v.gen == c.gen {
+				return false
 			}
-		}
+			if v.kind == kindEntry {
+				c.freeEntry(v.lo)
+			}
+			return true
+		})
 	}
 	c.old, c.cur = c.cur, 0
 	c.gen++
-}
-
-// rebuild moves the live entries into a new table at most half full,
-// dropping the tombstones, sized by growNum/growDen: the old table is
-// garbage at once (no request holds a slot's address).
-func (c *seriesCache) rebuild() {
-	live := c.cur + c.old
-	n := max(minSlots, (live+1)*growNum/growDen)
-	old := c.slots
-	c.slots = make([]slot, n)
-	for i := range old {
-		s := &old[i]
-		if s.kind < kindEntry {
-			continue
-		}
-		j := slots.Home(s.h, n)
-		for c.slots[j].kind != kindEmpty {
-			j = slots.Next(j, n)
-		}
-		c.slots[j] = *s
-	}
-	c.used = live
 }
 
 // len counts the entries, for tests.
 func (c *seriesCache) len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.cur + c.old
+	return c.t.Len()
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/assert"
@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/internal/slots"
 )
 
 // recording is a Local backend that keeps a copy of every batch it was
@@ -39,6 +40,14 @@ func (r *recording) last() []storage.Sample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.batches[len(r.batches)-1]
+}
+
+// refID is the ID of a live storage ref.
+func refID(t *testing.T, ref storage.SeriesRef) []byte {
+	t.Helper()
+	id := storage.SeriesID(ref)
+	require.NotNil(t, id, "ref %x is live", ref)
+	return id
 }
 
 func readIDs(t *testing.T, f *fixture, id []byte, from, to int64) []int64 {
@@ -67,7 +76,7 @@ func TestSeriesCacheHandsBackRefs(t *testing.T) {
 	code, msg := post(t, url, writeBody(t, ts("up", now-2000, 1, job("a")), ts("up", now-2000, 2, job("b"))))
 	require.Equal(t, http.StatusNoContent, code, msg)
 	for _, s := range rec.last() {
-		require.Nil(t, s.Ref, "first sight: no ref yet")
+		require.Zero(t, s.Ref, "first sight: no ref yet")
 	}
 	require.Equal(t, 2, f.api.series.len())
 
@@ -75,10 +84,10 @@ func TestSeriesCacheHandsBackRefs(t *testing.T) {
 	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 3, job("a")), ts("up", now-1000, 9, job("c")), ts("up", now-1000, 4, job("b"))))
 	require.Equal(t, http.StatusNoContent, code, msg)
 	second := rec.last()
-	require.NotNil(t, second[0].Ref, "known series carry the ref of their first write")
-	require.Nil(t, second[1].Ref)
-	require.NotNil(t, second[2].Ref)
-	require.NotSame(t, second[0].Ref, second[2].Ref)
+	require.NotZero(t, second[0].Ref, "known series carry the ref of their first write")
+	require.Zero(t, second[1].Ref)
+	require.NotZero(t, second[2].Ref)
+	require.NotEqual(t, second[0].Ref, second[2].Ref)
 	require.Equal(t, 3, f.api.series.len())
 	c := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("c")}})
 	require.Equal(t, []int64{now - 1000}, readIDs(t, f, c, now-5000, now))
@@ -105,7 +114,7 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	require.Equal(t, 1, f.api.series.len())
 	code, msg = post(t, url, writeBody(t, unsorted(now-2000)))
 	require.Equal(t, http.StatusNoContent, code, msg)
-	require.NotNil(t, rec.last()[0].Ref, "unsorted labels sent again hit the cache")
+	require.NotZero(t, rec.last()[0].Ref, "unsorted labels sent again hit the cache")
 	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 1, prompb.Label{Name: "job", Value: "x"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
 	require.Equal(t, 2, f.api.series.len(), "the sorted form is other bytes: its own entry")
@@ -122,7 +131,7 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	yRaw, yID := append([]byte(nil), d.Keys[0].Raw...), append([]byte(nil), d.Series[0].ID...)
 	require.NoError(t, d.Decode(zBody))
 	zRaw, zID := d.Keys[0].Raw, d.Series[0].ID
-	f.api.series.update([]newSeries{{h: remote.KeyHash(yRaw), v: newSlot(remote.KeyHash(yRaw), zRaw, zID, ident.Shard(zID, 64), nil)}})
+	f.api.series.update([]newSeries{{h: remote.KeyHash(yRaw), v: newSlot(remote.KeyHash(yRaw), zRaw, zID, ident.Shard(zID, 64), 0)}})
 
 	code, msg = post(t, url, writeBody(t, ts("up", now-500, 7, prompb.Label{Name: "job", Value: "y"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
@@ -136,13 +145,13 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, code, msg)
 	code, msg = post(t, url, writeBody(t, ts("up", now-350, 1, prompb.Label{Name: "job", Value: "z"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
-	require.NotNil(t, rec.last()[0].Ref, "z's sorted labels hit its entry")
+	require.NotZero(t, rec.last()[0].Ref, "z's sorted labels hit its entry")
 	var ze slot
 	f.api.series.view(func() { ze, _ = f.api.series.lookupOne(zRaw, remote.KeyHash(zRaw)) })
 	require.True(t, ze.found())
 	require.Equal(t, kindForm, ze.kind, "z's entry keeps no copy of its label bytes")
 	zref, zid := ze.load()
-	require.Same(t, &zref.ID()[0], &zid[0], "z's entry is its storage series")
+	require.Same(t, &refID(t, zref)[0], &zid[0], "z's entry is its storage series' ID")
 	f.api.series.update([]newSeries{{h: remote.KeyHash(yRaw), v: ze}})
 	f.api.series.view(func() {
 		e, _ := f.api.series.lookupOne(yRaw, remote.KeyHash(yRaw))
@@ -152,8 +161,8 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 	})
 	code, msg = post(t, url, writeBody(t, ts("up", now-300, 8, prompb.Label{Name: "job", Value: "y"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
-	require.NotNil(t, rec.last()[0].Ref, "a hit of y's own entry")
-	require.Equal(t, yID, rec.last()[0].Ref.ID(), "y's own entry")
+	require.NotZero(t, rec.last()[0].Ref, "a hit of y's own entry")
+	require.Equal(t, yID, refID(t, rec.last()[0].Ref), "y's own entry")
 	require.Equal(t, []int64{now - 500, now - 300}, readIDs(t, f, yID, now-5000, now))
 	require.Equal(t, []int64{now - 400, now - 350}, readIDs(t, f, zID, now-5000, now))
 }
@@ -163,7 +172,7 @@ func TestSeriesCacheOnlyExactLabelBytes(t *testing.T) {
 func TestSeriesCacheIsBounded(t *testing.T) {
 	c := newSeriesCache(2)
 	put := func(i int) newSeries {
-		return newSeries{h: uint64(i), v: newSlot(uint64(i), []byte{byte(i)}, []byte{byte(i)}, 0, nil)}
+		return newSeries{h: uint64(i), v: newSlot(uint64(i), []byte{byte(i)}, []byte{byte(i)}, 0, 0)}
 	}
 	get := func(i int) (e slot, promote bool) {
 		c.view(func() { e, promote = c.lookupOne([]byte{byte(i)}, uint64(i)) })
@@ -184,13 +193,13 @@ func TestSeriesCacheIsBounded(t *testing.T) {
 	require.True(t, promote, "6 is old")
 	_, promote = get(8)
 	require.False(t, promote, "8 is current")
-	c.update([]newSeries{{h: 6, v: e, old: e.p}})
+	c.update([]newSeries{{h: 6, v: e}})
 	e6, promote := get(6)
-	require.Equal(t, e.p, e6.p)
+	require.Same(t, e.e, e6.e)
 	require.False(t, promote, "6 is current")
 	c.update([]newSeries{put(100), put(101)})
 	e6, promote = get(6)
-	require.Equal(t, e.p, e6.p)
+	require.Same(t, e.e, e6.e)
 	require.True(t, promote, "6 is old again")
 	require.Equal(t, 3, c.len(), "6 and 100 old, 101 current")
 }
@@ -222,24 +231,24 @@ func TestSeriesCacheSharesStorageID(t *testing.T) {
 
 	f.api.series.mu.RLock()
 	var entries []slot
-	for _, e := range f.api.series.slots {
-		if e.found() {
-			entries = append(entries, e)
-		}
+	for h, v := range f.api.series.t.All() {
+		e, ok := f.api.series.slotOf(h, v)
+		require.True(t, ok)
+		entries = append(entries, e)
 	}
 	f.api.series.mu.RUnlock()
 	require.Len(t, entries, 1)
 	e := entries[0]
 	ref, id := e.load()
-	require.NotNil(t, ref, "written locally: the entry holds the storage series")
-	require.Equal(t, ref.ID(), id)
-	require.Same(t, &ref.ID()[0], &id[0], "the entry shares the series' ID bytes")
+	require.NotZero(t, ref, "written locally: the entry holds the storage ref")
+	require.Equal(t, refID(t, ref), id)
+	require.Same(t, &refID(t, ref)[0], &id[0], "the entry shares the series' ID bytes")
 	require.Equal(t, kindForm, e.kind, "sorted labels: the entry keeps no copy of them, nor an entry of its own")
-	require.Equal(t, unsafe.Pointer(ref), e.p, "the entry is the storage series")
+	require.Nil(t, e.e, "the entry is the storage ref")
 
 	code, msg = post(t, url, writeBody(t, ts("up", now-1000, 2, prompb.Label{Name: "job", Value: "a"})))
 	require.Equal(t, http.StatusNoContent, code, msg)
-	require.Same(t, ref, rec.last()[0].Ref, "the sorted labels hit the entry")
+	require.Equal(t, ref, rec.last()[0].Ref, "the sorted labels hit the entry")
 	a := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("a")}})
 	require.Equal(t, []int64{now - 2000, now - 1000}, readIDs(t, f, a, now-5000, now))
 
@@ -249,7 +258,7 @@ func TestSeriesCacheSharesStorageID(t *testing.T) {
 		Samples: []prompb.Sample{{Timestamp: now - 500, Value: 3}}}
 	code, msg = post(t, url, writeBody(t, unsorted))
 	require.Equal(t, http.StatusNoContent, code, msg)
-	require.Nil(t, rec.last()[0].Ref, "other label bytes miss")
+	require.Zero(t, rec.last()[0].Ref, "other label bytes miss")
 	require.Equal(t, 2, f.api.series.len())
 	require.Equal(t, []int64{now - 2000, now - 1000, now - 500}, readIDs(t, f, a, now-5000, now))
 }
@@ -265,24 +274,24 @@ func TestSeriesCacheEntryForms(t *testing.T) {
 	batch := []storage.Sample{{ID: id, Shard: 1, T: now, V: 1}}
 	require.NoError(t, db.WriteBatch("default", batch))
 	ref := batch[0].Ref
-	require.NotNil(t, ref)
+	require.NotZero(t, ref)
 	sorted := wireLabels(t, prompb.Label{Name: "__name__", Value: "up"}, prompb.Label{Name: "job", Value: "x"})
 	unsorted := wireLabels(t, prompb.Label{Name: "job", Value: "x"}, prompb.Label{Name: "__name__", Value: "up"})
 	key := []byte("label bytes on the wire")
 	otherID := append([]byte(nil), id...)
 	for name, tc := range map[string]struct {
 		key, id []byte
-		ref     *storage.Series
+		ref     storage.SeriesRef
 		kind    uint8 // of the slot
 		formed  bool  // of the entry (kindEntry)
 	}{
 		"key, shared ID":      {key, otherID, ref, kindEntry, false},
-		"key, copied ID":      {key, otherID, nil, kindEntry, false},
+		"key, copied ID":      {key, otherID, 0, kindEntry, false},
 		"unsorted, shared ID": {unsorted, otherID, ref, kindEntry, false},
 		"sorted, shared ID":   {sorted, otherID, ref, kindForm, false},
-		"sorted, copied ID":   {sorted, otherID, nil, kindEntry, true},
+		"sorted, copied ID":   {sorted, otherID, 0, kindEntry, true},
 		"key is ID, shared":   {otherID, otherID, ref, kindID, false},
-		"key is ID, copied":   {otherID, otherID, nil, kindEntry, false},
+		"key is ID, copied":   {otherID, otherID, 0, kindEntry, false},
 	} {
 		s := newSlot(99, tc.key, tc.id, 7, tc.ref)
 		require.Equal(t, tc.kind, s.kind, name)
@@ -293,15 +302,16 @@ func TestSeriesCacheEntryForms(t *testing.T) {
 			}
 		}
 		if tc.kind != kindEntry {
-			require.Equal(t, unsafe.Pointer(tc.ref), s.p, "%s: the slot is the storage series", name)
+			require.Equal(t, tc.ref, s.ref, "%s: the slot is the storage ref", name)
+			require.Nil(t, s.e, name)
 		} else {
-			e := (*cachedSeries)(s.p)
+			e := s.e
 			require.Equal(t, tc.formed, e.formed, name)
 			switch {
 			case tc.formed:
 				require.Equal(t, id, e.key(), "%s: a formed entry holds the ID alone", name)
-				require.NotSame(t, &tc.key[0], e.buf, name)
-				require.NotSame(t, &tc.id[0], e.buf, "%s: a copy of the ID", name)
+				require.NotSame(t, &tc.key[0], &e.buf[0], name)
+				require.NotSame(t, &tc.id[0], &e.buf[0], "%s: a copy of the ID", name)
 			default:
 				require.Equal(t, tc.key, e.key(), name)
 				require.NotSame(t, &tc.key[0], &e.key()[0], "%s: the key is a copy", name)
@@ -309,15 +319,15 @@ func TestSeriesCacheEntryForms(t *testing.T) {
 		}
 		r, gotID := s.load()
 		require.Equal(t, id, gotID, name)
-		require.Same(t, tc.ref, r, name)
-		if tc.ref != nil {
-			require.Same(t, &tc.ref.ID()[0], &gotID[0], "%s: the storage series' ID, not a copy", name)
+		require.Equal(t, tc.ref, r, name)
+		if tc.ref != 0 && tc.kind != kindEntry {
+			require.Same(t, &refID(t, tc.ref)[0], &gotID[0], "%s: the storage series' ID, not a copy", name)
 		}
 		require.Equal(t, uint16(7), s.shard, name)
 		require.Equal(t, uint32(99), s.h, name)
 	}
-	require.Equal(t, uintptr(16), unsafe.Sizeof(slot{}), "a slot is 16 bytes")
-	require.Equal(t, uintptr(32), unsafe.Sizeof(cachedSeries{}), "an entry is in the 32-byte size class")
+	require.Equal(t, uintptr(16), reflect.TypeFor[slots.Entry[cell]]().Size(), "a table slot is 16 bytes")
+	require.Equal(t, uintptr(40), reflect.TypeFor[cachedSeries]().Size(), "an entry is 40 bytes (in the 48-byte size class)")
 }
 
 // The generation number wraps (one byte), and still tells the entries of
@@ -328,7 +338,7 @@ func TestSeriesCacheGenerationsWrap(t *testing.T) {
 	c := newSeriesCache(1) // generations of one
 	key := func(i int) []byte { return []byte{byte(i), byte(i >> 8), 'k'} }
 	for i := range 700 {
-		c.update([]newSeries{{h: uint64(i), v: newSlot(uint64(i), key(i), key(i), 0, nil)}})
+		c.update([]newSeries{{h: uint64(i), v: newSlot(uint64(i), key(i), key(i), 0, 0)}})
 		c.view(func() {
 			e, promote := c.lookupOne(key(i), uint64(i))
 			require.True(t, e.found(), "generation %d", i)
@@ -363,9 +373,9 @@ func TestSeriesCacheHoldsItsSizeRoundRobin(t *testing.T) {
 			switch {
 			case !e.found():
 				misses++
-				c.update([]newSeries{{h: uint64(i), v: newSlot(uint64(i), key(i), key(i), 0, nil)}})
+				c.update([]newSeries{{h: uint64(i), v: newSlot(uint64(i), key(i), key(i), 0, 0)}})
 			case promote:
-				c.update([]newSeries{{h: uint64(i), v: e, old: e.p}})
+				c.update([]newSeries{{h: uint64(i), v: e}})
 			}
 		}
 		if round == 0 {
@@ -383,14 +393,14 @@ func TestSeriesCacheHoldsItsSizeRoundRobin(t *testing.T) {
 func TestSeriesCacheRefreshesHeldSeries(t *testing.T) {
 	id := ident.AppendPairs(nil, []ident.Pair{{Name: []byte("__name__"), Value: []byte("up")}, {Name: []byte("job"), Value: []byte("x")}})
 	now := time.Now().UnixMilli()
-	write := func() *storage.Series {
+	write := func() storage.SeriesRef {
 		batch := []storage.Sample{{ID: id, Shard: 1, T: now, V: 1}}
 		require.NoError(t, storagetest.Open(t, 4, nil).WriteBatch("default", batch))
-		require.NotNil(t, batch[0].Ref)
+		require.NotZero(t, batch[0].Ref)
 		return batch[0].Ref
 	}
 	ref1, ref2 := write(), write()
-	require.NotSame(t, ref1, ref2)
+	require.NotEqual(t, ref1, ref2)
 	raw := wireLabels(t, prompb.Label{Name: "__name__", Value: "up"}, prompb.Label{Name: "job", Value: "x"})
 	h := remote.KeyHash(raw)
 	c := newSeriesCache(10)
@@ -400,14 +410,14 @@ func TestSeriesCacheRefreshesHeldSeries(t *testing.T) {
 	require.Equal(t, kindForm, hit.kind)
 	_, ok := hit.refreshed(h, ref1)
 	require.False(t, ok, "the same series: nothing to do")
-	_, ok = hit.refreshed(h, nil)
+	_, ok = hit.refreshed(h, 0)
 	require.False(t, ok, "no ref (a failed write): nothing to do")
 	u, ok := hit.refreshed(h, ref2)
 	require.True(t, ok)
 	c.update([]newSeries{u})
 	c.view(func() { hit, _ = c.lookupOne(raw, h) })
 	got, _ := hit.load()
-	require.Same(t, ref2, got)
+	require.Equal(t, ref2, got)
 	require.Equal(t, 1, c.len())
 }
 
@@ -483,14 +493,14 @@ func TestSeriesCacheConcurrentWrites(t *testing.T) {
 func TestSeriesCacheOneEntryAKey(t *testing.T) {
 	c := newSeriesCache(10)
 	key := []byte("label bytes")
-	c.update([]newSeries{{h: 5, v: newSlot(5, key, key, 0, nil)}})
-	second := newSlot(5, append([]byte(nil), key...), key, 0, nil)
+	c.update([]newSeries{{h: 5, v: newSlot(5, key, key, 0, 0)}})
+	second := newSlot(5, append([]byte(nil), key...), key, 0, 0)
 	c.update([]newSeries{{h: 5, v: second}})
 	require.Equal(t, 1, c.len())
 	var hit slot
 	c.view(func() { hit, _ = c.lookupOne(key, 5) })
-	require.Equal(t, second.p, hit.p, "the later entry")
-	c.update([]newSeries{{h: 5, v: newSlot(5, []byte("other"), []byte("other"), 0, nil)}})
+	require.Same(t, second.e, hit.e, "the later entry")
+	c.update([]newSeries{{h: 5, v: newSlot(5, []byte("other"), []byte("other"), 0, 0)}})
 	require.Equal(t, 2, c.len())
 }
 
@@ -504,8 +514,8 @@ func TestSeriesCacheTableLoad(t *testing.T) {
 	minLoad := 1.0
 	for i := range n {
 		k := key(i)
-		c.update([]newSeries{{h: remote.KeyHash(k), v: newSlot(remote.KeyHash(k), k, k, 0, nil)}})
-		load := float64(c.used) / float64(len(c.slots))
+		c.update([]newSeries{{h: remote.KeyHash(k), v: newSlot(remote.KeyHash(k), k, k, 0, 0)}})
+		load := float64(c.t.Len()) / float64(c.t.Slots())
 		require.LessOrEqual(t, load, 13.0/16, "%d entries", i+1)
 		if i > 1000 {
 			minLoad = min(minLoad, load)

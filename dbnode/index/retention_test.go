@@ -45,10 +45,7 @@ func TestDropBlocksBeforeFreesAndReusesRefs(t *testing.T) {
 	ix.DropBlocksBefore(20)
 	require.Zero(t, ix.NumSeries())
 	for i := range ix.series.stripes {
-		require.Zero(t, ix.series.stripes[i].n)
-		for _, s := range ix.series.stripes[i].slots {
-			require.Zero(t, s)
-		}
+		require.Zero(t, ix.series.stripes[i].t.Len())
 	}
 	names, err := ix.LabelNames(nil, -100, 100)
 	require.NoError(t, err)

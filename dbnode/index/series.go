@@ -8,13 +8,12 @@ import (
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
-
-	"github.com/tessera-tsdb/tessera/internal/slots"
 )
 
-// ErrFull is returned by Insert when the namespace already holds 2^32-1 live
-// series, the most a uint32 ref can name.
-var ErrFull = errors.New("index full: 2^32-1 live series")
+// ErrFull is returned by Insert when the namespace already holds 2^31-1 live
+// series, the most a value table's entry can name (a ref+1 below its
+// multi bit; see values).
+var ErrFull = errors.New("index full: 2^31-1 live series")
 
 // numStripes spreads the ID -> ref table over independently locked shards so
 // that concurrent writers of different series rarely touch the same lock or
@@ -61,23 +60,11 @@ func (t *seriesTable) stripeOf(h uint64) *stripe { return &t.stripes[h%numStripe
 
 // find returns id's ref. The caller holds st's lock (read or write).
 func (t *seriesTable) find(st *stripe, h uint64, id []byte) (uint32, bool) {
-	if len(st.slots) == 0 {
+	i, ok := st.t.Find(uint32(h>>32), func(v uint32) bool { return t.ids.get(v-1) == string(id) })
+	if !ok {
 		return 0, false
 	}
-	tag := uint32(h >> 32)
-	n := len(st.slots)
-	for i := slots.Home(tag, n); ; i = slots.Next(i, n) {
-		s := st.slots[i]
-		if s == 0 {
-			return 0, false
-		}
-		if uint32(s>>32) == tag {
-			ref := uint32(s) - 1
-			if t.ids.get(ref) == string(id) {
-				return ref, true
-			}
-		}
-	}
+	return st.t.At(i) - 1, true
 }
 
 // create gives id a ref and stores it: owned if not empty (id as an
@@ -90,7 +77,7 @@ func (t *seriesTable) create(st *stripe, h uint64, id []byte, owned string) (uin
 		ref = t.free[n-1]
 		t.free = t.free[:n-1]
 	} else {
-		if t.next == math.MaxUint32 { // ref+1 must fit a slot
+		if t.next == math.MaxInt32 { // ref+1 must fit below valueMulti
 			t.mu.Unlock()
 			return 0, "", ErrFull
 		}

@@ -23,16 +23,18 @@ import (
 // series moves to multi, with the value (a substring of a stored ID, as
 // before) and a roaring bitmap.
 //
-// The table is split into valueParts open-addressing parts by hash, so
-// growing a part rehashes 1/16th of the slots (no long stall under the
-// block's write lock at a million values); a part re-places its slots by
-// their tags without reading any ID.
+// The table is split into valueParts slots.Tables by hash, so growing a
+// part re-places 1/16th of the entries (no long stall under the block's
+// write lock at a million values); a part re-places its entries by their
+// tags (the value hash's high 32 bits) without reading any ID. An entry's
+// value is the ref+1 of the only series with the value, or valueMulti |
+// an index into multi.
 //
 // Slots have no pointers, so the collector does not scan them either.
 // All methods require the block's lock (add: write; the others: read).
 type values struct {
 	name  string // the label name, a substring of a stored ID
-	parts [valueParts]valuePart
+	parts [valueParts]slots.Table[uint32]
 	multi []multiValue // values of two or more series, addressed by slots
 	n     int          // distinct values
 	// singles holds the refs of the values seen by one series. Listing
@@ -50,23 +52,13 @@ type multiValue struct {
 	bm    *roaring.Bitmap
 }
 
-type valuePart struct {
-	slots []uint64 // len is 0 or a slots.Grow size; load at most 3/4
-	n     int
-}
-
 const (
 	valuePartBits = 4
 	valueParts    = 1 << valuePartBits
-	minValueSlots = 8
 
-	// A slot is used | tag<<tagShift | multi<<32 | payload, zero when
-	// empty. payload is the ref of the only series with the value, or an
-	// index into values.multi when the multi bit is set.
-	slotUsed   = uint64(1) << 63
-	slotMulti  = uint64(1) << 32
-	tagShift   = 33
-	slotTagBit = 30 // tag bits kept in a slot
+	// valueMulti marks an entry of a value of several series: the rest is
+	// an index into values.multi. Refs stay below it (ErrFull).
+	valueMulti = uint32(1) << 31
 )
 
 func newValues(name string) *values { return &values{name: name, singles: roaring.New()} }
@@ -74,57 +66,42 @@ func newValues(name string) *values { return &values{name: name, singles: roarin
 // valueHash splits the hash of a value into its part and its tag.
 func valueHash(seed maphash.Seed, v string) (part int, tag uint32) {
 	h := maphash.String(seed, v)
-	return int(h & (valueParts - 1)), uint32(h >> (64 - slotTagBit))
+	return int(h & (valueParts - 1)), uint32(h >> 32)
 }
-
-func slotTag(s uint64) uint32 { return uint32(s>>tagShift) & (1<<slotTagBit - 1) }
 
 // len returns the number of distinct values.
 func (vs *values) len() int { return vs.n }
 
-// valueOf returns the value of the slot's entry: read from the ID of its
-// only series, or the stored multi value.
-func (vs *values) valueOf(s uint64, series *seriesTable) string {
-	if s&slotMulti != 0 {
-		return vs.multi[uint32(s)].value
+// valueOf returns the value of an entry: read from the ID of its only
+// series, or the stored multi value.
+func (vs *values) valueOf(e uint32, series *seriesTable) string {
+	if e&valueMulti != 0 {
+		return vs.multi[e&^valueMulti].value
 	}
-	return labelValue(series.id(uint32(s)), vs.name)
+	return labelValue(series.id(e-1), vs.name)
 }
 
-func (vs *values) postingsOf(s uint64) postings {
-	if s&slotMulti != 0 {
-		return postings{bm: vs.multi[uint32(s)].bm}
+func (vs *values) postingsOf(e uint32) postings {
+	if e&valueMulti != 0 {
+		return postings{bm: vs.multi[e&^valueMulti].bm}
 	}
-	return postings{one: uint32(s)}
+	return postings{one: e - 1}
 }
 
-// find returns the index in p of v's slot, or of the empty slot where v
-// would go, and whether v is there. p must have slots.
-func (vs *values) find(p *valuePart, tag uint32, v string, series *seriesTable) (int, bool) {
-	n := len(p.slots)
-	for i := slots.Home(tag<<(32-slotTagBit), n); ; i = slots.Next(i, n) {
-		s := p.slots[i]
-		if s == 0 {
-			return i, false
-		}
-		if slotTag(s) == tag && vs.valueOf(s, series) == v {
-			return i, true
-		}
-	}
+// find returns the position in p of v's entry and whether v is there.
+func (vs *values) find(p *slots.Table[uint32], tag uint32, v string, series *seriesTable) (int, bool) {
+	return p.Find(tag, func(e uint32) bool { return vs.valueOf(e, series) == v })
 }
 
 // get returns the postings of v.
 func (vs *values) get(v string, series *seriesTable) (postings, bool) {
 	part, tag := valueHash(series.seed, v)
 	p := &vs.parts[part]
-	if len(p.slots) == 0 {
-		return postings{}, false
-	}
 	i, ok := vs.find(p, tag, v, series)
 	if !ok {
 		return postings{}, false
 	}
-	return vs.postingsOf(p.slots[i]), true
+	return vs.postingsOf(p.At(i)), true
 }
 
 // add records that series ref has value v (a substring of its stored ID)
@@ -132,49 +109,27 @@ func (vs *values) get(v string, series *seriesTable) (postings, bool) {
 func (vs *values) add(v string, ref uint32, series *seriesTable) bool {
 	part, tag := valueHash(series.seed, v)
 	p := &vs.parts[part]
-	if (p.n+1)*4 > len(p.slots)*3 {
-		p.grow()
-	}
 	i, ok := vs.find(p, tag, v, series)
 	if !ok {
-		p.slots[i] = slotUsed | uint64(tag)<<tagShift | uint64(ref)
-		p.n++
+		p.Insert(tag, ref+1)
 		vs.n++
 		vs.singles.Add(ref)
 		return true
 	}
-	s := p.slots[i]
-	if s&slotMulti != 0 {
-		vs.multi[uint32(s)].bm.Add(ref)
+	e := p.At(i)
+	if e&valueMulti != 0 {
+		vs.multi[e&^valueMulti].bm.Add(ref)
 		return false
 	}
-	if one := uint32(s); one != ref {
-		// multi is indexed by the low 32 bits of a slot: it cannot outgrow
-		// them, as it holds fewer values than there are refs.
+	if one := e - 1; one != ref {
+		// multi is indexed below valueMulti: it cannot outgrow that, as
+		// it holds fewer values than there are refs.
 		idx := uint32(len(vs.multi))
 		vs.multi = append(vs.multi, multiValue{value: v, bm: roaring.BitmapOf(one, ref)})
-		p.slots[i] = slotUsed | uint64(tag)<<tagShift | slotMulti | uint64(idx)
+		p.Set(i, valueMulti|idx)
 		vs.singles.Remove(one)
 	}
 	return false
-}
-
-// grow enlarges the part's slots (slots.Grow), re-placing them by their
-// tags.
-func (p *valuePart) grow() {
-	old := p.slots
-	p.slots = make([]uint64, slots.Grow(len(old), minValueSlots))
-	n := len(p.slots)
-	for _, s := range old {
-		if s == 0 {
-			continue
-		}
-		i := slots.Home(slotTag(s)<<(32-slotTagBit), n)
-		for p.slots[i] != 0 {
-			i = slots.Next(i, n)
-		}
-		p.slots[i] = s
-	}
 }
 
 // each calls fn with every value and its postings: the values of several

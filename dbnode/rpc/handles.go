@@ -58,7 +58,7 @@ const maxSeqIndex = 1 << 20
 // found both ways gets two handles, which is only a few bytes more.
 type handleTable struct {
 	bySeq []uint32 // handle+1 by series number; 0: none
-	byRef map[*storage.Series]uint32
+	byRef map[storage.SeriesRef]uint32
 	byID  map[string]uint32
 	n     uint32 // handles defined
 	// scratch per entry of the request being encoded
@@ -66,7 +66,7 @@ type handleTable struct {
 }
 
 func newHandleTable() *handleTable {
-	return &handleTable{byRef: map[*storage.Series]uint32{}, byID: map[string]uint32{}}
+	return &handleTable{byRef: map[storage.SeriesRef]uint32{}, byID: map[string]uint32{}}
 }
 
 // full says whether the table holds as many handles as a stream may.
@@ -75,7 +75,7 @@ func (t *handleTable) full() bool { return t.n >= maxStreamHandles }
 // handle returns the handle of s's series and whether the stream defined
 // it before; if not, it defines it.
 func (t *handleTable) handle(s *storage.Sample) (uint32, bool) {
-	if r := s.Ref; r != nil {
+	if r := s.Ref; r != 0 {
 		if q := r.Seq(); q > 0 && q < maxSeqIndex {
 			if q < uint64(len(t.bySeq)) {
 				if h := t.bySeq[q]; h != 0 {
@@ -210,7 +210,7 @@ type streamSeries struct {
 	// ref is the storage series a write of namespace ns resolved; storage
 	// notices a stale one and looks the ID up again.
 	ns  string
-	ref *storage.Series
+	ref storage.SeriesRef
 }
 
 // streamTable is a receiver's side of one stream's handles, indexed by
@@ -273,7 +273,7 @@ func decodeHandlePayload(b []byte, ns string, t *streamTable, dst []storage.Samp
 			return fail(off, "entry %d: handle %d not defined (%d are)", e, h, len(t.series))
 		}
 		ser := &t.series[h]
-		var sref *storage.Series
+		var sref storage.SeriesRef
 		if ser.ns == ns {
 			sref = ser.ref
 		}

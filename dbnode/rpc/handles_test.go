@@ -25,7 +25,7 @@ func wireRequest(t *testing.T, ns string, samples []storage.Sample, tab *handleT
 	return &req
 }
 
-func handleTestBatch(refA *storage.Series) []storage.Sample {
+func handleTestBatch(refA storage.SeriesRef) []storage.Sample {
 	a, b, c := seriesID("a"), seriesID("b", "k", "v"), seriesID("c")
 	return []storage.Sample{
 		{ID: a, Shard: shardOf(a), T: 1000, V: 1, Ref: refA}, {ID: a, Shard: shardOf(a), T: 1010, V: 2, Ref: refA},
@@ -39,7 +39,7 @@ func handleTestBatch(refA *storage.Series) []storage.Sample {
 // series' ID once, later ones only handles, and both decode to the batch
 // sent, in order, with the series' IDs.
 func TestHandlePayloadRoundTrip(t *testing.T) {
-	refA := new(storage.Series)
+	refA := storage.SeriesRef(1<<32 | 1) // a ref: the handle table never resolves it
 	batch := handleTestBatch(refA)
 	tab, recv := newHandleTable(), &streamTable{}
 
@@ -63,21 +63,21 @@ func TestHandlePayloadRoundTrip(t *testing.T) {
 	require.Len(t, recv.series, 3)
 
 	// A resolved series hands its ref to the samples of its namespace only.
-	ref := new(storage.Series)
+	ref := storage.SeriesRef(2<<32 | 2)
 	recv.series[1].ns, recv.series[1].ref = testNS, ref
 	got, _, err = decodeHandlePayload(second.GetPayload(), testNS, recv, nil, nil)
 	require.NoError(t, err)
-	require.Same(t, ref, got[2].Ref)
+	require.Equal(t, ref, got[2].Ref)
 	got, _, err = decodeHandlePayload(second.GetPayload(), "other", recv, nil, nil)
 	require.NoError(t, err)
-	require.Nil(t, got[2].Ref)
+	require.Zero(t, got[2].Ref)
 }
 
 // TestHandlePayloadMalformed: a payload naming a handle the stream never
 // defined, or defining one out of turn, or cut short, is refused with
 // ErrMalformed naming the format, and decodes no sample.
 func TestHandlePayloadMalformed(t *testing.T) {
-	batch := handleTestBatch(nil)
+	batch := handleTestBatch(0)
 	good := wireRequest(t, testNS, batch, newHandleTable()).GetPayload()
 	known := wireRequest(t, testNS, batch, func() *handleTable {
 		tab := newHandleTable()
@@ -126,7 +126,7 @@ func TestHandleTableFull(t *testing.T) {
 // allow, every sample's ID is its handle's, and only new handles are
 // added, in order.
 func FuzzHandlePayload(f *testing.F) {
-	batch := handleTestBatch(nil)
+	batch := handleTestBatch(0)
 	tab := newHandleTable()
 	f.Add(func() []byte {
 		w, _ := encodeHandleRequest("", batch, tab, mem.DefaultBufferPool())
@@ -176,7 +176,7 @@ func TestHandleTableByRef(t *testing.T) {
 	}
 	require.NoError(t, db.WriteBatch(testNS, batch))
 	for i := range batch {
-		require.NotNil(t, batch[i].Ref)
+		require.NotZero(t, batch[i].Ref)
 		require.NotZero(t, batch[i].Ref.Seq())
 	}
 	require.NotEqual(t, batch[0].Ref.Seq(), batch[1].Ref.Seq())
@@ -195,7 +195,7 @@ func TestHandleTableByRef(t *testing.T) {
 	require.Empty(t, tab.byRef)
 	require.Empty(t, tab.byID)
 	noRef := batch[1]
-	noRef.Ref = nil
+	noRef.Ref = 0
 	h, known := tab.handle(&noRef)
 	require.False(t, known, "found by ID, a table of its own")
 	require.EqualValues(t, 3, h)

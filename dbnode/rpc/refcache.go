@@ -39,7 +39,7 @@ type refEntry struct {
 	ns    string
 	id    string // a copy: the request's bytes are reused
 	shard uint32
-	ref   *storage.Series
+	ref   storage.SeriesRef
 }
 
 // newRefCache returns a cache of n slots; n must be a power of two.
@@ -78,7 +78,7 @@ func (c *refCache) lookup(ns string, batch []storage.Sample, firsts []bool, hash
 }
 
 // put remembers ref for (ns, id, shard), which must have been validated.
-func (c *refCache) put(ns string, id []byte, shard uint32, ref *storage.Series) {
+func (c *refCache) put(ns string, id []byte, shard uint32, ref storage.SeriesRef) {
 	h := xxhash.Sum64(id)
 	c.slots[h&c.mask].Store(&refEntry{hash: h, ns: ns, id: string(id), shard: shard, ref: ref})
 }

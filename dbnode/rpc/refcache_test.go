@@ -18,27 +18,27 @@ import (
 func TestRefCacheExactKeys(t *testing.T) {
 	c := newRefCache(1) // one slot: every series collides
 	a, b := seriesID("cpu", "host", "a"), seriesID("cpu", "host", "b")
-	ref := new(storage.Series)
+	ref := storage.SeriesRef(1<<32 | 1)
 	c.put("default", a, 5, ref)
 
-	look := func(ns string, id []byte, shard uint32) *storage.Series {
+	look := func(ns string, id []byte, shard uint32) storage.SeriesRef {
 		batch := []storage.Sample{{ID: id, Shard: shard}}
 		hits := make([]*refEntry, 1)
 		c.lookup(ns, batch, []bool{true}, make([]uint64, 1), hits)
 		if hits[0] == nil {
-			require.Nil(t, batch[0].Ref)
-			return nil
+			require.Zero(t, batch[0].Ref)
+			return 0
 		}
-		require.Same(t, hits[0].ref, batch[0].Ref)
+		require.Equal(t, hits[0].ref, batch[0].Ref)
 		return batch[0].Ref
 	}
-	require.Same(t, ref, look("default", append([]byte(nil), a...), 5))
-	require.Nil(t, look("other", a, 5), "another namespace")
-	require.Nil(t, look("default", a, 6), "another shard")
-	require.Nil(t, look("default", b, 5), "another series in the same slot")
-	require.Nil(t, look("default", a[:len(a)-1], 5), "a prefix of the ID")
-	c.put("default", b, 5, new(storage.Series))
-	require.Nil(t, look("default", a, 5), "evicted by b")
+	require.Equal(t, ref, look("default", append([]byte(nil), a...), 5))
+	require.Zero(t, look("other", a, 5), "another namespace")
+	require.Zero(t, look("default", a, 6), "another shard")
+	require.Zero(t, look("default", b, 5), "another series in the same slot")
+	require.Zero(t, look("default", a[:len(a)-1], 5), "a prefix of the ID")
+	c.put("default", b, 5, storage.SeriesRef(2<<32|2))
+	require.Zero(t, look("default", a, 5), "evicted by b")
 }
 
 // Writes through the cache stay correct when the cached ref goes stale

@@ -63,10 +63,13 @@ type SeqChunk struct {
 }
 
 // seqEntry is what a chunk keeps of one entry beside its bytes: the
-// series' number (0: ID inline), its storage series (nil inline) and
-// shard, for the definitions a stream sends and for AppendSamples.
+// series' number (0: ID inline), its storage ref (0 inline), ID (storage's
+// own immutable bytes, nil inline) and shard, for the definitions a
+// stream sends and for AppendSamples. The ID is taken when the chunk is
+// encoded: the ref may go stale later, the bytes stay.
 type seqEntry struct {
-	ref        *storage.Series
+	ref        storage.SeriesRef
+	id         []byte
 	seq, shard uint32
 }
 
@@ -76,9 +79,6 @@ func (c *SeqChunk) Samples() int { return c.n }
 // seqOf is the number a sample's series travels under: its storage
 // series' number, or 0 (no ref, or a number past uint32) for an inline ID.
 func seqOf(s *storage.Sample) uint32 {
-	if s.Ref == nil {
-		return 0
-	}
 	if q := s.Ref.Seq(); q > 0 && q <= math.MaxUint32 {
 		return uint32(q)
 	}
@@ -104,6 +104,12 @@ func EncodeSeqChunk(samples []storage.Sample) *SeqChunk {
 	for i := 0; i < len(samples); {
 		s := &samples[i]
 		q := seqOf(s)
+		var id []byte
+		if q != 0 {
+			if id = storage.SeriesID(s.Ref); id == nil {
+				q = 0 // gone from memory since the write: send the ID
+			}
+		}
 		j := i + 1
 		for j < len(samples) && sameSeqEntry(s, &samples[j], q) {
 			j++
@@ -118,7 +124,7 @@ func EncodeSeqChunk(samples []storage.Sample) *SeqChunk {
 			b = append(b, s.ID...)
 			b = binary.AppendUvarint(b, uint64(s.Shard))
 		} else {
-			c.entries = append(c.entries, seqEntry{ref: s.Ref, seq: q, shard: s.Shard})
+			c.entries = append(c.entries, seqEntry{ref: s.Ref, id: id, seq: q, shard: s.Shard})
 		}
 		b = binary.AppendUvarint(b, uint64(j-i))
 		prev := base
@@ -158,7 +164,7 @@ func (c *SeqChunk) AppendSamples(dst []storage.Sample) []storage.Sample {
 			_, n = binary.Uvarint(b[off:])
 			off += n
 		} else {
-			id = ref.ID()
+			id = en.id
 		}
 		cnt, n := binary.Uvarint(b[off:])
 		off += n
@@ -247,7 +253,7 @@ func encodeSeqRequest(ns string, chunks []*SeqChunk, d *seqDefined, pool mem.Buf
 			}
 			d.add(q)
 			ndefs++
-			id := en.ref.ID() // the number's own, immutable ID
+			id := en.id // the number's own, immutable ID
 			defs = binary.AppendUvarint(defs, uint64(q))
 			defs = binary.AppendUvarint(defs, uint64(len(id)))
 			defs = append(defs, id...)
@@ -401,7 +407,7 @@ func decodeSeqPayload(b []byte, ns string, x *seqIndex, dst []storage.Sample, hs
 			off += n
 			var id []byte
 			var shard uint32
-			var ref *storage.Series
+			var ref storage.SeriesRef
 			h := uint32(noHandle)
 			if q == 0 {
 				l, n := binary.Uvarint(b[off:])

@@ -92,9 +92,11 @@ func TestSeqPayloadRoundTrip(t *testing.T) {
 	clear(inlineID)
 	back := c.AppendSamples(nil)
 	requireSamples(t, batch, back)
-	require.Same(t, &batch[0].Ref.ID()[0], &back[0].ID[0])
-	require.Same(t, batch[2].Ref, back[2].Ref)
-	require.Nil(t, back[3].Ref)
+	id0 := storage.SeriesID(batch[0].Ref)
+	require.NotNil(t, id0)
+	require.Same(t, &id0[0], &back[0].ID[0])
+	require.Equal(t, batch[2].Ref, back[2].Ref)
+	require.Zero(t, back[3].Ref)
 
 	// The chunk's bytes go out as they are, in every request.
 	w, err := encodeSeqRequest(testNS, []*SeqChunk{c}, &seqDefined{}, mem.DefaultBufferPool())

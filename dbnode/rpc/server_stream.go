@@ -50,8 +50,8 @@ func (s *Server) writeStream(st grpc.BidiStreamingServer[nodepb.WriteBatchReques
 // streamScratch is one stream's working memory, reused by its requests.
 type streamScratch struct {
 	samples []storage.Sample
-	handles []uint32          // per sample
-	given   []*storage.Series // per entry: the ref decode gave its samples
+	handles []uint32            // per sample
+	given   []storage.SeriesRef // per entry: the ref decode gave its samples
 }
 
 // writeStreamed carries out one request of a stream. Errors wrapping
@@ -110,7 +110,7 @@ func (s *Server) writeStreamed(ctx context.Context, req *nodepb.WriteBatchReques
 				}
 				e++
 				if h := sc.handles[i]; h != noHandle {
-					if r := batch[i].Ref; r != nil && r != sc.given[e] {
+					if r := batch[i].Ref; r != 0 && r != sc.given[e] {
 						ser := &(*series)[h]
 						ser.ref, ser.ns = r, ns
 					}

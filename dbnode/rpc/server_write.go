@@ -91,7 +91,7 @@ func (s *Server) checkAndWrite(ctx context.Context, ns string, batch []storage.S
 		}
 		prevID = smp.ID
 		entry++
-		if smp.Ref != nil {
+		if smp.Ref != 0 {
 			// Ownership is checked at every write: the placement moves.
 			check.allowed(smp.Shard)
 			continue
@@ -234,7 +234,7 @@ func (s *Server) writeKinds(ctx context.Context, req *nodepb.WriteBatchRequest) 
 func (s *Server) remember(ns string, batch []storage.Sample, sc *writeScratch) {
 	for i := range batch {
 		smp := &batch[i]
-		if !sc.firsts[i] || smp.Ref == nil {
+		if !sc.firsts[i] || smp.Ref == 0 {
 			continue
 		}
 		if e := sc.hits[i]; e == nil || e.ref != smp.Ref {

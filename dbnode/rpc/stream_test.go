@@ -231,7 +231,7 @@ type refsSeenDB struct {
 func (d *refsSeenDB) WriteBatch(ns string, batch []storage.Sample) error {
 	n := 0
 	for _, s := range batch {
-		if s.Ref != nil {
+		if s.Ref != 0 {
 			n++
 		}
 	}

@@ -287,7 +287,7 @@ func (db *Database) QueueStreams(nsName string, shard uint32, series []SeriesStr
 		}
 		hit := encoding.MergeHistogramIterators(its...)
 		for hit.Next() {
-			hs := HistogramSample{ID: s.ID, Shard: shard, Ref: se}
+			hs := HistogramSample{ID: s.ID, Shard: shard, Ref: se.Ref()}
 			if hit.IsFloat() {
 				hs.T, hs.FH = hit.AtFloatHistogram(nil)
 			} else {

@@ -28,11 +28,11 @@ type Sample struct {
 	Shard uint32
 	T     int64 // unix ms
 	V     float64
-	// Ref is nil or the handle WriteBatch filled in for this same ID on an
+	// Ref is 0 or the ref WriteBatch filled in for this same ID on an
 	// earlier call: with it the write skips looking the series up. A stale
 	// ref (the series was flushed out of memory, its shard dropped, or it
 	// belongs to another namespace) is detected and looked up again.
-	Ref *Series
+	Ref SeriesRef
 }
 
 // Database is the storage engine of one node. It is safe for concurrent
@@ -460,9 +460,9 @@ func (a *admit) refusal(reason Reason, msg string, shard uint32) (Reason, string
 // the log can record it by the ref kept in the series and memory is
 // written without a second lookup. A series created for a write the log
 // then fails stays empty and is dropped at the next tick.
-func (a *admit) series(i int, id []byte, shard uint32, ref *Series) *Series {
-	if ref != nil && ref.ns == a.ns.num {
-		return ref
+func (a *admit) series(i int, id []byte, shard uint32, ref SeriesRef) *Series {
+	if se := resolveRef(ref); se != nil && se.ns == a.ns.num {
+		return se
 	}
 	return a.lookup(i, id, shard)
 }
@@ -541,15 +541,17 @@ func (db *Database) logAndApply(ns *namespace, b Batch, sc *writeScratch) (w que
 	}()
 	for k, se := range sc.series {
 		s := &b.Floats[sc.index[k]]
-		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, s.V, nil); err != nil {
+		if se, err = db.applyTo(ns, s.Shard, se, s.T, s.V, nil); err != nil {
 			return queuedWrite{}, err
 		}
+		s.Ref = se.Ref()
 	}
 	for k, se := range sc.hseries {
 		s := &b.Histograms[sc.hindex[k]]
-		if s.Ref, err = db.applyTo(ns, s.Shard, se, s.T, 0, s); err != nil {
+		if se, err = db.applyTo(ns, s.Shard, se, s.T, 0, s); err != nil {
 			return queuedWrite{}, err
 		}
+		s.Ref = se.Ref()
 	}
 	ok = true
 	return w, nil
@@ -637,7 +639,7 @@ func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v f
 			newBucket, err = s.writeHist(bs, t, hs.H, hs.FH)
 		}
 		if err == errSeriesRemoved {
-			s = ns.shard(shard).getOrCreate(ns, s.hash, s.ID())
+			s = ns.shard(shard).getOrCreate(ns, hashID(s.ID()), s.ID())
 			continue
 		}
 		if err != nil {
@@ -985,7 +987,7 @@ func (r *rangeIterator) Err() error           { return r.it.Err() }
 
 // ResolveRefs sets the Ref of every sample of batch without one whose
 // series is in memory in namespace ns, in the sample's shard, under
-// exactly the sample's ID bytes; it leaves the others' Ref nil, keeps a
+// exactly the sample's ID bytes; it leaves the others' Ref 0, keeps a
 // Ref the caller set (WriteBatch checks those as always) and creates
 // nothing (not even the shard). Every write path files a series in the shard its
 // ID hashes to, so a resolved sample's ID is known to be a canonical ID of
@@ -1005,7 +1007,7 @@ func (db *Database) ResolveRefs(nsName string, batch []Sample) {
 			s.Ref = batch[i-1].Ref
 			continue
 		}
-		if s.Ref != nil || s.Shard >= db.opts.NumShards {
+		if s.Ref != 0 || s.Shard >= db.opts.NumShards {
 			continue
 		}
 		sh := ns.shards[s.Shard].Load()
@@ -1013,7 +1015,9 @@ func (db *Database) ResolveRefs(nsName string, batch []Sample) {
 			continue
 		}
 		sh.mu.RLock()
-		s.Ref = sh.series.get(hashID(s.ID), s.ID)
+		if se := sh.series.get(hashID(s.ID), s.ID); se != nil {
+			s.Ref = se.Ref()
+		}
 		sh.mu.RUnlock()
 	}
 }

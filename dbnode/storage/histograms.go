@@ -18,7 +18,7 @@ type HistogramSample struct {
 	T     int64 // unix ms
 	H     *histogram.Histogram
 	FH    *histogram.FloatHistogram
-	Ref   *Series
+	Ref   SeriesRef
 }
 
 // histSeries is a series' unflushed histogram samples: one histBucket per

@@ -18,14 +18,14 @@ func TestSampleRefs(t *testing.T) {
 
 	b := []Sample{{ID: id, Shard: db.Shard(id), T: base + 1000, V: 1}, {ID: other, Shard: db.Shard(other), T: base + 1000, V: 2}}
 	require.NoError(t, db.WriteBatch("default", b))
-	require.NotNil(t, b[0].Ref)
-	require.NotSame(t, b[0].Ref, b[1].Ref)
+	require.NotZero(t, b[0].Ref)
+	require.NotEqual(t, b[0].Ref, b[1].Ref)
 	ref := b[0].Ref
 
 	// Handed back, the ref is the series written to.
 	b2 := []Sample{{ID: id, Shard: db.Shard(id), T: base + 2000, V: 3, Ref: ref}}
 	require.NoError(t, db.WriteBatch("default", b2))
-	require.Same(t, ref, b2[0].Ref)
+	require.Equal(t, ref, b2[0].Ref)
 	require.Equal(t, []tv{{base + 1000, 1}, {base + 2000, 3}}, readAll(t, db, id, base, base+10_000))
 
 	// The block is flushed and the series leaves memory: the old ref is
@@ -35,7 +35,7 @@ func TestSampleRefs(t *testing.T) {
 	require.Equal(t, 0, countSeries(db))
 	b3 := []Sample{{ID: id, Shard: db.Shard(id), T: base + 3000, V: 4, Ref: ref}}
 	require.NoError(t, db.WriteBatch("default", b3))
-	require.NotSame(t, ref, b3[0].Ref)
+	require.NotEqual(t, ref, b3[0].Ref)
 	require.Equal(t, 1, countSeries(db))
 	require.Equal(t, []tv{{base + 1000, 1}, {base + 2000, 3}, {base + 3000, 4}}, readAll(t, db, id, base, base+10_000))
 
@@ -44,14 +44,14 @@ func TestSampleRefs(t *testing.T) {
 	require.NoError(t, db.DropShard(db.Shard(id)))
 	b4 := []Sample{{ID: id, Shard: db.Shard(id), T: ms(clk.Now()), V: 5, Ref: ref}}
 	require.NoError(t, db.WriteBatch("default", b4))
-	require.NotSame(t, ref, b4[0].Ref)
+	require.NotEqual(t, ref, b4[0].Ref)
 	require.Equal(t, []tv{{ms(clk.Now()), 5}}, readAll(t, db, id, base, ms(clk.Now())))
 
 	// A ref of another database is not taken.
 	db2 := openDB(t, testOpts(t.TempDir(), clk))
 	b5 := []Sample{{ID: other, Shard: db2.Shard(other), T: ms(clk.Now()), V: 6, Ref: b4[0].Ref}}
 	require.NoError(t, db2.WriteBatch("default", b5))
-	require.NotSame(t, b4[0].Ref, b5[0].Ref)
+	require.NotEqual(t, b4[0].Ref, b5[0].Ref)
 	require.Equal(t, []tv{{ms(clk.Now()), 6}}, readAll(t, db2, other, base, ms(clk.Now())))
 	require.Empty(t, readAll(t, db2, id, base, ms(clk.Now())))
 }
@@ -100,11 +100,11 @@ func TestResolveRefs(t *testing.T) {
 		{ID: id[:len(id)-1], Shard: shard},
 	}
 	db.ResolveRefs("default", b)
-	require.Same(t, w[0].Ref, b[0].Ref)
-	require.Same(t, w[0].Ref, b[1].Ref)
-	require.Same(t, w[0].Ref, b[2].Ref)
+	require.Equal(t, w[0].Ref, b[0].Ref)
+	require.Equal(t, w[0].Ref, b[1].Ref)
+	require.Equal(t, w[0].Ref, b[2].Ref)
 	for i := 3; i < len(b); i++ {
-		require.Nil(t, b[i].Ref, "sample %d", i)
+		require.Zero(t, b[i].Ref, "sample %d", i)
 	}
 	nsShards := db.namespaces["default"].shards
 	require.Nil(t, nsShards[(shard+1)%db.NumShards()].Load(), "a lookup must not create a shard")
@@ -112,10 +112,10 @@ func TestResolveRefs(t *testing.T) {
 	// A ref the caller set is kept (WriteBatch checks it).
 	b = []Sample{{ID: unknown, Shard: db.Shard(unknown), Ref: w[0].Ref}}
 	db.ResolveRefs("default", b)
-	require.Same(t, w[0].Ref, b[0].Ref)
+	require.Equal(t, w[0].Ref, b[0].Ref)
 
 	b = []Sample{{ID: id, Shard: shard}}
 	db.ResolveRefs("nope", b)
-	require.Nil(t, b[0].Ref, "unknown namespace")
+	require.Zero(t, b[0].Ref, "unknown namespace")
 	require.Equal(t, 1, countSeries(db))
 }

@@ -13,16 +13,16 @@ import (
 )
 
 // Series is one series' in-memory state in a shard. Outside this package
-// a *Series is only an opaque handle (Sample.Ref) that spares the next
-// write of the same series the shard map lookup.
+// it is never seen: callers hold its SeriesRef (Sample.Ref), which spares
+// the next write of the same series the shard map lookup.
 //
-// Its id, hash, ns and seq are immutable and read without the lock; the
+// Its id, slot, ns and seq are immutable and read without the lock; the
 // rest is guarded by mu.
 //
 // It is the largest per-series object of a node (a million active series
 // hold a million of them), so every field is paid for: Series is in the
 // 176-byte size class (TestSeriesLayout). The ID is a string (no capacity
-// word), the map hash and the namespace are 32-bit, the commit log's ref
+// word), the registry slot and the namespace are 32-bit, the commit log's ref
 // is 8 bytes, what few series have (histograms, a second float bucket) is
 // behind one pointer, the float bucket list is that pointer and a flag,
 // the inline bucket's flushing flag lives in its encoder's padding, and
@@ -42,8 +42,10 @@ type Series struct {
 	// more is nil for nearly every series (see seriesMore). Guarded by mu.
 	more *seriesMore
 
-	mu   sync.Mutex
-	hash uint32 // hashID(id)
+	mu sync.Mutex
+	// slot is its registry slot (SeriesRef), while it is in its shard's
+	// map; the map stores it, with hashID(id), in place of a pointer.
+	slot uint32
 	// ns is the number of the namespace it belongs to (namespace.num), to
 	// check a caller's ref: 4 bytes where a pointer took 8.
 	ns uint32

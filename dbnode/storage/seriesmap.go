@@ -7,9 +7,10 @@ import (
 )
 
 // seriesMap indexes one shard's in-memory series by a 32-bit hash of their
-// ID: an open-addressing table of series pointers with linear probing,
-// probed by the hash each series keeps (Series.hash), so a lookup compares
-// candidate hashes and only the matching series' ID bytes.
+// ID: a slots.Table whose 8-byte entries are the hash and the series'
+// registry slot (+1; 0 is an empty slot), so a lookup compares candidate
+// hashes and reads only the matching series (two loads in the registry)
+// and its ID bytes.
 //
 // It replaced a Go map[uint64]*Series for memory: with a million series
 // over 4096 shards (about 244 a shard) a Go map holds 512 slots of 17
@@ -18,108 +19,71 @@ import (
 // string keys matter on the write path, as they did for the map: a Go map
 // keyed by string compares candidate keys' bytes, one cache miss per
 // candidate. IDs that share a hash take neighbouring slots like any
-// collision. Guarded by the shard's mu.
+// collision.
+//
+// A series is in the registry exactly while it is in a map: insert gives
+// it its slot, remove and clear free it, so its SeriesRef resolves while
+// a lookup by ID would find it. Guarded by the shard's mu.
 type seriesMap struct {
-	slots []*Series // sized by slots.Grow; nil slots are free
-	n     int
+	t slots.Table[uint32]
 }
-
-// minMapSlots is the size of a shard's first table.
-const minMapSlots = 8
 
 func newSeriesMap() seriesMap { return seriesMap{} }
 
 // hashID is the seriesMap key of an ID: 32 bits (a shard's table never
 // has 2^32 slots, and past the slot bits the rest only spares comparing
-// IDs), so that Series keeps it in 4 bytes.
+// IDs).
 func hashID(id []byte) uint32 { return uint32(xxhash.Sum64(id)) }
 
 func (m *seriesMap) get(h uint32, id []byte) *Series {
-	if len(m.slots) == 0 {
-		return nil
-	}
-	n := len(m.slots)
-	for i := slots.Home(h, n); ; i = slots.Next(i, n) {
-		s := m.slots[i]
-		if s == nil {
-			return nil
+	var found *Series
+	m.t.Find(h, func(v uint32) bool {
+		s := registry.get(v - 1)
+		if s != nil && s.id == string(id) {
+			found = s
+			return true
 		}
-		if s.hash == h && s.id == string(id) {
-			return s
-		}
-	}
+		return false
+	})
+	return found
 }
 
-// insert adds s, whose ID must not be in the map yet.
-func (m *seriesMap) insert(s *Series) {
-	if (m.n+1)*4 > len(m.slots)*3 { // keep the load at most 3/4
-		m.grow()
-	}
-	m.place(s)
-	m.n++
+// insert adds s, whose ID (hashing to h) must not be in the map yet, and
+// gives it its registry slot.
+func (m *seriesMap) insert(h uint32, s *Series) {
+	s.slot = registry.add(s)
+	m.t.Insert(h, s.slot+1)
 }
 
-func (m *seriesMap) place(s *Series) {
-	n := len(m.slots)
-	i := slots.Home(s.hash, n)
-	for m.slots[i] != nil {
-		i = slots.Next(i, n)
-	}
-	m.slots[i] = s
-}
-
-func (m *seriesMap) grow() {
-	old := m.slots
-	m.slots = make([]*Series, slots.Grow(len(old), minMapSlots))
-	for _, s := range old {
-		if s != nil {
-			m.place(s)
-		}
-	}
-}
-
-// remove drops s if it is the map's series for its ID; it reports whether
-// it was. The slots after it in its probe run move back into the hole
-// (no tombstones, so lookups never probe past a dead slot).
-func (m *seriesMap) remove(s *Series) bool {
-	if len(m.slots) == 0 {
+// remove drops s (its ID hashing to h) if it is the map's series for its
+// ID, freeing its registry slot; it reports whether it was.
+func (m *seriesMap) remove(h uint32, s *Series) bool {
+	i, ok := m.t.Find(h, func(v uint32) bool {
+		return v == s.slot+1 && registry.get(s.slot) == s
+	})
+	if !ok {
 		return false
 	}
-	n := len(m.slots)
-	i := slots.Home(s.hash, n)
-	for m.slots[i] != s {
-		if m.slots[i] == nil {
-			return false
-		}
-		i = slots.Next(i, n)
-	}
-	// Backward shift: move each later slot of the run into the hole
-	// unless its home lies cyclically in (hole, its position].
-	for j := slots.Next(i, n); m.slots[j] != nil; j = slots.Next(j, n) {
-		if !slots.Between(i, j, slots.Home(m.slots[j].hash, n)) {
-			m.slots[i] = m.slots[j]
-			i = j
-		}
-	}
-	m.slots[i] = nil
-	m.n--
+	m.t.Delete(i)
+	registry.release(s)
 	return true
 }
 
-func (m *seriesMap) len() int { return m.n }
+func (m *seriesMap) len() int { return m.t.Len() }
 
 // each calls fn for every series; fn must not change the map.
 func (m *seriesMap) each(fn func(*Series)) {
-	for _, s := range m.slots {
-		if s != nil {
-			fn(s)
-		}
+	for _, v := range m.t.All() {
+		fn(registry.get(v - 1))
 	}
 }
 
-// clear empties the map, calling fn for every series it held, and frees
-// its table.
+// clear empties the map, calling fn for every series it held and freeing
+// their registry slots, and frees its table.
 func (m *seriesMap) clear(fn func(*Series)) {
-	m.each(fn)
-	*m = seriesMap{}
+	m.each(func(s *Series) {
+		fn(s)
+		registry.release(s)
+	})
+	m.t.Reset()
 }

@@ -1,8 +1,6 @@
 package storage
 
 import (
-	"math"
-	"math/rand/v2"
 	"strconv"
 	"testing"
 
@@ -10,91 +8,64 @@ import (
 )
 
 // IDs that share a hash take neighbouring slots: each is found, and
-// removing one leaves the others.
+// removing one leaves the others. A series is in the registry (its ref
+// resolves) exactly while it is in the map. (The table itself is
+// slots.Table, tested against a Go map there.)
 func TestSeriesMapCollisions(t *testing.T) {
 	m := newSeriesMap()
 	const h = 42 // forced shared hash
-	a := &Series{id: "a", hash: h}
-	b := &Series{id: "b", hash: h}
-	c := &Series{id: "c", hash: h}
-	other := &Series{id: "x", hash: 7}
-	for _, s := range []*Series{a, b, c, other} {
-		m.insert(s)
+	a := &Series{id: "a", seq: nextSeq()}
+	b := &Series{id: "b", seq: nextSeq()}
+	c := &Series{id: "c", seq: nextSeq()}
+	other := &Series{id: "x", seq: nextSeq()}
+	for _, s := range []*Series{a, b, c} {
+		m.insert(h, s)
 	}
+	m.insert(hashID(other.ID()), other)
 	require.Equal(t, 4, m.len())
 	for _, s := range []*Series{a, b, c} {
 		require.Same(t, s, m.get(h, s.ID()))
+		require.Same(t, s, resolveRef(s.Ref()))
 	}
 	require.Nil(t, m.get(h, []byte("x")), "same ID under another hash is not found")
 	require.Nil(t, m.get(h, []byte("d")))
 
 	for _, gone := range []*Series{b, c, a} { // middle, head, last
-		require.True(t, m.remove(gone))
-		require.False(t, m.remove(gone), "removed twice")
+		ref := gone.Ref()
+		require.True(t, m.remove(h, gone))
+		require.Nil(t, resolveRef(ref), "a removed series' ref resolves to nothing")
+		require.Nil(t, SeriesID(ref))
 		require.Nil(t, m.get(h, gone.ID()))
 	}
-	require.False(t, m.remove(&Series{id: "x", hash: 7}), "another series of the same ID is not the map's")
 	require.Equal(t, 1, m.len())
-	require.Same(t, other, m.get(7, []byte("x")))
+	require.Same(t, other, m.get(hashID(other.ID()), []byte("x")))
+	require.Equal(t, "x", string(SeriesID(other.Ref())))
 	n := 0
 	m.each(func(*Series) { n++ })
 	require.Equal(t, 1, n)
+	ref := other.Ref()
 	m.clear(func(*Series) { n-- })
 	require.Zero(t, n)
 	require.Zero(t, m.len())
-	require.Nil(t, m.get(7, []byte("x")))
-	require.False(t, m.remove(other))
+	require.Nil(t, m.get(hashID(other.ID()), []byte("x")))
+	require.Nil(t, resolveRef(ref), "cleared: the ref is stale")
 }
 
-// Against a Go map as the reference: random inserts and removes, with
-// hashes drawn from a small range so that probe runs collide, wrap around
-// the table's end and are shifted back by removals; after every step each
-// series is found, absent ones are not, and each visits exactly the set.
-func TestSeriesMapMatchesReference(t *testing.T) {
-	for seed := range uint64(20) {
-		rng := rand.New(rand.NewPCG(seed, 1))
-		m := newSeriesMap()
-		ref := map[string]*Series{}
-		var all []*Series
-		for i := range 400 {
-			// 32 homes spread over any table (the high bits decide a
-			// home) and a quarter at its very end: runs collide, wrap
-			// around and hold series at their home and past it.
-			h := rng.Uint32N(32)<<27 | rng.Uint32N(4)
-			if rng.IntN(4) == 0 {
-				h = math.MaxUint32 - rng.Uint32N(32)
-			}
-			all = append(all, &Series{id: "s" + strconv.Itoa(i), hash: h})
-		}
-		for step := range 3000 {
-			s := all[rng.IntN(len(all))]
-			if _, ok := ref[s.id]; ok && rng.IntN(2) == 0 {
-				require.True(t, m.remove(s))
-				delete(ref, s.id)
-			} else if !ok {
-				m.insert(s)
-				ref[s.id] = s
-			}
-			require.Equal(t, len(ref), m.len())
-			if step%50 != 0 {
-				continue
-			}
-			for _, s := range all {
-				got := m.get(s.hash, s.ID())
-				if want, ok := ref[s.id]; ok {
-					require.Same(t, want, got, "seed %d step %d: %s", seed, step, s.id)
-				} else {
-					require.Nil(t, got, "seed %d step %d: %s removed", seed, step, s.id)
-				}
-			}
-			seen := map[string]bool{}
-			m.each(func(s *Series) {
-				require.False(t, seen[s.id], "visited twice")
-				seen[s.id] = true
-			})
-			require.Len(t, seen, len(ref))
-		}
-	}
+// A ref whose slot was reused by a later series does not resolve to it.
+func TestSeriesRefStaleSlotReused(t *testing.T) {
+	m := newSeriesMap()
+	a := &Series{id: "a", seq: nextSeq()}
+	m.insert(hashID(a.ID()), a)
+	old := a.Ref()
+	require.True(t, m.remove(hashID(a.ID()), a))
+	b := &Series{id: "b", seq: nextSeq()}
+	m.insert(hashID(b.ID()), b)
+	require.Equal(t, a.slot, b.slot, "the freed slot is reused")
+	require.Nil(t, resolveRef(old))
+	require.Same(t, b, resolveRef(b.Ref()))
+	require.Nil(t, resolveRef(0))
+	require.Nil(t, resolveRef(SeriesRef(uint64(b.slot)<<32)), "no ref has Seq 0")
+	m.clear(func(*Series) {})
 }
 
 // BenchmarkSeriesMapGet is a lookup of a present series in a shard of a
@@ -105,7 +76,7 @@ func BenchmarkSeriesMapGet(b *testing.B) {
 	for i := range 244 {
 		id := []byte("series-" + strconv.Itoa(i))
 		ids = append(ids, id)
-		m.insert(&Series{id: string(id), hash: hashID(id)})
+		m.insert(hashID(id), &Series{id: string(id), seq: nextSeq()})
 	}
 	hs := make([]uint32, len(ids))
 	for i, id := range ids {
@@ -118,6 +89,7 @@ func BenchmarkSeriesMapGet(b *testing.B) {
 		}
 		i = (i + 1) % len(ids)
 	}
+	m.clear(func(*Series) {})
 }
 
 // TestSeriesMapLoad: the table grows in 1.5 and 4/3 steps (slots.Grow),
@@ -128,13 +100,14 @@ func TestSeriesMapLoad(t *testing.T) {
 	m := newSeriesMap()
 	for i := range 5000 {
 		id := []byte("series-" + strconv.Itoa(i))
-		m.insert(&Series{id: string(id), hash: hashID(id)})
-		if n := len(m.slots); n > minMapSlots {
+		m.insert(hashID(id), &Series{id: string(id), seq: nextSeq()})
+		if n := m.t.Slots(); n > 8 {
 			require.GreaterOrEqual(t, 2*m.len(), n, "%d series in %d slots", m.len(), n)
 		}
-		require.LessOrEqual(t, 4*m.len(), 3*len(m.slots))
+		require.LessOrEqual(t, 4*m.len(), 3*m.t.Slots())
 		if m.len() == 244 {
-			require.Len(t, m.slots, 384)
+			require.Equal(t, 384, m.t.Slots())
 		}
 	}
+	m.clear(func(*Series) {})
 }

@@ -56,8 +56,8 @@ func (sh *shard) getOrCreateUpTo(ns *namespace, h uint32, id []byte, max int64) 
 		sh.active.Add(-1)
 		return nil, false
 	}
-	s = &Series{id: string(id), hash: h, ns: ns.num, seq: nextSeq()}
-	sh.series.insert(s)
+	s = &Series{id: string(id), ns: ns.num, seq: nextSeq()}
+	sh.series.insert(h, s)
 	return s, true
 }
 
@@ -136,7 +136,7 @@ func (sh *shard) removeIfEmpty(ss []*Series) {
 	for _, s := range ss {
 		s.mu.Lock()
 		if s.emptyLocked() && !s.removed {
-			if sh.series.remove(s) {
+			if sh.series.remove(hashID(s.ID()), s) {
 				sh.active.Add(-1)
 			}
 			s.removed = true

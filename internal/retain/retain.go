@@ -31,6 +31,13 @@ func Slice[S ~[]E, E any](s S) (_ S, over bool) {
 	return s, false
 }
 
+// Bytes is the size of s's backing array (its capacity in bytes), for a
+// caller that weighs several buffers of one struct.
+func Bytes[S ~[]E, E any](s S) int {
+	var e E
+	return cap(s) * int(unsafe.Sizeof(e))
+}
+
 // Trim sets *s to nil when its backing array is over MaxBytes, and then
 // sets *over, so one flag collects a whole struct's fields.
 func Trim[S ~[]E, E any](over *bool, s *S) {

@@ -1,7 +1,9 @@
-// Package slots sizes and addresses the open-addressing hash tables that
-// hold a node's per-series entries (the storage shard maps, the tag
-// index's ID -> ref stripes and value tables; the HTTP series cache
-// addresses its table with Home and Next and sizes it itself).
+// Package slots is the open-addressing hash table (Table) that holds a
+// node's per-series entries: the storage shard maps, the tag index's
+// ID -> ref stripes and value tables, the HTTP series cache. One
+// implementation, one deletion scheme (backward shift), one property test
+// against a Go map (TestTableMatchesGoMap); Home, Next, Grow and Between
+// are its arithmetic.
 //
 // Tables grow in steps of 1.5 and 4/3 (sizes 2^k and 3*2^(k-1)) instead of
 // doubling, so a table at most 3/4 full is never less than half full
