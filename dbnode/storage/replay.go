@@ -227,7 +227,7 @@ func (r *replayer) apply(w *replayWorker, batch []replayTask) error {
 		w.series = growTo(w.series, int(t.local)+1)
 		s := w.series[t.local]
 		if s == nil {
-			s = t.ns.shard(t.shard).getOrCreate(t.ns, hashID(t.id), t.id)
+			s = t.ns.shard(t.shard).getOrCreateLocked(t.ns, hashID(t.id), t.id)
 		}
 		var hs *HistogramSample
 		if t.h != nil || t.fh != nil {

@@ -19,10 +19,22 @@ import (
 // keyed by string compares candidate keys' bytes, one cache miss per
 // candidate. IDs that share a hash take neighbouring slots like any
 // collision. Guarded by the shard's mu.
+//
+// tags holds one byte of each occupied slot's hash (never 0; 0 marks a
+// free slot), so a probe reads the small tag array and follows a slot's
+// pointer only on a tag match: a lookup of an absent ID, every new
+// series' first step, used to follow ~2-4 pointers to other series (a
+// cache miss each, 15% of a replay's CPU at a million series, issue 30)
+// and now follows one in 128 on average. One byte a slot, ~1.7 a series.
 type seriesMap struct {
 	slots []*Series // sized by slots.Grow; nil slots are free
+	tags  []uint8   // len(slots); tagOf(hash) of the slot's series, 0 if free
 	n     int
 }
+
+// tagOf is the tag byte of a hash: its low bits (Home uses the high
+// ones), never 0.
+func tagOf(h uint32) uint8 { return uint8(h) | 1 }
 
 // minMapSlots is the size of a shard's first table.
 const minMapSlots = 8
@@ -39,13 +51,15 @@ func (m *seriesMap) get(h uint32, id []byte) *Series {
 		return nil
 	}
 	n := len(m.slots)
+	tag := tagOf(h)
 	for i := slots.Home(h, n); ; i = slots.Next(i, n) {
-		s := m.slots[i]
-		if s == nil {
+		switch m.tags[i] {
+		case 0:
 			return nil
-		}
-		if s.hash == h && s.id == string(id) {
-			return s
+		case tag:
+			if s := m.slots[i]; s.hash == h && s.id == string(id) {
+				return s
+			}
 		}
 	}
 }
@@ -62,15 +76,17 @@ func (m *seriesMap) insert(s *Series) {
 func (m *seriesMap) place(s *Series) {
 	n := len(m.slots)
 	i := slots.Home(s.hash, n)
-	for m.slots[i] != nil {
+	for m.tags[i] != 0 {
 		i = slots.Next(i, n)
 	}
 	m.slots[i] = s
+	m.tags[i] = tagOf(s.hash)
 }
 
 func (m *seriesMap) grow() {
 	old := m.slots
 	m.slots = make([]*Series, slots.Grow(len(old), minMapSlots))
+	m.tags = make([]uint8, len(m.slots))
 	for _, s := range old {
 		if s != nil {
 			m.place(s)
@@ -98,10 +114,12 @@ func (m *seriesMap) remove(s *Series) bool {
 	for j := slots.Next(i, n); m.slots[j] != nil; j = slots.Next(j, n) {
 		if !slots.Between(i, j, slots.Home(m.slots[j].hash, n)) {
 			m.slots[i] = m.slots[j]
+			m.tags[i] = m.tags[j]
 			i = j
 		}
 	}
 	m.slots[i] = nil
+	m.tags[i] = 0
 	m.n--
 	return true
 }
