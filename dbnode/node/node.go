@@ -214,6 +214,30 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("config: cluster.readConsistency: %w", err)
 	}
 
+	// Own data (step 3) is read while etcd starts: neither needs the
+	// other, and a seed's etcd member takes from half a second to seconds
+	// on a loaded machine to start (its WAL, its election), which a
+	// restart used to wait for before replaying the commit log (issue 30).
+	// Whatever ends Run before step 3 takes the result waits for the
+	// replay and closes the storage.
+	type openedStorage struct {
+		db  *storage.Database
+		err error
+	}
+	storageCh := make(chan openedStorage, 1)
+	go func() {
+		db, err := n.openStorage()
+		storageCh <- openedStorage{db, err}
+	}()
+	storageTaken := false
+	defer func() {
+		if !storageTaken {
+			if o := <-storageCh; o.db != nil {
+				err = errors.Join(err, o.db.Close())
+			}
+		}
+	}()
+
 	// 1. etcd: a seed runs its member; everyone connects as a client.
 	if n.cfg.Etcd.Embedded.Enabled {
 		e, err := startEmbeddedEtcd(n.cfg, freeBytes, n.log)
@@ -244,8 +268,11 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	stack.push("console rates", func() error { conStop(); <-conDone; return nil })
 
 	// 3. Own data first (filesets, then commit log): a whole cluster
-	// restarted at once comes back without waiting on peers.
-	db, err := n.openStorage()
+	// restarted at once comes back without waiting on peers. Opened
+	// above, alongside etcd.
+	opened := <-storageCh
+	storageTaken = true
+	db, err := opened.db, opened.err
 	if err != nil {
 		return err
 	}

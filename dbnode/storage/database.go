@@ -629,6 +629,23 @@ func (db *Database) putScratch(sc *writeScratch) {
 // there. If a flush or a shard drop removed s from memory meanwhile, the
 // series is looked up again. It returns the series written.
 func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v float64, hs *HistogramSample) (*Series, error) {
+	s, bs, newBucket, err := db.applyData(ns, shard, s, t, v, hs)
+	if err != nil {
+		return s, err
+	}
+	if newBucket && ns.index != nil {
+		if err := ns.index.InsertString(s.id, bs); err != nil {
+			return s, fmt.Errorf("index series: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// applyData is applyTo without the index: it also returns the sample's
+// block start and whether the sample opened the series' bucket there
+// (the series then needs indexing for that block), so that the commit
+// log replay can hand the index work to a goroutine of its own.
+func (db *Database) applyData(ns *namespace, shard uint32, s *Series, t int64, v float64, hs *HistogramSample) (*Series, int64, bool, error) {
 	bs := ns.blockStart(t)
 	for {
 		var newBucket bool
@@ -643,14 +660,9 @@ func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v f
 			continue
 		}
 		if err != nil {
-			return s, fmt.Errorf("shard %d: %w", shard, err)
+			return s, bs, false, fmt.Errorf("shard %d: %w", shard, err)
 		}
-		if newBucket && ns.index != nil {
-			if err := ns.index.InsertString(s.id, bs); err != nil {
-				return s, fmt.Errorf("index series: %w", err)
-			}
-		}
-		return s, nil
+		return s, bs, newBucket, nil
 	}
 }
 

@@ -26,6 +26,17 @@ import (
 //     worker per core, each owning a fixed part of the shards (shard mod
 //     workers), so every series' entries still reach memory in log order.
 //
+// The tag index is not the workers' business: a worker hands every
+// series that opened a block (the index's insert for it) to one index
+// goroutine, in batches. Every worker used to insert new series itself,
+// and all of them write the same structures, the index's head block:
+// its lock, postings and value tables moved from core to core with every
+// new series, and a worker the OS descheduled while holding the lock
+// stalled the others (the replay took longer with two workers than with
+// one at load 8, issue 30). Index inserts are idempotent and commute, so
+// their order across series does not matter, and nothing queries the
+// index before Open returns, which is after the index goroutine is done.
+//
 // The log's decoding stays on the goroutine that calls float and hist.
 // Apply errors are kept (the first one) and returned by the next call
 // and by finish; finish waits until every entry handed over is in memory.
@@ -36,6 +47,11 @@ type replayer struct {
 	workers []*replayWorker
 	wg      sync.WaitGroup
 	err     atomic.Pointer[error]
+
+	// The index stage: batches of series to index, from the workers.
+	ix     chan []replayIndexTask
+	ixFree chan []replayIndexTask
+	ixWg   sync.WaitGroup
 
 	// On the feeding goroutine: per series ref of the file being replayed,
 	// its shard, namespace and place in its worker's table.
@@ -65,6 +81,14 @@ type replayTask struct {
 	local uint32
 }
 
+// replayIndexTask is one series that opened its bucket of block bs:
+// it goes into the index for that block.
+type replayIndexTask struct {
+	ns *namespace
+	id string // the series' own ID (the index keeps it, no copy)
+	bs int64
+}
+
 // replayBatch is how many entries a worker is handed at once: a channel
 // send per entry would cost more than applying it. replayQueue is how many
 // batches a worker may have waiting: deep, so that a worker the OS
@@ -86,11 +110,18 @@ type replayWorker struct {
 	// Its own: the series of the current file by local place.
 	file   uint32
 	series []*Series
+	ix     []replayIndexTask // being filled for the index stage
 }
 
 func newReplayer(db *Database) *replayer {
 	n := max(1, min(runtime.GOMAXPROCS(0), 16))
-	r := &replayer{db: db, now: db.opts.Now(), nextID: make([]uint32, n)}
+	r := &replayer{db: db, now: db.opts.Now(), nextID: make([]uint32, n),
+		ix: make(chan []replayIndexTask, replayQueue), ixFree: make(chan []replayIndexTask, replayQueue+2*n)}
+	r.ixWg.Add(1)
+	go func() {
+		defer r.ixWg.Done()
+		r.runIndex()
+	}()
 	for range n {
 		w := &replayWorker{in: make(chan []replayTask, replayQueue), free: make(chan []replayTask, replayQueue+2)}
 		w.cur = w.batch()
@@ -197,6 +228,8 @@ func (r *replayer) finish() error {
 		close(w.in)
 	}
 	r.wg.Wait()
+	close(r.ix) // the workers handed over their last batches
+	r.ixWg.Wait()
 	if p := r.err.Load(); p != nil {
 		return *p
 	}
@@ -213,6 +246,44 @@ func (r *replayer) run(w *replayWorker) {
 		clear(batch) // drop the references to IDs and histograms
 		w.free <- batch[:0]
 	}
+	if len(w.ix) > 0 {
+		r.ix <- w.ix
+		w.ix = nil
+	}
+}
+
+// indexBatch is an empty batch for a worker's index tasks: one the index
+// stage gave back, else a new one.
+func (r *replayer) indexBatch() []replayIndexTask {
+	select {
+	case b := <-r.ixFree:
+		return b
+	default:
+		return make([]replayIndexTask, 0, replayBatch)
+	}
+}
+
+// runIndex is the index stage: it inserts every series handed over into
+// its namespace's index, until finish closes r.ix. After an error it
+// only drains, so that no worker blocks on a send.
+func (r *replayer) runIndex() {
+	for batch := range r.ix {
+		if r.err.Load() == nil {
+			for i := range batch {
+				t := &batch[i]
+				if err := t.ns.index.InsertString(t.id, t.bs); err != nil {
+					err = fmt.Errorf("replay %s: index series: %w", describeID([]byte(t.id)), err)
+					r.err.CompareAndSwap(nil, &err)
+					break
+				}
+			}
+		}
+		clear(batch)
+		select {
+		case r.ixFree <- batch[:0]:
+		default:
+		}
+	}
 }
 
 func (r *replayer) apply(w *replayWorker, batch []replayTask) error {
@@ -227,17 +298,27 @@ func (r *replayer) apply(w *replayWorker, batch []replayTask) error {
 		w.series = growTo(w.series, int(t.local)+1)
 		s := w.series[t.local]
 		if s == nil {
-			s = t.ns.shard(t.shard).getOrCreate(t.ns, hashID(t.id), t.id)
+			s = t.ns.shard(t.shard).getOrCreateLocked(t.ns, hashID(t.id), t.id)
 		}
 		var hs *HistogramSample
 		if t.h != nil || t.fh != nil {
 			hs = &HistogramSample{H: t.h, FH: t.fh}
 		}
-		s, err := db.applyTo(t.ns, t.shard, s, t.t, t.v, hs)
+		s, bs, newBucket, err := db.applyData(t.ns, t.shard, s, t.t, t.v, hs)
 		if err != nil {
 			return fmt.Errorf("replay %s: %w", describeID(t.id), err)
 		}
 		w.series[t.local] = s
+		if newBucket && t.ns.index != nil {
+			if w.ix == nil {
+				w.ix = r.indexBatch()
+			}
+			w.ix = append(w.ix, replayIndexTask{ns: t.ns, id: s.id, bs: bs})
+			if len(w.ix) == cap(w.ix) {
+				r.ix <- w.ix
+				w.ix = nil
+			}
+		}
 	}
 	return nil
 }

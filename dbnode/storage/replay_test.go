@@ -1,11 +1,13 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 )
 
@@ -83,6 +85,14 @@ func TestReplayAcrossFilesKeepsEverySampleInOrder(t *testing.T) {
 			require.NoError(t, it.Err())
 			require.Equal(t, want[ns+string(id)], got, "namespace %s series %s", ns, id)
 		}
+		// The index stage indexed every series of the namespace: a query
+		// by label finds each of them (and one by a single value, one).
+		res, err := db.Query(context.Background(), ns, []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "replay_metric")}, base, base+rounds*1000, QueryOptions{})
+		require.NoError(t, err)
+		require.Len(t, res, numSeries, "namespace %s", ns)
+		res, err = db.Query(context.Background(), ns, []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "series", "123")}, base, base+rounds*1000, QueryOptions{})
+		require.NoError(t, err)
+		require.Len(t, res, 1, "namespace %s", ns)
 	}
 	require.NoError(t, db.Close())
 

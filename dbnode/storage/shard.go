@@ -36,6 +36,22 @@ func (sh *shard) getOrCreate(ns *namespace, h uint32, id []byte) *Series {
 	return s
 }
 
+// getOrCreateLocked is getOrCreate looking the ID up once, under the
+// write lock: for the commit log replay, where nearly every lookup is of
+// a series not created yet (a miss under the read lock would only be
+// repeated under the write lock) and nothing else writes the shard.
+func (sh *shard) getOrCreateLocked(ns *namespace, h uint32, id []byte) *Series {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s := sh.series.get(h, id); s != nil {
+		return s
+	}
+	sh.active.Add(1)
+	s := &Series{id: string(id), ns: ns.num, seq: nextSeq()}
+	sh.series.insert(h, s)
+	return s
+}
+
 // getOrCreateUpTo is getOrCreate refusing (nil, false) to create a series
 // when the node already holds max (0: no limit). The slot is reserved
 // with one atomic add before the series is inserted, so concurrent
