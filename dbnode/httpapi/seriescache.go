@@ -109,7 +109,6 @@ type slot struct {
 	ref   storage.SeriesRef
 	e     *cachedSeries
 	id    []byte // the series' ID: storage's bytes or the entry's
-	h     uint32 // the key hash's low 32 bits: where it probes from
 	shard uint16
 	gen   uint8
 	kind  uint8
@@ -216,11 +215,11 @@ func (c *seriesCache) view(fn func()) {
 	fn()
 }
 
-// slotOf is the request's copy of cell v under hash h32, its ID taken
+// slotOf is the request's copy of cell v, its ID taken
 // from storage (kindForm, kindID; ok false when the ref is stale: the
 // cell is a miss) or the entry.
-func (c *seriesCache) slotOf(h32 uint32, v cell) (slot, bool) {
-	s := slot{h: h32, shard: v.shard, gen: v.gen, kind: v.kind}
+func (c *seriesCache) slotOf(v cell) (slot, bool) {
+	s := slot{shard: v.shard, gen: v.gen, kind: v.kind}
 	if v.kind == kindEntry {
 		s.e = c.entries[v.lo]
 		s.ref, s.id = s.e.ref, s.e.id()
@@ -250,7 +249,7 @@ func (c *seriesCache) find(key []byte, h uint64) slot {
 	h32 := uint32(h)
 	var hit slot
 	c.t.Find(h32, func(v cell) bool {
-		s, ok := c.slotOf(h32, v)
+		s, ok := c.slotOf(v)
 		if ok && s.matches(key) {
 			hit = s
 			return true
@@ -278,10 +277,17 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, 
 			hits[i] = slot{}
 			continue
 		}
-		hits[i] = slot{ref: v.ref(), h: h32, shard: v.shard, gen: v.gen, kind: v.kind}
+		s := slot{ref: v.ref(), shard: v.shard, gen: v.gen, kind: v.kind}
 		if v.kind == kindEntry {
-			hits[i].e = c.entries[v.lo]
+			s.e = c.entries[v.lo]
+		} else {
+			// Resolved here rather than beside the comparison: the
+			// chain probe, registry, series, ID header is one per
+			// series, and in this loop of independent iterations the
+			// CPU overlaps the chains of neighbouring series.
+			s.id = storage.SeriesID(s.ref)
 		}
+		hits[i] = s
 	}
 	for i := range hits {
 		s := &hits[i]
@@ -290,10 +296,8 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []slot, 
 		case kindEmpty:
 			continue
 		case kindForm:
-			s.id = storage.SeriesID(s.ref)
 			ok = s.id != nil && labelsAreID(keys[i].Raw, s.id)
 		case kindID:
-			s.id = storage.SeriesID(s.ref)
 			ok = s.id != nil && string(keys[i].Raw) == string(s.id)
 		default:
 			s.ref, s.id = s.e.ref, s.e.id()
@@ -337,7 +341,7 @@ type newSeries struct {
 // or id (nothing is copied: the series' ID is immutable), else an entry
 // (see entry).
 func newSlot(h uint64, key, id []byte, shard uint32, ref storage.SeriesRef) slot {
-	s := slot{h: uint32(h), shard: uint16(shard), ref: ref}
+	s := slot{shard: uint16(shard), ref: ref}
 	sameBytes := len(key) == len(id) && len(id) > 0 && &key[0] == &id[0]
 	sid := storage.SeriesID(ref)
 	local := sid != nil && bytes.Equal(sid, id)
@@ -416,7 +420,7 @@ func (c *seriesCache) put(a *newSeries) {
 	v := a.v
 	h32 := uint32(a.h)
 	i, ok := c.t.Find(h32, func(old cell) bool {
-		s, live := c.slotOf(h32, old)
+		s, live := c.slotOf(old)
 		return !live || sameKey(&s, &v)
 	})
 	nc := cell{shard: v.shard, gen: c.gen, kind: v.kind}

@@ -231,8 +231,8 @@ func TestSeriesCacheSharesStorageID(t *testing.T) {
 
 	f.api.series.mu.RLock()
 	var entries []slot
-	for h, v := range f.api.series.t.All() {
-		e, ok := f.api.series.slotOf(h, v)
+	for _, v := range f.api.series.t.All() {
+		e, ok := f.api.series.slotOf(v)
 		require.True(t, ok)
 		entries = append(entries, e)
 	}
@@ -324,7 +324,6 @@ func TestSeriesCacheEntryForms(t *testing.T) {
 			require.Same(t, &refID(t, tc.ref)[0], &gotID[0], "%s: the storage series' ID, not a copy", name)
 		}
 		require.Equal(t, uint16(7), s.shard, name)
-		require.Equal(t, uint32(99), s.h, name)
 	}
 	require.Equal(t, uintptr(16), reflect.TypeFor[slots.Entry[cell]]().Size(), "a table slot is 16 bytes")
 	require.Equal(t, uintptr(40), reflect.TypeFor[cachedSeries]().Size(), "an entry is 40 bytes (in the 48-byte size class)")
