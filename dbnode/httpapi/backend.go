@@ -161,7 +161,7 @@ var errHistogramsNotStored = errors.New("native histograms are not stored by thi
 // histogramBatch turns a request's decoded histograms into storage
 // samples with their series' IDs and shards (known series take them from
 // the cache entry).
-func (a *API) histogramBatch(out []storage.HistogramSample, hs []remote.Histogram, series []remote.Series, known []slot) []storage.HistogramSample {
+func (a *API) histogramBatch(out []storage.HistogramSample, hs []remote.Histogram, series []remote.Series, known []hit) []storage.HistogramSample {
 	for _, h := range hs {
 		s := series[h.Series]
 		id := s.ID
@@ -169,7 +169,7 @@ func (a *API) histogramBatch(out []storage.HistogramSample, hs []remote.Histogra
 		if s.Known {
 			e := &known[h.Series]
 			_, id = e.load()
-			shard = uint32(e.shard)
+			shard = uint32(e.c.shard)
 		} else {
 			shard = ident.Shard(id, a.opts.NumShards)
 		}

@@ -82,15 +82,15 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 // batch appends the samples of decoded series to samples, with each
 // series' ID and shard, and its storage ref when the series cache knew it
 // (known[i], where series[i].Known).
-func (a *API) batch(samples []storage.Sample, series []remote.Series, known []slot) []storage.Sample {
+func (a *API) batch(samples []storage.Sample, series []remote.Series, known []hit) []storage.Sample {
 	for i, s := range series {
 		id := s.ID
 		var shard uint32
 		var ref storage.SeriesRef
 		if s.Known {
 			e := &known[i]
-			ref, id = e.ref, e.id
-			shard = uint32(e.shard)
+			ref, id = e.ref(), e.id
+			shard = uint32(e.c.shard)
 		} else {
 			shard = ident.Shard(id, a.opts.NumShards)
 		}
@@ -117,8 +117,8 @@ func (a *API) remember(st *writeState, cache *seriesCache, series []remote.Serie
 		switch {
 		case s.Known:
 			hits++
-			if e := &st.known[i]; ref != 0 && e.ref != ref {
-				if u, ok := e.refreshed(keys[i].Hash, ref); ok {
+			if e := &st.known[i]; ref != 0 && e.ref() != ref {
+				if u, ok := e.refreshed(keys[i].Hash, keys[i].Raw, ref); ok {
 					st.add = append(st.add, u)
 				}
 			}

@@ -231,8 +231,8 @@ func TestSeriesCacheSharesStorageID(t *testing.T) {
 
 	f.api.series.mu.RLock()
 	var entries []slot
-	for h, v := range f.api.series.t.All() {
-		e, ok := f.api.series.slotOf(h, v)
+	for _, v := range f.api.series.t.All() {
+		e, ok := f.api.series.slotOf(v)
 		require.True(t, ok)
 		entries = append(entries, e)
 	}
@@ -324,7 +324,6 @@ func TestSeriesCacheEntryForms(t *testing.T) {
 			require.Same(t, &refID(t, tc.ref)[0], &gotID[0], "%s: the storage series' ID, not a copy", name)
 		}
 		require.Equal(t, uint16(7), s.shard, name)
-		require.Equal(t, uint32(99), s.h, name)
 	}
 	require.Equal(t, uintptr(16), reflect.TypeFor[slots.Entry[cell]]().Size(), "a table slot is 16 bytes")
 	require.Equal(t, uintptr(40), reflect.TypeFor[cachedSeries]().Size(), "an entry is 40 bytes (in the 48-byte size class)")
@@ -405,20 +404,40 @@ func TestSeriesCacheRefreshesHeldSeries(t *testing.T) {
 	h := remote.KeyHash(raw)
 	c := newSeriesCache(10)
 	c.update([]newSeries{{h: h, v: newSlot(h, raw, id, 1, ref1)}})
-	var hit slot
-	c.view(func() { hit, _ = c.lookupOne(raw, h) })
-	require.Equal(t, kindForm, hit.kind)
-	_, ok := hit.refreshed(h, ref1)
+	var one slot
+	c.view(func() { one, _ = c.lookupOne(raw, h) })
+	require.Equal(t, kindForm, one.kind)
+	_, ok := one.refreshed(h, ref1)
 	require.False(t, ok, "the same series: nothing to do")
-	_, ok = hit.refreshed(h, 0)
+	_, ok = one.refreshed(h, 0)
 	require.False(t, ok, "no ref (a failed write): nothing to do")
-	u, ok := hit.refreshed(h, ref2)
+	u, ok := one.refreshed(h, ref2)
 	require.True(t, ok)
 	c.update([]newSeries{u})
-	c.view(func() { hit, _ = c.lookupOne(raw, h) })
-	got, _ := hit.load()
+	c.view(func() { one, _ = c.lookupOne(raw, h) })
+	got, _ := one.load()
 	require.Equal(t, ref2, got)
 	require.Equal(t, 1, c.len())
+
+	// The same through a request's hit (lookup): a refresh builds the
+	// entry anew from the request's bytes, and checks the new ref's ID.
+	ref3 := write()
+	keys := []remote.LabelKey{{Raw: append([]byte(nil), raw...), Hash: h}}
+	known, hits := make([]bool, 1), make([]hit, 1)
+	c.view(func() { c.lookup(keys, known, hits, nil) })
+	require.True(t, known[0])
+	require.Equal(t, ref2, hits[0].ref())
+	_, ok = hits[0].refreshed(h, keys[0].Raw, ref2)
+	require.False(t, ok, "the same series: nothing to do")
+	u, ok = hits[0].refreshed(h, keys[0].Raw, ref3)
+	require.True(t, ok)
+	require.Equal(t, kindForm, u.v.kind, "the new ref's series holds the ID: a cell of its own")
+	c.update([]newSeries{u})
+	c.view(func() { c.lookup(keys, known, hits, nil) })
+	require.Equal(t, ref3, hits[0].ref())
+	require.Equal(t, id, hits[0].id)
+	require.Equal(t, 1, c.len())
+	require.Equal(t, uintptr(40), reflect.TypeFor[hit]().Size(), "a request's hit is 40 bytes")
 }
 
 // Concurrent remote writes through a cache far smaller than their series
@@ -530,7 +549,7 @@ func TestSeriesCacheTableLoad(t *testing.T) {
 		c.view(func() { e, _ = c.lookupOne(k, remote.KeyHash(k)) })
 		require.True(t, e.found(), "%d", i)
 	}
-	known, hits := make([]bool, n), make([]slot, n)
+	known, hits := make([]bool, n), make([]hit, n)
 	c.view(func() { c.lookup(keys, known, hits, nil) })
 	for i := range n {
 		require.True(t, known[i], "%d", i)

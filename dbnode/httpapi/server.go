@@ -137,7 +137,7 @@ type writeState struct {
 	samples []storage.Sample
 	// known holds, by series index, the cache entry of each series the
 	// decoder recognised (valid where dec.Series[i].Known).
-	known []slot
+	known []hit
 	// add collects the series to put into the cache after the write.
 	add []newSeries
 	// dec2 and known2 are remote write 2.0's decoder and cache hits.

@@ -494,9 +494,14 @@ func (a *admit) floats(nsName string, batch []Sample, sc *writeScratch) {
 				continue
 			}
 		}
-		se := a.series(i, s.ID, s.Shard, s.Ref)
-		if se == nil {
-			continue
+		// a.series, spelt out: it is over the inline budget, and the
+		// ref's resolution (two loads and the Seq check) is most
+		// samples' whole lookup.
+		se := resolveRef(s.Ref)
+		if se == nil || se.ns != a.ns.num {
+			if se = a.lookup(i, s.ID, s.Shard); se == nil {
+				continue
+			}
 		}
 		if checkHist && se.holdsHistAt(a.ns.blockStart(s.T), s.T) {
 			a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(s.ID, s.T, "native histogram"))
