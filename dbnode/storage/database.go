@@ -411,6 +411,9 @@ type admit struct {
 	bootstrap bool
 	maxSeries int64
 	rejected  *RejectedError
+	// floatAt holds the floats of this batch admitted so far, for its
+	// histograms (nil: none, or no histogram).
+	floatAt map[seriesAt]bool
 }
 
 func (db *Database) admission(ns *namespace, bootstrap bool) admit {
@@ -452,19 +455,45 @@ func (a *admit) refusal(reason Reason, msg string, shard uint32) (Reason, string
 	return reason, msg
 }
 
-// series returns the series of admitted sample i (its series' id, shard
-// and the ref the caller kept, nil if none): the ref when it is live in
-// this namespace, else the series found or created; nil when the active
-// series limit refuses a new one (counted in rejected). Each accepted
-// sample's series is found (or created) before the commit log write, so
-// the log can record it by the ref kept in the series and memory is
-// written without a second lookup. A series created for a write the log
-// then fails stays empty and is dropped at the next tick.
-func (a *admit) series(i int, id []byte, shard uint32, ref SeriesRef) *Series {
-	if se := resolveRef(ref); se != nil && se.ns == a.ns.num {
-		return se
+// series returns the series of admitted sample i (its series' id,
+// shard, time t and the ref the caller kept, nil if none): the ref when
+// it is live in this namespace, else the series found or created. It is
+// nil when the active series limit refuses a new one, or when the series
+// holds a sample of the other kind than the sample's (hist) at t, a type
+// conflict; both are counted in rejected. Conflicts are looked for only
+// with check: floats look only in a namespace that has taken histograms,
+// histograms always, and among the floats admitted before them in this
+// batch too (floatAt). Each accepted sample's series is found (or
+// created) before the commit log write, so the log can record it by the
+// ref kept in the series and memory is written without a second lookup.
+// A series created for a write the log then fails stays empty and is
+// dropped at the next tick.
+func (a *admit) series(i int, id []byte, shard uint32, ref SeriesRef, t int64, hist, check bool) *Series {
+	se := resolveRef(ref)
+	if se == nil || se.ns != a.ns.num {
+		if se = a.lookup(i, id, shard); se == nil {
+			return nil
+		}
 	}
-	return a.lookup(i, id, shard)
+	if check && a.conflicts(se, t, hist) {
+		other := "native histogram"
+		if hist {
+			other = "float sample"
+		}
+		a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(id, t, other))
+		return nil
+	}
+	return se
+}
+
+// conflicts reports whether series se holds a sample at t of the other
+// kind than hist says the new one is.
+func (a *admit) conflicts(se *Series, t int64, hist bool) bool {
+	bs := a.ns.blockStart(t)
+	if hist {
+		return a.floatAt[seriesAt{se, t}] || se.holdsFloatAt(bs, t)
+	}
+	return se.holdsHistAt(bs, t)
 }
 
 func (a *admit) lookup(i int, id []byte, shard uint32) *Series {
@@ -494,12 +523,8 @@ func (a *admit) floats(nsName string, batch []Sample, sc *writeScratch) {
 				continue
 			}
 		}
-		se := a.series(i, s.ID, s.Shard, s.Ref)
+		se := a.series(i, s.ID, s.Shard, s.Ref, s.T, false, checkHist)
 		if se == nil {
-			continue
-		}
-		if checkHist && se.holdsHistAt(a.ns.blockStart(s.T), s.T) {
-			a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(s.ID, s.T, "native histogram"))
 			continue
 		}
 		sc.series = append(sc.series, se)
@@ -682,7 +707,7 @@ func (db *Database) readBoth(ns *namespace, id []byte, shard uint32, start, end 
 	}
 	var hit encoding.HistogramIterator
 	if len(hits) > 0 {
-		hit = &rangeHistIterator{HistogramIterator: encoding.MergeHistogramIterators(hits...), start: start, end: end}
+		hit = &rangeHistIterator{HistogramIterator: encoding.MergeHistogramIterators(hits...), window: window{start: start, end: end}}
 	}
 	if len(srcs) == 0 {
 		return emptyIterator{}, hit, nil
@@ -694,7 +719,7 @@ func (db *Database) readBoth(ns *namespace, id []byte, shard uint32, start, end 
 		// the reader, sample by sample.
 		return it, hit, nil
 	}
-	return &rangeIterator{it: it, start: start, end: end}, hit, nil
+	return &rangeIterator{it: it, window: window{start: start, end: end}}, hit, nil
 }
 
 // combineSources returns one iterator over a series' float sources in
@@ -958,32 +983,41 @@ func (emptyIterator) Err() error           { return nil }
 
 // rangeIterator keeps the samples of it inside [start, end].
 type rangeIterator struct {
-	it         encoding.Iterator
+	it encoding.Iterator
+	window
+}
+
+func (r *rangeIterator) Next() bool           { return nextIn(&r.window, r.it, floatT) }
+func (r *rangeIterator) At() (int64, float64) { return r.it.At() }
+func (r *rangeIterator) Err() error           { return r.it.Err() }
+
+// window is the range of a range iterator, of either kind: the samples
+// of [start, end], the first one past end ending the walk.
+type window struct {
 	start, end int64
 	done       bool
 }
 
-func (r *rangeIterator) Next() bool {
-	if r.done {
+// nextIn moves it (whose sample times at reads) to its next sample
+// inside window w.
+func nextIn[I interface{ Next() bool }](w *window, it I, at func(I) int64) bool {
+	if w.done {
 		return false
 	}
-	for r.it.Next() {
-		t, _ := r.it.At()
-		if t < r.start {
+	for it.Next() {
+		t := at(it)
+		if t < w.start {
 			continue
 		}
-		if t > r.end {
-			r.done = true
+		if t > w.end {
+			w.done = true
 			return false
 		}
 		return true
 	}
-	r.done = true
+	w.done = true
 	return false
 }
-
-func (r *rangeIterator) At() (int64, float64) { return r.it.At() }
-func (r *rangeIterator) Err() error           { return r.it.Err() }
 
 // ResolveRefs sets the Ref of every sample of batch without one whose
 // series is in memory in namespace ns, in the sample's shard, under

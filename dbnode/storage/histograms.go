@@ -235,9 +235,23 @@ func (s *Series) holdsFloatAt(blockStart, t int64) bool {
 	s.mu.Lock()
 	its := s.appendIteratorsLocked(nil, blockStart, blockStart) // copies: read after unlocking
 	s.mu.Unlock()
+	return anyAt(its, floatT, t)
+}
+
+// holdsHistAt is holdsFloatAt for a native histogram sample.
+func (s *Series) holdsHistAt(blockStart, t int64) bool {
+	s.mu.Lock()
+	its := s.appendHistIteratorsLocked(nil, blockStart, blockStart)
+	s.mu.Unlock()
+	return anyAt(its, encoding.HistogramIterator.AtT, t)
+}
+
+// anyAt reports whether one of its, each in time order, holds a sample at
+// t (read by at), of whichever kind.
+func anyAt[I interface{ Next() bool }](its []I, at func(I) int64, t int64) bool {
 	for _, it := range its {
 		for it.Next() {
-			if ts, _ := it.At(); ts >= t {
+			if ts := at(it); ts >= t {
 				if ts == t {
 					return true
 				}
@@ -248,22 +262,10 @@ func (s *Series) holdsFloatAt(blockStart, t int64) bool {
 	return false
 }
 
-// holdsHistAt is holdsFloatAt for a native histogram sample.
-func (s *Series) holdsHistAt(blockStart, t int64) bool {
-	s.mu.Lock()
-	its := s.appendHistIteratorsLocked(nil, blockStart, blockStart)
-	s.mu.Unlock()
-	for _, it := range its {
-		for it.Next() {
-			if ts := it.AtT(); ts >= t {
-				if ts == t {
-					return true
-				}
-				break
-			}
-		}
-	}
-	return false
+// floatT is the time of a float iterator's current sample.
+func floatT(it encoding.Iterator) int64 {
+	t, _ := it.At()
+	return t
 }
 
 // histLocked is the series' histogram state, nil when it has no unflushed
@@ -302,11 +304,10 @@ func (db *Database) LoadHistograms(nsName string, batch []HistogramSample) error
 func (a *admit) histograms(nsName string, batch []HistogramSample, sc *writeScratch) {
 	// A float of the same batch at the same series and time is not in
 	// memory yet: the histogram loses to it, as to one written before.
-	var floatAt map[seriesAt]bool
 	if len(sc.entries) > 0 {
-		floatAt = make(map[seriesAt]bool, len(sc.entries))
+		a.floatAt = make(map[seriesAt]bool, len(sc.entries))
 		for k, se := range sc.series {
-			floatAt[seriesAt{se, sc.entries[k].T}] = true
+			a.floatAt[seriesAt{se, sc.entries[k].T}] = true
 		}
 	}
 	for i := range batch {
@@ -321,12 +322,8 @@ func (a *admit) histograms(nsName string, batch []HistogramSample, sc *writeScra
 			a.reject(i, reason, msg)
 			continue
 		}
-		se := a.series(i, s.ID, s.Shard, s.Ref)
+		se := a.series(i, s.ID, s.Shard, s.Ref, s.T, true, true)
 		if se == nil {
-			continue
-		}
-		if floatAt[seriesAt{se, s.T}] || se.holdsFloatAt(a.ns.blockStart(s.T), s.T) {
-			a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(s.ID, s.T, "float sample"))
 			continue
 		}
 		sc.hseries = append(sc.hseries, se)
@@ -379,25 +376,9 @@ func (db *Database) ReadHistograms(nsName string, id []byte, start, end int64) (
 // rangeHistIterator keeps the samples of it inside [start, end].
 type rangeHistIterator struct {
 	encoding.HistogramIterator
-	start, end int64
-	done       bool
+	window
 }
 
 func (r *rangeHistIterator) Next() bool {
-	if r.done {
-		return false
-	}
-	for r.HistogramIterator.Next() {
-		t := r.AtT()
-		if t < r.start {
-			continue
-		}
-		if t > r.end {
-			r.done = true
-			return false
-		}
-		return true
-	}
-	r.done = true
-	return false
+	return nextIn(&r.window, r.HistogramIterator, encoding.HistogramIterator.AtT)
 }
