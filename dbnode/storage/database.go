@@ -432,18 +432,9 @@ func (a *admit) reject(i int, reason Reason, msg string) {
 	a.db.metrics.rejected[reason].Inc(1)
 }
 
-// refused is the reason the namespace's rules refuse a sample of shard
-// at time t (msg says why), 0 if they take it.
-func (a *admit) refused(shard uint32, t int64) (Reason, string) {
-	reason, msg := a.ns.check(t, a.now)
-	if reason != 0 || shard >= a.numShards {
-		return a.refusal(reason, msg, shard)
-	}
-	return 0, ""
-}
-
-// refusal is refused past the time check, for a sample the check refused
-// (reason, msg) or of a shard out of range: the float hot path calls it
+// refusal is the reason the namespace's rules refuse a sample (msg says
+// why), 0 if they take it, past the time check: for a sample the check
+// refused (reason, msg) or of a shard out of range. The hot path calls it
 // only then.
 func (a *admit) refusal(reason Reason, msg string, shard uint32) (Reason, string) {
 	if a.bootstrap && reason == ReasonColdDisabled {
@@ -455,29 +446,44 @@ func (a *admit) refusal(reason Reason, msg string, shard uint32) (Reason, string
 	return reason, msg
 }
 
-// series returns the series of admitted sample i (its series' id,
-// shard, time t and the ref the caller kept, nil if none): the ref when
-// it is live in this namespace, else the series found or created. It is
-// nil when the active series limit refuses a new one, or when the series
-// holds a sample of the other kind than the sample's (hist) at t, a type
-// conflict; both are counted in rejected. Conflicts are looked for only
-// with check: floats look only in a namespace that has taken histograms,
-// histograms always, and among the floats admitted before them in this
-// batch too (floatAt). Each accepted sample's series is found (or
-// created) before the commit log write, so the log can record it by the
-// ref kept in the series and memory is written without a second lookup.
-// A series created for a write the log then fails stays empty and is
-// dropped at the next tick.
-func (a *admit) series(i int, id []byte, shard uint32, ref SeriesRef, t int64, hist, check bool) *Series {
+// sample admits sample i of either kind (its series' id, shard, time t
+// and the ref the caller kept; hs is the histogram sample, nil for a
+// float) and returns its series: the ref when it is live in this
+// namespace, else the series found or created. It is nil when the sample
+// is refused, counted in rejected: by the namespace's time and shard
+// rules, as an invalid histogram, by the active series limit (refusing a
+// new series), or as a type conflict, the series holding a sample of the
+// other kind at t. Conflicts are looked for only with check: floats look
+// only in a namespace that has taken histograms, histograms always, and
+// among the floats admitted before them in this batch too (floatAt).
+//
+// Each accepted sample's series is found (or created) before the commit
+// log write, so the log can record it by the ref kept in the series and
+// memory is written without a second lookup. A series created for a write
+// the log then fails stays empty and is dropped at the next tick. It is
+// one call per float sample on the hot path: refused is spelt out here.
+func (a *admit) sample(i int, id []byte, shard uint32, ref SeriesRef, t int64, hs *HistogramSample, check bool) *Series {
+	if reason, msg := a.ns.check(t, a.now); reason != 0 || shard >= a.numShards {
+		if reason, msg = a.refusal(reason, msg, shard); reason != 0 {
+			a.reject(i, reason, msg)
+			return nil
+		}
+	}
+	if hs != nil {
+		if err := checkHistogram(hs.H, hs.FH); err != nil {
+			a.reject(i, ReasonBadHistogram, fmt.Sprintf("histogram at %s: %v", fmtMs(t), err))
+			return nil
+		}
+	}
 	se := resolveRef(ref)
 	if se == nil || se.ns != a.ns.num {
 		if se = a.lookup(i, id, shard); se == nil {
 			return nil
 		}
 	}
-	if check && a.conflicts(se, t, hist) {
+	if check && a.conflicts(se, t, hs != nil) {
 		other := "native histogram"
-		if hist {
+		if hs != nil {
 			other = "float sample"
 		}
 		a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(id, t, other))
@@ -516,14 +522,7 @@ func (a *admit) floats(nsName string, batch []Sample, sc *writeScratch) {
 	checkHist := a.ns.hadHist.Load()
 	for i := range batch {
 		s := &batch[i]
-		// refused, spelt out: one call per sample, as before it was shared.
-		if reason, msg := a.ns.check(s.T, a.now); reason != 0 || s.Shard >= a.numShards {
-			if reason, msg = a.refusal(reason, msg, s.Shard); reason != 0 {
-				a.reject(i, reason, msg)
-				continue
-			}
-		}
-		se := a.series(i, s.ID, s.Shard, s.Ref, s.T, false, checkHist)
+		se := a.sample(i, s.ID, s.Shard, s.Ref, s.T, nil, checkHist)
 		if se == nil {
 			continue
 		}

@@ -312,17 +312,7 @@ func (a *admit) histograms(nsName string, batch []HistogramSample, sc *writeScra
 	}
 	for i := range batch {
 		s := &batch[i]
-		reason, msg := a.refused(s.Shard, s.T)
-		if reason == 0 {
-			if err := checkHistogram(s.H, s.FH); err != nil {
-				reason, msg = ReasonBadHistogram, fmt.Sprintf("histogram at %s: %v", fmtMs(s.T), err)
-			}
-		}
-		if reason != 0 {
-			a.reject(i, reason, msg)
-			continue
-		}
-		se := a.series(i, s.ID, s.Shard, s.Ref, s.T, true, true)
+		se := a.sample(i, s.ID, s.Shard, s.Ref, s.T, s, true)
 		if se == nil {
 			continue
 		}
