@@ -655,13 +655,7 @@ func (db *Database) putScratch(sc *writeScratch) {
 func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v float64, hs *HistogramSample) (*Series, error) {
 	bs := ns.blockStart(t)
 	for {
-		var newBucket bool
-		var err error
-		if hs == nil {
-			newBucket, err = s.write(bs, t, v)
-		} else {
-			newBucket, err = s.writeHist(bs, t, hs.H, hs.FH)
-		}
+		newBucket, err := s.write(bs, t, v, hs)
 		if err == errSeriesRemoved {
 			s = ns.shard(shard).getOrCreate(ns, hashID(s.ID()), s.ID())
 			continue

@@ -132,14 +132,9 @@ func (b *histBucket) memBytes() int {
 	return n
 }
 
-// writeHist appends a histogram sample to the writable histogram bucket of
-// its block, as write does a float.
-func (s *Series) writeHist(blockStart, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (newBucket bool, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.removed {
-		return false, errSeriesRemoved
-	}
+// writeHistLocked is write's histogram half: it appends a histogram
+// sample to the writable histogram bucket of its block (s.mu held).
+func (s *Series) writeHistLocked(blockStart, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (newBucket bool, err error) {
 	hs := s.histLocked()
 	if hs == nil {
 		hs = &histSeries{}
