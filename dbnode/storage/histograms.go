@@ -68,34 +68,11 @@ func (b *histBucket) write(t int64, h *histogram.Histogram, fh *histogram.FloatH
 // compact merges the streams into as few as their kinds allow (one per
 // run of a kind, in time order).
 func (b *histBucket) compact() error {
-	it := b.iterator(false)
-	var (
-		out []*encoding.HistogramEncoder
-		cur *encoding.HistogramEncoder
-		h   *histogram.Histogram
-		fh  *histogram.FloatHistogram
-	)
-	for it.Next() {
-		fl := it.IsFloat()
-		if cur == nil || cur.IsFloat() != fl {
-			cur = encoding.NewHistogramEncoder()
-			out = append(out, cur)
-		}
-		var err error
-		if fl {
-			var t int64
-			t, fh = it.AtFloatHistogram(fh)
-			err = cur.AppendFloatHistogram(t, fh)
-		} else {
-			var t int64
-			t, h = it.AtHistogram(h)
-			err = cur.AppendHistogram(t, h)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := it.Err(); err != nil {
+	var out []*encoding.HistogramEncoder
+	if _, err := encoding.EncodeHistogramRuns(b.iterator(false), func() *encoding.HistogramEncoder {
+		out = append(out, encoding.NewHistogramEncoder())
+		return out[len(out)-1]
+	}); err != nil {
 		return err
 	}
 	b.streams = out
