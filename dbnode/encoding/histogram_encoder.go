@@ -1,7 +1,6 @@
 package encoding
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -206,20 +205,11 @@ func (e *HistogramEncoder) AppendFloatHistogram(t int64, h *histogram.FloatHisto
 // modify it, and it is valid until the next Append or Reset. It writes into
 // the encoder's buffer (see HistogramEncoder).
 func (e *HistogramEncoder) Bytes() []byte {
-	if e.count == 0 {
-		return emptyHistStream[:histStreamHeaderLen:histStreamHeaderLen]
-	}
-	binary.LittleEndian.PutUint32(e.w.buf()[2:6], e.count)
-	return e.w.bytes()
+	return e.w.stream(e.count, 2, emptyHistStream[:histStreamHeaderLen:histStreamHeaderLen])
 }
 
 // Size is len(Bytes()) without calling it (see Encoder.Size).
-func (e *HistogramEncoder) Size() int {
-	if e.count == 0 {
-		return histStreamHeaderLen
-	}
-	return e.w.size()
-}
+func (e *HistogramEncoder) Size() int { return e.w.streamSize(e.count, emptyHistStream) }
 
 // Reset empties the encoder, keeping its buffers for reuse.
 func (e *HistogramEncoder) Reset() {
