@@ -126,15 +126,15 @@ func floatHead(h *histogram.FloatHistogram) (histHead, error) {
 		h.NegativeSpans, h.CustomValues, len(h.PositiveBuckets), len(h.NegativeBuckets)}, nil
 }
 
-// begin checks a sample of either type (check), writes its timestamp,
-// hint and layout, and reports whether the layout changed (so bucket
-// state must be remapped into e.next).
-func (e *HistogramEncoder) begin(t int64, hd *histHead, err error) (bool, error) {
+// begin checks a sample of either type (check; err is its head's) and
+// writes its timestamp, hint and layout; when the layout changes, it
+// remaps the bucket state of the sample's type to it.
+func (e *HistogramEncoder) begin(t int64, hd *histHead, err error) error {
 	if err != nil {
-		return false, err
+		return err
 	}
 	if err := e.check(t, hd); err != nil {
-		return false, err
+		return err
 	}
 	if e.count == 0 {
 		e.w.reset(histStreamHeaderLen)
@@ -150,12 +150,18 @@ func (e *HistogramEncoder) begin(t int64, hd *histHead, err error) (bool, error)
 	e.hint = hd.hint
 	if e.count > 0 && e.lay.same(hd.schema, hd.zt, hd.pos, hd.neg, hd.custom) {
 		e.w.writeBits(0, 1)
-		return false, nil
+		return nil
 	}
 	e.w.writeBits(1, 1)
 	e.next.set(hd.schema, hd.zt, hd.pos, hd.neg, hd.custom)
 	e.next.write(&e.w)
-	return true, nil
+	sameBuckets := e.count > 0 && e.lay.sameBuckets(&e.next)
+	if hd.kind == histKindInt {
+		e.ib.switchLayout(sameBuckets, &e.lay, &e.next)
+	} else {
+		e.fb.switchLayout(sameBuckets, &e.lay, &e.next)
+	}
+	return nil
 }
 
 // encodeSum codes a sample's sum, of either type.
@@ -174,12 +180,8 @@ func (e *HistogramEncoder) encodeSum(sum float64) {
 // encoder is unchanged then.
 func (e *HistogramEncoder) AppendHistogram(t int64, h *histogram.Histogram) error {
 	hd, err := intHead(h)
-	relayout, err := e.begin(t, &hd, err)
-	if err != nil {
+	if err := e.begin(t, &hd, err); err != nil {
 		return err
-	}
-	if relayout {
-		e.ib.switchLayout(e.count > 0 && e.lay.sameBuckets(&e.next), &e.lay, &e.next)
 	}
 	e.izero.encode(&e.w, h.ZeroCount)
 	e.encodeSum(h.Sum)
@@ -209,12 +211,8 @@ func (e *HistogramEncoder) encodeIntBuckets(state []intBucket, deltas []int64) u
 // AppendHistogram (ErrHistogramKind if the stream holds integer ones).
 func (e *HistogramEncoder) AppendFloatHistogram(t int64, h *histogram.FloatHistogram) error {
 	hd, err := floatHead(h)
-	relayout, err := e.begin(t, &hd, err)
-	if err != nil {
+	if err := e.begin(t, &hd, err); err != nil {
 		return err
-	}
-	if relayout {
-		e.fb.switchLayout(e.count > 0 && e.lay.sameBuckets(&e.next), &e.lay, &e.next)
 	}
 	e.fcount.encode(&e.w, h.Count)
 	e.fzero.encode(&e.w, h.ZeroCount)
