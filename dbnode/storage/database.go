@@ -411,6 +411,9 @@ type admit struct {
 	bootstrap bool
 	maxSeries int64
 	rejected  *RejectedError
+	// checkKind is set while admitting samples that may meet a sample of
+	// the other kind at their time (see sample).
+	checkKind bool
 	// floatAt holds the floats of this batch admitted so far, for its
 	// histograms (nil: none, or no histogram).
 	floatAt map[seriesAt]bool
@@ -453,27 +456,24 @@ func (a *admit) refusal(reason Reason, msg string, shard uint32) (Reason, string
 // is refused, counted in rejected: by the namespace's time and shard
 // rules, as an invalid histogram, by the active series limit (refusing a
 // new series), or as a type conflict, the series holding a sample of the
-// other kind at t. Conflicts are looked for only with check: floats look
-// only in a namespace that has taken histograms, histograms always, and
-// among the floats admitted before them in this batch too (floatAt).
+// other kind at t. Conflicts are looked for only with a.checkKind: floats
+// look only in a namespace that has taken histograms, histograms always,
+// and among the floats admitted before them in this batch too (floatAt).
 //
 // Each accepted sample's series is found (or created) before the commit
 // log write, so the log can record it by the ref kept in the series and
 // memory is written without a second lookup. A series created for a write
 // the log then fails stays empty and is dropped at the next tick. It is
 // one call per float sample on the hot path: refused is spelt out here.
-func (a *admit) sample(i int, id []byte, shard uint32, ref SeriesRef, t int64, hs *HistogramSample, check bool) *Series {
+func (a *admit) sample(i int, id []byte, shard uint32, ref SeriesRef, t int64, hs *HistogramSample) *Series {
 	if reason, msg := a.ns.check(t, a.now); reason != 0 || shard >= a.numShards {
 		if reason, msg = a.refusal(reason, msg, shard); reason != 0 {
 			a.reject(i, reason, msg)
 			return nil
 		}
 	}
-	if hs != nil {
-		if err := checkHistogram(hs.H, hs.FH); err != nil {
-			a.reject(i, ReasonBadHistogram, fmt.Sprintf("histogram at %s: %v", fmtMs(t), err))
-			return nil
-		}
+	if hs != nil && !a.validHistogram(i, t, hs) {
+		return nil
 	}
 	se := resolveRef(ref)
 	if se == nil || se.ns != a.ns.num {
@@ -481,25 +481,38 @@ func (a *admit) sample(i int, id []byte, shard uint32, ref SeriesRef, t int64, h
 			return nil
 		}
 	}
-	if check && a.conflicts(se, t, hs != nil) {
-		other := "native histogram"
-		if hs != nil {
-			other = "float sample"
-		}
-		a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(id, t, other))
+	if a.checkKind && a.conflicts(i, se, id, t, hs != nil) {
 		return nil
 	}
 	return se
 }
 
-// conflicts reports whether series se holds a sample at t of the other
-// kind than hist says the new one is.
-func (a *admit) conflicts(se *Series, t int64, hist bool) bool {
-	bs := a.ns.blockStart(t)
-	if hist {
-		return a.floatAt[seriesAt{se, t}] || se.holdsFloatAt(bs, t)
+// validHistogram reports whether histogram sample i (at t) is one the
+// stream encoding takes, and rejects it if not.
+func (a *admit) validHistogram(i int, t int64, hs *HistogramSample) bool {
+	if err := checkHistogram(hs.H, hs.FH); err != nil {
+		a.reject(i, ReasonBadHistogram, fmt.Sprintf("histogram at %s: %v", fmtMs(t), err))
+		return false
 	}
-	return se.holdsHistAt(bs, t)
+	return true
+}
+
+// conflicts reports whether series se (of sample i, id) holds a sample
+// at t of the other kind than hist says the new one is, and rejects the
+// new one if so.
+func (a *admit) conflicts(i int, se *Series, id []byte, t int64, hist bool) bool {
+	bs := a.ns.blockStart(t)
+	other := "native histogram"
+	if hist {
+		if !a.floatAt[seriesAt{se, t}] && !se.holdsFloatAt(bs, t) {
+			return false
+		}
+		other = "float sample"
+	} else if !se.holdsHistAt(bs, t) {
+		return false
+	}
+	a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(id, t, other))
+	return true
 }
 
 func (a *admit) lookup(i int, id []byte, shard uint32) *Series {
@@ -519,10 +532,10 @@ func (a *admit) lookup(i int, id []byte, shard uint32) *Series {
 func (a *admit) floats(nsName string, batch []Sample, sc *writeScratch) {
 	// Only a namespace that has taken histograms can hold a conflict: the
 	// common one pays one atomic load per batch, not a lock per sample.
-	checkHist := a.ns.hadHist.Load()
+	a.checkKind = a.ns.hadHist.Load()
 	for i := range batch {
 		s := &batch[i]
-		se := a.sample(i, s.ID, s.Shard, s.Ref, s.T, nil, checkHist)
+		se := a.sample(i, s.ID, s.Shard, s.Ref, s.T, nil)
 		if se == nil {
 			continue
 		}

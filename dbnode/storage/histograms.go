@@ -282,9 +282,10 @@ func (a *admit) histograms(nsName string, batch []HistogramSample, sc *writeScra
 			a.floatAt[seriesAt{se, sc.entries[k].T}] = true
 		}
 	}
+	a.checkKind = true
 	for i := range batch {
 		s := &batch[i]
-		se := a.sample(i, s.ID, s.Shard, s.Ref, s.T, s, true)
+		se := a.sample(i, s.ID, s.Shard, s.Ref, s.T, s)
 		if se == nil {
 			continue
 		}
