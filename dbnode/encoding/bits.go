@@ -209,3 +209,22 @@ func (r *bitReader) readBits64(n uint) uint64 {
 	}
 	return r.readBits(n)
 }
+
+// stream is an encoder's Bytes, for either stream form: empty (the form's
+// header with no sample) when count is 0, else the written bits with
+// count put into the header at countAt.
+func (w *bitWriter) stream(count uint32, countAt int, empty []byte) []byte {
+	if count == 0 {
+		return empty
+	}
+	binary.LittleEndian.PutUint32(w.buf()[countAt:countAt+4], count)
+	return w.bytes()
+}
+
+// streamSize is len(stream(...)) without writing anything.
+func (w *bitWriter) streamSize(count uint32, empty []byte) int {
+	if count == 0 {
+		return len(empty)
+	}
+	return w.size()
+}

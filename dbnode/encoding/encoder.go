@@ -1,7 +1,6 @@
 package encoding
 
 import (
-	"encoding/binary"
 	"math"
 )
 
@@ -80,21 +79,12 @@ func (e *Encoder) LastTimestamp() int64 { return e.tc.t }
 // and it is valid until the next Append or Reset. It writes into the
 // encoder's buffer (see Encoder).
 func (e *Encoder) Bytes() []byte {
-	if e.count == 0 {
-		return emptyStream[:streamHeaderLen:streamHeaderLen]
-	}
-	binary.LittleEndian.PutUint32(e.w.buf()[1:5], e.count)
-	return e.w.bytes()
+	return e.w.stream(e.count, 1, emptyStream[:streamHeaderLen:streamHeaderLen])
 }
 
 // Size is len(Bytes()) without calling it: Bytes may grow the buffer of a
 // short stream, which a statistic over every series must not do.
-func (e *Encoder) Size() int {
-	if e.count == 0 {
-		return streamHeaderLen
-	}
-	return e.w.size()
-}
+func (e *Encoder) Size() int { return e.w.streamSize(e.count, emptyStream) }
 
 // Reset empties the encoder, keeping its buffer for reuse (and Mark).
 func (e *Encoder) Reset() {

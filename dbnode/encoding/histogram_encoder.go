@@ -1,7 +1,6 @@
 package encoding
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -71,10 +70,9 @@ func (e *HistogramEncoder) IsFloat() bool { return e.kind == histKindFloat }
 
 // check validates what every sample needs before anything is written, so a
 // refused sample leaves the encoder unchanged.
-func (e *HistogramEncoder) check(t int64, kind histKind, hint histogram.CounterResetHint,
-	pos, neg []histogram.Span, npos, nneg int) error {
+func (e *HistogramEncoder) check(t int64, hd *histHead) error {
 	if e.count > 0 {
-		if e.kind != kind {
+		if e.kind != hd.kind {
 			return ErrHistogramKind
 		}
 		if t <= e.tc.t {
@@ -84,12 +82,12 @@ func (e *HistogramEncoder) check(t int64, kind histKind, hint histogram.CounterR
 			return ErrTooManySamples
 		}
 	}
-	if hint > maxCounterResetHint {
-		return fmt.Errorf("%w: counter reset hint %d", ErrInvalidHistogram, hint)
+	if hd.hint > maxCounterResetHint {
+		return fmt.Errorf("%w: counter reset hint %d", ErrInvalidHistogram, hd.hint)
 	}
-	for i, spans := range [2][]histogram.Span{pos, neg} {
+	for i, spans := range [2][]histogram.Span{hd.pos, hd.neg} {
 		n, ok := bucketCount(spans, nil)
-		want := [2]int{npos, nneg}[i]
+		want := [2]int{hd.npos, hd.nneg}[i]
 		if !ok || n != uint64(want) {
 			return fmt.Errorf("%w: %s spans hold %d buckets, %d given", ErrInvalidHistogram,
 				[2]string{"positive", "negative"}[i], n, want)
@@ -98,31 +96,81 @@ func (e *HistogramEncoder) check(t int64, kind histKind, hint histogram.CounterR
 	return nil
 }
 
-// start writes the timestamp, hint and layout of a sample that passed check
-// and reports whether the layout changed (so bucket state must be remapped
-// into e.next).
-func (e *HistogramEncoder) start(t int64, kind histKind, hint histogram.CounterResetHint,
-	schema int32, zt float64, pos, neg []histogram.Span, custom []float64) bool {
+// histHead is what a sample of either histogram type carries besides its
+// counts and sum: what check and start read.
+type histHead struct {
+	kind       histKind
+	hint       histogram.CounterResetHint
+	schema     int32
+	zt         float64
+	pos, neg   []histogram.Span
+	custom     []float64
+	npos, nneg int // buckets given
+}
+
+// intHead is h's histHead; an error for a nil h.
+func intHead(h *histogram.Histogram) (histHead, error) {
+	if h == nil {
+		return histHead{}, fmt.Errorf("%w: nil", ErrInvalidHistogram)
+	}
+	return histHead{histKindInt, h.CounterResetHint, h.Schema, h.ZeroThreshold, h.PositiveSpans,
+		h.NegativeSpans, h.CustomValues, len(h.PositiveBuckets), len(h.NegativeBuckets)}, nil
+}
+
+// floatHead is intHead for a float histogram.
+func floatHead(h *histogram.FloatHistogram) (histHead, error) {
+	if h == nil {
+		return histHead{}, fmt.Errorf("%w: nil", ErrInvalidHistogram)
+	}
+	return histHead{histKindFloat, h.CounterResetHint, h.Schema, h.ZeroThreshold, h.PositiveSpans,
+		h.NegativeSpans, h.CustomValues, len(h.PositiveBuckets), len(h.NegativeBuckets)}, nil
+}
+
+// begin checks a sample of either type (check; err is its head's) and
+// writes its timestamp, hint and layout; when the layout changes, it
+// remaps the bucket state of the sample's type to it.
+func (e *HistogramEncoder) begin(t int64, hd *histHead, err error) error {
+	if err != nil {
+		return err
+	}
+	if err := e.check(t, hd); err != nil {
+		return err
+	}
 	if e.count == 0 {
 		e.w.reset(histStreamHeaderLen)
 		b := e.w.buf()
-		b[0], b[1] = histStreamFormat, byte(kind)
-		e.kind = kind
+		b[0], b[1] = histStreamFormat, byte(hd.kind)
+		e.kind = hd.kind
 		e.w.writeBits(uint64(t), 64)
 		e.tc = newTSCoder(t)
 	} else {
 		e.tc.encode(&e.w, t)
 	}
-	writeHint(&e.w, e.hint, hint)
-	e.hint = hint
-	if e.count > 0 && e.lay.same(schema, zt, pos, neg, custom) {
+	writeHint(&e.w, e.hint, hd.hint)
+	e.hint = hd.hint
+	if e.count > 0 && e.lay.same(hd.schema, hd.zt, hd.pos, hd.neg, hd.custom) {
 		e.w.writeBits(0, 1)
-		return false
+		return nil
 	}
 	e.w.writeBits(1, 1)
-	e.next.set(schema, zt, pos, neg, custom)
+	e.next.set(hd.schema, hd.zt, hd.pos, hd.neg, hd.custom)
 	e.next.write(&e.w)
-	return true
+	sameBuckets := e.count > 0 && e.lay.sameBuckets(&e.next)
+	if hd.kind == histKindInt {
+		e.ib.switchLayout(sameBuckets, &e.lay, &e.next)
+	} else {
+		e.fb.switchLayout(sameBuckets, &e.lay, &e.next)
+	}
+	return nil
+}
+
+// encodeSum codes a sample's sum, of either type.
+func (e *HistogramEncoder) encodeSum(sum float64) {
+	if e.count == 0 {
+		e.sum.encodeFirst(&e.w, sum, &e.sumRun)
+	} else {
+		e.sum.encode(&e.w, sum, &e.sumRun)
+	}
 }
 
 // AppendHistogram adds an integer histogram sample. It returns
@@ -131,23 +179,12 @@ func (e *HistogramEncoder) start(t int64, kind histKind, hint histogram.CounterR
 // histograms, an ErrInvalidHistogram for a histogram it cannot store; the
 // encoder is unchanged then.
 func (e *HistogramEncoder) AppendHistogram(t int64, h *histogram.Histogram) error {
-	if h == nil {
-		return fmt.Errorf("%w: nil", ErrInvalidHistogram)
-	}
-	if err := e.check(t, histKindInt, h.CounterResetHint, h.PositiveSpans, h.NegativeSpans,
-		len(h.PositiveBuckets), len(h.NegativeBuckets)); err != nil {
+	hd, err := intHead(h)
+	if err := e.begin(t, &hd, err); err != nil {
 		return err
 	}
-	if e.start(t, histKindInt, h.CounterResetHint, h.Schema, h.ZeroThreshold,
-		h.PositiveSpans, h.NegativeSpans, h.CustomValues) {
-		e.ib.switchLayout(e.count > 0 && e.lay.sameBuckets(&e.next), &e.lay, &e.next)
-	}
 	e.izero.encode(&e.w, h.ZeroCount)
-	if e.count == 0 {
-		e.sum.encodeFirst(&e.w, h.Sum, &e.sumRun)
-	} else {
-		e.sum.encode(&e.w, h.Sum, &e.sumRun)
-	}
+	e.encodeSum(h.Sum)
 	pred := h.ZeroCount + e.encodeIntBuckets(e.ib.pos, h.PositiveBuckets) +
 		e.encodeIntBuckets(e.ib.neg, h.NegativeBuckets)
 	// The count is almost always the sum of the buckets: code the
@@ -173,24 +210,13 @@ func (e *HistogramEncoder) encodeIntBuckets(state []intBucket, deltas []int64) u
 // AppendFloatHistogram adds a float histogram sample; errors as for
 // AppendHistogram (ErrHistogramKind if the stream holds integer ones).
 func (e *HistogramEncoder) AppendFloatHistogram(t int64, h *histogram.FloatHistogram) error {
-	if h == nil {
-		return fmt.Errorf("%w: nil", ErrInvalidHistogram)
-	}
-	if err := e.check(t, histKindFloat, h.CounterResetHint, h.PositiveSpans, h.NegativeSpans,
-		len(h.PositiveBuckets), len(h.NegativeBuckets)); err != nil {
+	hd, err := floatHead(h)
+	if err := e.begin(t, &hd, err); err != nil {
 		return err
-	}
-	if e.start(t, histKindFloat, h.CounterResetHint, h.Schema, h.ZeroThreshold,
-		h.PositiveSpans, h.NegativeSpans, h.CustomValues) {
-		e.fb.switchLayout(e.count > 0 && e.lay.sameBuckets(&e.next), &e.lay, &e.next)
 	}
 	e.fcount.encode(&e.w, h.Count)
 	e.fzero.encode(&e.w, h.ZeroCount)
-	if e.count == 0 {
-		e.sum.encodeFirst(&e.w, h.Sum, &e.sumRun)
-	} else {
-		e.sum.encode(&e.w, h.Sum, &e.sumRun)
-	}
+	e.encodeSum(h.Sum)
 	for i, v := range h.PositiveBuckets {
 		e.fb.pos[i].encode(&e.w, v)
 	}
@@ -206,20 +232,11 @@ func (e *HistogramEncoder) AppendFloatHistogram(t int64, h *histogram.FloatHisto
 // modify it, and it is valid until the next Append or Reset. It writes into
 // the encoder's buffer (see HistogramEncoder).
 func (e *HistogramEncoder) Bytes() []byte {
-	if e.count == 0 {
-		return emptyHistStream[:histStreamHeaderLen:histStreamHeaderLen]
-	}
-	binary.LittleEndian.PutUint32(e.w.buf()[2:6], e.count)
-	return e.w.bytes()
+	return e.w.stream(e.count, 2, emptyHistStream[:histStreamHeaderLen:histStreamHeaderLen])
 }
 
 // Size is len(Bytes()) without calling it (see Encoder.Size).
-func (e *HistogramEncoder) Size() int {
-	if e.count == 0 {
-		return histStreamHeaderLen
-	}
-	return e.w.size()
-}
+func (e *HistogramEncoder) Size() int { return e.w.streamSize(e.count, emptyHistStream) }
 
 // Reset empties the encoder, keeping its buffers for reuse.
 func (e *HistogramEncoder) Reset() {
@@ -237,21 +254,16 @@ func (e *HistogramEncoder) Reset() {
 // CheckHistogram returns the error AppendHistogram would give h in an
 // empty stream (nil or ErrInvalidHistogram), without encoding it: a
 // writer refuses what no stream can store before it is logged.
-func CheckHistogram(h *histogram.Histogram) error {
-	if h == nil {
-		return fmt.Errorf("%w: nil", ErrInvalidHistogram)
-	}
-	var e HistogramEncoder
-	return e.check(0, histKindInt, h.CounterResetHint, h.PositiveSpans, h.NegativeSpans,
-		len(h.PositiveBuckets), len(h.NegativeBuckets))
-}
+func CheckHistogram(h *histogram.Histogram) error { return checkHead(intHead(h)) }
 
 // CheckFloatHistogram is CheckHistogram for float histograms.
-func CheckFloatHistogram(h *histogram.FloatHistogram) error {
-	if h == nil {
-		return fmt.Errorf("%w: nil", ErrInvalidHistogram)
+func CheckFloatHistogram(h *histogram.FloatHistogram) error { return checkHead(floatHead(h)) }
+
+// checkHead is check in an empty stream.
+func checkHead(hd histHead, err error) error {
+	if err != nil {
+		return err
 	}
 	var e HistogramEncoder
-	return e.check(0, histKindFloat, h.CounterResetHint, h.PositiveSpans, h.NegativeSpans,
-		len(h.PositiveBuckets), len(h.NegativeBuckets))
+	return e.check(0, &hd)
 }

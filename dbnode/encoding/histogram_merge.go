@@ -75,12 +75,8 @@ func (m *histMerge) AtFloatHistogram(h *histogram.FloatHistogram) (int64, *histo
 // its own copy) and the number of samples.
 func EncodeHistograms(it HistogramIterator) ([][]byte, int, error) {
 	var (
-		out  [][]byte
-		enc  HistogramEncoder
-		n    int
-		ih   *histogram.Histogram
-		fh   *histogram.FloatHistogram
-		isFl bool
+		out [][]byte
+		enc HistogramEncoder
 	)
 	cut := func() {
 		if enc.Len() > 0 {
@@ -88,30 +84,51 @@ func EncodeHistograms(it HistogramIterator) ([][]byte, int, error) {
 			enc.Reset()
 		}
 	}
-	for it.Next() {
-		fl := it.IsFloat()
-		if enc.Len() > 0 && fl != isFl {
-			cut()
-		}
-		isFl = fl
-		var err error
-		if fl {
-			var t int64
-			t, fh = it.AtFloatHistogram(fh)
-			err = enc.AppendFloatHistogram(t, fh)
-		} else {
-			var t int64
-			t, ih = it.AtHistogram(ih)
-			err = enc.AppendHistogram(t, ih)
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		n++
-	}
-	if err := it.Err(); err != nil {
+	n, err := EncodeHistogramRuns(it, func() *HistogramEncoder {
+		cut()
+		return &enc
+	})
+	if err != nil {
 		return nil, 0, err
 	}
 	cut()
 	return out, n, nil
+}
+
+// EncodeHistogramRuns appends what it yields, in order, to the encoders
+// next returns: one for the first sample and one more whenever the kind
+// (integer or float) changes, since a stream holds one kind. It returns
+// the number of samples. EncodeHistograms and the storage's compaction of
+// a block's streams share it.
+func EncodeHistogramRuns(it HistogramIterator, next func() *HistogramEncoder) (int, error) {
+	var (
+		enc  *HistogramEncoder
+		n    int
+		ih   *histogram.Histogram
+		fh   *histogram.FloatHistogram
+		isFl bool
+	)
+	for it.Next() {
+		fl := it.IsFloat()
+		if enc == nil || fl != isFl {
+			enc = next()
+		}
+		isFl = fl
+		var (
+			t   int64
+			err error
+		)
+		if fl {
+			t, fh = it.AtFloatHistogram(fh)
+			err = enc.AppendFloatHistogram(t, fh)
+		} else {
+			t, ih = it.AtHistogram(ih)
+			err = enc.AppendHistogram(t, ih)
+		}
+		if err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return n, it.Err()
 }

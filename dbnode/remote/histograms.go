@@ -25,30 +25,37 @@ type Histogram struct {
 
 func decodeHistogramV1(b []byte, series int) (Histogram, error) {
 	var p prompb.Histogram
-	if err := p.Unmarshal(b); err != nil {
-		return Histogram{}, err
-	}
-	h := Histogram{Series: series, T: p.Timestamp}
-	if p.IsFloatHistogram() {
-		h.FH = p.ToFloatHistogram()
-	} else {
-		h.H = p.ToIntHistogram()
-	}
-	return h, checkHint(int32(p.ResetHint))
+	return decodeHistogram(&p, b, series, func() int32 { return int32(p.ResetHint) })
 }
 
 func decodeHistogramV2(b []byte, series int) (Histogram, error) {
 	var p writev2.Histogram
+	return decodeHistogram(&p, b, series, func() int32 { return int32(p.ResetHint) })
+}
+
+// wireHistogram is what the v1 and v2 generated histogram messages share:
+// they differ only in their package (and the type of their reset hint,
+// which hint reads once p is decoded).
+type wireHistogram interface {
+	Unmarshal([]byte) error
+	GetTimestamp() int64
+	IsFloatHistogram() bool
+	ToIntHistogram() *histogram.Histogram
+	ToFloatHistogram() *histogram.FloatHistogram
+}
+
+// decodeHistogram decodes b into p and converts it, for either protocol.
+func decodeHistogram(p wireHistogram, b []byte, series int, hint func() int32) (Histogram, error) {
 	if err := p.Unmarshal(b); err != nil {
 		return Histogram{}, err
 	}
-	h := Histogram{Series: series, T: p.Timestamp}
+	h := Histogram{Series: series, T: p.GetTimestamp()}
 	if p.IsFloatHistogram() {
 		h.FH = p.ToFloatHistogram()
 	} else {
 		h.H = p.ToIntHistogram()
 	}
-	return h, checkHint(int32(p.ResetHint))
+	return h, checkHint(hint())
 }
 
 // checkHint refuses a reset hint the protocol does not define (Prometheus

@@ -411,6 +411,12 @@ type admit struct {
 	bootstrap bool
 	maxSeries int64
 	rejected  *RejectedError
+	// checkKind is set while admitting samples that may meet a sample of
+	// the other kind at their time (see sample).
+	checkKind bool
+	// floatAt holds the floats of this batch admitted so far, for its
+	// histograms (nil: none, or no histogram).
+	floatAt map[seriesAt]bool
 }
 
 func (db *Database) admission(ns *namespace, bootstrap bool) admit {
@@ -429,18 +435,9 @@ func (a *admit) reject(i int, reason Reason, msg string) {
 	a.db.metrics.rejected[reason].Inc(1)
 }
 
-// refused is the reason the namespace's rules refuse a sample of shard
-// at time t (msg says why), 0 if they take it.
-func (a *admit) refused(shard uint32, t int64) (Reason, string) {
-	reason, msg := a.ns.check(t, a.now)
-	if reason != 0 || shard >= a.numShards {
-		return a.refusal(reason, msg, shard)
-	}
-	return 0, ""
-}
-
-// refusal is refused past the time check, for a sample the check refused
-// (reason, msg) or of a shard out of range: the float hot path calls it
+// refusal is the reason the namespace's rules refuse a sample (msg says
+// why), 0 if they take it, past the time check: for a sample the check
+// refused (reason, msg) or of a shard out of range. The hot path calls it
 // only then.
 func (a *admit) refusal(reason Reason, msg string, shard uint32) (Reason, string) {
 	if a.bootstrap && reason == ReasonColdDisabled {
@@ -452,19 +449,70 @@ func (a *admit) refusal(reason Reason, msg string, shard uint32) (Reason, string
 	return reason, msg
 }
 
-// series returns the series of admitted sample i (its series' id, shard
-// and the ref the caller kept, nil if none): the ref when it is live in
-// this namespace, else the series found or created; nil when the active
-// series limit refuses a new one (counted in rejected). Each accepted
-// sample's series is found (or created) before the commit log write, so
-// the log can record it by the ref kept in the series and memory is
-// written without a second lookup. A series created for a write the log
-// then fails stays empty and is dropped at the next tick.
-func (a *admit) series(i int, id []byte, shard uint32, ref SeriesRef) *Series {
-	if se := resolveRef(ref); se != nil && se.ns == a.ns.num {
-		return se
+// sample admits sample i of either kind (its series' id, shard, time t
+// and the ref the caller kept; hs is the histogram sample, nil for a
+// float) and returns its series: the ref when it is live in this
+// namespace, else the series found or created. It is nil when the sample
+// is refused, counted in rejected: by the namespace's time and shard
+// rules, as an invalid histogram, by the active series limit (refusing a
+// new series), or as a type conflict, the series holding a sample of the
+// other kind at t. Conflicts are looked for only with a.checkKind: floats
+// look only in a namespace that has taken histograms, histograms always,
+// and among the floats admitted before them in this batch too (floatAt).
+//
+// Each accepted sample's series is found (or created) before the commit
+// log write, so the log can record it by the ref kept in the series and
+// memory is written without a second lookup. A series created for a write
+// the log then fails stays empty and is dropped at the next tick. It is
+// one call per float sample on the hot path: refused is spelt out here.
+func (a *admit) sample(i int, id []byte, shard uint32, ref SeriesRef, t int64, hs *HistogramSample) *Series {
+	if reason, msg := a.ns.check(t, a.now); reason != 0 || shard >= a.numShards {
+		if reason, msg = a.refusal(reason, msg, shard); reason != 0 {
+			a.reject(i, reason, msg)
+			return nil
+		}
 	}
-	return a.lookup(i, id, shard)
+	if hs != nil && !a.validHistogram(i, t, hs) {
+		return nil
+	}
+	se := resolveRef(ref)
+	if se == nil || se.ns != a.ns.num {
+		if se = a.lookup(i, id, shard); se == nil {
+			return nil
+		}
+	}
+	if a.checkKind && a.conflicts(i, se, id, t, hs != nil) {
+		return nil
+	}
+	return se
+}
+
+// validHistogram reports whether histogram sample i (at t) is one the
+// stream encoding takes, and rejects it if not.
+func (a *admit) validHistogram(i int, t int64, hs *HistogramSample) bool {
+	if err := checkHistogram(hs.H, hs.FH); err != nil {
+		a.reject(i, ReasonBadHistogram, fmt.Sprintf("histogram at %s: %v", fmtMs(t), err))
+		return false
+	}
+	return true
+}
+
+// conflicts reports whether series se (of sample i, id) holds a sample
+// at t of the other kind than hist says the new one is, and rejects the
+// new one if so.
+func (a *admit) conflicts(i int, se *Series, id []byte, t int64, hist bool) bool {
+	bs := a.ns.blockStart(t)
+	other := "native histogram"
+	if hist {
+		if !a.floatAt[seriesAt{se, t}] && !se.holdsFloatAt(bs, t) {
+			return false
+		}
+		other = "float sample"
+	} else if !se.holdsHistAt(bs, t) {
+		return false
+	}
+	a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(id, t, other))
+	return true
 }
 
 func (a *admit) lookup(i int, id []byte, shard uint32) *Series {
@@ -484,27 +532,11 @@ func (a *admit) lookup(i int, id []byte, shard uint32) *Series {
 func (a *admit) floats(nsName string, batch []Sample, sc *writeScratch) {
 	// Only a namespace that has taken histograms can hold a conflict: the
 	// common one pays one atomic load per batch, not a lock per sample.
-	checkHist := a.ns.hadHist.Load()
+	a.checkKind = a.ns.hadHist.Load()
 	for i := range batch {
 		s := &batch[i]
-		// refused, spelt out: one call per sample, as before it was shared.
-		if reason, msg := a.ns.check(s.T, a.now); reason != 0 || s.Shard >= a.numShards {
-			if reason, msg = a.refusal(reason, msg, s.Shard); reason != 0 {
-				a.reject(i, reason, msg)
-				continue
-			}
-		}
-		// a.series, spelt out: it is over the inline budget, and the
-		// ref's resolution (two loads and the Seq check) is most
-		// samples' whole lookup.
-		se := resolveRef(s.Ref)
-		if se == nil || se.ns != a.ns.num {
-			if se = a.lookup(i, s.ID, s.Shard); se == nil {
-				continue
-			}
-		}
-		if checkHist && se.holdsHistAt(a.ns.blockStart(s.T), s.T) {
-			a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(s.ID, s.T, "native histogram"))
+		se := a.sample(i, s.ID, s.Shard, s.Ref, s.T, nil)
+		if se == nil {
 			continue
 		}
 		sc.series = append(sc.series, se)
@@ -653,13 +685,7 @@ func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v f
 func (db *Database) applyData(ns *namespace, shard uint32, s *Series, t int64, v float64, hs *HistogramSample) (*Series, int64, bool, error) {
 	bs := ns.blockStart(t)
 	for {
-		var newBucket bool
-		var err error
-		if hs == nil {
-			newBucket, err = s.write(bs, t, v)
-		} else {
-			newBucket, err = s.writeHist(bs, t, hs.H, hs.FH)
-		}
+		newBucket, err := s.write(bs, t, v, hs)
 		if err == errSeriesRemoved {
 			s = ns.shard(shard).getOrCreate(ns, hashID(s.ID()), s.ID())
 			continue
@@ -699,7 +725,7 @@ func (db *Database) readBoth(ns *namespace, id []byte, shard uint32, start, end 
 	}
 	var hit encoding.HistogramIterator
 	if len(hits) > 0 {
-		hit = &rangeHistIterator{HistogramIterator: encoding.MergeHistogramIterators(hits...), start: start, end: end}
+		hit = &rangeHistIterator{HistogramIterator: encoding.MergeHistogramIterators(hits...), window: window{start: start, end: end}}
 	}
 	if len(srcs) == 0 {
 		return emptyIterator{}, hit, nil
@@ -711,7 +737,7 @@ func (db *Database) readBoth(ns *namespace, id []byte, shard uint32, start, end 
 		// the reader, sample by sample.
 		return it, hit, nil
 	}
-	return &rangeIterator{it: it, start: start, end: end}, hit, nil
+	return &rangeIterator{it: it, window: window{start: start, end: end}}, hit, nil
 }
 
 // combineSources returns one iterator over a series' float sources in
@@ -975,32 +1001,41 @@ func (emptyIterator) Err() error           { return nil }
 
 // rangeIterator keeps the samples of it inside [start, end].
 type rangeIterator struct {
-	it         encoding.Iterator
+	it encoding.Iterator
+	window
+}
+
+func (r *rangeIterator) Next() bool           { return nextIn(&r.window, r.it, floatT) }
+func (r *rangeIterator) At() (int64, float64) { return r.it.At() }
+func (r *rangeIterator) Err() error           { return r.it.Err() }
+
+// window is the range of a range iterator, of either kind: the samples
+// of [start, end], the first one past end ending the walk.
+type window struct {
 	start, end int64
 	done       bool
 }
 
-func (r *rangeIterator) Next() bool {
-	if r.done {
+// nextIn moves it (whose sample times at reads) to its next sample
+// inside window w.
+func nextIn[I interface{ Next() bool }](w *window, it I, at func(I) int64) bool {
+	if w.done {
 		return false
 	}
-	for r.it.Next() {
-		t, _ := r.it.At()
-		if t < r.start {
+	for it.Next() {
+		t := at(it)
+		if t < w.start {
 			continue
 		}
-		if t > r.end {
-			r.done = true
+		if t > w.end {
+			w.done = true
 			return false
 		}
 		return true
 	}
-	r.done = true
+	w.done = true
 	return false
 }
-
-func (r *rangeIterator) At() (int64, float64) { return r.it.At() }
-func (r *rangeIterator) Err() error           { return r.it.Err() }
 
 // ResolveRefs sets the Ref of every sample of batch without one whose
 // series is in memory in namespace ns, in the sample's shard, under

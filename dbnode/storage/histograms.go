@@ -68,34 +68,11 @@ func (b *histBucket) write(t int64, h *histogram.Histogram, fh *histogram.FloatH
 // compact merges the streams into as few as their kinds allow (one per
 // run of a kind, in time order).
 func (b *histBucket) compact() error {
-	it := b.iterator(false)
-	var (
-		out []*encoding.HistogramEncoder
-		cur *encoding.HistogramEncoder
-		h   *histogram.Histogram
-		fh  *histogram.FloatHistogram
-	)
-	for it.Next() {
-		fl := it.IsFloat()
-		if cur == nil || cur.IsFloat() != fl {
-			cur = encoding.NewHistogramEncoder()
-			out = append(out, cur)
-		}
-		var err error
-		if fl {
-			var t int64
-			t, fh = it.AtFloatHistogram(fh)
-			err = cur.AppendFloatHistogram(t, fh)
-		} else {
-			var t int64
-			t, h = it.AtHistogram(h)
-			err = cur.AppendHistogram(t, h)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := it.Err(); err != nil {
+	var out []*encoding.HistogramEncoder
+	if _, err := encoding.EncodeHistogramRuns(b.iterator(false), func() *encoding.HistogramEncoder {
+		out = append(out, encoding.NewHistogramEncoder())
+		return out[len(out)-1]
+	}); err != nil {
 		return err
 	}
 	b.streams = out
@@ -132,14 +109,9 @@ func (b *histBucket) memBytes() int {
 	return n
 }
 
-// writeHist appends a histogram sample to the writable histogram bucket of
-// its block, as write does a float.
-func (s *Series) writeHist(blockStart, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (newBucket bool, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.removed {
-		return false, errSeriesRemoved
-	}
+// writeHistLocked is write's histogram half: it appends a histogram
+// sample to the writable histogram bucket of its block (s.mu held).
+func (s *Series) writeHistLocked(blockStart, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (newBucket bool, err error) {
 	hs := s.histLocked()
 	if hs == nil {
 		hs = &histSeries{}
@@ -235,9 +207,23 @@ func (s *Series) holdsFloatAt(blockStart, t int64) bool {
 	s.mu.Lock()
 	its := s.appendIteratorsLocked(nil, blockStart, blockStart) // copies: read after unlocking
 	s.mu.Unlock()
+	return anyAt(its, floatT, t)
+}
+
+// holdsHistAt is holdsFloatAt for a native histogram sample.
+func (s *Series) holdsHistAt(blockStart, t int64) bool {
+	s.mu.Lock()
+	its := s.appendHistIteratorsLocked(nil, blockStart, blockStart)
+	s.mu.Unlock()
+	return anyAt(its, encoding.HistogramIterator.AtT, t)
+}
+
+// anyAt reports whether one of its, each in time order, holds a sample at
+// t (read by at), of whichever kind.
+func anyAt[I interface{ Next() bool }](its []I, at func(I) int64, t int64) bool {
 	for _, it := range its {
 		for it.Next() {
-			if ts, _ := it.At(); ts >= t {
+			if ts := at(it); ts >= t {
 				if ts == t {
 					return true
 				}
@@ -248,22 +234,10 @@ func (s *Series) holdsFloatAt(blockStart, t int64) bool {
 	return false
 }
 
-// holdsHistAt is holdsFloatAt for a native histogram sample.
-func (s *Series) holdsHistAt(blockStart, t int64) bool {
-	s.mu.Lock()
-	its := s.appendHistIteratorsLocked(nil, blockStart, blockStart)
-	s.mu.Unlock()
-	for _, it := range its {
-		for it.Next() {
-			if ts := it.AtT(); ts >= t {
-				if ts == t {
-					return true
-				}
-				break
-			}
-		}
-	}
-	return false
+// floatT is the time of a float iterator's current sample.
+func floatT(it encoding.Iterator) int64 {
+	t, _ := it.At()
+	return t
 }
 
 // histLocked is the series' histogram state, nil when it has no unflushed
@@ -302,31 +276,17 @@ func (db *Database) LoadHistograms(nsName string, batch []HistogramSample) error
 func (a *admit) histograms(nsName string, batch []HistogramSample, sc *writeScratch) {
 	// A float of the same batch at the same series and time is not in
 	// memory yet: the histogram loses to it, as to one written before.
-	var floatAt map[seriesAt]bool
 	if len(sc.entries) > 0 {
-		floatAt = make(map[seriesAt]bool, len(sc.entries))
+		a.floatAt = make(map[seriesAt]bool, len(sc.entries))
 		for k, se := range sc.series {
-			floatAt[seriesAt{se, sc.entries[k].T}] = true
+			a.floatAt[seriesAt{se, sc.entries[k].T}] = true
 		}
 	}
+	a.checkKind = true
 	for i := range batch {
 		s := &batch[i]
-		reason, msg := a.refused(s.Shard, s.T)
-		if reason == 0 {
-			if err := checkHistogram(s.H, s.FH); err != nil {
-				reason, msg = ReasonBadHistogram, fmt.Sprintf("histogram at %s: %v", fmtMs(s.T), err)
-			}
-		}
-		if reason != 0 {
-			a.reject(i, reason, msg)
-			continue
-		}
-		se := a.series(i, s.ID, s.Shard, s.Ref)
+		se := a.sample(i, s.ID, s.Shard, s.Ref, s.T, s)
 		if se == nil {
-			continue
-		}
-		if floatAt[seriesAt{se, s.T}] || se.holdsFloatAt(a.ns.blockStart(s.T), s.T) {
-			a.reject(i, ReasonTypeConflict, a.db.typeConflictMsg(s.ID, s.T, "float sample"))
 			continue
 		}
 		sc.hseries = append(sc.hseries, se)
@@ -379,25 +339,9 @@ func (db *Database) ReadHistograms(nsName string, id []byte, start, end int64) (
 // rangeHistIterator keeps the samples of it inside [start, end].
 type rangeHistIterator struct {
 	encoding.HistogramIterator
-	start, end int64
-	done       bool
+	window
 }
 
 func (r *rangeHistIterator) Next() bool {
-	if r.done {
-		return false
-	}
-	for r.HistogramIterator.Next() {
-		t := r.AtT()
-		if t < r.start {
-			continue
-		}
-		if t > r.end {
-			r.done = true
-			return false
-		}
-		return true
-	}
-	r.done = true
-	return false
+	return nextIn(&r.window, r.HistogramIterator, encoding.HistogramIterator.AtT)
 }

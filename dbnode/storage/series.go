@@ -102,14 +102,18 @@ func nextSeq() uint32 {
 	return 0
 }
 
-// write appends a sample to the writable bucket of its block. It returns
-// whether a new bucket was opened (the caller then indexes the series for
-// that block).
-func (s *Series) write(blockStart, t int64, v float64) (newBucket bool, err error) {
+// write appends a sample of either kind to the writable bucket of its
+// block: float v, or the native histogram of hs when it is not nil (to a
+// histogram bucket, writeHistLocked). It returns whether a new bucket was
+// opened (the caller then indexes the series for that block).
+func (s *Series) write(blockStart, t int64, v float64, hs *HistogramSample) (newBucket bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.removed {
 		return false, errSeriesRemoved
+	}
+	if hs != nil {
+		return s.writeHistLocked(blockStart, t, hs.H, hs.FH)
 	}
 	if b := s.firstBucket(); b != nil && b.start == blockStart && !b.flushing() {
 		return false, b.write(t, v)

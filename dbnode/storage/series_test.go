@@ -37,7 +37,7 @@ func TestBucketFlushingMark(t *testing.T) {
 	_ = b.first.Bytes()
 	require.True(t, b.flushing(), "reading the stream keeps the mark")
 	// A write to the block now opens a new bucket, out of line.
-	newBucket, err := s.write(0, 20, 2)
+	newBucket, err := s.write(0, 20, 2, nil)
 	require.NoError(t, err)
 	require.True(t, newBucket)
 	require.Equal(t, 2, s.bucketCount())
@@ -46,7 +46,7 @@ func TestBucketFlushingMark(t *testing.T) {
 	// Out of order writes, then compaction, keep the open bucket open and
 	// the samples whole.
 	for i := range maxStreams + 2 {
-		_, err := s.write(0, int64(30-i), float64(i))
+		_, err := s.write(0, int64(30-i), float64(i), nil)
 		require.NoError(t, err)
 	}
 	require.False(t, open.flushing())
