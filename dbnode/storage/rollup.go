@@ -10,8 +10,11 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -373,11 +376,20 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 				s.hs = append(s.hs, hs...)
 				return nil
 			}
-			fl, hit := encoding.PayloadIterators(append([]byte(nil), data...))
+			// The iterators are drained inside this callback, so they may
+			// read data in place (no copy).
+			fl, hit := encoding.PayloadIterators(data)
 			if fl != nil {
+				first := len(s.fl) == 0
 				for fl.Next() {
 					t, v := fl.At()
 					s.fl = append(s.fl, rollup.Sample{T: t, V: v})
+				}
+				if first && len(readers) > 1 {
+					// Reserve room for the other source blocks, guessing
+					// each holds as many samples as this one: one more
+					// allocation instead of doubling growth.
+					s.fl = slices.Grow(s.fl, len(s.fl)*(len(readers)-1))
 				}
 				if err := fl.Err(); err != nil {
 					return fmt.Errorf("series %q: %w", id, err)
@@ -477,6 +489,17 @@ type winOps[W any] struct {
 // edge, merged with fresh's otherwise (a prev window of the edge sample
 // alone is simply replaced).
 func splice[W any](prev, fresh []W, inRange func(int64) bool, orphan map[int64]bool, ops winOps[W]) ([]W, error) {
+	if len(prev) == 0 {
+		// Nothing stored yet (a new rollup block, the common case of a
+		// backfill): fresh's windows in range, already in End order.
+		out := fresh[:0]
+		for _, w := range fresh {
+			if inRange(ops.end(w)) {
+				out = append(out, w)
+			}
+		}
+		return out, nil
+	}
 	out := make([]W, 0, len(prev)+len(fresh))
 	freshAt := map[int64]W{}
 	for _, w := range fresh {
@@ -557,6 +580,10 @@ func (db *Database) readRollup(ns *namespace, id []byte, shard uint32, start, en
 	// A block holds the windows ending in [bs, bs+blockSize]: the one
 	// ending at start may be in the block before start's.
 	from, to := ns.blockStart(start)-ns.blockSize, ns.blockStart(end)
+	// One allocation for the windows in range (plus a half per block edge).
+	if res := rs.Resolution; res > 0 && end >= start {
+		rs.Windows = make([]rollup.Window, 0, (end-start)/res+1+(to-from)/ns.blockSize+1)
+	}
 	for _, bs := range sh.blockStarts() {
 		if bs < from || bs > to {
 			continue
@@ -588,13 +615,32 @@ func (db *Database) readRollup(ns *namespace, id []byte, shard uint32, start, en
 		}
 	}
 	var err error
-	if rs.Windows, err = rollup.MergeEqualEnds(rs.Windows); err != nil {
-		return rs, err
+	if hasEqualEnds(rs.Windows, func(w rollup.Window) int64 { return w.End }) {
+		if rs.Windows, err = rollup.MergeEqualEnds(rs.Windows); err != nil {
+			return rs, err
+		}
 	}
-	if rs.HWindows, err = rollup.MergeEqualEndsHistograms(rs.HWindows); err != nil {
-		return rs, err
+	if hasEqualEnds(rs.HWindows, func(w rollup.HWindow) int64 { return w.End }) {
+		if rs.HWindows, err = rollup.MergeEqualEndsHistograms(rs.HWindows); err != nil {
+			return rs, err
+		}
+	}
+	if len(rs.Windows) == 0 {
+		rs.Windows = nil
 	}
 	return rs, nil
+}
+
+// hasEqualEnds reports whether two neighbours of ws share an End (halves
+// of a window cut by a block edge): only then is a merge (and its copy)
+// needed.
+func hasEqualEnds[W any](ws []W, end func(W) int64) bool {
+	for i := 1; i < len(ws); i++ {
+		if end(ws[i]) == end(ws[i-1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // QueryRollup returns the series of rollup namespace nsName matching all
@@ -613,6 +659,9 @@ func (db *Database) QueryRollup(ctx context.Context, nsName string, matchers []*
 	ids, err := ns.index.Query(matchers, start-ns.blockSize, end)
 	if err != nil {
 		return nil, fmt.Errorf("query index: %w", err)
+	}
+	if qo.Limit <= 0 && len(ids) > 1 {
+		return db.readRollups(ctx, ns, ids, start, end, qo)
 	}
 	out := make([]RollupSeries, 0, len(ids))
 	for i, id := range ids {
@@ -635,6 +684,57 @@ func (db *Database) QueryRollup(ctx context.Context, nsName string, matchers []*
 		out = append(out, rs)
 		if qo.Limit > 0 && len(out) >= qo.Limit {
 			break
+		}
+	}
+	return out, nil
+}
+
+// readRollups is QueryRollup's read of ids without a limit: series are
+// independent, so GOMAXPROCS workers decode them side by side (a 30-day
+// query of thousands of series is mostly decoding); the answer keeps
+// ids' order.
+func (db *Database) readRollups(ctx context.Context, ns *namespace, ids [][]byte, start, end int64, qo QueryOptions) ([]RollupSeries, error) {
+	got := make([]RollupSeries, len(ids))
+	errs := make([]error, len(ids))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ids) {
+					return
+				}
+				if i%256 == 0 {
+					if err := ctx.Err(); err != nil {
+						errs[i] = err
+						return
+					}
+				}
+				id := ids[i]
+				shard := db.Shard(id)
+				if qo.Shards != nil && !qo.Shards(shard) {
+					continue
+				}
+				rs, err := db.readRollup(ns, id, shard, start, end)
+				if err != nil {
+					errs[i] = fmt.Errorf("series %q: %w", id, err)
+					return
+				}
+				got[i] = rs
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := got[:0]
+	for _, rs := range got {
+		if len(rs.Windows)+len(rs.HWindows) > 0 {
+			out = append(out, rs)
 		}
 	}
 	return out, nil
