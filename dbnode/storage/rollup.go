@@ -164,6 +164,23 @@ func (db *Database) rollUp(src *namespace, bs int64, shards []uint32) error {
 // are counted and returned; the source blocks stay flushed either way (the
 // backfill cursor or a later flush of a block rolls it up again).
 func (db *Database) rollUpBlocks(src *namespace, blocks map[int64][]uint32, rawEnd int64, only *namespace) error {
+	return db.rollUpChain(src, blocks, rawEnd, only, nil)
+}
+
+// writtenBlock is one rollup block's windows as its volume just stored
+// them, per shard and series ID: the next level down the chain coarsens
+// them from memory instead of reading the volume back (decompressing and
+// decoding what was encoded a moment ago). Only float-only shards are
+// kept (a histogram window's decoded form is not checked to equal the
+// one encoded); the others are read from the volume as before.
+type writtenBlock struct {
+	bs     int64
+	shards map[uint32]map[string]seriesRollup
+}
+
+// rollUpChain is rollUpBlocks with src's block known.bs (if known is set)
+// given in memory.
+func (db *Database) rollUpChain(src *namespace, blocks map[int64][]uint32, rawEnd int64, only *namespace, known *writtenBlock) error {
 	if len(blocks) == 0 {
 		return nil
 	}
@@ -200,6 +217,16 @@ func (db *Database) rollUpBlocks(src *namespace, blocks map[int64][]uint32, rawE
 		}
 		sort.Slice(rstarts, func(i, j int) bool { return rstarts[i] < rstarts[j] })
 		child := map[int64][]uint32{}
+		// When every rollup of dst has dst's block size, a block of dst
+		// feeds exactly one block of each, so the chain goes on block by
+		// block with the windows just written handed over in memory
+		// (one rollup block's windows held at a time); otherwise the
+		// blocks are gathered and rolled up after, read from disk.
+		grand := db.rollupsOf(dst.opts.Name)
+		perBlock := len(grand) > 0
+		for _, g := range grand {
+			perBlock = perBlock && g.blockSize == dst.blockSize
+		}
 		for _, rbs := range rstarts {
 			j := jobs[rbs]
 			sort.Slice(j.changed, func(a, b int) bool { return j.changed[a] < j.changed[b] })
@@ -207,7 +234,11 @@ func (db *Database) rollUpBlocks(src *namespace, blocks map[int64][]uint32, rawE
 			for id := range j.shards {
 				shards = append(shards, id)
 			}
-			wrote, err := db.writeRollupBlock(src, dst, rbs, j.changed, shards)
+			var keep *writtenBlock
+			if perBlock {
+				keep = &writtenBlock{bs: rbs, shards: map[uint32]map[string]seriesRollup{}}
+			}
+			wrote, err := db.writeRollupBlock(src, dst, rbs, j.changed, shards, known, keep)
 			p.mu.Lock()
 			if err != nil {
 				p.errors++
@@ -233,11 +264,16 @@ func (db *Database) rollUpBlocks(src *namespace, blocks map[int64][]uint32, rawE
 					errs = append(errs, err)
 				}
 			}
-			if wrote {
+			switch {
+			case wrote && perBlock:
+				if err := db.rollUpChain(dst, map[int64][]uint32{rbs: shards}, rawEnd, nil, keep); err != nil {
+					errs = append(errs, err)
+				}
+			case wrote:
 				child[rbs] = shards
 			}
 		}
-		if err := db.rollUpBlocks(dst, child, rawEnd, nil); err != nil {
+		if err := db.rollUpChain(dst, child, rawEnd, nil, nil); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -246,7 +282,9 @@ func (db *Database) rollUpBlocks(src *namespace, blocks map[int64][]uint32, rawE
 
 // writeRollupBlock writes a new volume of dst's block rbs holding, for
 // each of shards, its windows with the source blocks changed recomputed.
-func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, changed []int64, shards []uint32) (bool, error) {
+// known (if set) is a block of src given in memory; keep (if set) gets
+// the windows written, per shard.
+func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, changed []int64, shards []uint32, known, keep *writtenBlock) (bool, error) {
 	shards = append([]uint32(nil), shards...)
 	sort.Slice(shards, func(i, j int) bool { return shards[i] < shards[j] })
 	var vw *volumeWrite
@@ -257,7 +295,18 @@ func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, changed []i
 		}
 		dsh := dst.shard(id)
 		prev := dsh.reader(rbs)
-		out, err := computeRollupShard(ssh, src, dst, rbs, changed, prev)
+		var (
+			given     map[string]seriesRollup
+			givenBS   int64
+			keptShard map[string]seriesRollup
+		)
+		if known != nil {
+			given, givenBS = known.shards[id], known.bs
+		}
+		if keep != nil {
+			keptShard = map[string]seriesRollup{}
+		}
+		out, err := computeRollupShard(ssh, src, dst, rbs, changed, prev, given, givenBS, keptShard)
 		if err != nil {
 			if vw != nil {
 				vw.abort()
@@ -275,6 +324,9 @@ func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, changed []i
 		if err := vw.add(dsh, prev, out); err != nil {
 			vw.abort()
 			return false, err
+		}
+		if keptShard != nil && len(keptShard) == len(out) { // emptied: histograms
+			keep.shards[id] = keptShard
 		}
 	}
 	if vw == nil {
@@ -315,7 +367,11 @@ type seriesRollup struct {
 // changed one is gone, prev's window ending at the edge (holding that
 // block's samples) is merged with the recomputed one, unless it already
 // holds the sample at that instant.
-func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int64, prev *fileset.Reader) ([]fileset.Series, error) {
+//
+// given (if not nil) is src's block givenBS of this shard in memory, read
+// instead of its volume; keep (if not nil) gets the windows of the
+// series returned, and is emptied when one has histogram windows.
+func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int64, prev *fileset.Reader, given map[string]seriesRollup, givenBS int64, keep map[string]seriesRollup) ([]fileset.Series, error) {
 	S, rend := src.blockSize, rbs+dst.blockSize
 	need := map[int64]bool{}
 	for _, bs := range changed {
@@ -365,6 +421,13 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 		return s
 	}
 	for _, r := range readers {
+		if given != nil && src.opts.RollupOf != "" && r.ID().BlockStart == givenBS {
+			for id, g := range given {
+				s := get([]byte(id))
+				s.ws = append(s.ws, g.ws...)
+			}
+			continue
+		}
 		err := r.RangeData(func(id, data []byte) error {
 			s := get(id)
 			if src.opts.RollupOf != "" {
@@ -469,6 +532,14 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 			return nil, fmt.Errorf("series %q: %w", id, err)
 		}
 		out = append(out, fileset.Series{ID: []byte(id), Data: data, Samples: len(ws) + len(hs)})
+		if keep != nil {
+			if len(hs) > 0 {
+				clear(keep)
+				keep = nil
+			} else {
+				keep[id] = seriesRollup{ws: ws}
+			}
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID, out[j].ID) < 0 })
 	return out, nil
