@@ -67,9 +67,10 @@ func DecodePayload(p []byte) (res int64, ws []Window, hs []HWindow, err error) {
 
 // MergeEqualEnds merges, in windows sorted by End, the windows of equal
 // End (the two halves of a window cut by a block edge, earlier first):
-// what a reader does with the windows of adjacent rollup blocks.
+// what a reader does with the windows of adjacent rollup blocks. It
+// merges in place: ws's elements are overwritten.
 func MergeEqualEnds(ws []Window) ([]Window, error) {
-	out := ws[:0:0]
+	out := ws[:0] // in place: out never passes the window being read
 	for _, w := range ws {
 		if n := len(out); n > 0 && out[n-1].End == w.End {
 			m, err := Merge(out[n-1], w)
@@ -86,7 +87,7 @@ func MergeEqualEnds(ws []Window) ([]Window, error) {
 
 // MergeEqualEndsHistograms is MergeEqualEnds for histogram windows.
 func MergeEqualEndsHistograms(ws []HWindow) ([]HWindow, error) {
-	out := ws[:0:0]
+	out := ws[:0] // in place: out never passes the window being read
 	for _, w := range ws {
 		if n := len(out); n > 0 && out[n-1].End == w.End {
 			m, err := MergeHistograms(out[n-1], w)

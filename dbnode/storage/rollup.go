@@ -10,8 +10,11 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -161,6 +164,23 @@ func (db *Database) rollUp(src *namespace, bs int64, shards []uint32) error {
 // are counted and returned; the source blocks stay flushed either way (the
 // backfill cursor or a later flush of a block rolls it up again).
 func (db *Database) rollUpBlocks(src *namespace, blocks map[int64][]uint32, rawEnd int64, only *namespace) error {
+	return db.rollUpChain(src, blocks, rawEnd, only, nil)
+}
+
+// writtenBlock is one rollup block's windows as its volume just stored
+// them, per shard and series ID: the next level down the chain coarsens
+// them from memory instead of reading the volume back (decompressing and
+// decoding what was encoded a moment ago). Only float-only shards are
+// kept (a histogram window's decoded form is not checked to equal the
+// one encoded); the others are read from the volume as before.
+type writtenBlock struct {
+	bs     int64
+	shards map[uint32]map[string]seriesRollup
+}
+
+// rollUpChain is rollUpBlocks with src's block known.bs (if known is set)
+// given in memory.
+func (db *Database) rollUpChain(src *namespace, blocks map[int64][]uint32, rawEnd int64, only *namespace, known *writtenBlock) error {
 	if len(blocks) == 0 {
 		return nil
 	}
@@ -197,6 +217,16 @@ func (db *Database) rollUpBlocks(src *namespace, blocks map[int64][]uint32, rawE
 		}
 		sort.Slice(rstarts, func(i, j int) bool { return rstarts[i] < rstarts[j] })
 		child := map[int64][]uint32{}
+		// When every rollup of dst has dst's block size, a block of dst
+		// feeds exactly one block of each, so the chain goes on block by
+		// block with the windows just written handed over in memory
+		// (one rollup block's windows held at a time); otherwise the
+		// blocks are gathered and rolled up after, read from disk.
+		grand := db.rollupsOf(dst.opts.Name)
+		perBlock := len(grand) > 0
+		for _, g := range grand {
+			perBlock = perBlock && g.blockSize == dst.blockSize
+		}
 		for _, rbs := range rstarts {
 			j := jobs[rbs]
 			sort.Slice(j.changed, func(a, b int) bool { return j.changed[a] < j.changed[b] })
@@ -204,7 +234,11 @@ func (db *Database) rollUpBlocks(src *namespace, blocks map[int64][]uint32, rawE
 			for id := range j.shards {
 				shards = append(shards, id)
 			}
-			wrote, err := db.writeRollupBlock(src, dst, rbs, j.changed, shards)
+			var keep *writtenBlock
+			if perBlock {
+				keep = &writtenBlock{bs: rbs, shards: map[uint32]map[string]seriesRollup{}}
+			}
+			wrote, err := db.writeRollupBlock(src, dst, rbs, j.changed, shards, known, keep)
 			p.mu.Lock()
 			if err != nil {
 				p.errors++
@@ -230,11 +264,16 @@ func (db *Database) rollUpBlocks(src *namespace, blocks map[int64][]uint32, rawE
 					errs = append(errs, err)
 				}
 			}
-			if wrote {
+			switch {
+			case wrote && perBlock:
+				if err := db.rollUpChain(dst, map[int64][]uint32{rbs: shards}, rawEnd, nil, keep); err != nil {
+					errs = append(errs, err)
+				}
+			case wrote:
 				child[rbs] = shards
 			}
 		}
-		if err := db.rollUpBlocks(dst, child, rawEnd, nil); err != nil {
+		if err := db.rollUpChain(dst, child, rawEnd, nil, nil); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -243,7 +282,9 @@ func (db *Database) rollUpBlocks(src *namespace, blocks map[int64][]uint32, rawE
 
 // writeRollupBlock writes a new volume of dst's block rbs holding, for
 // each of shards, its windows with the source blocks changed recomputed.
-func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, changed []int64, shards []uint32) (bool, error) {
+// known (if set) is a block of src given in memory; keep (if set) gets
+// the windows written, per shard.
+func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, changed []int64, shards []uint32, known, keep *writtenBlock) (bool, error) {
 	shards = append([]uint32(nil), shards...)
 	sort.Slice(shards, func(i, j int) bool { return shards[i] < shards[j] })
 	var vw *volumeWrite
@@ -254,7 +295,18 @@ func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, changed []i
 		}
 		dsh := dst.shard(id)
 		prev := dsh.reader(rbs)
-		out, err := computeRollupShard(ssh, src, dst, rbs, changed, prev)
+		var (
+			given     map[string]seriesRollup
+			givenBS   int64
+			keptShard map[string]seriesRollup
+		)
+		if known != nil {
+			given, givenBS = known.shards[id], known.bs
+		}
+		if keep != nil {
+			keptShard = map[string]seriesRollup{}
+		}
+		out, err := computeRollupShard(ssh, src, dst, rbs, changed, prev, given, givenBS, keptShard)
 		if err != nil {
 			if vw != nil {
 				vw.abort()
@@ -272,6 +324,9 @@ func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, changed []i
 		if err := vw.add(dsh, prev, out); err != nil {
 			vw.abort()
 			return false, err
+		}
+		if keptShard != nil && len(keptShard) == len(out) { // emptied: histograms
+			keep.shards[id] = keptShard
 		}
 	}
 	if vw == nil {
@@ -312,7 +367,11 @@ type seriesRollup struct {
 // changed one is gone, prev's window ending at the edge (holding that
 // block's samples) is merged with the recomputed one, unless it already
 // holds the sample at that instant.
-func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int64, prev *fileset.Reader) ([]fileset.Series, error) {
+//
+// given (if not nil) is src's block givenBS of this shard in memory, read
+// instead of its volume; keep (if not nil) gets the windows of the
+// series returned, and is emptied when one has histogram windows.
+func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int64, prev *fileset.Reader, given map[string]seriesRollup, givenBS int64, keep map[string]seriesRollup) ([]fileset.Series, error) {
 	S, rend := src.blockSize, rbs+dst.blockSize
 	need := map[int64]bool{}
 	for _, bs := range changed {
@@ -362,6 +421,13 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 		return s
 	}
 	for _, r := range readers {
+		if given != nil && src.opts.RollupOf != "" && r.ID().BlockStart == givenBS {
+			for id, g := range given {
+				s := get([]byte(id))
+				s.ws = append(s.ws, g.ws...)
+			}
+			continue
+		}
 		err := r.RangeData(func(id, data []byte) error {
 			s := get(id)
 			if src.opts.RollupOf != "" {
@@ -373,11 +439,20 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 				s.hs = append(s.hs, hs...)
 				return nil
 			}
-			fl, hit := encoding.PayloadIterators(append([]byte(nil), data...))
+			// The iterators are drained inside this callback, so they may
+			// read data in place (no copy).
+			fl, hit := encoding.PayloadIterators(data)
 			if fl != nil {
+				first := len(s.fl) == 0
 				for fl.Next() {
 					t, v := fl.At()
 					s.fl = append(s.fl, rollup.Sample{T: t, V: v})
+				}
+				if first && len(readers) > 1 {
+					// Reserve room for the other source blocks, guessing
+					// each holds as many samples as this one: one more
+					// allocation instead of doubling growth.
+					s.fl = slices.Grow(s.fl, len(s.fl)*(len(readers)-1))
 				}
 				if err := fl.Err(); err != nil {
 					return fmt.Errorf("series %q: %w", id, err)
@@ -457,6 +532,14 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 			return nil, fmt.Errorf("series %q: %w", id, err)
 		}
 		out = append(out, fileset.Series{ID: []byte(id), Data: data, Samples: len(ws) + len(hs)})
+		if keep != nil {
+			if len(hs) > 0 {
+				clear(keep)
+				keep = nil
+			} else {
+				keep[id] = seriesRollup{ws: ws}
+			}
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID, out[j].ID) < 0 })
 	return out, nil
@@ -477,6 +560,17 @@ type winOps[W any] struct {
 // edge, merged with fresh's otherwise (a prev window of the edge sample
 // alone is simply replaced).
 func splice[W any](prev, fresh []W, inRange func(int64) bool, orphan map[int64]bool, ops winOps[W]) ([]W, error) {
+	if len(prev) == 0 {
+		// Nothing stored yet (a new rollup block, the common case of a
+		// backfill): fresh's windows in range, already in End order.
+		out := fresh[:0]
+		for _, w := range fresh {
+			if inRange(ops.end(w)) {
+				out = append(out, w)
+			}
+		}
+		return out, nil
+	}
 	out := make([]W, 0, len(prev)+len(fresh))
 	freshAt := map[int64]W{}
 	for _, w := range fresh {
@@ -557,6 +651,10 @@ func (db *Database) readRollup(ns *namespace, id []byte, shard uint32, start, en
 	// A block holds the windows ending in [bs, bs+blockSize]: the one
 	// ending at start may be in the block before start's.
 	from, to := ns.blockStart(start)-ns.blockSize, ns.blockStart(end)
+	// One allocation for the windows in range (plus a half per block edge).
+	if res := rs.Resolution; res > 0 && end >= start {
+		rs.Windows = make([]rollup.Window, 0, (end-start)/res+1+(to-from)/ns.blockSize+1)
+	}
 	for _, bs := range sh.blockStarts() {
 		if bs < from || bs > to {
 			continue
@@ -588,13 +686,32 @@ func (db *Database) readRollup(ns *namespace, id []byte, shard uint32, start, en
 		}
 	}
 	var err error
-	if rs.Windows, err = rollup.MergeEqualEnds(rs.Windows); err != nil {
-		return rs, err
+	if hasEqualEnds(rs.Windows, func(w rollup.Window) int64 { return w.End }) {
+		if rs.Windows, err = rollup.MergeEqualEnds(rs.Windows); err != nil {
+			return rs, err
+		}
 	}
-	if rs.HWindows, err = rollup.MergeEqualEndsHistograms(rs.HWindows); err != nil {
-		return rs, err
+	if hasEqualEnds(rs.HWindows, func(w rollup.HWindow) int64 { return w.End }) {
+		if rs.HWindows, err = rollup.MergeEqualEndsHistograms(rs.HWindows); err != nil {
+			return rs, err
+		}
+	}
+	if len(rs.Windows) == 0 {
+		rs.Windows = nil
 	}
 	return rs, nil
+}
+
+// hasEqualEnds reports whether two neighbours of ws share an End (halves
+// of a window cut by a block edge): only then is a merge (and its copy)
+// needed.
+func hasEqualEnds[W any](ws []W, end func(W) int64) bool {
+	for i := 1; i < len(ws); i++ {
+		if end(ws[i]) == end(ws[i-1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // QueryRollup returns the series of rollup namespace nsName matching all
@@ -613,6 +730,9 @@ func (db *Database) QueryRollup(ctx context.Context, nsName string, matchers []*
 	ids, err := ns.index.Query(matchers, start-ns.blockSize, end)
 	if err != nil {
 		return nil, fmt.Errorf("query index: %w", err)
+	}
+	if qo.Limit <= 0 && len(ids) > 1 {
+		return db.readRollups(ctx, ns, ids, start, end, qo)
 	}
 	out := make([]RollupSeries, 0, len(ids))
 	for i, id := range ids {
@@ -635,6 +755,57 @@ func (db *Database) QueryRollup(ctx context.Context, nsName string, matchers []*
 		out = append(out, rs)
 		if qo.Limit > 0 && len(out) >= qo.Limit {
 			break
+		}
+	}
+	return out, nil
+}
+
+// readRollups is QueryRollup's read of ids without a limit: series are
+// independent, so GOMAXPROCS workers decode them side by side (a 30-day
+// query of thousands of series is mostly decoding); the answer keeps
+// ids' order.
+func (db *Database) readRollups(ctx context.Context, ns *namespace, ids [][]byte, start, end int64, qo QueryOptions) ([]RollupSeries, error) {
+	got := make([]RollupSeries, len(ids))
+	errs := make([]error, len(ids))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ids) {
+					return
+				}
+				if i%256 == 0 {
+					if err := ctx.Err(); err != nil {
+						errs[i] = err
+						return
+					}
+				}
+				id := ids[i]
+				shard := db.Shard(id)
+				if qo.Shards != nil && !qo.Shards(shard) {
+					continue
+				}
+				rs, err := db.readRollup(ns, id, shard, start, end)
+				if err != nil {
+					errs[i] = fmt.Errorf("series %q: %w", id, err)
+					return
+				}
+				got[i] = rs
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := got[:0]
+	for _, rs := range got {
+		if len(rs.Windows)+len(rs.HWindows) > 0 {
+			out = append(out, rs)
 		}
 	}
 	return out, nil

@@ -288,3 +288,33 @@ func TestRollupBackfillResumes(t *testing.T) {
 		require.Equal(t, w, g)
 	}
 }
+
+// TestRollupChainInMemory: with the 1h level's blocks as long as the 5m
+// level's, the flush hands the 5m windows just written to the 1h level
+// in memory (writtenBlock) instead of reading the volume back; the 1h
+// windows must equal those coarsened from the 5m volume on disk, and a
+// shard holding histograms (read from disk) too.
+func TestRollupChainInMemory(t *testing.T) {
+	clk := &clock{t: t0.Add(4 * time.Hour)}
+	opts := rollupOpts(t.TempDir(), clk)
+	opts.Namespaces[len(opts.Namespaces)-1].BlockSize = 4 * time.Hour
+	db := openDB(t, opts)
+	rollupInput(t, db)
+	clk.Add(11 * time.Minute)
+	require.NoError(t, db.Tick())
+	for _, id := range [][]byte{sid("reqs_total", "job", "a"), sid("lat", "job", "a")} {
+		got5m, err := db.ReadRollup("r5m", id, ms(t0), ms(t0)+4*3600_000)
+		require.NoError(t, err)
+		want, err := rollup.Coarsen(got5m.Windows, 3600_000)
+		require.NoError(t, err)
+		got1h, err := db.ReadRollup("r1h", id, ms(t0), ms(t0)+4*3600_000)
+		require.NoError(t, err)
+		require.Equal(t, len(got5m.HWindows) > 0, len(got1h.HWindows) > 0)
+		if len(want) == 0 {
+			require.Empty(t, got1h.Windows)
+			continue
+		}
+		require.NotEmpty(t, want)
+		require.Equal(t, want, got1h.Windows)
+	}
+}
