@@ -67,30 +67,7 @@ type Partial struct {
 // continued with o's sum, then o's compensation added), the others
 // appended.
 func (r *Result) Merge(o *Result) error {
-	if o.Steps != r.Steps {
-		return fmt.Errorf("merge pushdown results: %d steps and %d", r.Steps, o.Steps)
-	}
-	r.Series += o.Series
-	r.Digest += o.Digest
-	r.NonCounters = append(r.NonCounters, o.NonCounters...)
-	r.Warnings = append(r.Warnings, o.Warnings...)
-	index := make(map[uint64][]int, len(r.Groups))
-	for i, g := range r.Groups {
-		h := g.Labels.Hash()
-		index[h] = append(index[h], i)
-	}
-	for _, g := range o.Groups {
-		if err := g.check(r.Steps); err != nil {
-			return err
-		}
-		h := g.Labels.Hash()
-		i := slices.IndexFunc(index[h], func(i int) bool { return labels.Equal(r.Groups[i].Labels, g.Labels) })
-		if i < 0 {
-			index[h] = append(index[h], len(r.Groups))
-			r.Groups = append(r.Groups, g)
-			continue
-		}
-		m := &r.Groups[index[h][i]]
+	return r.mergeGroups(o, nil, func(m, g *Partial) error {
 		if (m.Sum == nil) != (g.Sum == nil) {
 			return fmt.Errorf("merge pushdown results: group %s with and without sums", g.Labels)
 		}
@@ -111,8 +88,8 @@ func (r *Result) Merge(o *Result) error {
 				m.Sum[k], m.Comp[k] = s, c+g.Comp[k]
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // MergeFor is Merge for a request of agg: without an aggregation each
@@ -128,30 +105,9 @@ func (r *Result) MergeFor(agg Agg, o *Result) error {
 	default:
 		return r.Merge(o)
 	}
-	if o.Steps != r.Steps {
-		return fmt.Errorf("merge pushdown results: %d steps and %d", r.Steps, o.Steps)
-	}
-	seen := make(map[uint64][]int, len(r.Groups)+len(o.Groups))
-	for i := range r.Groups {
-		h := r.Groups[i].Labels.Hash()
-		seen[h] = append(seen[h], i)
-	}
-	for _, g := range o.Groups {
-		if err := g.check(r.Steps); err != nil {
-			return err
-		}
-		h := g.Labels.Hash()
-		if slices.ContainsFunc(seen[h], func(i int) bool { return labels.Equal(r.Groups[i].Labels, g.Labels) }) {
-			return fmt.Errorf("%w: two parts computed series %s", ErrDeclined, g.Labels)
-		}
-		seen[h] = append(seen[h], len(r.Groups))
-		r.Groups = append(r.Groups, g)
-	}
-	r.Series += o.Series
-	r.Digest += o.Digest
-	r.NonCounters = append(r.NonCounters, o.NonCounters...)
-	r.Warnings = append(r.Warnings, o.Warnings...)
-	return nil
+	return r.mergeGroups(o, nil, func(_, g *Partial) error {
+		return fmt.Errorf("%w: two parts computed series %s", ErrDeclined, g.Labels)
+	})
 }
 
 // mergeCompare merges min or max partials (the value in Sum): the
@@ -159,33 +115,13 @@ func (r *Result) MergeFor(agg Agg, o *Result) error {
 // it beats. Over the same values in another order the answer is the same
 // but for which of equal values (0 and -0, NaN payloads) is kept.
 func (r *Result) mergeCompare(agg Agg, o *Result) error {
-	if o.Steps != r.Steps {
-		return fmt.Errorf("merge pushdown results: %d steps and %d", r.Steps, o.Steps)
-	}
-	r.Series += o.Series
-	r.Digest += o.Digest
-	r.NonCounters = append(r.NonCounters, o.NonCounters...)
-	r.Warnings = append(r.Warnings, o.Warnings...)
-	index := make(map[uint64][]int, len(r.Groups))
-	for i, g := range r.Groups {
-		h := g.Labels.Hash()
-		index[h] = append(index[h], i)
-	}
-	for _, g := range o.Groups {
-		if err := g.check(r.Steps); err != nil {
-			return err
-		}
+	accept := func(g *Partial) error {
 		if g.Sum == nil {
 			return fmt.Errorf("merge pushdown results: %s group %s without values", agg, g.Labels)
 		}
-		h := g.Labels.Hash()
-		i := slices.IndexFunc(index[h], func(i int) bool { return labels.Equal(r.Groups[i].Labels, g.Labels) })
-		if i < 0 {
-			index[h] = append(index[h], len(r.Groups))
-			r.Groups = append(r.Groups, g)
-			continue
-		}
-		m := &r.Groups[index[h][i]]
+		return nil
+	}
+	return r.mergeGroups(o, accept, func(m, g *Partial) error {
 		for k := range m.Count {
 			switch {
 			case g.Count[k] == 0:
@@ -198,6 +134,46 @@ func (r *Result) mergeCompare(agg Agg, o *Result) error {
 			if f := g.Sum[k]; CompareStep(agg, m.Sum[k], f) {
 				m.Sum[k] = f
 			}
+		}
+		return nil
+	})
+}
+
+// mergeGroups is what every merge shares: o's counts, digest and notes
+// added to r, and each of o's groups (checked, then accepted when accept
+// is nil or says so) appended when r has none of its labels, else handed
+// to combine with r's group of those labels.
+func (r *Result) mergeGroups(o *Result, accept func(g *Partial) error, combine func(m, g *Partial) error) error {
+	if o.Steps != r.Steps {
+		return fmt.Errorf("merge pushdown results: %d steps and %d", r.Steps, o.Steps)
+	}
+	r.Series += o.Series
+	r.Digest += o.Digest
+	r.NonCounters = append(r.NonCounters, o.NonCounters...)
+	r.Warnings = append(r.Warnings, o.Warnings...)
+	index := make(map[uint64][]int, len(r.Groups)+len(o.Groups))
+	for i := range r.Groups {
+		h := r.Groups[i].Labels.Hash()
+		index[h] = append(index[h], i)
+	}
+	for _, g := range o.Groups {
+		if err := g.check(r.Steps); err != nil {
+			return err
+		}
+		if accept != nil {
+			if err := accept(&g); err != nil {
+				return err
+			}
+		}
+		h := g.Labels.Hash()
+		i := slices.IndexFunc(index[h], func(i int) bool { return labels.Equal(r.Groups[i].Labels, g.Labels) })
+		if i < 0 {
+			index[h] = append(index[h], len(r.Groups))
+			r.Groups = append(r.Groups, g)
+			continue
+		}
+		if err := combine(&r.Groups[index[h][i]], &g); err != nil {
+			return err
 		}
 	}
 	return nil
