@@ -294,24 +294,21 @@ func (h *hit) refreshed(hash uint64, key []byte, ref storage.SeriesRef) (u newSe
 // ones found in the old generation (the caller passes them to update, to
 // keep them). Only inside view.
 //
-// The probes run in a loop of their own, with the resolution of the
-// storage refs to their IDs: the iterations do not depend on each other,
-// so the CPU overlaps their cache misses (probe, registry, series, ID
-// header: a chain per series), and the comparisons with the label bytes
-// come after. A probe stops at the first entry with the same 32 hash
+// The probes run in a loop of their own: the iterations do not depend on
+// each other, so the CPU overlaps their cache misses, and each stores
+// only the hit's 16-byte cell (no pointer, so no write barrier). The refs
+// are resolved to their IDs in the second loop, beside the comparison
+// with the label bytes: resolving them in the first loop and storing the
+// whole 40-byte hit there cost CPU time (docs/performance.md, "Opaque
+// refs": 1.07x the pointer base on a quiet machine, 1.02x this way). A probe stops at the first entry with the same 32 hash
 // bits; when its key is not the request's, find goes on past it.
 func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []hit, promote []newSeries) []newSeries {
 	for i := range keys {
 		v, ok := c.t.Probe(uint32(keys[i].Hash))
 		if !ok {
-			hits[i] = hit{}
-			continue
+			v = cell{}
 		}
-		h := hit{c: v}
-		if v.kind != kindEntry {
-			h.id = storage.SeriesID(v.ref())
-		}
-		hits[i] = h
+		hits[i].c = v
 	}
 	for i := range hits {
 		h := &hits[i]
@@ -319,10 +316,15 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []hit, p
 		var ok bool
 		switch h.c.kind { // matches, with its common case inline
 		case kindEmpty:
+			if h.id != nil {
+				h.id = nil // a former request's: not kept alive
+			}
 			continue
 		case kindForm:
+			h.id = storage.SeriesID(h.c.ref())
 			ok = h.id != nil && labelsAreID(keys[i].Raw, h.id)
 		case kindID:
+			h.id = storage.SeriesID(h.c.ref())
 			ok = h.id != nil && string(keys[i].Raw) == string(h.id)
 		default:
 			e = c.entries[h.c.lo]
