@@ -1,6 +1,8 @@
 package promapi
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"runtime"
 	"strconv"
 	"sync"
@@ -30,26 +32,45 @@ type plan struct {
 	bin *binPlan
 }
 
-var (
-	plans   sync.Map // weak.Pointer[labels.Matcher] -> *plan
-	planSeq atomic.Uint64
-)
+// markedPlans registers plans of one kind under the marker matchers
+// standing for them; the fast path and the rollup rewrite each keep one.
+type markedPlans[P any] struct {
+	m   sync.Map // weak.Pointer[labels.Matcher] -> *P
+	seq atomic.Uint64
+}
 
-// planMatcher returns a new marker matcher standing for pl.
-func (p fastParser) planMatcher(pl *plan) *labels.Matcher {
-	m := labels.MustNewMatcher(labels.MatchEqual, p.marker, strconv.FormatUint(planSeq.Add(1), 10))
+// mark returns a new matcher on label marker standing for pl.
+func (r *markedPlans[P]) mark(marker string, pl *P) *labels.Matcher {
+	m := labels.MustNewMatcher(labels.MatchEqual, marker, strconv.FormatUint(r.seq.Add(1), 10))
 	k := weak.Make(m)
-	plans.Store(k, pl)
-	runtime.AddCleanup(m, func(k weak.Pointer[labels.Matcher]) { plans.Delete(k) }, k)
+	r.m.Store(k, pl)
+	runtime.AddCleanup(m, func(k weak.Pointer[labels.Matcher]) { r.m.Delete(k) }, k)
 	return m
 }
 
-// planOf is the plan m stands for, nil when m is not a marker matcher
-// the rewrite made.
-func planOf(m *labels.Matcher) *plan {
-	v, ok := plans.Load(weak.Make(m))
+// of is the plan m stands for, nil when m is not a marker matcher made
+// by mark.
+func (r *markedPlans[P]) of(m *labels.Matcher) *P {
+	v, ok := r.m.Load(weak.Make(m))
 	if !ok {
 		return nil
 	}
-	return v.(*plan)
+	return v.(*P)
 }
+
+// newMarker is a marker label name no user query can hold: prefix and
+// random hex, a new one per parser.
+func newMarker(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:]) + "__"
+}
+
+var plans markedPlans[plan]
+
+// planMatcher returns a new marker matcher standing for pl.
+func (p fastParser) planMatcher(pl *plan) *labels.Matcher { return plans.mark(p.marker, pl) }
+
+// planOf is the plan m stands for, nil when m is not a marker matcher
+// the rewrite made.
+func planOf(m *labels.Matcher) *plan { return plans.of(m) }

@@ -1,8 +1,6 @@
 package promapi
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"math"
 	"slices"
 	"strings"
@@ -91,9 +89,7 @@ type fastParser struct {
 }
 
 func newFastParser() fastParser {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return fastParser{Parser: parser.NewParser(parser.Options{}), marker: "__tessera_fast_" + hex.EncodeToString(b[:]) + "__"}
+	return fastParser{Parser: parser.NewParser(parser.Options{}), marker: newMarker("__tessera_fast_")}
 }
 
 // ParseExpr parses input and rewrites the calls the fast path computes.

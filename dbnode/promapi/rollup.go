@@ -2,19 +2,12 @@ package promapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"net/http"
-	"runtime"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
-	"weak"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -84,10 +77,7 @@ type rollupPlan struct {
 	matchers []*labels.Matcher
 }
 
-var (
-	rollupPlans   sync.Map // weak.Pointer[labels.Matcher] -> *rollupPlan
-	rollupPlanSeq atomic.Uint64
-)
+var rollupPlans markedPlans[rollupPlan]
 
 // rollupParser is the engine's parser with the rollup rewrite applied.
 type rollupParser struct {
@@ -96,9 +86,7 @@ type rollupParser struct {
 }
 
 func newRollupParser() rollupParser {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return rollupParser{Parser: parser.NewParser(parser.Options{}), marker: "__tessera_rollup_" + hex.EncodeToString(b[:]) + "__"}
+	return rollupParser{Parser: parser.NewParser(parser.Options{}), marker: newMarker("__tessera_rollup_")}
 }
 
 func (p rollupParser) ParseExpr(input string) (parser.Expr, error) {
@@ -155,21 +143,12 @@ func (p rollupParser) replace(call *parser.Call) *parser.VectorSelector {
 			return nil
 		}
 	}
-	m := labels.MustNewMatcher(labels.MatchEqual, p.marker, strconv.FormatUint(rollupPlanSeq.Add(1), 10))
-	k := weak.Make(m)
-	rollupPlans.Store(k, &rollupPlan{fn: call.Func.Name, rng: ms.Range.Milliseconds(), matchers: vs.LabelMatchers})
-	runtime.AddCleanup(m, func(k weak.Pointer[labels.Matcher]) { rollupPlans.Delete(k) }, k)
+	m := rollupPlans.mark(p.marker, &rollupPlan{fn: call.Func.Name, rng: ms.Range.Milliseconds(), matchers: vs.LabelMatchers})
 	matchers := append(vs.LabelMatchers[:len(vs.LabelMatchers):len(vs.LabelMatchers)], m)
 	return &parser.VectorSelector{LabelMatchers: matchers, PosRange: call.PosRange}
 }
 
-func rollupPlanOf(m *labels.Matcher) *rollupPlan {
-	v, ok := rollupPlans.Load(weak.Make(m))
-	if !ok {
-		return nil
-	}
-	return v.(*rollupPlan)
-}
+func rollupPlanOf(m *labels.Matcher) *rollupPlan { return rollupPlans.of(m) }
 
 // rollupQueryable serves one query of a rollup namespace.
 type rollupQueryable struct {

@@ -70,27 +70,20 @@ func DecodePayload(p []byte) (res int64, ws []Window, hs []HWindow, err error) {
 // what a reader does with the windows of adjacent rollup blocks. It
 // merges in place: ws's elements are overwritten.
 func MergeEqualEnds(ws []Window) ([]Window, error) {
-	out := ws[:0] // in place: out never passes the window being read
-	for _, w := range ws {
-		if n := len(out); n > 0 && out[n-1].End == w.End {
-			m, err := Merge(out[n-1], w)
-			if err != nil {
-				return nil, err
-			}
-			out[n-1] = m
-			continue
-		}
-		out = append(out, w)
-	}
-	return out, nil
+	return mergeEqualEnds(ws, func(w Window) int64 { return w.End }, Merge)
 }
 
 // MergeEqualEndsHistograms is MergeEqualEnds for histogram windows.
 func MergeEqualEndsHistograms(ws []HWindow) ([]HWindow, error) {
+	return mergeEqualEnds(ws, func(w HWindow) int64 { return w.End }, MergeHistograms)
+}
+
+// mergeEqualEnds is MergeEqualEnds for either kind of window.
+func mergeEqualEnds[W any](ws []W, end func(W) int64, merge func(a, b W) (W, error)) ([]W, error) {
 	out := ws[:0] // in place: out never passes the window being read
 	for _, w := range ws {
-		if n := len(out); n > 0 && out[n-1].End == w.End {
-			m, err := MergeHistograms(out[n-1], w)
+		if n := len(out); n > 0 && end(out[n-1]) == end(w) {
+			m, err := merge(out[n-1], w)
 			if err != nil {
 				return nil, err
 			}
