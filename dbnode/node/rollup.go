@@ -43,6 +43,26 @@ func (r rollupReader) QueryRollup(ctx context.Context, ns string, ms []*labels.M
 	return db.QueryRollup(ctx, ns, ms, start, end, storage.QueryOptions{})
 }
 
+// ScanRollup is promapi.RollupScanner: from this node's own storage
+// (decoding and the caller's work on every core, one series' windows at
+// a time) where QueryRollup would read it, else over what QueryRollup
+// returns, one series after another.
+func (r rollupReader) ScanRollup(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64, fn func(i int, rs storage.RollupSeries) error) error {
+	if db := r.n.DB(); r.n.state.Backend() != nil && db != nil && (r.n.topo == nil || ownsEveryShard(r.n.topo.Get(), r.n.cfg.ID)) {
+		return db.ScanRollup(ctx, ns, ms, start, end, storage.QueryOptions{}, fn)
+	}
+	rs, err := r.QueryRollup(ctx, ns, ms, start, end)
+	if err != nil {
+		return err
+	}
+	for i, s := range rs {
+		if err := fn(i, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ownsEveryShard reports whether instance id holds every shard of m's
 // placement AVAILABLE (one node, or RF equal to the node count): its own
 // storage then holds the whole of every rollup.

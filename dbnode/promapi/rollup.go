@@ -2,11 +2,15 @@ package promapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -17,6 +21,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/prometheus/prometheus/util/kahansum"
 
 	"github.com/tessera-tsdb/tessera/dbnode/rollup"
 	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -48,6 +53,16 @@ type RollupReader interface {
 	QueryRollup(ctx context.Context, namespace string, matchers []*labels.Matcher, start, end int64) ([]tstorage.RollupSeries, error)
 }
 
+// RollupScanner is a RollupReader that hands the series over one at a
+// time (storage.Database.ScanRollup): fn runs on several goroutines at
+// once, with the series' index in QueryRollup's order, and the windows
+// are valid only during the call. The rollup querier computes a series'
+// step values inside fn, so decoding and evaluation share the cores and
+// no query holds every window of every series.
+type RollupScanner interface {
+	ScanRollup(ctx context.Context, namespace string, matchers []*labels.Matcher, start, end int64, fn func(i int, rs tstorage.RollupSeries) error) error
+}
+
 // rollupFunc is how a rollup answers a function from a range's merged
 // window.
 type rollupFunc struct {
@@ -75,6 +90,17 @@ type rollupPlan struct {
 	fn       string
 	rng      int64 // ms
 	matchers []*labels.Matcher
+	// group, when set, is the sum around the call (sum by/without): the
+	// querier hands the engine one partial sum per group instead of a
+	// series per input series (the engine's sum of one series per group
+	// is that series).
+	group *rollupGroup
+}
+
+// rollupGroup is the grouping of a sum a rollup plan computes partially.
+type rollupGroup struct {
+	labels  []string
+	without bool
 }
 
 var rollupPlans markedPlans[rollupPlan]
@@ -102,13 +128,19 @@ func (p rollupParser) ParseExpr(input string) (parser.Expr, error) {
 func (p rollupParser) rewrite(e parser.Expr) parser.Expr {
 	switch n := e.(type) {
 	case *parser.Call:
-		if vs := p.replace(n); vs != nil {
+		if vs := p.replace(n, nil); vs != nil {
 			return vs
 		}
 		for i, a := range n.Args {
 			n.Args[i] = p.rewrite(a)
 		}
 	case *parser.AggregateExpr:
+		if call, ok := n.Expr.(*parser.Call); ok && n.Op == parser.SUM && n.Param == nil {
+			if vs := p.replace(call, &rollupGroup{labels: n.Grouping, without: n.Without}); vs != nil {
+				n.Expr = vs
+				return e
+			}
+		}
 		n.Expr = p.rewrite(n.Expr)
 		if n.Param != nil {
 			n.Param = p.rewrite(n.Param)
@@ -126,7 +158,12 @@ func (p rollupParser) rewrite(e parser.Expr) parser.Expr {
 	return e
 }
 
-func (p rollupParser) replace(call *parser.Call) *parser.VectorSelector {
+// replace is the marked selector standing for call, nil when a rollup
+// does not answer it. With group set it stands for the sum around call
+// too, which needs a __name__="..." matcher: series of one name cannot
+// become equal when the call drops it (the engine refuses that with an
+// error a partial sum would hide).
+func (p rollupParser) replace(call *parser.Call, group *rollupGroup) *parser.VectorSelector {
 	if _, ok := rollupFuncs[call.Func.Name]; !ok || len(call.Args) != 1 {
 		return nil
 	}
@@ -138,12 +175,17 @@ func (p rollupParser) replace(call *parser.Call) *parser.VectorSelector {
 	if !ok || !plainSelector(vs) || ms.Range <= 0 {
 		return nil
 	}
+	named := false
 	for _, m := range vs.LabelMatchers {
 		if strings.HasPrefix(m.Name, "__tessera_") {
 			return nil
 		}
+		named = named || (m.Name == labels.MetricName && m.Type == labels.MatchEqual)
 	}
-	m := rollupPlans.mark(p.marker, &rollupPlan{fn: call.Func.Name, rng: ms.Range.Milliseconds(), matchers: vs.LabelMatchers})
+	if group != nil && !named {
+		return nil
+	}
+	m := rollupPlans.mark(p.marker, &rollupPlan{fn: call.Func.Name, rng: ms.Range.Milliseconds(), matchers: vs.LabelMatchers, group: group})
 	matchers := append(vs.LabelMatchers[:len(vs.LabelMatchers):len(vs.LabelMatchers)], m)
 	return &parser.VectorSelector{LabelMatchers: matchers, PosRange: call.PosRange}
 }
@@ -259,88 +301,244 @@ func pseudoRaw(s tstorage.RollupSeries, start, end int64) []point {
 	return pts
 }
 
-// selectPlan computes a rewritten call at every step of the query.
+// selectPlan computes a rewritten call at every step of the query, one
+// series at a time on every core (as storage hands them over), and then
+// the sum around it when the plan has one.
 func (q *rollupQuerier) selectPlan(ctx context.Context, sorted bool, pl *rollupPlan) storage.SeriesSet {
 	fr := q.q.fr
 	stp := fr.stp
 	if stp == 0 {
 		stp = 1
 	}
-	rs, err := q.q.r.QueryRollup(ctx, q.q.ns, pl.matchers, fr.start-pl.rng, fr.end)
-	if err != nil {
-		return storage.ErrSeriesSet(err)
-	}
+	steps := int((fr.end-fr.start)/stp) + 1
 	var warns annotations.Annotations
 	if !q.aligned() || pl.rng%q.q.res != 0 {
 		warns.Add(fmt.Errorf("%s over rollup namespace %q is not exact: its range or steps are not whole %s windows, so it reads the whole windows ending in each range",
 			pl.fn, q.q.ns, time.Duration(q.q.res)*time.Millisecond))
 	}
 	f := rollupFuncs[pl.fn]
-	out := make([]storage.Series, 0, len(rs))
-	for _, s := range rs {
+	var (
+		mu       sync.Mutex
+		got      []rollupSteps
+		histWarn bool
+	)
+	each := func(i int, s tstorage.RollupSeries) error {
 		lset, err := ident.Labels(s.ID)
 		if err != nil {
-			return storage.ErrSeriesSet(err)
+			return err
 		}
 		if !f.keepName {
 			lset = lset.DropMetricName()
 		}
-		if len(s.HWindows) > 0 && !f.histogramSupports {
-			warns.Add(fmt.Errorf("%s of native histograms over rollup namespace %q has no value: a rollup keeps only the histograms' sum, first, last and resets", pl.fn, q.q.ns))
+		r := rollupSteps{i: i, lset: lset, vals: make([]float64, steps)}
+		has, err := evalSteps(f, s, fr.start, stp, pl.rng, &r)
+		if err != nil {
+			return fmt.Errorf("%s of series %q: %w", pl.fn, s.ID, err)
 		}
-		var pts []point
-		any := false
-		for t := fr.start; t <= fr.end; t += stp {
-			p := point{t: t, f: math.Float64frombits(value.StaleNaN)}
-			v, h, ok, err := evalRollup(f, s, t-pl.rng, t)
-			if err != nil {
-				return storage.ErrSeriesSet(fmt.Errorf("%s of series %q: %w", pl.fn, s.ID, err))
-			}
-			if ok {
-				p.f, p.h, any = v, h, true
-			}
-			pts = append(pts, p)
+		mu.Lock()
+		defer mu.Unlock()
+		histWarn = histWarn || (len(s.HWindows) > 0 && !f.histogramSupports)
+		if has {
+			got = append(got, r)
 		}
-		if any {
-			out = append(out, &listSeries{lset: lset, pts: pts})
-		}
+		return nil
+	}
+	if err := q.scan(ctx, pl.matchers, fr.start-pl.rng, fr.end, each); err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	if histWarn {
+		warns.Add(fmt.Errorf("%s of native histograms over rollup namespace %q has no value: a rollup keeps only the histograms' sum, first, last and resets", pl.fn, q.q.ns))
+	}
+	sort.Slice(got, func(a, b int) bool { return got[a].i < got[b].i })
+	if pl.group != nil {
+		got = sumGroups(got, pl.group, steps)
+	}
+	out := make([]storage.Series, 0, len(got))
+	for _, r := range got {
+		out = append(out, &precomputed{lset: r.lset, vals: r.vals, hists: r.hists, t0: fr.start, stp: stp})
 	}
 	return newListSet(out, sorted, warns)
 }
 
-// evalRollup is a rollup function over the windows ending in (start, end].
-func evalRollup(f rollupFunc, s tstorage.RollupSeries, start, end int64) (float64, *histogram.FloatHistogram, bool, error) {
-	if w, ok, err := rollup.Range(inRange(s.Windows, start, end), start, end); err != nil {
+// scan hands each series of the rollup matching ms with windows ending
+// in [start, end] to fn, on several goroutines: the reader's own scan
+// when it has one, else its QueryRollup's answer split over GOMAXPROCS
+// workers.
+func (q *rollupQuerier) scan(ctx context.Context, ms []*labels.Matcher, start, end int64, fn func(i int, rs tstorage.RollupSeries) error) error {
+	if sc, ok := q.q.r.(RollupScanner); ok {
+		return sc.ScanRollup(ctx, q.q.ns, ms, start, end, fn)
+	}
+	rs, err := q.q.r.QueryRollup(ctx, q.q.ns, ms, start, end)
+	if err != nil {
+		return err
+	}
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	errs := make([]error, min(runtime.GOMAXPROCS(0), len(rs)))
+	for k := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(rs); i = int(next.Add(1) - 1) {
+				if errs[k] = fn(i, rs[i]); errs[k] != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// rollupSteps is one output series of a plan: its step values (StaleNaN
+// where it has none), with histograms where hists is set and not nil.
+type rollupSteps struct {
+	i     int // the order series came in
+	lset  labels.Labels
+	vals  []float64
+	hists []*histogram.FloatHistogram
+}
+
+// evalSteps fills r with f at each of len(r.vals) steps from start, stp
+// apart, over the windows ending in (t-rng, t]; any reports a value at
+// some step. The float windows of a step are found by two indexes that
+// only move forward (steps and windows are both in time order).
+func evalSteps(f rollupFunc, s tstorage.RollupSeries, start, stp, rng int64, r *rollupSteps) (has bool, err error) {
+	ws := s.Windows
+	lo, hi := 0, 0
+	for k := range r.vals {
+		t := start + int64(k)*stp
+		for lo < len(ws) && ws[lo].End <= t-rng {
+			lo++
+		}
+		if hi < lo {
+			hi = lo
+		}
+		for hi < len(ws) && ws[hi].End <= t {
+			hi++
+		}
+		v, h, ok, err := evalRollup(f, ws[lo:hi], s.HWindows, t-rng, t)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case !ok:
+			r.vals[k] = math.Float64frombits(value.StaleNaN)
+		case h != nil:
+			if r.hists == nil {
+				r.hists = make([]*histogram.FloatHistogram, len(r.vals))
+			}
+			r.hists[k], has = h, true
+		default:
+			r.vals[k], has = v, true
+		}
+	}
+	return has, nil
+}
+
+// sumGroups is the engine's sum by (or without) the group's labels over
+// in (in the engine's series order) with its arithmetic (kahansum.Inc
+// over the values present at a step, the compensation added at the
+// end), one series per group holding the partial sum: the engine's sum
+// over that one series gives the same. A series with histograms is
+// passed on alone for the engine to add.
+func sumGroups(in []rollupSteps, g *rollupGroup, steps int) []rollupSteps {
+	type acc struct {
+		out       rollupSteps
+		sum, comp []float64
+		seen      []bool
+	}
+	var (
+		order []*acc
+		byKey = map[uint64]*acc{}
+		buf   []byte
+		out   []rollupSteps
+	)
+	for _, r := range in {
+		if r.hists != nil {
+			out = append(out, r)
+			continue
+		}
+		var key uint64
+		if g.without {
+			key, buf = r.lset.HashWithoutLabels(buf, g.labels...)
+		} else {
+			key, buf = r.lset.HashForLabels(buf, g.labels...)
+		}
+		a := byKey[key]
+		if a == nil {
+			b := labels.NewBuilder(r.lset)
+			if g.without {
+				b.Del(g.labels...).Del(labels.MetricName)
+			} else {
+				b.Keep(g.labels...)
+			}
+			a = &acc{out: rollupSteps{i: r.i, lset: b.Labels()}, sum: make([]float64, steps), comp: make([]float64, steps), seen: make([]bool, steps)}
+			byKey[key] = a
+			order = append(order, a)
+		}
+		for k, v := range r.vals {
+			if value.IsStaleNaN(v) {
+				continue
+			}
+			if !a.seen[k] {
+				a.sum[k], a.seen[k] = v, true
+				continue
+			}
+			a.sum[k], a.comp[k] = kahansum.Inc(v, a.sum[k], a.comp[k])
+		}
+	}
+	for _, a := range order {
+		for k := range a.sum {
+			if !a.seen[k] {
+				a.sum[k] = math.Float64frombits(value.StaleNaN)
+				continue
+			}
+			a.sum[k] += a.comp[k]
+		}
+		a.out.vals = a.sum
+		out = append(out, a.out)
+	}
+	return out
+}
+
+// evalRollup is a rollup function over the windows ending in (start,
+// end]: ws are the float ones, hws every histogram window of the series.
+func evalRollup(f rollupFunc, ws []rollup.Window, hws []rollup.HWindow, start, end int64) (float64, *histogram.FloatHistogram, bool, error) {
+	var (
+		w   rollup.Window
+		ok  bool
+		err error
+	)
+	if len(ws) == 1 {
+		w, ok = ws[0], true // Range of one window in range is that window
+	} else if w, ok, err = rollup.Range(ws, start, end); err != nil {
 		return 0, nil, false, err
-	} else if ok && w.Count > 0 {
+	}
+	if ok && w.Count > 0 {
 		if f.rate {
 			v, ok := rollup.Rate(w, start, end, f.counter, f.perSec)
 			return v, nil, ok, nil
 		}
 		return f.float(w), nil, true, nil
 	}
-	if !f.histogramSupports || len(s.HWindows) == 0 {
+	if !f.histogramSupports || len(hws) == 0 {
 		return 0, nil, false, nil
 	}
-	w, ok, err := rollup.RangeHistograms(inRangeH(s.HWindows, start, end), start, end)
-	if err != nil || !ok || w.Count == 0 {
+	hw, ok, err := rollup.RangeHistograms(inRangeH(hws, start, end), start, end)
+	if err != nil || !ok || hw.Count == 0 {
 		return 0, nil, false, err
 	}
 	if f.rate {
-		h, ok, err := rollup.RateHistograms(w, start, end, f.perSec)
+		h, ok, err := rollup.RateHistograms(hw, start, end, f.perSec)
 		return 0, h, ok, err
 	}
-	return 0, w.Sum.Copy(), true, nil
+	return 0, hw.Sum.Copy(), true, nil
 }
 
-// inRange is the part of ws (in End order) ending in (start, end].
-func inRange(ws []rollup.Window, start, end int64) []rollup.Window {
-	lo := sort.Search(len(ws), func(i int) bool { return ws[i].End > start })
-	hi := sort.Search(len(ws), func(i int) bool { return ws[i].End > end })
-	return ws[lo:hi]
-}
-
-// inRangeH is inRange for histogram windows.
+// inRangeH is the part of ws (in End order) ending in (start, end].
 func inRangeH(ws []rollup.HWindow, start, end int64) []rollup.HWindow {
 	lo := sort.Search(len(ws), func(i int) bool { return ws[i].End > start })
 	hi := sort.Search(len(ws), func(i int) bool { return ws[i].End > end })

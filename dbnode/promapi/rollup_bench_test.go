@@ -153,3 +153,78 @@ func TestRollupBenchmark(t *testing.T) {
 	got, _ := rangeQuery(t, srv.URL, "r1h", q, t0.Add(time.Hour), end, time.Hour)
 	requireClose(t, q, want, got)
 }
+
+// BenchmarkRollupQuery times the issue's 30-day
+// sum by (region) (rate(x_total[1h])) at step 1h from a 1h rollup (5m ->
+// 1h, 1-day rollup blocks) of TESSERA_ROLLUP_BENCH_SERIES counters
+// (default 200): the rollup query path alone (index lookup, block reads,
+// decode, step values, engine). Raw samples are 5 minutes apart, since
+// the query reads windows, not samples (720 per series either way), and
+// the setup stays short. sum_over_time of the same selector is the
+// unaggregated shape (one step value per series through the engine).
+// Run: go test -run '^$' -bench RollupQuery -benchtime 20x ./dbnode/promapi/
+func BenchmarkRollupQuery(b *testing.B) {
+	nSeries := 200
+	if v := os.Getenv("TESSERA_ROLLUP_BENCH_SERIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(b, err)
+		nSeries = n
+	}
+	const days = 30
+	t0 := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	end := t0.Add(days * 24 * time.Hour)
+	now := end.Add(time.Hour)
+	clock := func() time.Time { return now }
+	cl := config.Default().CommitLog
+	db, err := tstorage.Open(tstorage.Options{Dir: b.TempDir(), NumShards: 64,
+		Namespaces: []tstorage.NamespaceOptions{
+			{Name: "default", Retention: 40 * 24 * time.Hour, BlockSize: 2 * time.Hour,
+				BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true},
+			{Name: "r5m", RollupOf: "default", Resolution: 5 * time.Minute, Retention: 90 * 24 * time.Hour,
+				BlockSize: 24 * time.Hour, BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, Index: true},
+			{Name: "r1h", RollupOf: "r5m", Resolution: time.Hour, Retention: 400 * 24 * time.Hour,
+				BlockSize: 24 * time.Hour, BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, Index: true},
+		},
+		CommitLogMode: commitlog.ModeAsync, CommitLogFlushEvery: cl.FlushEvery,
+		CommitLogMaxFile: cl.MaxFileSize, CommitLogMaxPending: cl.MaxPendingBytes, Now: clock})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = db.Close() })
+	ids := make([][]byte, nSeries)
+	for i := range ids {
+		ids[i] = ident.FromLabels(labels.FromStrings("__name__", "x_total", "region", "r"+strconv.Itoa(i%10), "instance", "i"+strconv.Itoa(i)))
+	}
+	var batch []tstorage.Sample
+	for ts := t0.UnixMilli(); ts < end.UnixMilli(); ts += 300_000 {
+		for i, id := range ids {
+			v := float64((ts-t0.UnixMilli())/300_000*int64(i%7+1)) + float64(i)
+			batch = append(batch, tstorage.Sample{ID: id, Shard: db.Shard(id), T: ts + int64(i%11)*1000, V: v})
+		}
+	}
+	require.NoError(b, db.WriteBatch("default", batch))
+	for range 4 {
+		require.NoError(b, db.Tick())
+	}
+	mux := http.NewServeMux()
+	newAPI(b, httpapi.Local{DB: db}, Options{
+		Rollups:      map[string]Rollup{"r5m": {Resolution: 5 * time.Minute, Raw: "default"}, "r1h": {Resolution: time.Hour, Raw: "default"}},
+		RollupReader: dbRollups{db}, Now: clock, MaxSamples: 500_000_000,
+	}).Register(mux)
+	srv := httptest.NewServer(mux)
+	b.Cleanup(srv.Close)
+	for _, c := range []struct{ name, q string }{
+		{"sum_by_rate", `sum by (region) (rate(x_total[1h]))`},
+		{"sum_over_time", `sum_over_time(x_total[1h])`},
+	} {
+		q := c.q
+		p := url.Values{"query": {q}, "namespace": {"r1h"}, "step": {"3600"},
+			"start": {strconv.FormatInt(t0.Add(time.Hour).Unix(), 10)}, "end": {strconv.FormatInt(end.Unix(), 10)}}
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				code, resp := get(b, srv.URL, "/api/v1/query_range", p)
+				if code != http.StatusOK || len(resp.Warnings) > 0 {
+					b.Fatalf("%s: %d %s %v", q, code, resp.Error, resp.Warnings)
+				}
+			}
+		})
+	}
+}

@@ -30,6 +30,10 @@ func (d dbRollups) QueryRollup(ctx context.Context, ns string, ms []*labels.Matc
 	return d.db.QueryRollup(ctx, ns, ms, start, end, tstorage.QueryOptions{})
 }
 
+func (d dbRollups) ScanRollup(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64, fn func(int, tstorage.RollupSeries) error) error {
+	return d.db.ScanRollup(ctx, ns, ms, start, end, tstorage.QueryOptions{}, fn)
+}
+
 var rollupT0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC) // a 2h block boundary
 
 // rollupNode writes a counter, a gauge, a counter reset across a 5m
@@ -58,6 +62,8 @@ func rollupNode(t *testing.T) (string, *API) {
 		return ident.FromLabels(labels.FromStrings("__name__", name, "job", "rollup"))
 	}
 	ctr, gauge, reset, hist := id("c_total"), id("g"), id("r_total"), id("h")
+	// A second counter of the name, so sums by label add series.
+	ctr2 := ident.FromLabels(labels.FromStrings("__name__", "c_total", "job", "rollup", "instance", "b"))
 	var fl []tstorage.Sample
 	var hs []tstorage.HistogramSample
 	c, r := 0.0, 0.0
@@ -66,6 +72,7 @@ func rollupNode(t *testing.T) (string, *API) {
 		t := ts + int64(i%7)*311 // off the window edges, but for i%7 == 0
 		c += float64(i%5) + 0.25
 		fl = append(fl, tstorage.Sample{ID: ctr, Shard: db.Shard(ctr), T: t, V: c})
+		fl = append(fl, tstorage.Sample{ID: ctr2, Shard: db.Shard(ctr2), T: t, V: 3*c + 0.5})
 		fl = append(fl, tstorage.Sample{ID: gauge, Shard: db.Shard(gauge), T: t, V: math.Sin(float64(i)/9)*100 + float64(i%13)})
 		// r_total resets at every 40-minute mark: the last sample before
 		// the edge is in one 5m window, the reset in the next.
@@ -177,6 +184,12 @@ func TestRollupQueriesMatchEngine(t *testing.T) {
 		`last_over_time(g[5m])`,
 		`g`,
 		`sum by (job) (rate(c_total[15m])) + on (job) sum by (job) (increase(r_total[15m]))`,
+		`sum(rate(c_total[5m]))`,
+		`sum by (instance) (increase(c_total[15m]))`,
+		`sum without (instance) (rate(c_total[15m]))`,
+		`sum(sum_over_time(g[10m]))`,
+		`sum(rate({job="rollup", instance="b"}[15m]))`,
+		`histogram_count(sum by (job) (rate(h[15m])))`,
 		`histogram_quantile(0.9, rate(h[15m]))`,
 		`histogram_quantile(0.5, increase(h[1h]))`,
 		`histogram_count(rate(h[10m]))`,

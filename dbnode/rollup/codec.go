@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // The parts of the encoding float and histogram windows share
@@ -72,11 +73,11 @@ type head struct {
 	Count uint64
 }
 
-// decodeWindows reads the stream header and each window: the shared End
-// codec and head, then what body reads (the rest of the window, from
-// what follows its count). known is the kind's set of flags: any other is
-// refused before body sees them.
-func decodeWindows[W any](b []byte, c codec, known byte, body func(r *reader, h head, res int64) (W, error)) (res int64, ws []W, err error) {
+// decodeWindows reads the stream header and each window, appending them
+// to dst: the shared End codec and head, then what body reads (the rest
+// of the window, from what follows its count). known is the kind's set of
+// flags: any other is refused before body sees them.
+func decodeWindows[W any](dst []W, b []byte, c codec, known byte, body func(r *reader, h head, res int64) (W, error)) (res int64, ws []W, err error) {
 	r := &reader{b: b}
 	v, err := r.byte("version")
 	if err != nil {
@@ -100,7 +101,7 @@ func decodeWindows[W any](b []byte, c codec, known byte, body func(r *reader, h 
 	if n > uint64(len(b)-r.off)/minWindowSize {
 		return 0, nil, r.fail("%d windows announced, %d bytes left", n, len(b)-r.off)
 	}
-	ws = make([]W, 0, n)
+	ws = slices.Grow(dst, int(n))
 	ends := endReader{maxUnits: math.MaxInt64 / res, minUnits: math.MinInt64/res + 1}
 	for i := uint64(0); i < n; i++ {
 		h, err := r.head(&ends, i == 0, res, known)

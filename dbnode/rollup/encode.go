@@ -263,8 +263,15 @@ func (r *reader) offset(what string, end, res int64) (int64, error) {
 // wrapping ErrCorrupt that says where and what; Decode never panics and
 // allocates in proportion to its input.
 func Decode(b []byte) (res int64, ws []Window, err error) {
+	return AppendDecode(nil, b)
+}
+
+// AppendDecode is Decode appending the windows to dst (a reader's buffer
+// reused across series); on an error the windows appended so far are not
+// returned.
+func AppendDecode(dst []Window, b []byte) (res int64, ws []Window, err error) {
 	var prev valueState
-	return decodeWindows(b, floatCodec, flagsKnown, func(r *reader, h head, res int64) (Window, error) {
+	return decodeWindows(dst, b, floatCodec, flagsKnown, func(r *reader, h head, res int64) (Window, error) {
 		return decodeWindow(r, h, res, &prev)
 	})
 }

@@ -236,7 +236,7 @@ func (r *reader) histogram(what string) (*histogram.FloatHistogram, error) {
 // EncodeHistograms. As Decode, it refuses any other bytes with an error
 // wrapping ErrCorrupt and never panics.
 func DecodeHistograms(b []byte) (res int64, ws []HWindow, err error) {
-	return decodeWindows(b, histogramCodec, hflagsKnown, decodeHWindow)
+	return decodeWindows(nil, b, histogramCodec, hflagsKnown, decodeHWindow)
 }
 
 // decodeHWindow reads a histogram window after its head.

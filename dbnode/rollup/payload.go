@@ -39,6 +39,13 @@ func AppendPayload(dst []byte, res int64, ws []Window, hs []HWindow) ([]byte, er
 // DecodePayload is AppendPayload's inverse. res is the windows'
 // resolution (0 when the entry holds no windows at all).
 func DecodePayload(p []byte) (res int64, ws []Window, hs []HWindow, err error) {
+	return AppendDecodePayload(nil, p)
+}
+
+// AppendDecodePayload is DecodePayload appending the float windows to
+// dst, so a reader of many series and blocks reuses one buffer (the
+// histogram windows, rare, are allocated). On an error ws is nil.
+func AppendDecodePayload(dst []Window, p []byte) (res int64, ws []Window, hs []HWindow, err error) {
 	if len(p) == 0 || p[0] != PayloadKind {
 		return 0, nil, nil, fmt.Errorf("%w: rollup payload: not a rollup entry", ErrCorrupt)
 	}
@@ -47,8 +54,9 @@ func DecodePayload(p []byte) (res int64, ws []Window, hs []HWindow, err error) {
 		return 0, nil, nil, fmt.Errorf("%w: rollup payload: bad float part length", ErrCorrupt)
 	}
 	f, h := p[1+k:1+k+int(n)], p[1+k+int(n):]
+	ws = dst
 	if len(f) > 0 {
-		if res, ws, err = Decode(f); err != nil {
+		if res, ws, err = AppendDecode(dst, f); err != nil {
 			return 0, nil, nil, fmt.Errorf("rollup payload float windows: %w", err)
 		}
 	}

@@ -643,42 +643,62 @@ func (db *Database) ReadRollup(nsName string, id []byte, start, end int64) (Roll
 }
 
 func (db *Database) readRollup(ns *namespace, id []byte, shard uint32, start, end int64) (RollupSeries, error) {
-	rs := RollupSeries{ID: id, Shard: shard, Resolution: ns.opts.Resolution.Milliseconds()}
 	sh := ns.existingShard(shard)
 	if sh == nil {
-		return rs, nil
+		return RollupSeries{ID: id, Shard: shard, Resolution: ns.opts.Resolution.Milliseconds()}, nil
 	}
-	// A block holds the windows ending in [bs, bs+blockSize]: the one
-	// ending at start may be in the block before start's.
-	from, to := ns.blockStart(start)-ns.blockSize, ns.blockStart(end)
+	var buf []rollup.Window
 	// One allocation for the windows in range (plus a half per block edge).
-	if res := rs.Resolution; res > 0 && end >= start {
-		rs.Windows = make([]rollup.Window, 0, (end-start)/res+1+(to-from)/ns.blockSize+1)
+	if res := ns.opts.Resolution.Milliseconds(); res > 0 && end >= start {
+		from, to := ns.blockStart(start)-ns.blockSize, ns.blockStart(end)
+		buf = make([]rollup.Window, 0, (end-start)/res+1+(to-from)/ns.blockSize+1)
 	}
+	return readRollupFrom(ns, rollupBlocks(ns, sh, start, end), id, shard, start, end, buf)
+}
+
+// rollupBlocks lists, in block order, the volumes of sh that may hold
+// windows ending in [start, end]: a block holds the windows ending in
+// [bs, bs+blockSize], so the one ending at start may be in the block
+// before start's.
+func rollupBlocks(ns *namespace, sh *shard, start, end int64) []*fileset.Reader {
+	from, to := ns.blockStart(start)-ns.blockSize, ns.blockStart(end)
+	var out []*fileset.Reader
 	for _, bs := range sh.blockStarts() {
 		if bs < from || bs > to {
 			continue
 		}
-		r := sh.reader(bs)
-		if r == nil {
-			continue
+		if r := sh.reader(bs); r != nil {
+			out = append(out, r)
 		}
+	}
+	return out
+}
+
+// readRollupFrom reads series id's windows ending in [start, end] from
+// the volumes blocks (rollupBlocks), appending the float windows to buf.
+func readRollupFrom(ns *namespace, blocks []*fileset.Reader, id []byte, shard uint32, start, end int64, buf []rollup.Window) (RollupSeries, error) {
+	rs := RollupSeries{ID: id, Shard: shard, Resolution: ns.opts.Resolution.Milliseconds(), Windows: buf[:0]}
+	for _, r := range blocks {
 		data, ok, err := r.Read(id)
 		if err != nil {
-			return rs, fmt.Errorf("read rollup block %d: %w", bs, err)
+			return rs, fmt.Errorf("read rollup block %d: %w", r.ID().BlockStart, err)
 		}
 		if !ok {
 			continue
 		}
-		_, ws, hs, err := rollup.DecodePayload(data)
+		n := len(rs.Windows)
+		_, ws, hs, err := rollup.AppendDecodePayload(rs.Windows, data)
 		if err != nil {
-			return rs, fmt.Errorf("rollup block %d: %w: %w", bs, fileset.ErrCorrupt, err)
+			return rs, fmt.Errorf("rollup block %d: %w: %w", r.ID().BlockStart, fileset.ErrCorrupt, err)
 		}
-		for _, w := range ws {
+		// Keep, of the windows just appended, those ending in range.
+		kept := ws[:n]
+		for _, w := range ws[n:] {
 			if w.End >= start && w.End <= end {
-				rs.Windows = append(rs.Windows, w)
+				kept = append(kept, w)
 			}
 		}
+		rs.Windows = kept
 		for _, w := range hs {
 			if w.End >= start && w.End <= end {
 				rs.HWindows = append(rs.HWindows, w)
@@ -809,6 +829,89 @@ func (db *Database) readRollups(ctx context.Context, ns *namespace, ids [][]byte
 		}
 	}
 	return out, nil
+}
+
+// ScanRollup is QueryRollup handing each series to fn instead of
+// returning them all: fn is called from GOMAXPROCS goroutines at once,
+// with the series' index among the index's matches (ascending in
+// QueryRollup's order) and its windows, which are valid only during the
+// call (each goroutine decodes every series into one reused buffer). A
+// 30-day query of thousands of series then never holds every window at
+// once, and the caller's per-series work runs on the same cores as the
+// decoding. Series without windows in range are skipped; qo.Limit is not
+// supported (refused). The first error fn or a read returns stops it.
+func (db *Database) ScanRollup(ctx context.Context, nsName string, matchers []*labels.Matcher, start, end int64, qo QueryOptions,
+	fn func(i int, rs RollupSeries) error) error {
+	if qo.Limit > 0 {
+		return errors.New("rollup scan: a limit is not supported, use QueryRollup")
+	}
+	ns, err := db.namespace(nsName)
+	if err != nil {
+		return err
+	}
+	if ns.opts.RollupOf == "" {
+		return fmt.Errorf("namespace %s is not a rollup namespace", nsName)
+	}
+	if ns.index == nil {
+		return fmt.Errorf("namespace %s is not indexed: queries by label need index: true", nsName)
+	}
+	ids, err := ns.index.Query(matchers, start-ns.blockSize, end)
+	if err != nil {
+		return fmt.Errorf("query index: %w", err)
+	}
+	var (
+		next   atomic.Int64
+		failed atomic.Bool
+		wg     sync.WaitGroup
+	)
+	errs := make([]error, min(runtime.GOMAXPROCS(0), len(ids)))
+	for k := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []rollup.Window
+			blocks := map[uint32][]*fileset.Reader{} // per shard, listed once
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(ids) {
+					return
+				}
+				if i%256 == 0 {
+					if err := ctx.Err(); err != nil {
+						errs[k] = err
+						failed.Store(true)
+						return
+					}
+				}
+				id := ids[i]
+				shard := db.Shard(id)
+				if qo.Shards != nil && !qo.Shards(shard) {
+					continue
+				}
+				bl, ok := blocks[shard]
+				if !ok {
+					if sh := ns.existingShard(shard); sh != nil {
+						bl = rollupBlocks(ns, sh, start, end)
+					}
+					blocks[shard] = bl
+				}
+				rs, err := readRollupFrom(ns, bl, id, shard, start, end, buf)
+				if err == nil && len(rs.Windows)+len(rs.HWindows) > 0 {
+					err = fn(i, rs)
+				}
+				if err != nil {
+					errs[k] = fmt.Errorf("series %q: %w", id, err)
+					failed.Store(true)
+					return
+				}
+				if cap(rs.Windows) > cap(buf) {
+					buf = rs.Windows[:0]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // flushedShards lists the shards a flush wrote memory of (not those only
