@@ -219,12 +219,19 @@ func BenchmarkRollupQuery(b *testing.B) {
 		p := url.Values{"query": {q}, "namespace": {"r1h"}, "step": {"3600"},
 			"start": {strconv.FormatInt(t0.Add(time.Hour).Unix(), 10)}, "end": {strconv.FormatInt(end.Unix(), 10)}}
 		b.Run(c.name, func(b *testing.B) {
+			// CPU per query (the process' user+system time: the query is
+			// all it runs), steadier than wall time on a shared machine.
+			var ru0, ru1 syscall.Rusage
+			require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru0))
 			for b.Loop() {
 				code, resp := get(b, srv.URL, "/api/v1/query_range", p)
 				if code != http.StatusOK || len(resp.Warnings) > 0 {
 					b.Fatalf("%s: %d %s %v", q, code, resp.Error, resp.Warnings)
 				}
 			}
+			require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru1))
+			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

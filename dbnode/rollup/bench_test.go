@@ -46,3 +46,29 @@ func BenchmarkComputeEncode(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(samples)), "ns/sample")
 }
+
+// BenchmarkDecode: reading back one day of 1h windows (a 1h rollup
+// block's entry, what a 30-day query decodes 30 of per series), per
+// window, into a reused buffer as a query's scan does.
+func BenchmarkDecode(b *testing.B) {
+	ws5, err := Compute(benchSeries(), 300_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws, err := Coarsen(ws5, 3600_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	enc, err := Encode(nil, 3600_000, ws)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf []Window
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, buf, err = AppendDecode(buf[:0], enc); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ws)), "ns/window")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 )
 
 // Version is the first byte of every encoding this package writes
@@ -270,6 +271,11 @@ func Decode(b []byte) (res int64, ws []Window, err error) {
 // reused across series); on an error the windows appended so far are not
 // returned.
 func AppendDecode(dst []Window, b []byte) (res int64, ws []Window, err error) {
+	if res, ws, ok := fastDecode(dst, b); ok {
+		return res, ws, nil
+	}
+	// Something is wrong with b (or unusual enough for the fast loop to
+	// give up): the checked decoder below says what.
 	var prev valueState
 	return decodeWindows(dst, b, floatCodec, flagsKnown, func(r *reader, h head, res int64) (Window, error) {
 		return decodeWindow(r, h, res, &prev)
@@ -350,4 +356,191 @@ func decodeWindow(r *reader, h head, res int64, prev *valueState) (Window, error
 	}
 	prev.update(w)
 	return w, nil
+}
+
+// fastDecode is Decode's loop for the reads of a query: the same checks
+// in one function without per-field calls, closures or error values. ok
+// is false for anything it does not accept, which includes everything
+// the checked decoder refuses (it may give up on more: AppendDecode then
+// runs the checked decoder, which decides). The windows appended to dst
+// are valid only when ok.
+func fastDecode(dst []Window, b []byte) (res int64, ws []Window, ok bool) {
+	if len(b) == 0 || b[0] != Version {
+		return 0, nil, false
+	}
+	off := 1
+	ures, off, ok := fastUvarint(b, off)
+	if !ok || ures == 0 || ures > math.MaxInt64/2 {
+		return 0, nil, false
+	}
+	res = int64(ures)
+	n, off, ok := fastUvarint(b, off)
+	if !ok || n > uint64(len(b)-off)/minWindowSize {
+		return 0, nil, false
+	}
+	ws = slices.Grow(dst, int(n))
+	maxUnits, minUnits := int64(math.MaxInt64)/res, int64(math.MinInt64)/res+1
+	var (
+		units, delta int64
+		prev         valueState
+	)
+	for i := uint64(0); i < n; i++ {
+		ud, o, ok := fastUvarint(b, off)
+		if !ok {
+			return 0, nil, false
+		}
+		off = o
+		d := int64(ud >> 1) // zigzag, as binary.Varint
+		if ud&1 != 0 {
+			d = ^d
+		}
+		if i == 0 {
+			units, delta = d, 1
+		} else {
+			if d > maxUnits-delta || delta+d < 1 {
+				return 0, nil, false
+			}
+			delta += d
+			if units > 0 && delta > maxUnits-units {
+				return 0, nil, false
+			}
+			units += delta
+		}
+		if units < minUnits || units > maxUnits || off >= len(b) {
+			return 0, nil, false
+		}
+		flags := b[off]
+		off++
+		if flags&^flagsKnown != 0 {
+			return 0, nil, false
+		}
+		count, o, ok := fastUvarint(b, off)
+		if !ok {
+			return 0, nil, false
+		}
+		off = o
+		w := Window{End: units * res, Count: count, Stale: flags&flagStale != 0}
+		valueFlags := flags &^ flagStale
+		if count == 0 {
+			if valueFlags != 0 || !w.Stale {
+				return 0, nil, false
+			}
+			ws = append(ws, w)
+			continue
+		}
+		single := valueFlags&flagSingle != 0
+		if single && (count > 1 || valueFlags != flagSingle) {
+			return 0, nil, false
+		}
+		var x uint64
+		if w.First.T, off, ok = fastOffset(b, off, w.End, res); !ok {
+			return 0, nil, false
+		}
+		if x, off, ok = fastXOR(b, off, prev[fFirst]); !ok {
+			return 0, nil, false
+		}
+		prev[fFirst] = x
+		w.First.V = math.Float64frombits(x)
+		if single {
+			w.Last, w.Min, w.Max, w.Sum = w.First, w.First.V, w.First.V, w.First.V
+			prev[fLast], prev[fMin], prev[fMax], prev[fSum], prev[fResets] = x, x, x, x, 0
+			ws = append(ws, w)
+			continue
+		}
+		if w.Last.T, off, ok = fastOffset(b, off, w.End, res); !ok {
+			return 0, nil, false
+		}
+		var last, sum uint64
+		if last, off, ok = fastXOR(b, off, prev[fLast]); !ok {
+			return 0, nil, false
+		}
+		mn, mx, rs := x, last, uint64(0)
+		if flags&flagMinFirst == 0 {
+			if mn, off, ok = fastXOR(b, off, prev[fMin]); !ok || mn == x {
+				return 0, nil, false
+			}
+		}
+		if flags&flagMaxLast == 0 {
+			if mx, off, ok = fastXOR(b, off, prev[fMax]); !ok || mx == last {
+				return 0, nil, false
+			}
+		}
+		if sum, off, ok = fastXOR(b, off, prev[fSum]); !ok {
+			return 0, nil, false
+		}
+		if flags&flagNoResets == 0 {
+			if rs, off, ok = fastXOR(b, off, prev[fResets]); !ok || rs == 0 {
+				return 0, nil, false
+			}
+		}
+		w.Last.V, w.Min, w.Max, w.Sum, w.Resets = math.Float64frombits(last), math.Float64frombits(mn),
+			math.Float64frombits(mx), math.Float64frombits(sum), math.Float64frombits(rs)
+		// checkWindow's sample rules (the offsets already put both
+		// samples inside the window), and isSingle's long form refused.
+		switch {
+		case count == 1 && (w.First.T != w.Last.T || isSingle(w)):
+			return 0, nil, false
+		case count > 1 && w.First.T >= w.Last.T:
+			return 0, nil, false
+		case count > uint64(w.Last.T-w.First.T)+1:
+			return 0, nil, false
+		}
+		prev = valueState{x, last, mn, mx, sum, rs}
+		ws = append(ws, w)
+	}
+	if off != len(b) {
+		return 0, nil, false
+	}
+	return res, ws, true
+}
+
+// fastUvarint is reader.uvarint for fastDecode: a canonical uvarint at
+// off, and the offset after it.
+func fastUvarint(b []byte, off int) (uint64, int, bool) {
+	if off < len(b) && b[off] < 0x80 {
+		return uint64(b[off]), off + 1, true
+	}
+	if off >= len(b) {
+		return 0, off, false
+	}
+	v, n := binary.Uvarint(b[off:])
+	if n <= 1 || b[off+n-1] == 0 {
+		return 0, off, false
+	}
+	return v, off + n, true
+}
+
+// fastOffset is reader.offset for fastDecode.
+func fastOffset(b []byte, off int, end, res int64) (int64, int, bool) {
+	d, off, ok := fastUvarint(b, off)
+	if !ok || d >= uint64(res) {
+		return 0, off, false
+	}
+	return end - int64(d), off, true
+}
+
+// fastXOR is reader.xor for fastDecode, returning the value's bits.
+func fastXOR(b []byte, off int, prev uint64) (uint64, int, bool) {
+	if off >= len(b) {
+		return 0, off, false
+	}
+	h := b[off]
+	off++
+	if h == 0 {
+		return prev, off, true
+	}
+	lz, tz := int(h-1)/8, int(h-1)%8
+	n := 8 - lz - tz
+	if h > 64 || lz+tz > 7 || len(b)-off < n {
+		return 0, off, false
+	}
+	mid := b[off : off+n]
+	if mid[0] == 0 || mid[n-1] == 0 {
+		return 0, off, false
+	}
+	var x uint64
+	for _, c := range mid {
+		x = x<<8 | uint64(c)
+	}
+	return prev ^ x<<(8*tz), off + n, true
 }
