@@ -37,8 +37,12 @@ func TestFastDecodeMatchesChecked(t *testing.T) {
 		require.Equal(t, checked, fast)
 		require.Equal(t, c.ws, fast)
 
-		// Every one-byte change: fastDecode never accepts what the
-		// checked decoder refuses, nor reads it differently.
+		// Every one-byte change (of the short encodings: the day of 5m
+		// windows repeats the 1h one's shapes): fastDecode never accepts
+		// what the checked decoder refuses, nor reads it differently.
+		if len(enc) > 1000 {
+			continue
+		}
 		for i := range enc {
 			for _, v := range []byte{0, 1, 0x7f, 0x80, 0xff, enc[i] ^ 1, enc[i] ^ 0x10} {
 				bad := append([]byte(nil), enc...)
