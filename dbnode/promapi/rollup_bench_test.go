@@ -138,17 +138,21 @@ func TestRollupBenchmark(t *testing.T) {
 		return url.Values{"query": {q}, "namespace": {ns}, "step": {"3600"},
 			"start": {strconv.FormatInt(t0.Add(time.Hour).Unix(), 10)}, "end": {strconv.FormatInt(end.Unix(), 10)}}
 	}
-	var took [2][]time.Duration
+	// Wall time and the process' CPU (the query is all it runs: steadier
+	// than wall time on a shared machine) of each run.
+	var took, cpu [2][]time.Duration
 	for range 3 { // interleaved A/B
 		for k, ns := range []string{"default", "r1h"} {
-			s := time.Now()
+			s, c := time.Now(), procCPU(t)
 			code, resp := get(t, srv.URL, "/api/v1/query_range", p(ns))
 			took[k] = append(took[k], time.Since(s))
+			cpu[k] = append(cpu[k], procCPU(t)-c)
 			require.Equal(t, http.StatusOK, code, resp.Error)
 			require.Empty(t, resp.Warnings)
 		}
 	}
 	t.Logf("30-day %s at step 1h: raw %v, 1h rollup %v", q, took[0], took[1])
+	t.Logf("the same, CPU: raw %v, 1h rollup %v", cpu[0], cpu[1])
 	want, _ := rangeQuery(t, srv.URL, "default", q, t0.Add(time.Hour), end, time.Hour)
 	got, _ := rangeQuery(t, srv.URL, "r1h", q, t0.Add(time.Hour), end, time.Hour)
 	requireClose(t, q, want, got)

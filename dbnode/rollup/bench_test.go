@@ -72,3 +72,35 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ws)), "ns/window")
 }
+
+// BenchmarkCoarsen: the 1h level of a rollup chain from one day of 5m
+// windows, per 5m window.
+func BenchmarkCoarsen(b *testing.B) {
+	ws5, err := Compute(benchSeries(), 300_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Coarsen(ws5, 3600_000); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ws5)), "ns/window")
+}
+
+// BenchmarkAppendPayload: a rollup block's entry of one series (a day of
+// 5m windows), per window, as the flush writes it.
+func BenchmarkAppendPayload(b *testing.B) {
+	ws5, err := Compute(benchSeries(), 300_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := AppendPayload(nil, 300_000, ws5, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ws5)), "ns/window")
+}

@@ -171,11 +171,9 @@ func appendXOR(dst []byte, v, prev uint64) []byte {
 		return append(dst, 0)
 	}
 	lz, tz := bits.LeadingZeros64(x)/8, bits.TrailingZeros64(x)/8
-	dst = append(dst, byte(1+8*lz+tz))
-	for i := 7 - lz; i >= tz; i-- {
-		dst = append(dst, byte(x>>(8*i)))
-	}
-	return dst
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], x)
+	return append(append(dst, byte(1+8*lz+tz)), b[lz:8-tz]...)
 }
 
 // reader reads an encoding, remembering the first thing found wrong.

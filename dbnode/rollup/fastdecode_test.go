@@ -1,6 +1,7 @@
 package rollup
 
 import (
+	"encoding/binary"
 	"math"
 	"testing"
 
@@ -72,4 +73,25 @@ func windowBits(ws []Window) [][11]uint64 {
 			uint64(w.First.T), b(w.First.V), uint64(w.Last.T), b(w.Last.V), b(w.Resets), stale}
 	}
 	return out
+}
+
+// AppendPayload encodes the float part in place; its bytes are the
+// format's: PayloadKind, uvarint(len F), F (short and long F).
+func TestAppendPayloadLayout(t *testing.T) {
+	ws, err := Compute(benchSeries(), 300_000)
+	require.NoError(t, err)
+	for _, n := range []int{0, 1, 5, 288} {
+		f, err := Encode(nil, 300_000, ws[:n])
+		require.NoError(t, err)
+		if n == 0 {
+			f = nil
+		}
+		want := append(binary.AppendUvarint([]byte{PayloadKind}, uint64(len(f))), f...)
+		got, err := AppendPayload([]byte("x"), 300_000, ws[:n], nil)
+		require.NoError(t, err)
+		require.Equal(t, append([]byte("x"), want...), got, "%d windows", n)
+		_, back, _, err := DecodePayload(got[1:])
+		require.NoError(t, err)
+		require.Equal(t, windowBits(ws[:n]), windowBits(back))
+	}
 }
