@@ -220,6 +220,17 @@ func (r *Reader) DiskSize() int64 { return r.diskSize }
 // caller owns the returned slice. ok is false if the fileset does not hold
 // the series. A checksum mismatch is an error wrapping ErrCorrupt.
 func (r *Reader) Read(seriesID []byte) (data []byte, ok bool, err error) {
+	data, ok, err = r.ReadShared(seriesID)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	return bytes.Clone(data), true, nil
+}
+
+// ReadShared is Read without the copy, for a reader that only decodes
+// the payload: data may alias a page the cache holds (pages are
+// immutable), so it must not be modified; it stays valid after the call.
+func (r *Reader) ReadShared(seriesID []byte) (data []byte, ok bool, err error) {
 	if r.closed.Load() {
 		return nil, false, ErrClosed
 	}
@@ -232,11 +243,11 @@ func (r *Reader) Read(seriesID []byte) (data []byte, ok bool, err error) {
 	if err != nil {
 		return nil, false, r.errorf("read series %q: %w", seriesID, err)
 	}
-	payload := page[e.off : e.off+e.size]
+	payload := page[e.off : e.off+e.size : e.off+e.size]
 	if err := r.verify(i, payload); err != nil {
 		return nil, false, err
 	}
-	return bytes.Clone(payload[:len(payload):len(payload)]), true, nil
+	return payload, true, nil
 }
 
 func (r *Reader) find(seriesID []byte) (int, bool) {

@@ -679,7 +679,7 @@ func rollupBlocks(ns *namespace, sh *shard, start, end int64) []*fileset.Reader 
 func readRollupFrom(ns *namespace, blocks []*fileset.Reader, id []byte, shard uint32, start, end int64, buf []rollup.Window) (RollupSeries, error) {
 	rs := RollupSeries{ID: id, Shard: shard, Resolution: ns.opts.Resolution.Milliseconds(), Windows: buf[:0]}
 	for _, r := range blocks {
-		data, ok, err := r.Read(id)
+		data, ok, err := r.ReadShared(id) // only decoded: no copy
 		if err != nil {
 			return rs, fmt.Errorf("read rollup block %d: %w", r.ID().BlockStart, err)
 		}
