@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,6 +102,21 @@ func TestRollupComputedAtFlush(t *testing.T) {
 	rs, err := db.QueryRollup(context.Background(), "r5m", []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "job", "a")}, ms(t0), ms(t0)+4*3600_000, QueryOptions{})
 	require.NoError(t, err)
 	require.Len(t, rs, 2)
+	// ScanRollup hands over the same series and windows (each worker
+	// decodes into its own reused buffer: copied here), with their index.
+	var (
+		mu      sync.Mutex
+		scanned = make([]RollupSeries, len(rs))
+	)
+	require.NoError(t, db.ScanRollup(context.Background(), "r5m", []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "job", "a")}, ms(t0), ms(t0)+4*3600_000, QueryOptions{},
+		func(i int, s RollupSeries) error {
+			mu.Lock()
+			defer mu.Unlock()
+			s.Windows = append([]rollup.Window(nil), s.Windows...)
+			scanned[i] = s
+			return nil
+		}))
+	require.Equal(t, rs, scanned)
 
 	st := db.RollupStatuses()
 	require.Len(t, st, 2)
