@@ -48,8 +48,11 @@ func (r rollupReader) QueryRollup(ctx context.Context, ns string, ms []*labels.M
 // a time) where QueryRollup would read it, else over what QueryRollup
 // returns, one series after another.
 func (r rollupReader) ScanRollup(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64, fn func(i int, rs storage.RollupSeries) error) error {
-	if db := r.n.DB(); r.n.state.Backend() != nil && db != nil && (r.n.topo == nil || ownsEveryShard(r.n.topo.Get(), r.n.cfg.ID)) {
-		return db.ScanRollup(ctx, ns, ms, start, end, storage.QueryOptions{}, fn)
+	// As QueryRollup: the backend served first makes n.db safe to read.
+	if r.n.state.Backend() != nil && (r.n.topo == nil || ownsEveryShard(r.n.topo.Get(), r.n.cfg.ID)) {
+		if db := r.n.DB(); db != nil {
+			return db.ScanRollup(ctx, ns, ms, start, end, storage.QueryOptions{}, fn)
+		}
 	}
 	rs, err := r.QueryRollup(ctx, ns, ms, start, end)
 	if err != nil {
