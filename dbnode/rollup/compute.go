@@ -2,7 +2,6 @@ package rollup
 
 import (
 	"errors"
-	"fmt"
 	"math"
 
 	"github.com/prometheus/prometheus/model/value"
@@ -53,8 +52,8 @@ func windowEnd(t, res int64) int64 {
 // Stale markers are skipped but mark their window Stale when they are its
 // last point.
 func Compute(samples []Sample, res int64) ([]Window, error) {
-	if res <= 0 {
-		return nil, fmt.Errorf("rollup: resolution must be > 0 ms, got %d", res)
+	if err := checkResolution(res); err != nil {
+		return nil, err
 	}
 	var out []Window
 	if n := len(samples); n > 0 {
@@ -67,7 +66,7 @@ func Compute(samples []Sample, res int64) ([]Window, error) {
 	var comp float64 // Kahan compensation of cur.Sum
 	for i, s := range samples {
 		if i > 0 && s.T <= samples[i-1].T {
-			return nil, fmt.Errorf("rollup: sample %d at %d is not after sample %d at %d", i, s.T, i-1, samples[i-1].T)
+			return nil, notAfter(i, s.T, samples[i-1].T)
 		}
 		end := windowEnd(s.T, res)
 		if cur == nil || cur.End != end {
@@ -161,26 +160,7 @@ func Merge(a, b Window) (Window, error) {
 // a multiple of theirs: the next rollup down a chain (5m -> 1h).
 // Windows of equal End (the two halves of a block edge) merge too.
 func Coarsen(windows []Window, res int64) ([]Window, error) {
-	if res <= 0 {
-		return nil, fmt.Errorf("rollup: resolution must be > 0 ms, got %d", res)
-	}
-	var out []Window
-	for i, w := range windows {
-		if i > 0 && w.End < windows[i-1].End {
-			return nil, fmt.Errorf("window %d: %w: ends at %d after a window ending %d", i, ErrOrder, w.End, windows[i-1].End)
-		}
-		w.End = windowEnd(w.End, res)
-		if n := len(out); n > 0 && out[n-1].End == w.End {
-			m, err := Merge(out[n-1], w)
-			if err != nil {
-				return nil, fmt.Errorf("window %d: %w", i, err)
-			}
-			out[n-1] = m
-			continue
-		}
-		out = append(out, w)
-	}
-	return out, nil
+	return coarsen(windows, res, Merge)
 }
 
 // Range merges the windows ending in (start, end] (windows in End order)

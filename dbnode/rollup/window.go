@@ -115,3 +115,49 @@ func extrapolation(s span, start, end int64, first, result float64, counter, per
 	}
 	return factor
 }
+
+// checkResolution refuses a resolution that is not a positive number of
+// milliseconds: Compute, Coarsen and their histogram twins.
+func checkResolution(res int64) error {
+	if res <= 0 {
+		return fmt.Errorf("rollup: resolution must be > 0 ms, got %d", res)
+	}
+	return nil
+}
+
+// notAfter is the error of raw sample i, at t, that does not follow the
+// sample before it, at prev: Compute and ComputeHistograms take strictly
+// increasing timestamps.
+func notAfter(i int, t, prev int64) error {
+	return fmt.Errorf("rollup: sample %d at %d is not after sample %d at %d", i, t, i-1, prev)
+}
+
+// coarsen is Coarsen for either kind of window: each window's End moves
+// up to the next multiple of res, and windows that then share an End
+// merge in order.
+func coarsen[W window[W]](windows []W, res int64, merge func(a, b W) (W, error)) ([]W, error) {
+	if err := checkResolution(res); err != nil {
+		return nil, err
+	}
+	var out []W
+	var prev, last int64 // the input End before this one; out's last End
+	for i, w := range windows {
+		s := w.span()
+		if i > 0 && s.End < prev {
+			return nil, fmt.Errorf("window %d: %w: ends at %d after a window ending %d", i, ErrOrder, s.End, prev)
+		}
+		prev = s.End
+		end := windowEnd(s.End, res)
+		w = w.retimed(end, s.Stale)
+		if n := len(out); n > 0 && last == end {
+			m, err := merge(out[n-1], w)
+			if err != nil {
+				return nil, fmt.Errorf("window %d: %w", i, err)
+			}
+			out[n-1] = m
+			continue
+		}
+		out, last = append(out, w), end
+	}
+	return out, nil
+}
