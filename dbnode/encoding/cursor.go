@@ -48,15 +48,21 @@ func (c *streamCursor) timestamp(noun string) bool {
 // finish ends the decoding of one sample: it fails if the bits ran out
 // or a value code was malformed (!ok), and counts the sample otherwise.
 func (c *streamCursor) finish(ok bool, noun string) bool {
-	if !c.r.ok() {
-		return c.fail(corruptf("stream of %ss truncated at %s %d of %d", noun, noun, c.read, c.read+c.left))
-	}
-	if !ok {
-		return c.fail(corruptf("%s %d: malformed value code", noun, c.read))
+	if !ok || !c.r.ok() {
+		return c.failSample(noun)
 	}
 	c.read++
 	c.left--
 	return true
+}
+
+// failSample is finish's error, built out of line: truncation is named
+// first, since bits that ran out also make a value code look malformed.
+func (c *streamCursor) failSample(noun string) bool {
+	if !c.r.ok() {
+		return c.fail(corruptf("stream of %ss truncated at %s %d of %d", noun, noun, c.read, c.read+c.left))
+	}
+	return c.fail(corruptf("%s %d: malformed value code", noun, c.read))
 }
 
 // fail ends iteration with err.
