@@ -24,18 +24,10 @@ type codec struct {
 	versionFault string
 }
 
-// encodable is what encodeWindows asks of a kind of window: its span
-// (for End) and check, the rules a window must keep to be written, which
-// its decoder checks again of what it read.
-type encodable interface {
-	span() span
-	check(res int64) error
-}
-
 // encodeWindows appends the stream header and each window to dst: the
 // shared End codec, then what body (the window's own part, from its flags
 // on) writes.
-func encodeWindows[W encodable](dst []byte, c codec, res int64, ws []W, body func([]byte, *W) []byte) ([]byte, error) {
+func encodeWindows[W any, P windowRef[W]](dst []byte, c codec, res int64, ws []W, body func([]byte, *W) []byte) ([]byte, error) {
 	if res <= 0 || res > math.MaxInt64/2 {
 		return dst, fmt.Errorf("rollup: encode: resolution must be 1 .. 2^62-1 ms, got %d", res)
 	}
@@ -45,10 +37,10 @@ func encodeWindows[W encodable](dst []byte, c codec, res int64, ws []W, body fun
 	var prevUnits, prevDelta int64
 	for i := range ws {
 		w := &ws[i]
-		if err := (*w).check(res); err != nil {
+		if err := P(w).check(res); err != nil {
 			return dst, fmt.Errorf("rollup: encode %s %d: %w", c.window, i, err)
 		}
-		end := (*w).span().End
+		end := P(w).end()
 		units := end / res
 		if i == 0 {
 			dst = binary.AppendVarint(dst, units)

@@ -2,6 +2,7 @@ package rollup
 
 import (
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/prometheus/prometheus/model/value"
@@ -52,16 +53,10 @@ func windowEnd(t, res int64) int64 {
 // Stale markers are skipped but mark their window Stale when they are its
 // last point.
 func Compute(samples []Sample, res int64) ([]Window, error) {
-	if err := checkResolution(res); err != nil {
-		return nil, err
+	if res <= 0 {
+		return nil, badResolution(res)
 	}
-	var out []Window
-	if n := len(samples); n > 0 {
-		// One window per resolution step the samples span, at most one
-		// per sample. (A hint only: unordered input is refused below.)
-		span := uint64(samples[n-1].T) - uint64(samples[0].T)
-		out = make([]Window, 0, min(uint64(n), span/uint64(res)+2))
-	}
+	out := windowsFor[Window](len(samples), res, func(i int) int64 { return samples[i].T })
 	var cur *Window
 	var comp float64 // Kahan compensation of cur.Sum
 	for i, s := range samples {
@@ -160,7 +155,26 @@ func Merge(a, b Window) (Window, error) {
 // a multiple of theirs: the next rollup down a chain (5m -> 1h).
 // Windows of equal End (the two halves of a block edge) merge too.
 func Coarsen(windows []Window, res int64) ([]Window, error) {
-	return coarsen(windows, res, Merge)
+	if res <= 0 {
+		return nil, badResolution(res)
+	}
+	var out []Window
+	for i, w := range windows {
+		if i > 0 && w.End < windows[i-1].End {
+			return nil, fmt.Errorf("window %d: %w: ends at %d after a window ending %d", i, ErrOrder, w.End, windows[i-1].End)
+		}
+		w.End = windowEnd(w.End, res)
+		if n := len(out); n > 0 && out[n-1].End == w.End {
+			m, err := Merge(out[n-1], w)
+			if err != nil {
+				return nil, fmt.Errorf("window %d: %w", i, err)
+			}
+			out[n-1] = m
+			continue
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 // Range merges the windows ending in (start, end] (windows in End order)

@@ -119,7 +119,7 @@ func isSingle(w Window) bool {
 
 // check is what Encode requires of a window and Decode checks of what it
 // read: a float window's values need no rule beyond its span's.
-func (w Window) check(res int64) error { return checkSpan(w.span(), res) }
+func (w *Window) check(res int64) error { return checkSpan(w.span(), res) }
 
 // appendXOR writes v XOR prev as a header byte 0 (equal), or 1+8*lz+tz
 // (lz leading and tz trailing zero bytes of the XOR, lz+tz <= 7) and the

@@ -48,10 +48,10 @@ func addTo(acc, h *histogram.FloatHistogram) (*histogram.FloatHistogram, error) 
 // increasing timestamps; a stale marker is a sample whose H.Sum is
 // StaleNaN, as Prometheus writes one) to windows of resolution res ms.
 func ComputeHistograms(samples []HSample, res int64) ([]HWindow, error) {
-	if err := checkResolution(res); err != nil {
-		return nil, err
+	if res <= 0 {
+		return nil, badResolution(res)
 	}
-	var out []HWindow
+	out := windowsFor[HWindow](len(samples), res, func(i int) int64 { return samples[i].T })
 	for i, s := range samples {
 		if i > 0 && s.T <= samples[i-1].T {
 			return nil, notAfter(i, s.T, samples[i-1].T)

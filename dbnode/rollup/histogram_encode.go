@@ -65,7 +65,7 @@ func isSingleHist(w HWindow) bool {
 
 // check is what EncodeHistograms requires and DecodeHistograms checks:
 // the span's rules, and histograms that Prometheus' validation accepts.
-func (w HWindow) check(res int64) error {
+func (w *HWindow) check(res int64) error {
 	if err := checkSpan(w.span(), res); err != nil {
 		return err
 	}

@@ -97,5 +97,16 @@ func mergeEqualEnds[W any](ws []W, end func(W) int64, merge func(a, b W) (W, err
 
 // CoarsenHistograms is Coarsen for histogram windows.
 func CoarsenHistograms(windows []HWindow, res int64) ([]HWindow, error) {
-	return coarsen(windows, res, MergeHistograms)
+	if res <= 0 {
+		return nil, badResolution(res)
+	}
+	out := make([]HWindow, 0, len(windows))
+	for i, w := range windows {
+		if i > 0 && w.End < windows[i-1].End {
+			return nil, fmt.Errorf("window %d: %w: ends at %d after a window ending %d", i, ErrOrder, w.End, windows[i-1].End)
+		}
+		w.End = windowEnd(w.End, res)
+		out = append(out, w)
+	}
+	return MergeEqualEndsHistograms(out)
 }
