@@ -49,7 +49,7 @@ func (s *valueState) update(w Window) {
 }
 
 // floatCodec is the float windows' part of the shared stream.
-var floatCodec = codec{Version, "window", "version %d, this build reads %d"}
+var floatCodec = codec{version: Version, window: "window", versionFault: "version %d, this build reads %d"}
 
 // Encode appends the encoding of one series' windows of resolution res
 // (ms) to dst. The windows must be what Compute, Merge or Coarsen produce

@@ -90,7 +90,7 @@ func (w *HWindow) check(res int64) error {
 }
 
 // histogramCodec is the histogram windows' part of the shared stream.
-var histogramCodec = codec{HistogramVersion, "histogram window", "version %#x, this build reads histogram windows %#x"}
+var histogramCodec = codec{version: HistogramVersion, window: "histogram window", versionFault: "version %#x, this build reads histogram windows %#x"}
 
 // EncodeHistograms appends the encoding of one series' histogram windows
 // of resolution res ms (as ComputeHistograms and MergeHistograms make
