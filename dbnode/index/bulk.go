@@ -100,11 +100,25 @@ func (l *Loader) Finish() {
 	}
 }
 
-// loadPair is one label of one series being loaded: its value's hash and
-// the series' position in the block's sorted list of new refs.
+// loadPair is one label of one series being loaded: its value's hash,
+// the series' position in the block's sorted list of new refs, and rep,
+// the position of a series whose value for the label is known to be the
+// same (compared while both IDs were at hand, see collectChunk): checking
+// that a run of equal hashes is one value then reads one ID per rep, not
+// one per series (reading every ID again was most of the bulk build).
 type loadPair struct {
 	h   uint64
 	idx uint32
+	rep uint32
+}
+
+// recentValues remembers, per label name of a chunk, recently seen
+// values by hash (direct-mapped): a value seen again gets the rep of its
+// first sighting after one comparison with bytes still in cache.
+type recentValues [256]struct {
+	h   uint64
+	v   string
+	rep uint32
 }
 
 // loadName is one label name's pairs, in idx order.
@@ -229,6 +243,7 @@ func collectLabels(fresh []uint32, series *seriesTable) []loadName {
 // position base of the block's list.
 func collectChunk(refs []uint32, base int, series *seriesTable) []loadName {
 	var out []loadName
+	var recent []*recentValues // per name slot
 	at := map[string]int{}
 	// prev[k] is the name slot of the k-th label of the previous series:
 	// series of one metric share their label names, in the same order, so
@@ -258,13 +273,22 @@ func collectChunk(refs []uint32, base int, series *seriesTable) []loadName {
 					s = len(out)
 					at[name] = s
 					out = append(out, loadName{name: name, pairs: make([]loadPair, 0, len(refs))})
+					recent = append(recent, new(recentValues))
 				}
 				for len(prev) <= k {
 					prev = append(prev, 0)
 				}
 				prev[k] = s
 			}
-			out[s].pairs = append(out[s].pairs, loadPair{h: maphash.String(series.seed, value), idx: uint32(base + i)})
+			h := maphash.String(series.seed, value)
+			idx := uint32(base + i)
+			rep := idx
+			if c := &recent[s][h%uint64(len(recent[s]))]; c.h == h && c.v == value {
+				rep = c.rep
+			} else {
+				c.h, c.v, c.rep = h, value, idx
+			}
+			out[s].pairs = append(out[s].pairs, loadPair{h: h, idx: idx, rep: rep})
 		}
 	}
 	return out
@@ -366,13 +390,22 @@ func runEnd(pairs []loadPair, i int) int {
 	return j
 }
 
-// sameValue reports whether every pair of run has one value, and which.
+// sameValue reports whether every pair of run has one value, and which:
+// a pair's value is its rep's, so only a rep not yet compared is read.
 func sameValue(run []loadPair, fresh []uint32, name string, series *seriesTable) (string, bool) {
-	v := labelValue(series.id(fresh[run[0].idx]), name)
+	v := labelValue(series.id(fresh[run[0].rep]), name)
+	last := run[0].rep
 	for _, p := range run[1:] {
-		if p.h != run[0].h || labelValue(series.id(fresh[p.idx]), name) != v {
+		if p.h != run[0].h {
 			return "", false
 		}
+		if p.rep == last {
+			continue
+		}
+		if labelValue(series.id(fresh[p.rep]), name) != v {
+			return "", false
+		}
+		last = p.rep
 	}
 	return v, true
 }

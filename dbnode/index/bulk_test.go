@@ -133,3 +133,32 @@ func TestLoaderRejectsMalformedID(t *testing.T) {
 	err := New(10).NewLoader().AddString("\xff\xff", 0)
 	require.ErrorContains(t, err, "index insert")
 }
+
+// TestValueLoaderSharedHashTakesGeneralPath: two values whose hashes
+// share part and tag (forced here; rare in life) are not taken for one
+// value: each gets its own postings.
+func TestValueLoaderSharedHashTakesGeneralPath(t *testing.T) {
+	st := newSeriesTable()
+	var fresh []uint32
+	for i, v := range []string{"a", "b", "a"} {
+		id := sid("x", v, "n", strconv.Itoa(i))
+		h := st.hash(id)
+		s := st.stripeOf(h)
+		ref, _, err := st.create(s, h, id, "")
+		require.NoError(t, err)
+		fresh = append(fresh, ref)
+	}
+	const forced = 42 << 32
+	pairs := []loadPair{{h: forced, idx: 0, rep: 0}, {h: forced, idx: 1, rep: 1}, {h: forced, idx: 2, rep: 0}}
+	vs := newValues("x")
+	var ld valueLoader
+	require.Equal(t, 2, ld.load(vs, pairs, fresh, st))
+	a, ok := vs.get("a", st)
+	require.True(t, ok)
+	require.NotNil(t, a.bm)
+	require.Equal(t, []uint32{fresh[0], fresh[2]}, a.bm.ToArray())
+	b, ok := vs.get("b", st)
+	require.True(t, ok)
+	require.Nil(t, b.bm)
+	require.Equal(t, fresh[1], b.one)
+}
