@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"hash/maphash"
+	"math"
 	mbits "math/bits"
 	"runtime"
 	"slices"
@@ -19,85 +20,205 @@ import (
 // restart's CPU, on one goroutine, and the last thing the restart waited
 // for).
 //
-// AddString gives each series its ref at once (the series table, as
-// Insert does) and only notes the ref for its block; Finish builds each
-// block's postings in bulk: the new refs sorted and added in one go, and
-// per label name (one goroutine per core, names are independent) the
-// (value hash, series) pairs radix-sorted into the value table's order,
-// so that the table is sized once and filled front to back (no growth,
-// no probe through a cold table per series) and a value's postings are
-// built from a sorted list instead of one bitmap add per series.
+// AddString only checks the ID and notes it with its block; Finish does
+// the rest in bulk, in two steps.
 //
-// Between AddString and Finish the noted refs are in no block: a Loader
-// must not overlap DropBlocksBefore (which frees refs in no live block)
-// or queries that expect the series (they see them after Finish). Open
-// runs it before the node serves anything. The result is the same index
-// Insert would have built (TestLoaderMatchesInsert).
+//   - The series table: the noted IDs hashed (on every core), sorted by
+//     stripe and tag (a stripe's slot order), and looked up and inserted
+//     stripe by stripe, front to back through each stripe's table, sized
+//     once: a lookup or insert per series in hash order touched a cold
+//     slot (a cache miss) each. New series get their refs in the order
+//     they were noted (so that refs follow the IDs' order in memory).
+//   - Each block's postings: the new refs sorted and added at once, and
+//     per label name (one goroutine per core, names are independent) the
+//     (value hash, series) pairs radix-sorted into the value table's
+//     order, so that the table is sized once and filled front to back
+//     and a value's bitmap is built from a sorted list.
+//
+// Between AddString and Finish the noted series are not in the index. A
+// Loader must not overlap DropBlocksBefore (which frees refs in no live
+// block); Inserts meanwhile are safe (Finish holds every stripe's lock
+// while it creates series). Open runs it before the node serves anything.
+// The result is the index Insert would have built
+// (TestLoaderMatchesModel).
 type Loader struct {
-	ix      *Index
-	pending map[int64][]uint32 // block start -> refs noted (may repeat)
+	ix     *Index
+	ids    []string // noted, in order
+	starts []int64  // the block start of each
 }
 
 // NewLoader returns a Loader for ix.
-func (ix *Index) NewLoader() *Loader {
-	return &Loader{ix: ix, pending: map[int64][]uint32{}}
-}
+func (ix *Index) NewLoader() *Loader { return &Loader{ix: ix} }
 
 // AddString notes that series id (kept by the index, no copy, as
 // InsertString) has data in the block of blockStart. The error is
-// non-nil only for a malformed ID or ErrFull, as Insert's.
+// non-nil only for a malformed ID, as Insert's.
 func (l *Loader) AddString(id string, blockStart int64) error {
-	ix := l.ix
-	start := ix.blockStartOf(blockStart)
-	b := ix.block(start)
-	if b == nil {
+	start := l.ix.blockStartOf(blockStart)
+	if l.ix.block(start) == nil {
 		return nil // block already expired
 	}
-	ref, err := ix.refFor(bytesOf(id), id)
-	if err != nil {
-		return err
+	if err := validateID(bytesOf(id)); err != nil {
+		return fmt.Errorf("index insert %q: %w", id, err)
 	}
-	if !b.has(ref) {
-		l.pending[start] = append(l.pending[start], ref)
-	}
+	l.ids = append(l.ids, id)
+	l.starts = append(l.starts, start)
 	return nil
 }
 
-// refFor returns id's ref, creating the series if it is new. Straight to
-// the stripe's write lock: a loader's series are mostly new.
-func (ix *Index) refFor(id []byte, owned string) (uint32, error) {
-	h := ix.series.hash(id)
-	st := ix.series.stripeOf(h)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if ref, ok := ix.series.find(st, h, id); ok {
-		return ref, nil
+// Finish adds every noted series to the index. The Loader is empty
+// afterwards and may be used again. The error is ErrFull (the series
+// that fit are in the index).
+func (l *Loader) Finish() error {
+	refs, err := l.ix.series.bulkRefs(l.ids)
+	byStart := map[int64][]uint32{}
+	for i, ref := range refs {
+		if ref != noRef {
+			byStart[l.starts[i]] = append(byStart[l.starts[i]], ref)
+		}
 	}
-	if err := validateID(id); err != nil {
-		return 0, fmt.Errorf("index insert %q: %w", id, err)
-	}
-	ref, _, err := ix.series.create(st, h, id, owned)
-	if err != nil {
-		return 0, fmt.Errorf("index insert %q: %w", id, err)
-	}
-	return ref, nil
-}
-
-// Finish adds every noted series to its block's postings. The Loader is
-// empty afterwards and may be used again.
-func (l *Loader) Finish() {
-	starts := make([]int64, 0, len(l.pending))
-	for s := range l.pending {
+	l.ids, l.starts = nil, nil
+	starts := make([]int64, 0, len(byStart))
+	for s := range byStart {
 		starts = append(starts, s)
 	}
 	slices.Sort(starts)
 	for _, s := range starts {
-		refs := l.pending[s]
-		delete(l.pending, s)
 		if b := l.ix.block(s); b != nil {
-			b.load(refs, l.ix.series)
+			b.load(byStart[s], l.ix.series)
 		}
 	}
+	return err
+}
+
+// noRef marks a noted ID that got no ref (ErrFull).
+const noRef = ^uint32(0)
+
+// idKey is one noted ID in the series table's order: its stripe, then
+// its tag.
+type idKey struct {
+	h uint64
+	i uint32 // position in the noted IDs
+}
+
+func stripeKey(h uint64) uint64 { return (h%numStripes)<<32 | h>>32 }
+
+// bulkRefs returns the ref of every ID, creating the series new to the
+// table; repeats get one ref. It holds every stripe's lock throughout.
+func (t *seriesTable) bulkRefs(ids []string) ([]uint32, error) {
+	keys := make([]idKey, len(ids))
+	parallel(len(ids), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			keys[i] = idKey{h: t.hash(bytesOf(ids[i])), i: uint32(i)}
+		}
+	})
+	keys = radixSort(keys, make([]idKey, len(keys)), func(k idKey) uint64 { return stripeKey(k.h) }, 40)
+
+	for i := range t.stripes {
+		t.stripes[i].mu.Lock()
+	}
+	defer func() {
+		for i := range t.stripes {
+			t.stripes[i].mu.Unlock()
+		}
+	}()
+	// Lookups, in slot order. A new ID's ref is, for now, ^(the position
+	// of its first occurrence); an ID seen before in this batch has the
+	// same hash, so it sits in the same run of equal hashes.
+	refs := make([]uint32, len(ids))
+	isNew := make([]bool, len(ids))
+	dupOf := make([]int32, len(ids)) // a repeat: its first occurrence + 1
+	var perStripe [numStripes]int
+	for k := 0; k < len(keys); {
+		j := k + 1
+		for j < len(keys) && keys[j].h == keys[k].h {
+			j++
+		}
+		run := keys[k:j]
+		st := t.stripeOf(run[0].h)
+		for x, key := range run {
+			id := ids[key.i]
+			if ref, ok := t.find(st, key.h, bytesOf(id)); ok {
+				refs[key.i] = ref
+				continue
+			}
+			first := -1
+			for _, prev := range run[:x] {
+				if isNew[prev.i] && ids[prev.i] == id {
+					first = int(prev.i)
+					break
+				}
+			}
+			if first < 0 {
+				isNew[key.i] = true
+				perStripe[key.h%numStripes]++
+			} else {
+				dupOf[key.i] = int32(first) + 1 // its ref is set below
+			}
+		}
+		k = j
+	}
+	// Refs for the new IDs, in the order they were noted.
+	var err error
+	t.mu.Lock()
+	for i := range ids {
+		if !isNew[i] {
+			continue
+		}
+		var ref uint32
+		if n := len(t.free); n > 0 {
+			ref = t.free[n-1]
+			t.free = t.free[:n-1]
+		} else if t.next == math.MaxInt32 {
+			err = ErrFull
+			refs[i], isNew[i] = noRef, false
+			continue
+		} else {
+			ref = t.next
+			t.next++
+		}
+		refs[i] = ref
+	}
+	t.ids.grow(t.next)
+	t.mu.Unlock()
+	for i := range t.stripes {
+		t.stripes[i].t.Reserve(t.stripes[i].t.Len() + perStripe[i])
+	}
+	var created int64
+	for _, key := range keys {
+		i := key.i
+		if isNew[i] {
+			t.ids.set(refs[i], ids[i])
+			t.stripeOf(key.h).insert(uint32(key.h>>32), refs[i])
+			created++
+		}
+	}
+	for i, d := range dupOf {
+		if d > 0 {
+			refs[i] = refs[d-1]
+		}
+	}
+	t.live.Add(created)
+	if err != nil {
+		err = fmt.Errorf("index insert: %w", err)
+	}
+	return refs, err
+}
+
+// parallel calls fn over [0, n) split in one range per core (one range
+// when n is small).
+func parallel(n int, fn func(lo, hi int)) {
+	workers := max(1, min(runtime.GOMAXPROCS(0), n/4096))
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := n*w/workers, n*(w+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
 }
 
 // loadPair is one label of one series being loaded: its value's hash,
@@ -320,7 +441,8 @@ func (ld *valueLoader) load(vs *values, pairs []loadPair, fresh []uint32, series
 		}
 		return added
 	}
-	pairs = ld.sort(pairs)
+	ld.tmp = growTo(ld.tmp[:0], len(pairs))
+	pairs = radixSort(pairs, ld.tmp, func(p loadPair) uint64 { return loadKey(p.h) }, 36)
 
 	var perPart [valueParts]int
 	for i := 0; i < len(pairs); {
@@ -410,18 +532,16 @@ func sameValue(run []loadPair, fresh []uint32, name string, series *seriesTable)
 	return v, true
 }
 
-// sort orders pairs by loadKey, stably (a run of one value stays in idx
-// order): a least-significant-digit radix sort of the 36-bit key in
-// three 12-bit passes. It returns the sorted slice, pairs or ld.tmp.
-func (ld *valueLoader) sort(pairs []loadPair) []loadPair {
+// radixSort orders src by key (its low keyBits bits), stably: a
+// least-significant-digit radix sort in passes of 12 bits or less. tmp
+// is scratch of src's length; the result is src or tmp.
+func radixSort[T any](src, tmp []T, key func(T) uint64, keyBits int) []T {
 	const bits = 12
-	ld.tmp = growTo(ld.tmp[:0], len(pairs))
-	src, dst := pairs, ld.tmp
 	var count [1 << bits]int
-	for shift := 0; shift < 36; shift += bits {
+	for shift := 0; shift < keyBits; shift += bits {
 		clear(count[:])
 		for _, p := range src {
-			count[loadKey(p.h)>>shift&(1<<bits-1)]++
+			count[key(p)>>shift&(1<<bits-1)]++
 		}
 		sum := 0
 		for d, c := range count {
@@ -429,11 +549,11 @@ func (ld *valueLoader) sort(pairs []loadPair) []loadPair {
 			sum += c
 		}
 		for _, p := range src {
-			d := loadKey(p.h) >> shift & (1<<bits - 1)
-			dst[count[d]] = p
+			d := key(p) >> shift & (1<<bits - 1)
+			tmp[count[d]] = p
 			count[d]++
 		}
-		src, dst = dst, src
+		src, tmp = tmp, src
 	}
 	return src
 }

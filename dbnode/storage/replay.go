@@ -37,9 +37,9 @@ import (
 // one at load 8, issue 30). Index inserts are idempotent and commute, so
 // their order across series does not matter, and nothing queries the
 // index before Open returns, which is after the index goroutine is done.
-// The index goroutine only gives each series its ref (an index.Loader);
-// finish builds the postings of every block in bulk, on every core, once
-// the log is replayed: a block's postings built series by series were
+// The index goroutine only notes each series in an index.Loader; finish
+// has it create the series and build every block's postings in bulk, on
+// every core, once the log is replayed: inserting series one by one was
 // ~40% of a restart's CPU, on that one goroutine (issue 30).
 //
 // The log's decoding stays on the goroutine that calls float and hist.
@@ -241,7 +241,9 @@ func (r *replayer) finish() error {
 		return *p
 	}
 	for _, l := range r.loaders {
-		l.Finish()
+		if err := l.Finish(); err != nil {
+			return fmt.Errorf("replay: index series: %w", err)
+		}
 	}
 	return nil
 }
