@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
-	"github.com/tessera-tsdb/tessera/dbnode/index"
 	"github.com/tessera-tsdb/tessera/ident"
 )
 
@@ -37,10 +36,6 @@ import (
 // one at load 8, issue 30). Index inserts are idempotent and commute, so
 // their order across series does not matter, and nothing queries the
 // index before Open returns, which is after the index goroutine is done.
-// The index goroutine only notes each series in an index.Loader; finish
-// has it create the series and build every block's postings in bulk, on
-// every core, once the log is replayed: inserting series one by one was
-// ~40% of a restart's CPU, on that one goroutine (issue 30).
 //
 // The log's decoding stays on the goroutine that calls float and hist.
 // Apply errors are kept (the first one) and returned by the next call
@@ -54,10 +49,9 @@ type replayer struct {
 	err     atomic.Pointer[error]
 
 	// The index stage: batches of series to index, from the workers.
-	ix      chan []replayIndexTask
-	ixFree  chan []replayIndexTask
-	ixWg    sync.WaitGroup
-	loaders map[*namespace]*index.Loader // the index stage's own
+	ix     chan []replayIndexTask
+	ixFree chan []replayIndexTask
+	ixWg   sync.WaitGroup
 
 	// On the feeding goroutine: per series ref of the file being replayed,
 	// its shard, namespace and place in its worker's table.
@@ -122,8 +116,7 @@ type replayWorker struct {
 func newReplayer(db *Database) *replayer {
 	n := max(1, min(runtime.GOMAXPROCS(0), 16))
 	r := &replayer{db: db, now: db.opts.Now(), nextID: make([]uint32, n),
-		ix: make(chan []replayIndexTask, replayQueue), ixFree: make(chan []replayIndexTask, replayQueue+2*n),
-		loaders: map[*namespace]*index.Loader{}}
+		ix: make(chan []replayIndexTask, replayQueue), ixFree: make(chan []replayIndexTask, replayQueue+2*n)}
 	r.ixWg.Add(1)
 	go func() {
 		defer r.ixWg.Done()
@@ -240,11 +233,6 @@ func (r *replayer) finish() error {
 	if p := r.err.Load(); p != nil {
 		return *p
 	}
-	for _, l := range r.loaders {
-		if err := l.Finish(); err != nil {
-			return fmt.Errorf("replay: index series: %w", err)
-		}
-	}
 	return nil
 }
 
@@ -275,20 +263,15 @@ func (r *replayer) indexBatch() []replayIndexTask {
 	}
 }
 
-// runIndex is the index stage: it notes every series handed over in its
-// namespace's index loader, until finish closes r.ix. After an error it
+// runIndex is the index stage: it inserts every series handed over into
+// its namespace's index, until finish closes r.ix. After an error it
 // only drains, so that no worker blocks on a send.
 func (r *replayer) runIndex() {
 	for batch := range r.ix {
 		if r.err.Load() == nil {
 			for i := range batch {
 				t := &batch[i]
-				l := r.loaders[t.ns]
-				if l == nil {
-					l = t.ns.index.NewLoader()
-					r.loaders[t.ns] = l
-				}
-				if err := l.AddString(t.id, t.bs); err != nil {
+				if err := t.ns.index.InsertNewString(t.id, t.bs); err != nil {
 					err = fmt.Errorf("replay %s: index series: %w", describeID([]byte(t.id)), err)
 					r.err.CompareAndSwap(nil, &err)
 					break

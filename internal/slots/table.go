@@ -115,19 +115,6 @@ func (t *Table[V]) Insert(h uint32, v V) {
 	t.n++
 }
 
-// Reserve grows the table, if needed, so that n entries in all fit
-// without another resize: a bulk load (the tag index's, at restart)
-// sizes it once instead of re-placing every entry at each growth step.
-func (t *Table[V]) Reserve(n int) {
-	s := len(t.s)
-	for n*16 > s*t.maxLoad() {
-		s = Grow(s, minTableSlots)
-	}
-	if s != len(t.s) {
-		t.resize(s)
-	}
-}
-
 func (t *Table[V]) place(e Entry[V]) {
 	var zero V
 	n := len(t.s)

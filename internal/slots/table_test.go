@@ -102,23 +102,3 @@ func TestTableSizes(t *testing.T) {
 	require.Equal(t, uintptr(32), unsafe.Sizeof(Table[uint32]{}), "a table and a 24-byte lock fit 64 bytes")
 	require.Equal(t, uintptr(8), unsafe.Sizeof(Entry[uint32]{}), "8-byte slots for ref tables")
 }
-
-// TestTableReserve: a reserved table takes n entries without resizing
-// and keeps the entries it had.
-func TestTableReserve(t *testing.T) {
-	var tb Table[uint32]
-	tb.Insert(7, 1)
-	tb.Reserve(1000)
-	slots := tb.Slots()
-	require.GreaterOrEqual(t, slots*12, 1000*16)
-	for i := uint32(2); i <= 1000; i++ {
-		tb.Insert(i*2654435761, i)
-	}
-	require.Equal(t, slots, tb.Slots(), "no resize after Reserve")
-	require.Equal(t, 1000, tb.Len())
-	v, ok := tb.Probe(7)
-	require.True(t, ok)
-	require.Equal(t, uint32(1), v)
-	tb.Reserve(10) // never shrinks
-	require.Equal(t, slots, tb.Slots())
-}
