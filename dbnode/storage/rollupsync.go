@@ -1,0 +1,179 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+	"github.com/tessera-tsdb/tessera/dbnode/rollup"
+)
+
+// Replicas of a rollup namespace (docs/rollups.md "Replicas"): each
+// replica computes its rollup blocks from its own raw blocks, so equal raw
+// blocks give equal bytes. What a replica cannot compute (rollup blocks
+// older than its raw retention, when it joined or lost a volume) it gets
+// from a peer as stored: peer bootstrap streams rollup blocks as it
+// streams raw ones, and repair compares them by the stored entries'
+// checksums and pulls a differing series' entry. Where both sides hold an
+// entry for a series and they differ, mergeRollupEntries keeps, per
+// window End, the window with more samples (a replica that missed writes
+// has fewer), ties broken by the encoded bytes: the rule is symmetric, so
+// two replicas that pull each other's entries end up with the same bytes.
+
+// rollupChecksums lists the stored entries of rollup block bs of sh with
+// their checksums (the fileset index's xxhash64 of each entry), for repair.
+// Only blocks wholly inside [start, end) are compared: a rollup block is
+// rewritten by every flush of a source block inside it, at a different
+// moment on each replica, so an incomplete one differs for a while on its
+// own.
+func rollupChecksums(ns *namespace, sh *shard, bs, start, end int64) ([]SeriesChecksum, error) {
+	if bs < start || bs+ns.blockSize > end {
+		return nil, nil
+	}
+	r := sh.reader(bs)
+	if r == nil {
+		return nil, nil
+	}
+	var out []SeriesChecksum
+	err := r.RangeIndex(func(id []byte, checksum uint64, _, samples int) error {
+		out = append(out, SeriesChecksum{ID: append([]byte(nil), id...), Checksum: checksum, Samples: samples})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rollup block %d of shard %d: %w", bs, sh.id, err)
+	}
+	return out, nil
+}
+
+// rollupBlockDigests is BlockDigests for a rollup namespace: one digest
+// per complete flushed block inside [start, end).
+func rollupBlockDigests(ns *namespace, sh *shard, start, end int64) ([]BlockDigest, error) {
+	var out []BlockDigest
+	for _, bs := range sh.blockStarts() {
+		sums, err := rollupChecksums(ns, sh, bs, start, end)
+		if err != nil {
+			return nil, err
+		}
+		if len(sums) > 0 {
+			out = append(out, digestOf(bs, sums))
+		}
+	}
+	return out, nil
+}
+
+// mergeRollupSealed merges a local rollup volume with streamed entries
+// (LoadBlocks into a rollup namespace): entries only on one side are kept
+// as they are, equal ones once, differing ones merged window by window
+// (mergeRollupEntries).
+func mergeRollupSealed(prev *fileset.Reader, in []fileset.Series) ([]fileset.Series, error) {
+	byID := make(map[string]int, len(in))
+	for i := range in {
+		byID[string(in[i].ID)] = i
+	}
+	used := make([]bool, len(in))
+	var out []fileset.Series
+	err := prev.RangeData(func(id, data []byte) error {
+		i, ok := byID[string(id)]
+		if !ok {
+			out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...), Samples: 0})
+			return nil
+		}
+		used[i] = true
+		if bytes.Equal(data, in[i].Data) {
+			out = append(out, in[i])
+			return nil
+		}
+		s, err := mergeRollupEntries(id, data, in[i].Data)
+		if err != nil {
+			return err
+		}
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range in {
+		if !used[i] {
+			out = append(out, in[i])
+		}
+	}
+	for i := range out {
+		if out[i].Samples == 0 {
+			// Kept from the local volume: count its windows as the
+			// flush does.
+			_, ws, hs, err := rollup.DecodePayload(out[i].Data)
+			if err != nil {
+				return nil, fmt.Errorf("series %q: %w", out[i].ID, err)
+			}
+			out[i].Samples = len(ws) + len(hs)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID, out[j].ID) < 0 })
+	return out, nil
+}
+
+// mergeRollupEntries merges two replicas' entries of one series and
+// rollup block: the union of their windows by End, and where both hold a
+// window of the same End the one with the larger Count (equal Counts:
+// the larger encoding, bytewise). Both arguments may come in either order:
+// the result is the same.
+func mergeRollupEntries(id, a, b []byte) (fileset.Series, error) {
+	resA, wa, ha, err := rollup.DecodePayload(a)
+	if err != nil {
+		return fileset.Series{}, fmt.Errorf("series %q: local rollup entry: %w", id, err)
+	}
+	resB, wb, hb, err := rollup.DecodePayload(b)
+	if err != nil {
+		return fileset.Series{}, fmt.Errorf("series %q: streamed rollup entry: %w", id, err)
+	}
+	if resA != resB {
+		return fileset.Series{}, fmt.Errorf("series %q: rollup entries of resolutions %d and %d ms", id, resA, resB)
+	}
+	enc := func(w rollup.Window) []byte { b, _ := rollup.Encode(nil, resA, []rollup.Window{w}); return b }
+	encH := func(w rollup.HWindow) []byte { b, _ := rollup.EncodeHistograms(nil, resA, []rollup.HWindow{w}); return b }
+	ws := unionWindows(wa, wb, func(w rollup.Window) (int64, uint64) { return w.End, w.Count }, enc)
+	hs := unionWindows(ha, hb, func(w rollup.HWindow) (int64, uint64) { return w.End, w.Count }, encH)
+	data, err := rollup.AppendPayload(nil, resA, ws, hs)
+	if err != nil {
+		return fileset.Series{}, fmt.Errorf("series %q: merged rollup entry: %w", id, err)
+	}
+	return fileset.Series{ID: append([]byte(nil), id...), Data: data, Samples: len(ws) + len(hs)}, nil
+}
+
+// unionWindows merges two End-ordered window lists (each End at most once
+// per list) by mergeRollupEntries' rule.
+func unionWindows[W any](a, b []W, key func(W) (int64, uint64), enc func(W) []byte) []W {
+	out := make([]W, 0, max(len(a), len(b)))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		var ea, eb int64 = math.MaxInt64, math.MaxInt64
+		if i < len(a) {
+			ea, _ = key(a[i])
+		}
+		if j < len(b) {
+			eb, _ = key(b[j])
+		}
+		switch {
+		case ea < eb:
+			out = append(out, a[i])
+			i++
+		case eb < ea:
+			out = append(out, b[j])
+			j++
+		default:
+			_, ca := key(a[i])
+			_, cb := key(b[j])
+			pick := a[i]
+			if cb > ca || (cb == ca && bytes.Compare(enc(b[j]), enc(a[i])) > 0) {
+				pick = b[j]
+			}
+			out = append(out, pick)
+			i++
+			j++
+		}
+	}
+	return out
+}
