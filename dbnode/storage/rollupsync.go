@@ -133,7 +133,10 @@ func mergeRollupEntries(id, a, b []byte) (fileset.Series, error) {
 		return fileset.Series{}, fmt.Errorf("series %q: rollup entries of resolutions %d and %d ms", id, resA, resB)
 	}
 	enc := func(w rollup.Window) []byte { b, _ := rollup.Encode(nil, resA, []rollup.Window{w}); return b }
-	encH := func(w rollup.HWindow) []byte { b, _ := rollup.EncodeHistograms(nil, resA, []rollup.HWindow{w}); return b }
+	encH := func(w rollup.HWindow) []byte {
+		b, _ := rollup.EncodeHistograms(nil, resA, []rollup.HWindow{w})
+		return b
+	}
 	ws := unionWindows(wa, wb, func(w rollup.Window) (int64, uint64) { return w.End, w.Count }, enc)
 	hs := unionWindows(ha, hb, func(w rollup.HWindow) (int64, uint64) { return w.End, w.Count }, encH)
 	data, err := rollup.AppendPayload(nil, resA, ws, hs)
