@@ -3,9 +3,12 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -218,4 +221,133 @@ func TestRollupRepairRestoresLostRollupBlocks(t *testing.T) {
 	// Raw data never differed (both replicas took every write), so what
 	// repair pulled is the rollup entries.
 	require.Positive(t, st.Total.SeriesRepaired, "rollup series came back through repair")
+}
+
+// TestRollupClusterReads: three nodes at RF 1 and at RF 2, so no node
+// owns every shard; any node answers ?namespace=r1m and a stitched query
+// (the steps raw may no longer hold answered from r1m, the rest from raw)
+// by reading the rollup through the cluster session, as raw reads go:
+// both equal the engine over raw. Raw's retention is chosen so that
+// now-retention falls half way into a block, and the history starts a
+// minute after it: raw still holds all of it, while the stitch plan
+// answers the first steps from the rollup. Before, a node not owning
+// every shard refused rollup reads.
+func TestRollupClusterReads(t *testing.T) {
+	for _, rf := range []int{1, 2} {
+		t.Run(fmt.Sprintf("rf%d", rf), func(t *testing.T) {
+			block := time.Hour
+			now := time.Now()
+			retention := 6*time.Hour + 30*time.Minute + now.Sub(now.Truncate(block)).Truncate(time.Minute)
+			_, nodes, _ := rollupCluster(t, 3, rf, func(c *config.Config) {
+				c.Namespaces[0].BlockSize = block
+				c.Namespaces[0].Retention = retention
+				c.Namespaces[1].BlockSize = block
+				c.Namespaces[1].Retention = 2 * retention
+			})
+			// 20 counters over 3h from a minute after now-retention.
+			from := (now.Add(-retention).UnixMilli()/60_000 + 1) * 60_000
+			var req prompb.WriteRequest
+			for i := range 20 {
+				ts := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "rollup_cluster_total"}, {Name: "i", Value: strconv.Itoa(i)}}}
+				v := 0.0
+				for t := from; t < from+3*3600_000; t += 15_000 {
+					v += float64((t/15_000)%(int64(i)+2)) + 0.5
+					ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
+				}
+				req.Timeseries = append(req.Timeseries, ts)
+			}
+			raw, err := req.Marshal()
+			require.NoError(t, err)
+			resp, err := http.Post(nodes[0].url()+"/api/v1/prom/remote/write", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, raw)))
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, http.StatusNoContent, resp.StatusCode, string(body))
+
+			start, end := from+10*60_000, from+3*3600_000-60_000
+			query := func(tn *tnode, ns, q string) (map[string][]float64, error) {
+				params := url.Values{"query": {q}, "step": {"60"},
+					"start": {strconv.FormatInt(start/1000, 10)}, "end": {strconv.FormatInt(end/1000, 10)}}
+				if ns != "" {
+					params.Set("namespace", ns)
+				}
+				resp, err := http.Get(tn.url() + "/api/v1/query_range?" + params.Encode())
+				if err != nil {
+					return nil, err
+				}
+				defer resp.Body.Close()
+				var r struct {
+					Status, Error string
+					Warnings      []string
+					Data          struct {
+						Result []struct {
+							Metric map[string]string `json:"metric"`
+							Values [][2]any          `json:"values"`
+						} `json:"result"`
+					}
+				}
+				if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+					return nil, err
+				}
+				if r.Status != "success" || len(r.Warnings) > 0 {
+					return nil, fmt.Errorf("%s on %q: %s %s %v", q, ns, r.Status, r.Error, r.Warnings)
+				}
+				out := map[string][]float64{}
+				for _, s := range r.Data.Result {
+					var vs []float64
+					for _, p := range s.Values {
+						f, err := strconv.ParseFloat(p[1].(string), 64)
+						if err != nil {
+							return nil, err
+						}
+						vs = append(vs, f)
+					}
+					out[s.Metric["i"]] = vs
+				}
+				return out, nil
+			}
+			same := func(want, got map[string][]float64) error {
+				if len(want) != 20 || len(got) != len(want) {
+					return fmt.Errorf("%d series from raw, %d from the rollup", len(want), len(got))
+				}
+				for k, w := range want {
+					g := got[k]
+					if len(g) != len(w) {
+						return fmt.Errorf("series %s: %d steps from raw, %d from the rollup", k, len(w), len(g))
+					}
+					for i := range w {
+						if math.Abs(w[i]-g[i]) > 1e-9*math.Max(math.Abs(w[i]), 1) {
+							return fmt.Errorf("series %s step %d: raw %v rollup %v", k, i, w[i], g[i])
+						}
+					}
+				}
+				return nil
+			}
+			for _, q := range []string{`rate(rollup_cluster_total[5m])`, `max_over_time(rollup_cluster_total[3m])`} {
+				for _, tn := range nodes {
+					eventually(t, 60*time.Second, q+" on "+tn.cfg.ID, func() error {
+						want, err := query(tn, "default", q)
+						if err != nil {
+							return err
+						}
+						got, err := query(tn, "r1m", q)
+						if err != nil {
+							return err
+						}
+						if err := same(want, got); err != nil {
+							return fmt.Errorf("pinned r1m: %w", err)
+						}
+						stitched, err := query(tn, "", q)
+						if err != nil {
+							return err
+						}
+						if err := same(want, stitched); err != nil {
+							return fmt.Errorf("stitched: %w", err)
+						}
+						return nil
+					})
+				}
+			}
+		})
+	}
 }

@@ -180,3 +180,24 @@ func unionWindows[W any](a, b []W, key func(W) (int64, uint64), enc func(W) []by
 	}
 	return out
 }
+
+// MergeRollupReplicas merges two replicas' windows of one series (a read
+// through the cluster, which asks more than one owner of a shard): the
+// union by End, and where both hold a window of an End the one with more
+// samples (mergeRollupEntries' rule, so the answer does not depend on
+// which replica answered first). Each list holds an End at most once (a
+// read merges block-edge halves).
+func MergeRollupReplicas(a, b RollupSeries) RollupSeries {
+	res := a.Resolution
+	enc := func(w rollup.Window) []byte { e, _ := rollup.Encode(nil, res, []rollup.Window{w}); return e }
+	encH := func(w rollup.HWindow) []byte {
+		e, _ := rollup.EncodeHistograms(nil, res, []rollup.HWindow{w})
+		return e
+	}
+	a.Windows = unionWindows(a.Windows, b.Windows, func(w rollup.Window) (int64, uint64) { return w.End, w.Count }, enc)
+	a.HWindows = unionWindows(a.HWindows, b.HWindows, func(w rollup.HWindow) (int64, uint64) { return w.End, w.Count }, encH)
+	if len(a.HWindows) == 0 {
+		a.HWindows = nil
+	}
+	return a
+}
