@@ -121,8 +121,11 @@ type namespaceStatus struct {
 	// source blocks the backfill rolled up since start.
 	BackfillCursor *time.Time `json:"backfillCursor,omitempty"`
 	Backfilled     int64      `json:"backfilled,omitempty"`
-	RollupErrors   int64      `json:"rollupErrors,omitempty"`
-	DiskBytesNote  string     `json:"diskBytesError,omitempty"`
+	// Rederived: rollup blocks derived again from the source after
+	// their volume failed its checks at start.
+	Rederived     int64  `json:"rederived,omitempty"`
+	RollupErrors  int64  `json:"rollupErrors,omitempty"`
+	DiskBytesNote string `json:"diskBytesError,omitempty"`
 }
 
 // namespaceStatuses describes every namespace of db.
@@ -142,7 +145,7 @@ func namespaceStatuses(db *storage.Database) []namespaceStatus {
 		if ns.RollupOf != "" {
 			s.Resolution = ns.Resolution.String()
 			p := progress[ns.Name]
-			s.RollupBlocks, s.RollupErrors, s.Backfilled = p.Blocks, p.Errors, p.Backfilled
+			s.RollupBlocks, s.RollupErrors, s.Backfilled, s.Rederived = p.Blocks, p.Errors, p.Backfilled, p.Rederived
 			if !p.Cursor.IsZero() {
 				c := p.Cursor
 				s.BackfillCursor = &c

@@ -76,6 +76,11 @@ type rollupProgress struct {
 	cursor       int64
 	cursorLoaded bool
 	backfilled   int64 // source blocks rolled up by the backfill
+	// damaged: blocks of this rollup whose newest volume (or a shard's
+	// section of it) failed its checks at start; the next tick derives
+	// them again from the source (rollupsync.go).
+	damaged   map[int64]bool
+	rederived int64 // rollup blocks derived again after damage
 
 	lag, upTo, backfillTo tally.Gauge
 	written, failure      tally.Counter
@@ -111,6 +116,9 @@ type RollupStatus struct {
 	// the backfill rolled up since start.
 	Cursor     time.Time
 	Backfilled int64
+	// Rederived counts rollup blocks derived again from the source
+	// after their volume failed its checks at start.
+	Rederived int64
 }
 
 // RollupStatuses lists every rollup namespace's progress.
@@ -123,7 +131,7 @@ func (db *Database) RollupStatuses() []RollupStatus {
 		}
 		p := db.progress(ns)
 		p.mu.Lock()
-		st := RollupStatus{Namespace: ns.opts.Name, RollupOf: ns.opts.RollupOf, Resolution: ns.opts.Resolution, Blocks: p.blocks, Errors: p.errors, Backfilled: p.backfilled}
+		st := RollupStatus{Namespace: ns.opts.Name, RollupOf: ns.opts.RollupOf, Resolution: ns.opts.Resolution, Blocks: p.blocks, Errors: p.errors, Backfilled: p.backfilled, Rederived: p.rederived}
 		if p.cursorLoaded && p.cursor != cursorUnset {
 			st.Cursor = time.UnixMilli(p.cursor).UTC()
 		}

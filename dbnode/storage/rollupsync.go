@@ -2,9 +2,11 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
+	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/rollup"
@@ -200,4 +202,72 @@ func MergeRollupReplicas(a, b RollupSeries) RollupSeries {
 		a.HWindows = nil
 	}
 	return a
+}
+
+// rollupDamaged records that block bs of ns failed its checks at start
+// (ns a rollup namespace; others are flushed again from the commit log).
+// The volume is not served (an older one, if any, is), and the backfill
+// cursor is already past its source blocks, so without this the windows
+// only it held would stay missing until repair pulled them.
+func (db *Database) rollupDamaged(ns *namespace, bs int64) {
+	if ns.opts.RollupOf == "" {
+		return
+	}
+	p := db.progress(ns)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.damaged == nil {
+		p.damaged = map[int64]bool{}
+	}
+	p.damaged[bs] = true
+}
+
+// rederiveDamaged derives again, from the source blocks still held, every
+// rollup block found damaged at start (tickMu held): each source block
+// inside it is rolled up anew over what is served now (the older volume
+// or nothing), as if it had just flushed, and the levels below follow.
+// Windows whose source blocks have expired cannot be derived; repair
+// pulls them from a replica. A block that fails stays recorded and is
+// tried again at the next tick.
+func (db *Database) rederiveDamaged() error {
+	var errs []error
+	for _, dst := range db.nsList {
+		if dst.opts.RollupOf == "" {
+			continue
+		}
+		p := db.progress(dst)
+		p.mu.Lock()
+		starts := make([]int64, 0, len(p.damaged))
+		for bs := range p.damaged {
+			starts = append(starts, bs)
+		}
+		p.mu.Unlock()
+		sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+		src := db.namespaces[dst.opts.RollupOf]
+		for _, rbs := range starts {
+			blocks := map[int64][]uint32{}
+			for _, sh := range src.allShards() {
+				for _, bs := range sh.blockStarts() {
+					if bs >= rbs && bs < rbs+dst.blockSize && sh.reader(bs) != nil {
+						blocks[bs] = append(blocks[bs], sh.id)
+					}
+				}
+			}
+			if err := db.rollUpBlocks(src, blocks, rolledEnd(src, blocks), dst); err != nil {
+				errs = append(errs, fmt.Errorf("derive damaged rollup block %d of %s again: %w", rbs, dst.opts.Name, err))
+				continue
+			}
+			p.mu.Lock()
+			delete(p.damaged, rbs)
+			if len(blocks) > 0 {
+				p.rederived++
+			}
+			p.mu.Unlock()
+			if len(blocks) > 0 {
+				db.opts.Logger.Warn("rollup block derived again from its source after damage",
+					"namespace", dst.opts.Name, "block", time.UnixMilli(rbs).UTC(), "source_blocks", len(blocks))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
