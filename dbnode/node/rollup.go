@@ -122,7 +122,7 @@ type namespaceStatus struct {
 	BackfillCursor *time.Time `json:"backfillCursor,omitempty"`
 	Backfilled     int64      `json:"backfilled,omitempty"`
 	// Rederived: rollup blocks derived again from the source after
-	// their volume failed its checks at start.
+	// damage (at start, or a page failing its checksum on read).
 	Rederived     int64  `json:"rederived,omitempty"`
 	RollupErrors  int64  `json:"rollupErrors,omitempty"`
 	DiskBytesNote string `json:"diskBytesError,omitempty"`

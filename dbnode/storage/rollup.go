@@ -77,8 +77,9 @@ type rollupProgress struct {
 	cursorLoaded bool
 	backfilled   int64 // source blocks rolled up by the backfill
 	// damaged: blocks of this rollup whose newest volume (or a shard's
-	// section of it) failed its checks at start; the next tick derives
-	// them again from the source (rollupsync.go).
+	// section of it) failed its checks at start, or a page of which
+	// failed its checksum on read; the next tick derives them again from
+	// the source (rollupsync.go).
 	damaged   map[int64]bool
 	rederived int64 // rollup blocks derived again after damage
 
@@ -117,7 +118,7 @@ type RollupStatus struct {
 	Cursor     time.Time
 	Backfilled int64
 	// Rederived counts rollup blocks derived again from the source
-	// after their volume failed its checks at start.
+	// after damage (at start, or a page failing its checksum on read).
 	Rederived int64
 }
 
@@ -492,6 +493,13 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 			get(id)
 			return nil
 		})
+		if errors.Is(err, fileset.ErrCorrupt) {
+			// A damaged page (rollupsync.go): keep what the other pages
+			// hold, series by series; the damaged series keep only the
+			// windows recomputed here.
+			clear(old)
+			err = readIntactRollups(prev, old, get)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read previous rollup volume %d: %w", prev.ID().Volume, err)
 		}
@@ -673,6 +681,9 @@ func (db *Database) readRollup(ns *namespace, id []byte, shard uint32, start, en
 		}
 		data, ok, err := r.Read(id)
 		if err != nil {
+			if errors.Is(err, fileset.ErrCorrupt) {
+				db.rollupDamaged(ns, bs) // derived again at the next tick
+			}
 			return rs, fmt.Errorf("read rollup block %d: %w", bs, err)
 		}
 		if !ok {

@@ -204,11 +204,11 @@ func MergeRollupReplicas(a, b RollupSeries) RollupSeries {
 	return a
 }
 
-// rollupDamaged records that block bs of ns failed its checks at start
-// (ns a rollup namespace; others are flushed again from the commit log).
-// The volume is not served (an older one, if any, is), and the backfill
-// cursor is already past its source blocks, so without this the windows
-// only it held would stay missing until repair pulled them.
+// rollupDamaged records that block bs of ns failed its checks at start,
+// or a page of it its checksum on read (ns a rollup namespace; raw ones
+// are flushed again from the commit log). The backfill cursor is already
+// past its source blocks, so without this the windows only it held would
+// stay missing (until repair pulled them, for damage found at start).
 func (db *Database) rollupDamaged(ns *namespace, bs int64) {
 	if ns.opts.RollupOf == "" {
 		return
@@ -270,4 +270,34 @@ func (db *Database) rederiveDamaged() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// readIntactRollups reads prev's entries one series at a time into old
+// (calling get for each), leaving out the series whose page fails its
+// checksum: a damaged page costs its own series' windows, and only those
+// whose source blocks are gone (the others are recomputed).
+func readIntactRollups(prev *fileset.Reader, old map[string]seriesRollup, get func([]byte) *seriesRollup) error {
+	var ids [][]byte
+	if err := prev.RangeIndex(func(id []byte, _ uint64, _, _ int) error {
+		ids = append(ids, append([]byte(nil), id...))
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		data, ok, err := prev.Read(id)
+		if errors.Is(err, fileset.ErrCorrupt) || !ok {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		_, ws, hs, err := rollup.DecodePayload(data)
+		if err != nil {
+			continue // as damaged as a failed checksum
+		}
+		old[string(id)] = seriesRollup{ws: ws, hs: hs}
+		get(id)
+	}
+	return nil
 }

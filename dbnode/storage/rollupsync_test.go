@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+	"github.com/tessera-tsdb/tessera/dbnode/rollup"
 )
 
 // TestRollupReplicasConvergeByMerge: two replicas of a 5m rollup, one of
@@ -137,4 +140,40 @@ func TestRollupDamagedVolumeDerivedAgain(t *testing.T) {
 			require.Equal(t, int64(len(idx)), st.Rederived)
 		}
 	}
+}
+
+// TestRollupDamagedPageDerivedAgain: a rollup volume's data page fails
+// its checksum while the node serves (a flipped byte). The read that
+// meets it fails, naming the damage, and records the block; the next
+// tick derives it again from raw over the intact series of the damaged
+// volume, and reads and digests are as before the damage.
+func TestRollupDamagedPageDerivedAgain(t *testing.T) {
+	clk := &clock{t: t0.Add(4 * time.Hour)}
+	opts := rollupOpts(t.TempDir(), clk)
+	opts.NumShards = 1 // one volume section per rollup block
+	db := openDB(t, opts)
+	ctr, _ := rollupInput(t, db)
+	clk.Add(11 * time.Minute)
+	require.NoError(t, db.Tick())
+	cid := sid("reqs_total", "job", "a")
+	// Not read before the damage: a read keeps the pages it read cached.
+	want, err := rollup.Compute(ctr, 5*60_000)
+	require.NoError(t, err)
+	wantD, err := db.RollupDigests("r5m", 0)
+	require.NoError(t, err)
+
+	data, err := filepath.Glob(filepath.Join(opts.Dir, "data", "r5m", "fileset-*-data.db"))
+	require.NoError(t, err)
+	require.NotEmpty(t, data)
+	flipByte(t, data[0], 8+20) // the first rollup block's volume
+	_, err = db.ReadRollup("r5m", cid, ms(t0), ms(t0)+4*3600_000)
+	require.ErrorIs(t, err, fileset.ErrCorrupt)
+
+	require.NoError(t, db.Tick())
+	got, err := db.ReadRollup("r5m", cid, ms(t0), ms(t0)+4*3600_000)
+	require.NoError(t, err)
+	require.Equal(t, want, got.Windows)
+	gotD, err := db.RollupDigests("r5m", 0)
+	require.NoError(t, err)
+	require.Equal(t, wantD, gotD)
 }
