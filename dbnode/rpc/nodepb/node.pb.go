@@ -413,8 +413,13 @@ type FetchTaggedRequest struct {
 	// would drop the field unseen) refuses with FailedPrecondition rather
 	// than answer a series holding native histograms with its floats only.
 	AcceptHistograms bool `protobuf:"varint,30,opt,name=accept_histograms,json=acceptHistograms,proto3" json:"accept_histograms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// rollup_windows: the namespace is a rollup namespace and the requester
+	// reads FetchedSeries.rollup (each series' windows ending in
+	// [start, end]), not stream. A node without the field answers with
+	// stream samples and no rollup; the requester refuses that answer.
+	RollupWindows bool `protobuf:"varint,31,opt,name=rollup_windows,json=rollupWindows,proto3" json:"rollup_windows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchTaggedRequest) Reset() {
@@ -485,6 +490,13 @@ func (x *FetchTaggedRequest) GetShards() []uint32 {
 func (x *FetchTaggedRequest) GetAcceptHistograms() bool {
 	if x != nil {
 		return x.AcceptHistograms
+	}
+	return false
+}
+
+func (x *FetchTaggedRequest) GetRollupWindows() bool {
+	if x != nil {
+		return x.RollupWindows
 	}
 	return false
 }
@@ -574,7 +586,11 @@ type FetchedSeries struct {
 	// Native histogram samples in the range: histogram streams
 	// (docs/format/histogram.md) in time order, not overlapping (a new one
 	// where the kind changes). Only sent to a requester that accepts them.
-	Histograms    [][]byte `protobuf:"bytes,30,rep,name=histograms,proto3" json:"histograms,omitempty"`
+	Histograms [][]byte `protobuf:"bytes,30,rep,name=histograms,proto3" json:"histograms,omitempty"`
+	// With rollup_windows: the series' windows as one rollup payload
+	// (docs/format/rollup.md: kind byte 0x84, float then histogram
+	// windows), halves cut by block edges merged.
+	Rollup        []byte `protobuf:"bytes,31,opt,name=rollup,proto3" json:"rollup,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -633,6 +649,13 @@ func (x *FetchedSeries) GetStream() []byte {
 func (x *FetchedSeries) GetHistograms() [][]byte {
 	if x != nil {
 		return x.Histograms
+	}
+	return nil
+}
+
+func (x *FetchedSeries) GetRollup() []byte {
+	if x != nil {
+		return x.Rollup
 	}
 	return nil
 }
@@ -2749,27 +2772,29 @@ const file_node_proto_rawDesc = "" +
 	"\aMatcher\x12-\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x19.tessera.rpc.v1.MatchTypeR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\tR\x05value\"\xd4\x01\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"\xfb\x01\n" +
 	"\x12FetchTaggedRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x03R\x03end\x12\x16\n" +
 	"\x06shards\x18\x05 \x03(\rR\x06shards\x12+\n" +
-	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\"\x93\x01\n" +
+	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\x12%\n" +
+	"\x0erollup_windows\x18\x1f \x01(\bR\rrollupWindows\"\x93\x01\n" +
 	"\fFetchRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03ids\x18\x02 \x03(\fR\x03ids\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x03R\x03end\x12+\n" +
-	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\"m\n" +
+	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\"\x85\x01\n" +
 	"\rFetchedSeries\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x16\n" +
 	"\x06stream\x18\x03 \x01(\fR\x06stream\x12\x1e\n" +
 	"\n" +
 	"histograms\x18\x1e \x03(\fR\n" +
-	"histograms\"F\n" +
+	"histograms\x12\x16\n" +
+	"\x06rollup\x18\x1f \x01(\fR\x06rollup\"F\n" +
 	"\rFetchResponse\x125\n" +
 	"\x06series\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.FetchedSeriesR\x06series\"\x0f\n" +
 	"\rHealthRequest\"Y\n" +
