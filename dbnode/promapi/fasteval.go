@@ -1,6 +1,7 @@
 package promapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -53,6 +54,9 @@ type fastRange struct {
 	// (Evaluate, on a replica): such a selection is declined.
 	engine *promql.Engine
 	opts   promql.QueryOpts // the query's, for engine
+	// handover receives the reads the fast path declined before decoding
+	// them, for the plain engine's run of the query; nil on a replica.
+	handover *handover
 }
 
 // fastStats count the fast path's work, for tests and operators.
@@ -92,6 +96,13 @@ type fastSet struct {
 	// partial, when set (Evaluate, with an aggregation), receives the
 	// groups' partial aggregates instead of out.
 	partial *query.Result
+
+	// haveRead is set once read has read its (the selected series, not
+	// yet decoded), key and readErr (the read's own error, for a handover).
+	haveRead bool
+	its      []tstorage.SeriesIterator
+	key      string
+	readErr  error
 
 	loaded   bool
 	out      []fastSeries
@@ -147,24 +158,24 @@ func (r *fastRange) series(fs *fastSeries) *precomputed {
 func (s *fastSet) Err() error                        { return s.err }
 func (s *fastSet) Warnings() annotations.Annotations { return s.warnings }
 
-// load fetches the selected series and computes them on up to
-// parallelism goroutines.
-func (s *fastSet) load() error {
-	q, r := s.q, s.q.fast
-	if p, ok := q.b.(query.Pusher); ok && s.partial == nil {
-		if done, err := s.loadPushed(p); done || err != nil {
-			return err
-		}
+// read reads the set's series once, decoding none of their samples.
+func (s *fastSet) read() error {
+	if s.haveRead {
+		return nil
 	}
+	s.haveRead = true
+	q, r := s.q, s.q.fast
 	rng := s.spec.Range.Milliseconds()
 	if s.spec.Func == query.FuncSelect {
 		rng = r.lookback
 	}
 	// The engine's selection: (start-range, end], its hints starting one
 	// ms after start-range (getTimeRangesForSelector); the same range, so
-	// that errors naming it read the same.
+	// that errors naming it read the same, and so that a read handed over
+	// (handover.go) is the one the engine's selector asks for.
 	from := r.start - rng + 1
 	its, err := q.b.Query(s.ctx, q.ns, s.matchers, from, r.end)
+	s.key, s.readErr = readKey(q.ns, s.matchers, from, r.end), err
 	var partial *tstorage.PartialError
 	if errors.As(err, &partial) {
 		for _, w := range partial.Warnings(maxDamageWarnings) {
@@ -178,13 +189,95 @@ func (s *fastSet) load() error {
 	if err := q.limits.CheckFetchedSeries(int(q.fetched.Add(int64(len(its))))); err != nil {
 		return err
 	}
-	if hasHistograms(its) {
-		// Known before a sample is decoded: the engine computes this
-		// selection over the series just read, or, where no engine is at
-		// hand (a replica's Evaluate), it is declined before any is.
-		if r.engine == nil || s.spec.src == "" || s.partial != nil {
-			return errFallback
+	s.its = its
+	return nil
+}
+
+// precheck decides, from the series list the read returned and before a
+// sample of it is decoded, whether the fast path declines the set
+// (errFallback); byEngine reports a set holding native histograms that the
+// engine computes over the read instead (engineOK: a one-node query whose
+// set stands for an expression the engine can evaluate). extra is the
+// step values others will add to the query's (a binary operator's
+// results), besides this set's.
+func (s *fastSet) precheck(engineOK bool, extra int) (byEngine bool, err error) {
+	q, r := s.q, s.q.fast
+	if hasHistograms(s.its) {
+		if engineOK && r.engine != nil && s.spec.src != "" && s.partial == nil {
+			return true, nil
 		}
+		return false, errFallback
+	}
+	// The engine holds every output step value at once (and copies them
+	// into its matrix): past half its samples limit, let it evaluate the
+	// query alone. A series has at most one value a step.
+	if int(q.fastPoints.Load())+len(s.its)*r.steps()+extra > r.maxSamples/2 {
+		return false, errFallback
+	}
+	if s.spec.Func != query.FuncSelect && mayCollide(s.its) {
+		// The engine merges, or refuses ("vector cannot contain metrics
+		// with the same labelset"), outputs of a function that are equal
+		// once the name and metadata labels are dropped; a vector
+		// selector's series are never checked: let the engine evaluate
+		// the call itself.
+		return false, errFallback
+	}
+	return false, nil
+}
+
+// mayCollide reports whether two of its series have equal label sets once
+// the name and the metadata labels (__type__, __unit__) are dropped, as a
+// function's outputs are: only possible when one of them has a metadata
+// label, which its ID's bytes show without decoding the labels.
+func mayCollide(its []tstorage.SeriesIterator) bool {
+	meta := false
+	for i := range its {
+		if bytes.Contains(its[i].ID, []byte("__type__")) || bytes.Contains(its[i].ID, []byte("__unit__")) {
+			meta = true
+			break
+		}
+	}
+	if !meta {
+		return false
+	}
+	var (
+		lb   labels.ScratchBuilder
+		outs = make([]fastSeries, 0, len(its))
+	)
+	for i := range its {
+		lset, err := ident.LabelsWith(&lb, its[i].ID)
+		if err != nil {
+			continue // skipped with a warning, by the engine as by the fast path
+		}
+		outs = append(outs, fastSeries{lset: lset.DropReserved(schema.IsMetadataLabel)})
+	}
+	return sameLabelset(outs)
+}
+
+// load reads the selected series (unless a binary operator read them
+// first), decides whether to decline them before decoding any, and
+// computes them on up to parallelism goroutines. A set declined hands its
+// read over to the plain engine's run of the query (handover.go).
+func (s *fastSet) load() error {
+	q, r := s.q, s.q.fast
+	if p, ok := q.b.(query.Pusher); ok && s.partial == nil && !s.haveRead {
+		if done, err := s.loadPushed(p); done || err != nil {
+			return err
+		}
+	}
+	if err := s.read(); err != nil {
+		return err
+	}
+	byEngine, err := s.precheck(true, 0)
+	its := s.its
+	s.its = nil
+	if err != nil {
+		if errors.Is(err, errFallback) {
+			r.handover.keep(s.key, its, s.readErr)
+		}
+		return err
+	}
+	if byEngine {
 		if err := s.loadEngine(its); err != nil {
 			return err
 		}
@@ -200,7 +293,6 @@ func (s *fastSet) load() error {
 		wg      sync.WaitGroup
 		errs    = make([]error, workers)
 		panics  = make([]any, workers)
-		metas   = make([]bool, workers)
 		slabs   = make([][][]float64, workers)
 		counts  = make([]*countGroups, workers)
 		annos   = make([]annotations.Annotations, workers)
@@ -256,7 +348,7 @@ func (s *fastSet) load() error {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				counts[w] = wk.counts
 			}
-			defer func() { metas[w], names[w], digests[w] = wk.meta, wk.nonCounters, wk.digest }()
+			defer func() { names[w], digests[w] = wk.nonCounters, wk.digest }()
 			for {
 				lo := int(next.Add(1)-1) * fastChunk
 				if lo >= len(its) {
@@ -322,15 +414,6 @@ func (s *fastSet) load() error {
 		}
 	}
 	s.out = kept
-	if slices.Contains(metas, true) && sameLabelset(kept) {
-		// The engine merges, or refuses ("vector cannot contain metrics
-		// with the same labelset"), outputs of a function that are equal
-		// once the name and metadata labels are dropped; a vector
-		// selector's series are never checked: let the engine evaluate
-		// the call itself. Only then: series with __type__/__unit__ but
-		// no such twin stay on the fast path.
-		return errFallback
-	}
 	if s.partial != nil && s.spec.Agg == query.AggNone {
 		if slices.ContainsFunc(s.out, func(fs fastSeries) bool { return fs.err != nil }) {
 			// The engine fails the query reading this series: let it.
@@ -762,9 +845,6 @@ type fastWorker struct {
 	// them against query.maxSamples).
 	sampled bool
 	win     int
-	// meta is set when a series lost more than its name (__type__,
-	// __unit__) to the drop: two outputs may then be equal.
-	meta bool
 }
 
 // series decodes it and computes the function (or the selector's
@@ -841,12 +921,9 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 			w.nonCounters = append(w.nonCounters, name)
 		}
 	}
+	// Dropping more than the name (__type__, __unit__) could make two
+	// outputs equal: precheck declined such sets before this.
 	dropped := lset.DropReserved(schema.IsMetadataLabel)
-	if lset.Len()-dropped.Len() > 1 {
-		// More than the name went (__type__, __unit__): two series may now
-		// be equal; load checks.
-		w.meta = true
-	}
 	return fastSeries{lset: dropped, vals: pts.vals, first: pts.first, win: w.win}, nil
 }
 
