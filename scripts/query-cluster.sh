@@ -34,7 +34,11 @@
 # same window, both nodes holding every shard at RF 3; a second table
 # compares node 1 with node 2), KEEP=1 keeps the temp dir (logs, tables),
 # CPU_QUOTA (unset: no limit; e.g. 0.6) see below; CPU_AB=1 with it runs
-# the rounds twice over the one load, first unlimited, then with the quota.
+# the rounds twice over the one load, first unlimited, then with the quota;
+# CPU_PERIOD_US (10000) the quota's period; PROFILE=S at the end profiles
+# node 1 (and node 2) for S seconds while the queries PROFILE_QUERIES
+# (default: all of the table) run through node 1 in a loop, into
+# node1.pprof and node2.pprof in the temp dir (use with KEEP=1).
 #
 # CPU_QUOTA=F emulates one machine per node. Unlimited, the three cluster
 # nodes share this machine's cores with each other, so a query fanned out
@@ -42,9 +46,11 @@
 # and the comparison is of one machine's CPU against the same CPU split
 # three ways. With CPU_QUOTA each node process (the three cluster nodes
 # and the single node) runs in a cgroup of its own limited to F CPUs
-# (cgroup v2 cpu.max "F*100000 100000", or v1 cpu.cfs_quota_us where the
+# (cgroup v2 cpu.max "F*PERIOD PERIOD", or v1 cpu.cfs_quota_us where the
 # cpu controller is on v1): every node, the single one included, has the
-# same CPU, as on four equal machines. 3*F should stay below the cores
+# same CPU, as on four equal machines. The period is short (10 ms, not
+# the kernel's 100 ms) so that a query is not stalled for most of a
+# period once its node has used its quota: a slower CPU, not a paused one. 3*F should stay below the cores
 # the machine has (0.6 on 2 cores) so that the three nodes are not also
 # contending with each other. The quota is set after the load (writes
 # run unlimited) and before the query rounds; the load generator and the
@@ -61,6 +67,9 @@ PUSHDOWN=${PUSHDOWN:-true}
 AB=${AB:-0}
 READ=${READ:-unstrict_majority}
 CPU_QUOTA=${CPU_QUOTA:-}
+CPU_PERIOD_US=${CPU_PERIOD_US:-10000}
+PROFILE=${PROFILE:-0}
+PROFILE_QUERIES=${PROFILE_QUERIES:-}
 [ -x "$TESSERA" ] || { echo "not an executable: $TESSERA" >&2; exit 2; }
 
 work=$(mktemp -d /tmp/query-cluster.XXXXXX)
@@ -105,16 +114,16 @@ cg_enter() {
 cg_limit() {
 	[ -n "$cg_root" ] || return 0
 	local g q
-	q=$(awk -v f="$CPU_QUOTA" 'BEGIN {printf "%d", f * 100000}')
+	q=$(awk -v f="$CPU_QUOTA" -v p="$CPU_PERIOD_US" 'BEGIN {printf "%d", f * p}')
 	for g in "${cgroups[@]}"; do
 		if [ "$cg_v" = 2 ]; then
-			echo "$q 100000" >"$g/cpu.max"
+			echo "$q $CPU_PERIOD_US" >"$g/cpu.max"
 		else
-			echo 100000 >"$g/cpu.cfs_period_us"
+			echo "$CPU_PERIOD_US" >"$g/cpu.cfs_period_us"
 			echo "$q" >"$g/cpu.cfs_quota_us"
 		fi
 	done
-	echo "cpu quota: $CPU_QUOTA CPUs per node (cgroup v$cg_v, ${#cgroups[@]} cgroups)"
+	echo "cpu quota: $CPU_QUOTA CPUs per node ($q us every $CPU_PERIOD_US us, cgroup v$cg_v, ${#cgroups[@]} cgroups)"
 }
 
 http() { echo $((PORT + 10 * $1)); }
@@ -313,5 +322,21 @@ if [ -n "$CPU_QUOTA" ] && [ "${CPU_AB:-0}" = 1 ]; then
 else
 	cg_limit
 	measure "${CPU_QUOTA:+quota}"
+fi
+if [ "$PROFILE" -gt 0 ]; then
+	qs=${PROFILE_QUERIES:-$(awk '$1 == "q" && $3 == 1 && $2 == "cluster" {print $4}' "$res")}
+	for n in 1 2; do
+		curl -fsS -o "$work/node$n.pprof" "http://127.0.0.1:$(http "$n")/debug/pprof/profile?seconds=$PROFILE" &
+	done
+	t_end=$((SECONDS + PROFILE))
+	count=0
+	while [ "$SECONDS" -lt "$t_end" ]; do
+		for q in $qs; do
+			"$TESSERA" bench queries --url "$C_URL" --start "$start" --rounds 1 --only "$q" >/dev/null
+			count=$((count + 1))
+		done
+	done
+	wait
+	echo "profiled node 1 and node 2 for $PROFILE s over $count queries ($qs): $work/node1.pprof, $work/node2.pprof"
 fi
 echo "load after: $(cat /proc/loadavg)"
