@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -427,6 +428,16 @@ func (s *fastSet) load() error {
 	}
 	if s.spec.Agg != query.AggNone {
 		switch {
+		case s.spec.Agg == query.AggCountValues:
+			var groups []query.Partial
+			if groups, err = countValues(s.out, s.spec.Pushdown, r.steps()); err == nil {
+				if s.partial != nil {
+					s.partial.Groups = groups
+					s.out = nil
+				} else {
+					s.out = partialsOut(groups, query.AggCountValues, r.steps())
+				}
+			}
 		case s.partial != nil && counted(s.spec.Agg):
 			var cs []fastSeries
 			if cs, err = s.countOut(counts); err == nil {
@@ -529,6 +540,81 @@ func (s *fastSet) partials(in []fastSeries) ([]query.Partial, error) {
 // counted reports an aggregation computed by counting series in the
 // workers: count, and group (the counts read as 1).
 func counted(a query.Agg) bool { return a == query.AggCount || a == query.AggGroup }
+
+// countValues is count_values over in, the step values the engine would
+// have counted (its aggregationCountValues at each step): each value adds
+// one to the group of its series' labels with p.ValueLabel set to the
+// value's text (strconv 'f', -1, as the engine formats it) and kept to
+// the grouping and that label. Groups come in the order their first
+// value does. As partials they merge exactly (counts add); a series the
+// engine fails reading is left to it (errFallback).
+func countValues(in []fastSeries, p query.Pushdown, steps int) ([]query.Partial, error) {
+	// A group's labels are the series' grouping labels and the value
+	// label set to the value (which replaces the series' own, when the
+	// grouping names it too).
+	grouping := slices.DeleteFunc(slices.Clone(p.Grouping), func(l string) bool { return l == p.ValueLabel })
+	var (
+		out   []query.Partial
+		index = map[string]int{}
+		lb    = labels.NewBuilder(labels.EmptyLabels())
+		key   []byte
+	)
+	for i := range in {
+		fs := &in[i]
+		if fs.err != nil {
+			return nil, errFallback
+		}
+		var (
+			base labels.Labels
+			kb   []byte
+		)
+		for k, v := range fs.vals {
+			if value.IsStaleNaN(v) {
+				continue
+			}
+			if kb == nil {
+				lb.Reset(fs.lset)
+				lb.Keep(grouping...)
+				base = lb.Labels()
+				kb = base.Bytes(nil)
+			}
+			text := strconv.FormatFloat(v, 'f', -1, 64)
+			key = append(append(append(key[:0], kb...), 0xff), text...)
+			g, ok := index[string(key)]
+			if !ok {
+				lb.Reset(base)
+				lb.Set(p.ValueLabel, text)
+				g = len(out)
+				index[string(key)] = g
+				out = append(out, query.Partial{Labels: lb.Labels(), Count: make([]float64, steps)})
+			}
+			out[g].Count[fs.first+k]++
+		}
+	}
+	return out, nil
+}
+
+// partialsOut is groups, whole (every series counted), as the set's
+// series: each group's value at each step, StaleNaN where it has none.
+func partialsOut(groups []query.Partial, agg query.Agg, steps int) []fastSeries {
+	out := make([]fastSeries, 0, len(groups))
+	for i := range groups {
+		g := &groups[i]
+		first := slices.IndexFunc(g.Count, func(n float64) bool { return n != 0 })
+		if first < 0 {
+			continue
+		}
+		st := stepper{steps: steps, first: first, vals: make([]float64, 0, steps-first)}
+		for step := first; step < steps; step++ {
+			if v, ok := g.Value(agg, step); ok {
+				st.value(step, v)
+			}
+		}
+		st.end()
+		out = append(out, fastSeries{lset: g.Labels, vals: st.vals, first: st.first, n: len(st.vals)})
+	}
+	return out
+}
 
 // seriesDigest hashes a series' ID and its step values (first step,
 // float bits): summed over the series, it is the same on replicas that

@@ -26,7 +26,7 @@ import (
 // handover holds the reads of one query's fast path attempt that it
 // declined before decoding them, for the plain engine's run of the query.
 type handover struct {
-	mu    sync.Mutex
+	mu sync.Mutex
 	// reads are queued per key: two selectors of one query may read the
 	// same selection, and the engine reads it once for each.
 	reads map[string][]handedRead

@@ -90,7 +90,8 @@ func requestFromPB(p *nodepb.PushdownRequest) (*query.Request, error) {
 	req := &query.Request{Namespace: p.GetNamespace(), Matchers: ms,
 		Steps: query.Steps{Start: p.GetStart(), End: p.GetEnd(), Step: p.GetStep(), Lookback: p.GetLookback()},
 		Pushdown: query.Pushdown{Func: query.Func(p.GetFunc()), Range: time.Duration(p.GetRange()) * time.Millisecond,
-			Agg: query.Agg(p.GetAgg()), Grouping: p.GetGrouping(), K: int(p.GetK()), Bottom: p.GetBottom()},
+			Agg: query.Agg(p.GetAgg()), Grouping: p.GetGrouping(), K: int(p.GetK()), Bottom: p.GetBottom(),
+			ValueLabel: p.GetValueLabel()},
 		DigestOnly: p.GetDigestOnly()}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -106,7 +107,7 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 	return &nodepb.PushdownRequest{Namespace: req.Namespace, Matchers: matchersToPB(ms), Shards: shards,
 		Start: req.Steps.Start, End: req.Steps.End, Step: req.Steps.Step, Lookback: req.Steps.Lookback,
 		Func: uint32(req.Func), Range: req.Range.Milliseconds(), Agg: uint32(req.Agg), Grouping: req.Grouping,
-		DigestOnly: req.DigestOnly, K: int64(req.K), Bottom: req.Bottom}
+		DigestOnly: req.DigestOnly, K: int64(req.K), Bottom: req.Bottom, ValueLabel: req.ValueLabel}
 }
 
 // resultToPB is r on the wire. perSeries (a request without an

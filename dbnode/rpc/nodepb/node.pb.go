@@ -2391,7 +2391,7 @@ type PushdownRequest struct {
 	Lookback  int64                  `protobuf:"varint,7,opt,name=lookback,proto3" json:"lookback,omitempty"`    // ms, for func 0 (the selector's value)
 	Func      uint32                 `protobuf:"varint,8,opt,name=func,proto3" json:"func,omitempty"`            // query.Func: 0 select, 1 rate, ... (query.go)
 	Range     int64                  `protobuf:"varint,9,opt,name=range,proto3" json:"range,omitempty"`          // ms, the function's window
-	Agg       uint32                 `protobuf:"varint,10,opt,name=agg,proto3" json:"agg,omitempty"`             // query.Agg: 0 none (each series' step values), 1 sum, 2 count, 3 avg, 5 min, 6 max
+	Agg       uint32                 `protobuf:"varint,10,opt,name=agg,proto3" json:"agg,omitempty"`             // query.Agg: 0 none (each series' step values), 1 sum, 2 count, 3 avg, 5 min, 6 max, 7 count_values
 	Grouping  []string               `protobuf:"bytes,11,rep,name=grouping,proto3" json:"grouping,omitempty"`    // sorted label names
 	// digest_only: answer the digest (and series, warnings) without the
 	// groups: the requester takes the groups from another replica of the
@@ -2401,8 +2401,13 @@ type PushdownRequest struct {
 	// k, without an aggregation: only topk (bottomk when bottom) candidates
 	// per group of grouping at each step (query.Pushdown.K). An older node
 	// ignores it and answers every series' values, which serves as well.
-	K             int64 `protobuf:"varint,13,opt,name=k,proto3" json:"k,omitempty"`
-	Bottom        bool  `protobuf:"varint,14,opt,name=bottom,proto3" json:"bottom,omitempty"`
+	K      int64 `protobuf:"varint,13,opt,name=k,proto3" json:"k,omitempty"`
+	Bottom bool  `protobuf:"varint,14,opt,name=bottom,proto3" json:"bottom,omitempty"`
+	// value_label: count_values' label (agg 7 only): the groups are per
+	// grouping and value, the value in this label, their count per step.
+	// An older node refuses agg 7 (InvalidArgument): the requester reads
+	// raw series from it.
+	ValueLabel    string `protobuf:"bytes,15,opt,name=value_label,json=valueLabel,proto3" json:"value_label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2533,6 +2538,13 @@ func (x *PushdownRequest) GetBottom() bool {
 		return x.Bottom
 	}
 	return false
+}
+
+func (x *PushdownRequest) GetValueLabel() string {
+	if x != nil {
+		return x.ValueLabel
+	}
+	return ""
 }
 
 // PushdownGroup is one group's partial aggregate: per step the count of
@@ -2881,7 +2893,7 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xf3\x02\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\x94\x03\n" +
 	"\x0fPushdownRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x16\n" +
@@ -2898,7 +2910,9 @@ const file_node_proto_rawDesc = "" +
 	"\vdigest_only\x18\f \x01(\bR\n" +
 	"digestOnly\x12\f\n" +
 	"\x01k\x18\r \x01(\x03R\x01k\x12\x16\n" +
-	"\x06bottom\x18\x0e \x01(\bR\x06bottom\"\xa7\x01\n" +
+	"\x06bottom\x18\x0e \x01(\bR\x06bottom\x12\x1f\n" +
+	"\vvalue_label\x18\x0f \x01(\tR\n" +
+	"valueLabel\"\xa7\x01\n" +
 	"\rPushdownGroup\x12\x1f\n" +
 	"\vlabel_names\x18\x01 \x03(\tR\n" +
 	"labelNames\x12!\n" +
