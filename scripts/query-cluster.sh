@@ -325,8 +325,10 @@ else
 fi
 if [ "$PROFILE" -gt 0 ]; then
 	qs=${PROFILE_QUERIES:-$(awk '$1 == "q" && $3 == 1 && $2 == "cluster" {print $4}' "$res")}
+	ppids=()
 	for n in 1 2; do
 		curl -fsS -o "$work/node$n.pprof" "http://127.0.0.1:$(http "$n")/debug/pprof/profile?seconds=$PROFILE" &
+		ppids+=($!)
 	done
 	t_end=$((SECONDS + PROFILE))
 	count=0
@@ -336,7 +338,7 @@ if [ "$PROFILE" -gt 0 ]; then
 			count=$((count + 1))
 		done
 	done
-	wait
+	wait "${ppids[@]}"
 	echo "profiled node 1 and node 2 for $PROFILE s over $count queries ($qs): $work/node1.pprof, $work/node2.pprof"
 fi
 echo "load after: $(cat /proc/loadavg)"

@@ -238,3 +238,24 @@ func TestDeclinesReadOnce(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKeepCandidates: a replica's topk(5, ...) candidates over 700
+// series (a third of topk's in the query table) at 121 steps.
+func BenchmarkKeepCandidates(b *testing.B) {
+	const n, steps = 700, 121
+	src := make([][]float64, n)
+	for i := range src {
+		src[i] = make([]float64, steps)
+		for k := range src[i] {
+			src[i][k] = float64((i*7919+k*104729)%100003) / 7
+		}
+	}
+	out := make([]fastSeries, n)
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range out {
+			out[i] = fastSeries{lset: labels.FromStrings("i", strconv.Itoa(i)), vals: append([]float64(nil), src[i]...)}
+		}
+		keepCandidates(out, query.Pushdown{K: 5}, steps)
+	}
+}
