@@ -2407,7 +2407,11 @@ type PushdownRequest struct {
 	// grouping and value, the value in this label, their count per step.
 	// An older node refuses agg 7 (InvalidArgument): the requester reads
 	// raw series from it.
-	ValueLabel    string `protobuf:"bytes,15,opt,name=value_label,json=valueLabel,proto3" json:"value_label,omitempty"`
+	ValueLabel string `protobuf:"bytes,15,opt,name=value_label,json=valueLabel,proto3" json:"value_label,omitempty"`
+	// sum_streams: the requester reads a group's sums as a stream (sums in
+	// PushdownGroup) instead of one double a step. An older node ignores it
+	// and answers doubles, which serve as well.
+	SumStreams    bool `protobuf:"varint,16,opt,name=sum_streams,json=sumStreams,proto3" json:"sum_streams,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2547,6 +2551,13 @@ func (x *PushdownRequest) GetValueLabel() string {
 	return ""
 }
 
+func (x *PushdownRequest) GetSumStreams() bool {
+	if x != nil {
+		return x.SumStreams
+	}
+	return false
+}
+
 // PushdownGroup is one group's partial aggregate: per step the count of
 // series with a value (0: none; varints, mostly one byte) and, for sum and
 // avg, their Kahan sum and its compensation (comp left out when it is
@@ -2562,7 +2573,14 @@ type PushdownGroup struct {
 	// values as a stream of dbnode/encoding whose timestamps are the step
 	// indexes (0 the first step), steps without a value left out; count,
 	// sum and comp are then empty.
-	Values        []byte `protobuf:"bytes,6,opt,name=values,proto3" json:"values,omitempty"`
+	Values []byte `protobuf:"bytes,6,opt,name=values,proto3" json:"values,omitempty"`
+	// sums: when the request asked for sum_streams, the group's sums (sum
+	// is then empty) as a stream of dbnode/encoding whose timestamps are
+	// the step indexes, the steps whose count is 0 left out: a group's sums
+	// change little from step to step, so they take a few bits a step
+	// instead of eight bytes (avg by (instance) answers as many groups as
+	// the series it reads).
+	Sums          []byte `protobuf:"bytes,7,opt,name=sums,proto3" json:"sums,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2635,6 +2653,13 @@ func (x *PushdownGroup) GetComp() []float64 {
 func (x *PushdownGroup) GetValues() []byte {
 	if x != nil {
 		return x.Values
+	}
+	return nil
+}
+
+func (x *PushdownGroup) GetSums() []byte {
+	if x != nil {
+		return x.Sums
 	}
 	return nil
 }
@@ -2893,7 +2918,7 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\x94\x03\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xb5\x03\n" +
 	"\x0fPushdownRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x16\n" +
@@ -2912,7 +2937,9 @@ const file_node_proto_rawDesc = "" +
 	"\x01k\x18\r \x01(\x03R\x01k\x12\x16\n" +
 	"\x06bottom\x18\x0e \x01(\bR\x06bottom\x12\x1f\n" +
 	"\vvalue_label\x18\x0f \x01(\tR\n" +
-	"valueLabel\"\xa7\x01\n" +
+	"valueLabel\x12\x1f\n" +
+	"\vsum_streams\x18\x10 \x01(\bR\n" +
+	"sumStreams\"\xbb\x01\n" +
 	"\rPushdownGroup\x12\x1f\n" +
 	"\vlabel_names\x18\x01 \x03(\tR\n" +
 	"labelNames\x12!\n" +
@@ -2920,7 +2947,8 @@ const file_node_proto_rawDesc = "" +
 	"\x05count\x18\x03 \x03(\x04R\x05count\x12\x10\n" +
 	"\x03sum\x18\x04 \x03(\x01R\x03sum\x12\x12\n" +
 	"\x04comp\x18\x05 \x03(\x01R\x04comp\x12\x16\n" +
-	"\x06values\x18\x06 \x01(\fR\x06values\"\xf5\x01\n" +
+	"\x06values\x18\x06 \x01(\fR\x06values\x12\x12\n" +
+	"\x04sums\x18\a \x01(\fR\x04sums\"\xf5\x01\n" +
 	"\x10PushdownResponse\x12\x1a\n" +
 	"\bdeclined\x18\x01 \x01(\bR\bdeclined\x125\n" +
 	"\x06groups\x18\x02 \x03(\v2\x1d.tessera.rpc.v1.PushdownGroupR\x06groups\x12\x16\n" +
