@@ -2414,7 +2414,7 @@ type PushdownRequest struct {
 	Lookback  int64                  `protobuf:"varint,7,opt,name=lookback,proto3" json:"lookback,omitempty"`    // ms, for func 0 (the selector's value)
 	Func      uint32                 `protobuf:"varint,8,opt,name=func,proto3" json:"func,omitempty"`            // query.Func: 0 select, 1 rate, ... (query.go)
 	Range     int64                  `protobuf:"varint,9,opt,name=range,proto3" json:"range,omitempty"`          // ms, the function's window
-	Agg       uint32                 `protobuf:"varint,10,opt,name=agg,proto3" json:"agg,omitempty"`             // query.Agg: 0 none (each series' step values), 1 sum, 2 count, 3 avg, 5 min, 6 max
+	Agg       uint32                 `protobuf:"varint,10,opt,name=agg,proto3" json:"agg,omitempty"`             // query.Agg: 0 none (each series' step values), 1 sum, 2 count, 3 avg, 5 min, 6 max, 7 count_values
 	Grouping  []string               `protobuf:"bytes,11,rep,name=grouping,proto3" json:"grouping,omitempty"`    // sorted label names
 	// digest_only: answer the digest (and series, warnings) without the
 	// groups: the requester takes the groups from another replica of the
@@ -2424,8 +2424,17 @@ type PushdownRequest struct {
 	// k, without an aggregation: only topk (bottomk when bottom) candidates
 	// per group of grouping at each step (query.Pushdown.K). An older node
 	// ignores it and answers every series' values, which serves as well.
-	K             int64 `protobuf:"varint,13,opt,name=k,proto3" json:"k,omitempty"`
-	Bottom        bool  `protobuf:"varint,14,opt,name=bottom,proto3" json:"bottom,omitempty"`
+	K      int64 `protobuf:"varint,13,opt,name=k,proto3" json:"k,omitempty"`
+	Bottom bool  `protobuf:"varint,14,opt,name=bottom,proto3" json:"bottom,omitempty"`
+	// value_label: count_values' label (agg 7 only): the groups are per
+	// grouping and value, the value in this label, their count per step.
+	// An older node refuses agg 7 (InvalidArgument): the requester reads
+	// raw series from it.
+	ValueLabel string `protobuf:"bytes,15,opt,name=value_label,json=valueLabel,proto3" json:"value_label,omitempty"`
+	// sum_streams: the requester reads a group's sums as a stream (sums in
+	// PushdownGroup) instead of one double a step. An older node ignores it
+	// and answers doubles, which serve as well.
+	SumStreams    bool `protobuf:"varint,16,opt,name=sum_streams,json=sumStreams,proto3" json:"sum_streams,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2558,6 +2567,20 @@ func (x *PushdownRequest) GetBottom() bool {
 	return false
 }
 
+func (x *PushdownRequest) GetValueLabel() string {
+	if x != nil {
+		return x.ValueLabel
+	}
+	return ""
+}
+
+func (x *PushdownRequest) GetSumStreams() bool {
+	if x != nil {
+		return x.SumStreams
+	}
+	return false
+}
+
 // PushdownGroup is one group's partial aggregate: per step the count of
 // series with a value (0: none; varints, mostly one byte) and, for sum and
 // avg, their Kahan sum and its compensation (comp left out when it is
@@ -2573,7 +2596,14 @@ type PushdownGroup struct {
 	// values as a stream of dbnode/encoding whose timestamps are the step
 	// indexes (0 the first step), steps without a value left out; count,
 	// sum and comp are then empty.
-	Values        []byte `protobuf:"bytes,6,opt,name=values,proto3" json:"values,omitempty"`
+	Values []byte `protobuf:"bytes,6,opt,name=values,proto3" json:"values,omitempty"`
+	// sums: when the request asked for sum_streams, the group's sums (sum
+	// is then empty) as a stream of dbnode/encoding whose timestamps are
+	// the step indexes, the steps whose count is 0 left out: a group's sums
+	// change little from step to step, so they take a few bits a step
+	// instead of eight bytes (avg by (instance) answers as many groups as
+	// the series it reads).
+	Sums          []byte `protobuf:"bytes,7,opt,name=sums,proto3" json:"sums,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2646,6 +2676,13 @@ func (x *PushdownGroup) GetComp() []float64 {
 func (x *PushdownGroup) GetValues() []byte {
 	if x != nil {
 		return x.Values
+	}
+	return nil
+}
+
+func (x *PushdownGroup) GetSums() []byte {
+	if x != nil {
+		return x.Sums
 	}
 	return nil
 }
@@ -2906,7 +2943,7 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xf3\x02\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xb5\x03\n" +
 	"\x0fPushdownRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x16\n" +
@@ -2923,7 +2960,11 @@ const file_node_proto_rawDesc = "" +
 	"\vdigest_only\x18\f \x01(\bR\n" +
 	"digestOnly\x12\f\n" +
 	"\x01k\x18\r \x01(\x03R\x01k\x12\x16\n" +
-	"\x06bottom\x18\x0e \x01(\bR\x06bottom\"\xa7\x01\n" +
+	"\x06bottom\x18\x0e \x01(\bR\x06bottom\x12\x1f\n" +
+	"\vvalue_label\x18\x0f \x01(\tR\n" +
+	"valueLabel\x12\x1f\n" +
+	"\vsum_streams\x18\x10 \x01(\bR\n" +
+	"sumStreams\"\xbb\x01\n" +
 	"\rPushdownGroup\x12\x1f\n" +
 	"\vlabel_names\x18\x01 \x03(\tR\n" +
 	"labelNames\x12!\n" +
@@ -2931,7 +2972,8 @@ const file_node_proto_rawDesc = "" +
 	"\x05count\x18\x03 \x03(\x04R\x05count\x12\x10\n" +
 	"\x03sum\x18\x04 \x03(\x01R\x03sum\x12\x12\n" +
 	"\x04comp\x18\x05 \x03(\x01R\x04comp\x12\x16\n" +
-	"\x06values\x18\x06 \x01(\fR\x06values\"\xf5\x01\n" +
+	"\x06values\x18\x06 \x01(\fR\x06values\x12\x12\n" +
+	"\x04sums\x18\a \x01(\fR\x04sums\"\xf5\x01\n" +
 	"\x10PushdownResponse\x12\x1a\n" +
 	"\bdeclined\x18\x01 \x01(\bR\bdeclined\x125\n" +
 	"\x06groups\x18\x02 \x03(\v2\x1d.tessera.rpc.v1.PushdownGroupR\x06groups\x12\x16\n" +
