@@ -37,11 +37,15 @@ wait_up() {
 # would be refused, 429), limits.maxFetchedSeriesPerQuery (or a query
 # over all of them would be), and http.seriesCacheSize (the remote write
 # series cache must hold every active series, or steady writes miss it
-# and rebuild each entry: docs/performance.md, "default cache").
+# and rebuild each entry: docs/performance.md, "default cache"). Its
+# query.timeout goes from 2 to 10 minutes (VictoriaMetrics gets
+# -search.maxQueryDuration 10m): at ten million series on a loaded
+# machine a query over all of them ran past two minutes.
 node_yml() {
 	local cache=""
 	if [ "${3:-0}" -gt 1000000 ]; then
 		printf 'limits:\n  maxActiveSeries: %d\n  maxFetchedSeriesPerQuery: %d\n' "$3" "$3"
+		printf 'query:\n  timeout: 10m\n'
 		cache="  seriesCacheSize: $3"
 	fi
 	cat <<EOF
