@@ -55,8 +55,14 @@
 # STEADY_SAMPLES (0), SETTLE (30),
 # SETTLE_MAX (180), PORT (19640: Tessera HTTP; RPC +1, etcd +2/+3,
 # VictoriaMetrics +5), BENCH (the tessera that runs the bench; default
-# TESSERA_BIN), BENCH_ARGS (extra bench flags), ONLY (tessera|vm), KEEP=1
-# keeps the temp dir.
+# TESSERA_BIN), BENCH_ARGS (extra bench flags), T_BENCH_ARGS (extra bench
+# flags for Tessera only: `--protocol 2`, as VictoriaMetrics takes remote
+# write 1.0 only), ONLY (tessera|vm), KEEP=1 keeps the temp dir.
+#
+# Node CPU per sample at 10 k series steady state (issue 30 item 3), the
+# ingest_us column, interleaved rounds:
+#   SERIES=10000 SAMPLES=360 ROUNDS=6 QUERY_ROUNDS=0 SETTLE=0 SETTLE_MAX=0 scripts/mem-per-series.sh ./tessera
+#   ... T_BENCH_ARGS='--protocol 2' ...   # Tessera on remote write 2.0
 set -euo pipefail
 
 TESSERA=${1:?usage: $0 TESSERA_BIN [VM_BIN]}
@@ -69,6 +75,7 @@ SETTLE=${SETTLE:-30}
 SETTLE_MAX=${SETTLE_MAX:-180}
 PORT=${PORT:-19640}
 BENCH_ARGS=${BENCH_ARGS:-}
+T_BENCH_ARGS=${T_BENCH_ARGS:-}
 ONLY=${ONLY:-}
 QUERY_ROUNDS=${QUERY_ROUNDS:-3}
 STEADY_SAMPLES=${STEADY_SAMPLES:-0}
@@ -103,7 +110,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-rss() { awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$1/status"; }
+# rss PID: VmRSS in bytes. Printed with %.0f: awk prints a product past
+# 2^31 as 4.64423e+09 and mawk's %d stops at 2^31-1, both of which a
+# 10 M-series node's figures passed.
+rss() { awk '/^VmRSS:/ {printf "%.0f\n", $2 * 1024}' "/proc/$1/status"; }
 
 # ticks and wait_up
 . "$(dirname "$0")/storelib.sh"
@@ -131,7 +141,7 @@ settle() {
 # live_heap: Tessera's live heap right after a forced collection.
 live_heap() {
 	curl -fsS -o /dev/null "$T_URL/debug/pprof/heap?gc=1"
-	curl -fsS "$T_URL/metrics" | awk '$1 == "go_memstats_heap_alloc_bytes" {printf "%d", $2}'
+	curl -fsS "$T_URL/metrics" | awk '$1 == "go_memstats_heap_alloc_bytes" {printf "%.0f", $2}'
 }
 
 # queries STORE BASE_URL TIME_MS: times each query QUERY_ROUNDS times,
@@ -205,9 +215,11 @@ run() { # run STORE ROUND -> prints "rss_bytes settle_s heap_bytes ingest_ticks"
 		wait_up "$V_URL" /health "$dir/vm.log" "$pid"
 		url=$V_URL/api/v1/write
 	fi
+	local args=$BENCH_ARGS
+	[ "$who" = tessera ] && args="$args $T_BENCH_ARGS"
 	t0=$(ticks "$pid")
 	# shellcheck disable=SC2086
-	"$BENCH" bench --url "$url" --series "$SERIES" --samples "$SAMPLES" $BENCH_ARGS >"$dir/bench.log" 2>&1 ||
+	"$BENCH" bench --url "$url" --series "$SERIES" --samples "$SAMPLES" $args >"$dir/bench.log" 2>&1 ||
 		{ echo "bench against $who failed:" >&2; tail -5 "$dir/bench.log" >&2; return 1; }
 	grep -q ' 0 failed samples' "$dir/bench.log" || { echo "bench against $who lost samples:" >&2; tail -3 "$dir/bench.log" >&2; return 1; }
 	local out ingest
