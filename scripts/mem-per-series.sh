@@ -269,7 +269,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		echo "$who $((rb / SERIES))" >>"$results"
 	done
 done
-med() { grep "^$1 " "$results" | awk '{print $2}' | sort -n | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+med() { { grep "^$1 " "$results" || true; } | awk '{print $2}' | sort -n | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 mt=$(med tessera)
 mv=$(med vm)
 echo "median VmRSS bytes per series over $ROUNDS rounds: tessera ${mt:--}, vm ${mv:--}$( [ -n "$mt" ] && [ -n "$mv" ] && awk -v t="$mt" -v v="$mv" 'BEGIN {printf ", ratio %.2fx", t / v}')"
