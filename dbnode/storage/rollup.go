@@ -76,6 +76,12 @@ type rollupProgress struct {
 	cursor       int64
 	cursorLoaded bool
 	backfilled   int64 // source blocks rolled up by the backfill
+	// damaged: blocks of this rollup whose newest volume (or a shard's
+	// section of it) failed its checks at start, or a page of which
+	// failed its checksum on read; the next tick derives them again from
+	// the source (rollupsync.go).
+	damaged   map[int64]bool
+	rederived int64 // rollup blocks derived again after damage
 
 	lag, upTo, backfillTo tally.Gauge
 	written, failure      tally.Counter
@@ -111,6 +117,9 @@ type RollupStatus struct {
 	// the backfill rolled up since start.
 	Cursor     time.Time
 	Backfilled int64
+	// Rederived counts rollup blocks derived again from the source
+	// after damage (at start, or a page failing its checksum on read).
+	Rederived int64
 }
 
 // RollupStatuses lists every rollup namespace's progress.
@@ -123,7 +132,7 @@ func (db *Database) RollupStatuses() []RollupStatus {
 		}
 		p := db.progress(ns)
 		p.mu.Lock()
-		st := RollupStatus{Namespace: ns.opts.Name, RollupOf: ns.opts.RollupOf, Resolution: ns.opts.Resolution, Blocks: p.blocks, Errors: p.errors, Backfilled: p.backfilled}
+		st := RollupStatus{Namespace: ns.opts.Name, RollupOf: ns.opts.RollupOf, Resolution: ns.opts.Resolution, Blocks: p.blocks, Errors: p.errors, Backfilled: p.backfilled, Rederived: p.rederived}
 		if p.cursorLoaded && p.cursor != cursorUnset {
 			st.Cursor = time.UnixMilli(p.cursor).UTC()
 		}
@@ -484,6 +493,13 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 			get(id)
 			return nil
 		})
+		if errors.Is(err, fileset.ErrCorrupt) {
+			// A damaged page (rollupsync.go): keep what the other pages
+			// hold, series by series; the damaged series keep only the
+			// windows recomputed here.
+			clear(old)
+			err = readIntactRollups(prev, old, get)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read previous rollup volume %d: %w", prev.ID().Volume, err)
 		}
@@ -653,7 +669,7 @@ func (db *Database) readRollup(ns *namespace, id []byte, shard uint32, start, en
 		from, to := ns.blockStart(start)-ns.blockSize, ns.blockStart(end)
 		buf = make([]rollup.Window, 0, (end-start)/res+1+(to-from)/ns.blockSize+1)
 	}
-	return readRollupFrom(ns, rollupBlocks(ns, sh, start, end), id, shard, start, end, buf)
+	return db.readRollupFrom(ns, rollupBlocks(ns, sh, start, end), id, shard, start, end, buf)
 }
 
 // rollupBlocks lists, in block order, the volumes of sh that may hold
@@ -676,11 +692,14 @@ func rollupBlocks(ns *namespace, sh *shard, start, end int64) []*fileset.Reader 
 
 // readRollupFrom reads series id's windows ending in [start, end] from
 // the volumes blocks (rollupBlocks), appending the float windows to buf.
-func readRollupFrom(ns *namespace, blocks []*fileset.Reader, id []byte, shard uint32, start, end int64, buf []rollup.Window) (RollupSeries, error) {
+func (db *Database) readRollupFrom(ns *namespace, blocks []*fileset.Reader, id []byte, shard uint32, start, end int64, buf []rollup.Window) (RollupSeries, error) {
 	rs := RollupSeries{ID: id, Shard: shard, Resolution: ns.opts.Resolution.Milliseconds(), Windows: buf[:0]}
 	for _, r := range blocks {
 		data, ok, err := r.ReadShared(id) // only decoded: no copy
 		if err != nil {
+			if errors.Is(err, fileset.ErrCorrupt) {
+				db.rollupDamaged(ns, r.ID().BlockStart) // derived again at the next tick
+			}
 			return rs, fmt.Errorf("read rollup block %d: %w", r.ID().BlockStart, err)
 		}
 		if !ok {
@@ -895,7 +914,7 @@ func (db *Database) ScanRollup(ctx context.Context, nsName string, matchers []*l
 					}
 					blocks[shard] = bl
 				}
-				rs, err := readRollupFrom(ns, bl, id, shard, start, end, buf)
+				rs, err := db.readRollupFrom(ns, bl, id, shard, start, end, buf)
 				if err == nil && len(rs.Windows)+len(rs.HWindows) > 0 {
 					err = fn(i, rs)
 				}
