@@ -266,8 +266,8 @@ func (c *seriesCache) find(key []byte, h uint64) slot {
 // every kind once lookup is done (an entry's index is not kept: the entry
 // may be replaced before remember), and id, the series' IDs (storage's
 // bytes or the entry's). Apart, the probe loop and remember read and
-// write 16 bytes a series with no pointer, not 40 with the ID's: a
-// 5,000-series request's cells are 80 KB (docs/performance.md, "cpu29").
+// write 12 bytes a series with no pointer, not 40 with the ID's: a
+// 5,000-series request's cells are 60 KB (docs/performance.md, "cpu29").
 type hits struct {
 	c  []cell
 	id [][]byte
@@ -305,7 +305,7 @@ func (h *hits) refreshed(i int, hash uint64, key []byte, ref storage.SeriesRef) 
 //
 // The probes run in a loop of their own: the iterations do not depend on
 // each other, so the CPU overlaps their cache misses, and each stores
-// only the hit's 16-byte cell (no pointer, so no write barrier). The refs
+// only the hit's 12-byte cell (no pointer, so no write barrier). The refs
 // are resolved to their IDs in the second loop, beside the comparison
 // with the label bytes: resolving them in the first loop and storing the
 // whole 40-byte hit there cost CPU time (docs/performance.md, "Opaque

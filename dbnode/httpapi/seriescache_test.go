@@ -438,7 +438,7 @@ func TestSeriesCacheRefreshesHeldSeries(t *testing.T) {
 	require.Equal(t, ref3, hs.ref(0))
 	require.Equal(t, id, hs.id[0])
 	require.Equal(t, 1, c.len())
-	require.Equal(t, uintptr(16), reflect.TypeFor[cell]().Size(), "a request's hit cell is 16 bytes")
+	require.Equal(t, uintptr(12), reflect.TypeFor[cell]().Size(), "a request's hit cell is 12 bytes")
 }
 
 // Concurrent remote writes through a cache far smaller than their series
