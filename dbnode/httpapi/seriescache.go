@@ -306,12 +306,12 @@ func (h *hits) refreshed(i int, hash uint64, key []byte, ref storage.SeriesRef) 
 // The probes run in a loop of their own: the iterations do not depend on
 // each other, so the CPU overlaps their cache misses, and each stores
 // only the hit's 12-byte cell (no pointer, so no write barrier). The refs
-// are resolved to their IDs in a second loop, not in the probe loop: doing
-// it there and storing a whole 40-byte hit cost CPU time (docs/
-// performance.md, "Opaque refs": 40 quiet rounds, 0.98x the CPU time of
-// that way); the label bytes are compared in a third (docs/performance.md,
-// "cpu29"). A probe stops at the first entry with the same 32 hash bits;
-// when its key is not the request's, find goes on past it.
+// are resolved to their IDs in the second loop, beside the comparison
+// with the label bytes: resolving them in the first loop and storing the
+// whole 40-byte hit there cost CPU time (docs/performance.md, "Opaque
+// refs": 40 quiet rounds, 0.98x the CPU time of that way). A probe stops
+// at the first entry with the same 32 hash bits; when its key is not the
+// request's, find goes on past it.
 func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hs *hits, promote []newSeries) []newSeries {
 	cells, ids := hs.c[:len(keys)], hs.id[:len(keys)]
 	for i := range keys {
@@ -321,15 +321,6 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hs *hits, pro
 		}
 		cells[i] = v
 	}
-	// The refs of the common cells resolved to their IDs in a loop of its
-	// own too: a short body whose iterations do not depend on each other,
-	// so that the CPU overlaps the dependent loads of many (registry,
-	// series) where the comparison's loop overlapped those of one or two.
-	for i := range cells {
-		if v := &cells[i]; v.kind == kindForm && v.gen == c.gen {
-			ids[i] = storage.SeriesID(v.ref())
-		}
-	}
 	for i := range cells {
 		// The common hit inline: a cell of its own whose ref is live,
 		// whose ID's form the request's bytes are, in the current
@@ -337,8 +328,8 @@ func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hs *hits, pro
 		// loop keeps its few values in registers.
 		v := &cells[i]
 		if v.kind == kindForm && v.gen == c.gen {
-			if id := ids[i]; id != nil && labelsAreID(keys[i].Raw, id) {
-				known[i] = true
+			if id := storage.SeriesID(v.ref()); id != nil && labelsAreID(keys[i].Raw, id) {
+				ids[i], known[i] = id, true
 				continue
 			}
 		}
