@@ -158,15 +158,16 @@ func Write(ctx context.Context, o Options, out io.Writer) (Result, error) {
 	}
 	total := o.Series * o.Samples
 	numReqs := (total + o.Batch - 1) / o.Batch
-	// A 1.0 encoder is shared (it only reads); a 2.0 one keeps its symbols
-	// table, so each goroutine building requests gets its own.
+	// A 1.0 encoder is shared (it only reads: one copy of every series'
+	// labels, which at ten million series is a gigabyte); a 2.0 one keeps
+	// its symbols table, so each goroutine building requests gets its own.
+	enc1 := newRequestEncoder(o)
 	newEncoder := func() func(b []byte, from, to int) []byte {
 		if o.Protocol == 2 {
 			return newRequestEncoderV2(o).appendRequest
 		}
-		return newRequestEncoder(o).appendRequest
+		return enc1.appendRequest
 	}
-	enc1 := newRequestEncoder(o)
 	body := func(enc func(b []byte, from, to int) []byte, k int, raw, dst []byte) (rawOut, bodyOut []byte) {
 		from, to := k*o.Batch, min((k+1)*o.Batch, total)
 		if enc == nil {
@@ -281,22 +282,35 @@ func newClient(o Options) (*http.Client, error) {
 // (prompb.WriteRequest, the bytes gogo's Marshal would produce) without
 // building the message: each series' labels are encoded once.
 type requestEncoder struct {
-	o      Options
-	labels [][]byte // series i: its TimeSeries.labels fields
+	o Options
+	// labels holds every series' TimeSeries.labels fields back to back,
+	// series i's at labels[ends[i-1]:ends[i]]: one allocation instead of
+	// one a series, which at ten million series saved the bench ~300 MB
+	// of slice headers and size-class rounding and seconds of building.
+	labels []byte
+	ends   []int
 }
 
 func newRequestEncoder(o Options) *requestEncoder {
-	e := &requestEncoder{o: o, labels: make([][]byte, o.Series)}
-	for i := range e.labels {
-		var b []byte
+	e := &requestEncoder{o: o, ends: make([]int, o.Series)}
+	for i := range e.ends {
 		for _, l := range Labels(o, i) {
-			b = binary.AppendUvarint(append(b, 0x0a), uint64(protoStringLen(l.Name)+protoStringLen(l.Value)))
-			b = appendProtoString(b, 0x0a, l.Name)
-			b = appendProtoString(b, 0x12, l.Value)
+			e.labels = binary.AppendUvarint(append(e.labels, 0x0a), uint64(protoStringLen(l.Name)+protoStringLen(l.Value)))
+			e.labels = appendProtoString(e.labels, 0x0a, l.Name)
+			e.labels = appendProtoString(e.labels, 0x12, l.Value)
 		}
-		e.labels[i] = b
+		e.ends[i] = len(e.labels)
 	}
 	return e
+}
+
+// seriesLabels is series i's encoded labels.
+func (e *requestEncoder) seriesLabels(i int) []byte {
+	from := 0
+	if i > 0 {
+		from = e.ends[i-1]
+	}
+	return e.labels[from:e.ends[i]]
 }
 
 // appendRequest appends the request holding samples [from, to) of the
@@ -319,7 +333,7 @@ func (e *requestEncoder) appendRequest(b []byte, from, to int) []byte {
 			sample[n] = 0x10
 			n = len(binary.AppendUvarint(sample[:n+1], uint64(ts)))
 		}
-		lbl := e.labels[i]
+		lbl := e.seriesLabels(i)
 		tsLen := len(lbl) + 1 + uvarintLen(uint64(n)) + n
 		b = binary.AppendUvarint(append(b, 0x0a), uint64(tsLen))
 		b = append(b, lbl...)

@@ -41,12 +41,14 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 		clients[i] = c
 	}
 	for _, ns := range db.Namespaces() {
-		if ns.RollupOf != "" {
-			// Rollups are computed from the raw blocks at flush, not
-			// streamed: a peer's rollup payload is not a raw block
-			// (docs/rollups.md: streaming rollup blocks is not built yet).
-			continue
-		}
+		// A rollup namespace's blocks are streamed as stored like raw
+		// ones, not derived here from the raw blocks streamed: a rollup
+		// outlives its source (blocks older than raw's retention exist
+		// only as rollup blocks on the peers), and a peer's entries are
+		// the bytes this node would compute from the same raw blocks.
+		// LoadBlocks merges them with a local rollup volume window by
+		// window (storage/rollupsync.go).
+		rollupNS := ns.RollupOf != ""
 		// shard -> block start -> digest -> peers holding it
 		holders := map[blockKey]map[uint64][]int{}
 		answered := 0
@@ -137,6 +139,9 @@ func (b *Bootstrapper) streamBlocks(ctx context.Context, shards []uint32, peers 
 			if err := db.LoadBlocks(ns.Name, rest); err != nil {
 				return err
 			}
+		}
+		if rollupNS {
+			continue // a rollup namespace holds nothing in memory
 		}
 		// Unflushed memory: per shard from the first peer that answers,
 		// fetchConcurrency shards at once. Pages are queued in the commit

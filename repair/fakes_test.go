@@ -151,6 +151,30 @@ func (p *dbPeer) Fetch(_ context.Context, req *rpc.FetchRequest) (*rpc.FetchResp
 	return resp, nil
 }
 
+// FetchBlock pages a flushed block as the RPC server does (pageSeries
+// series a page).
+func (p *dbPeer) FetchBlock(_ context.Context, req *rpc.FetchBlockRequest) (*rpc.FetchBlockResponse, error) {
+	p.mu.Lock()
+	fail := p.failAll
+	p.mu.Unlock()
+	if fail {
+		return nil, errPeerDown
+	}
+	series, _, err := p.db.ReadBlock(req.Namespace, req.Shard, req.BlockStart, req.After, 1<<30)
+	if err != nil {
+		return nil, err
+	}
+	resp := &rpc.FetchBlockResponse{}
+	for j, s := range series {
+		if j == p.pageSeries {
+			resp.More = true
+			break
+		}
+		resp.Series = append(resp.Series, rpc.BlockSeries{ID: s.ID, Data: s.Data, Samples: uint32(s.Samples)})
+	}
+	return resp, nil
+}
+
 func (p *dbPeer) calls() (digests, checksums, fetches, series int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

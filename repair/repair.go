@@ -27,6 +27,9 @@ type DB interface {
 	BlockDigests(ns string, shard uint32, start, end int64) ([]storage.BlockDigest, error)
 	SeriesChecksums(ns string, shard uint32, blockStart, start, end int64) ([]storage.SeriesChecksum, error)
 	RepairSeries(ns string, in []storage.RepairInput) (storage.RepairResult, error)
+	// LoadBlocks merges entries of a rollup namespace's block pulled from
+	// a peer (storage merges them window by window).
+	LoadBlocks(ns string, blocks []storage.StreamedBlock) error
 	Namespaces() []storage.NamespaceOptions
 }
 
@@ -37,6 +40,9 @@ type Peer interface {
 	BlockDigests(ctx context.Context, req *rpc.BlockDigestsRequest) (*rpc.BlockDigestsResponse, error)
 	SeriesChecksums(ctx context.Context, req *rpc.SeriesChecksumsRequest) (*rpc.SeriesChecksumsResponse, error)
 	Fetch(ctx context.Context, req *rpc.FetchRequest) (*rpc.FetchResponse, error)
+	// FetchBlock pages a flushed block as stored: how a rollup
+	// namespace's differing entries are pulled.
+	FetchBlock(ctx context.Context, req *rpc.FetchBlockRequest) (*rpc.FetchBlockResponse, error)
 }
 
 // Dialer gives the Peer at an endpoint (the caller owns and closes any
@@ -304,12 +310,12 @@ func (r *Repairer) targets(m *client.Map) []target {
 	}
 	sort.Slice(shards, func(i, j int) bool { return shards[i] < shards[j] })
 	var out []target
-	for _, ns := range r.opts.DB.Namespaces() {
+	nss := r.opts.DB.Namespaces()
+	for _, ns := range nss {
 		if ns.RollupOf != "" {
-			// Rollup blocks are computed on each replica from its own raw
-			// blocks; comparing them by digest is not wired yet
-			// (docs/rollups.md).
-			continue
+			// A rollup block settles once its source's blocks under it
+			// have flushed: past the source's bufferPast too.
+			ns.BufferPast = settleBufferPast(nss, ns)
 		}
 		for _, sh := range shards {
 			var peers []placement.Owner
@@ -394,4 +400,24 @@ func (r *Repairer) Status() Status {
 	defer r.mu.Unlock()
 	return Status{Enabled: true, CompareOnly: r.opts.CompareOnly, Every: r.opts.Every,
 		Running: r.running, Pass: r.st.Pass, Total: r.total, Shards: r.st.status()}
+}
+
+// settleBufferPast is the longest bufferPast along a rollup namespace's
+// chain of sources: its blocks change until every source block under them
+// has flushed.
+func settleBufferPast(nss []storage.NamespaceOptions, ns storage.NamespaceOptions) time.Duration {
+	byName := make(map[string]storage.NamespaceOptions, len(nss))
+	for _, n := range nss {
+		byName[n.Name] = n
+	}
+	bp := ns.BufferPast
+	for i := 0; ns.RollupOf != "" && i <= len(nss); i++ {
+		src, ok := byName[ns.RollupOf]
+		if !ok {
+			break
+		}
+		bp = max(bp, src.BufferPast)
+		ns = src
+	}
+	return bp
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 )
@@ -160,6 +161,9 @@ func (r *Repairer) repairBlock(ctx context.Context, t target, p Peer, bs, lo, hi
 	if r.opts.CompareOnly || len(diff) == 0 {
 		return nil
 	}
+	if t.ns.RollupOf != "" {
+		return r.repairRollupBlock(ctx, t, p, bs, diff, tl)
+	}
 	from, to := max(bs, lo), min(bs+t.ns.BlockSize.Milliseconds(), hi) // [from, to)
 	for len(diff) > 0 {
 		ids := diff[:min(len(diff), r.opts.SeriesPerFetch)]
@@ -253,4 +257,49 @@ func decodeHistogramRange(s rpc.FetchedSeries, from, to int64) ([]storage.Histog
 func (r *Repairer) received(ctx context.Context, tl *Tally, n int64) error {
 	tl.Bytes += n
 	return r.limiter.Wait(ctx, n)
+}
+
+// repairRollupBlock pulls the stored entries of the differing series diff
+// of a rollup block from the peer (FetchBlock, paged) and merges them
+// into the local block (storage's window-by-window rule, the same on
+// both replicas, so a pass on each converges them). The tally counts a
+// series' windows as its samples.
+func (r *Repairer) repairRollupBlock(ctx context.Context, t target, p Peer, bs int64, diff [][]byte, tl *Tally) error {
+	want := make(map[string]bool, len(diff))
+	for _, id := range diff {
+		want[string(id)] = true
+	}
+	var pulled []fileset.Series
+	var after []byte
+	for {
+		resp, err := p.FetchBlock(ctx, &rpc.FetchBlockRequest{Namespace: t.ns.Name, Shard: t.shard, BlockStart: bs, After: after, AcceptHistograms: true})
+		if err != nil {
+			return fmt.Errorf("fetch rollup block: %w", err)
+		}
+		n := int64(0)
+		for _, s := range resp.Series {
+			n += int64(len(s.ID) + len(s.Data))
+			if want[string(s.ID)] {
+				pulled = append(pulled, fileset.Series{ID: s.ID, Data: s.Data, Samples: int(s.Samples)})
+			}
+		}
+		if err := r.received(ctx, tl, n); err != nil {
+			return err
+		}
+		if !resp.More || len(resp.Series) == 0 {
+			break
+		}
+		after = resp.Series[len(resp.Series)-1].ID
+	}
+	if len(pulled) == 0 {
+		return nil
+	}
+	if err := r.opts.DB.LoadBlocks(t.ns.Name, []storage.StreamedBlock{{Shard: t.shard, BlockStart: bs, Series: pulled}}); err != nil {
+		return fmt.Errorf("merge %d pulled rollup series: %w", len(pulled), err)
+	}
+	tl.SeriesRepaired += int64(len(pulled))
+	for _, s := range pulled {
+		tl.SamplesRepaired += int64(s.Samples)
+	}
+	return nil
 }

@@ -111,7 +111,7 @@ part() {
 }
 
 rss() { # rss PID: VmRSS in bytes
-	awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$1/status"
+	awk '/^VmRSS:/ {printf "%.0f\n", $2 * 1024}' "/proc/$1/status"
 }
 
 report_rss() { # report_rss NAME PID: VmRSS 5 s and 60 s after the bench

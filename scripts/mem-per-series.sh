@@ -23,6 +23,24 @@
 #      after a forced collection (GET /debug/pprof/heap?gc=1), read after
 #      VmRSS so that the collection does not change the resident figure.
 #
+#   5. (QUERY_ROUNDS > 0, default 3) times instant queries over every
+#      series at the last sample's time, each QUERY_ROUNDS times (curl's
+#      time_total; the first and the best are printed, with the store's
+#      CPU over all rounds): `count by (job) ({job="bench"})` (the
+#      `count by (job) (up)` of a dashboard's overview, over all series)
+#      and `sum by (instance) (rate({job="bench"}[5m]))`. The count's
+#      answer is checked (SERIES). VictoriaMetrics runs with
+#      -search.disableCache and gets nocache=1, so every run evaluates;
+#      its per-query limits (-search.maxUniqueTimeseries,
+#      -search.maxQueryDuration) are raised to take all series, as
+#      node_yml raises Tessera's (limits.maxFetchedSeriesPerQuery);
+#   6. (STEADY_SAMPLES > 0, default 0) steady writes to the same series:
+#      `tessera bench --samples STEADY_SAMPLES` continuing after the first
+#      load's last sample, VmRSS read every 10 s meanwhile; prints the
+#      store's CPU per steady sample, VmRSS when the phase started, its
+#      highest and its last reading, and for Tessera the live heap after
+#      a forced collection at the end.
+#
 # At the end: the median bytes per series of each store and the ratio.
 #
 # Usage:
@@ -30,11 +48,21 @@
 #   ROUNDS=3 scripts/mem-per-series.sh /tmp/base-tessera /tmp/vm/victoria-metrics
 #   ONLY=tessera scripts/mem-per-series.sh ./tessera   # no VictoriaMetrics
 #
-# Environment: SERIES (1000000), SAMPLES (4), ROUNDS (2), SETTLE (30),
+# Ten million series (issue 30), run once, with 10 steady samples a series:
+#   SERIES=10000000 ROUNDS=1 STEADY_SAMPLES=10 scripts/mem-per-series.sh ./tessera /tmp/vm/victoria-metrics
+#
+# Environment: SERIES (1000000), SAMPLES (4), ROUNDS (2), QUERY_ROUNDS (3),
+# STEADY_SAMPLES (0), SETTLE (30),
 # SETTLE_MAX (180), PORT (19640: Tessera HTTP; RPC +1, etcd +2/+3,
 # VictoriaMetrics +5), BENCH (the tessera that runs the bench; default
-# TESSERA_BIN), BENCH_ARGS (extra bench flags), ONLY (tessera|vm), KEEP=1
-# keeps the temp dir.
+# TESSERA_BIN), BENCH_ARGS (extra bench flags), T_BENCH_ARGS (extra bench
+# flags for Tessera only: `--protocol 2`, as VictoriaMetrics takes remote
+# write 1.0 only), ONLY (tessera|vm), KEEP=1 keeps the temp dir.
+#
+# Node CPU per sample at 10 k series steady state (issue 30 item 3), the
+# ingest_us column, interleaved rounds:
+#   SERIES=10000 SAMPLES=360 ROUNDS=6 QUERY_ROUNDS=0 SETTLE=0 SETTLE_MAX=0 scripts/mem-per-series.sh ./tessera
+#   ... T_BENCH_ARGS='--protocol 2' ...   # Tessera on remote write 2.0
 set -euo pipefail
 
 TESSERA=${1:?usage: $0 TESSERA_BIN [VM_BIN]}
@@ -47,7 +75,10 @@ SETTLE=${SETTLE:-30}
 SETTLE_MAX=${SETTLE_MAX:-180}
 PORT=${PORT:-19640}
 BENCH_ARGS=${BENCH_ARGS:-}
+T_BENCH_ARGS=${T_BENCH_ARGS:-}
 ONLY=${ONLY:-}
+QUERY_ROUNDS=${QUERY_ROUNDS:-3}
+STEADY_SAMPLES=${STEADY_SAMPLES:-0}
 KEEP=${KEEP:-0}
 HZ=$(getconf CLK_TCK)
 T_URL=http://127.0.0.1:$PORT
@@ -79,7 +110,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-rss() { awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$1/status"; }
+# rss PID: VmRSS in bytes. Printed with %.0f: awk prints a product past
+# 2^31 as 4.64423e+09 and mawk's %d stops at 2^31-1, both of which a
+# 10 M-series node's figures passed.
+rss() { awk '/^VmRSS:/ {printf "%.0f\n", $2 * 1024}' "/proc/$1/status"; }
 
 # ticks and wait_up
 . "$(dirname "$0")/storelib.sh"
@@ -104,6 +138,66 @@ settle() {
 	echo "$c $waited"
 }
 
+# live_heap: Tessera's live heap right after a forced collection.
+live_heap() {
+	curl -fsS -o /dev/null "$T_URL/debug/pprof/heap?gc=1"
+	curl -fsS "$T_URL/metrics" | awk '$1 == "go_memstats_heap_alloc_bytes" {printf "%.0f", $2}'
+}
+
+# queries STORE BASE_URL TIME_MS: times each query QUERY_ROUNDS times,
+# printing one line a query: store, name, first s, best s, store CPU s
+# over the rounds, and the answer's size.
+queries() {
+	local who=$1 base=$2 t q name r out first best t0 cpu answer
+	t=$(awk -v ms="$3" 'BEGIN {printf "%.3f", ms / 1000}')
+	for name in count rate; do
+		case $name in
+		count) q='count by (job) ({job="bench"})' ;;
+		rate) q='sum by (instance) (rate({job="bench"}[5m]))' ;;
+		esac
+		first="" best="" t0=$(ticks "$pid")
+		for r in $(seq 1 "$QUERY_ROUNDS"); do
+			out=$(curl -sS -o "$work/answer.json" -w '%{http_code} %{time_total}' --max-time 900 "$base/api/v1/query" \
+				--data-urlencode "query=$q" --data-urlencode "time=$t" --data-urlencode nocache=1) || out="curl-failed 0"
+			[ "${out%% *}" = 200 ] || { echo "$who $name: HTTP ${out%% *}: $(head -c 300 "$work/answer.json")" >&2; break; }
+			[ -z "$first" ] && first=${out#* }
+			best=$(awk -v a="${best:-1e9}" -v b="${out#* }" 'BEGIN {print (b < a) ? b : a}')
+		done
+		cpu=$(awk -v t="$(($(ticks "$pid") - t0))" -v hz="$HZ" 'BEGIN {printf "%.2f", t / hz}')
+		case $name in
+		count) answer=$(jq -r '[.data.result[].value[1] | tonumber] | add // 0' "$work/answer.json" 2>/dev/null || echo -) ;;
+		rate) answer=$(jq -r '.data.result | length' "$work/answer.json" 2>/dev/null || echo -) ;;
+		esac
+		echo "$who $name ${first:--} ${best:--} $cpu $answer"
+	done
+}
+
+# steady STORE DIR WRITE_URL START_MS: STEADY_SAMPLES more samples of
+# every series from START_MS, VmRSS read every 10 s meanwhile; prints
+# store, samples, wall s, CPU us a sample, VmRSS at the start, highest,
+# last, and Tessera's live heap after (or -).
+steady() {
+	local who=$1 dir=$2 url=$3 from=$4 t0 w0 rss0 sampler heap=- n
+	n=$((SERIES * STEADY_SAMPLES))
+	rss0=$(rss "$pid")
+	: >"$dir/steady.rss"
+	(while kill -0 "$pid" 2>/dev/null; do rss "$pid" >>"$dir/steady.rss"; sleep 10; done) &
+	sampler=$!
+	t0=$(ticks "$pid") w0=$(date +%s)
+	# shellcheck disable=SC2086
+	"$BENCH" bench --url "$url" --series "$SERIES" --samples "$STEADY_SAMPLES" --start "$from" $BENCH_ARGS >"$dir/steady.log" 2>&1 ||
+		{ echo "steady bench against $who failed:" >&2; tail -5 "$dir/steady.log" >&2; }
+	local ticks1 w1
+	ticks1=$(($(ticks "$pid") - t0)) w1=$(($(date +%s) - w0))
+	rss "$pid" >>"$dir/steady.rss"
+	kill "$sampler" 2>/dev/null || true
+	wait "$sampler" 2>/dev/null || true
+	grep -q ' 0 failed samples' "$dir/steady.log" || echo "steady bench against $who lost samples: $(tail -1 "$dir/steady.log")" >&2
+	[ "$who" = tessera ] && heap=$(live_heap)
+	echo "$who $n $w1 $(awk -v t="$ticks1" -v hz="$HZ" -v n="$n" 'BEGIN {printf "%.3f", t / hz * 1e6 / n}') $rss0 \
+$(sort -n "$dir/steady.rss" | tail -1) $(tail -1 "$dir/steady.rss") $heap"
+}
+
 run() { # run STORE ROUND -> prints "rss_bytes settle_s heap_bytes ingest_ticks"
 	local who=$1 dir=$work/$1-$2 url heap=- t0
 	mkdir -p "$dir"
@@ -114,22 +208,35 @@ run() { # run STORE ROUND -> prints "rss_bytes settle_s heap_bytes ingest_ticks"
 		wait_up "$T_URL" /ready "$dir/node.log" "$pid"
 		url=$T_URL
 	else
-		"$VM" -storageDataPath "$dir/data" -httpListenAddr "127.0.0.1:$((PORT + 5))" >"$dir/vm.log" 2>&1 &
+		"$VM" -storageDataPath "$dir/data" -httpListenAddr "127.0.0.1:$((PORT + 5))" \
+			-search.disableCache -search.maxUniqueTimeseries "$((SERIES * 2))" -search.maxQueryDuration 10m \
+			>"$dir/vm.log" 2>&1 &
 		pid=$!
 		wait_up "$V_URL" /health "$dir/vm.log" "$pid"
 		url=$V_URL/api/v1/write
 	fi
+	local args=$BENCH_ARGS
+	[ "$who" = tessera ] && args="$args $T_BENCH_ARGS"
 	t0=$(ticks "$pid")
 	# shellcheck disable=SC2086
-	"$BENCH" bench --url "$url" --series "$SERIES" --samples "$SAMPLES" $BENCH_ARGS >"$dir/bench.log" 2>&1 ||
+	"$BENCH" bench --url "$url" --series "$SERIES" --samples "$SAMPLES" $args >"$dir/bench.log" 2>&1 ||
 		{ echo "bench against $who failed:" >&2; tail -5 "$dir/bench.log" >&2; return 1; }
 	grep -q ' 0 failed samples' "$dir/bench.log" || { echo "bench against $who lost samples:" >&2; tail -3 "$dir/bench.log" >&2; return 1; }
 	local out ingest
 	ingest=$(($(ticks "$pid") - t0))
 	out=$(settle)
 	if [ "$who" = tessera ]; then
-		curl -fsS -o /dev/null "$T_URL/debug/pprof/heap?gc=1"
-		heap=$(curl -fsS "$T_URL/metrics" | awk '$1 == "go_memstats_heap_alloc_bytes" {printf "%d", $2}')
+		heap=$(live_heap)
+	fi
+	local base=$T_URL start last
+	[ "$who" = vm ] && base=$V_URL
+	start=$(awk '/^bench: / {for (i = 1; i < NF; i++) if ($i == "start") {sub(",", "", $(i+1)); print $(i+1)}}' "$dir/bench.log")
+	last=$((start + (SAMPLES - 1) * 1000))
+	if [ "$QUERY_ROUNDS" -gt 0 ]; then
+		queries "$who" "$base" "$last" >>"$work/queries"
+	fi
+	if [ "$STEADY_SAMPLES" -gt 0 ]; then
+		steady "$who" "$dir" "$url" "$((last + 1000))" >>"$work/steady"
 	fi
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
@@ -142,6 +249,8 @@ echo "series $SERIES x $SAMPLES samples; tessera $TESSERA, vm $VM; load before: 
 printf '%-5s %-8s %14s %10s %9s %14s %10s %10s %6s\n' round store vmrss_bytes B/series settle_s live_heap heapB/ser ingest_us load1
 results=$work/results
 : >"$results"
+: >"$work/queries"
+: >"$work/steady"
 for r in $(seq 1 "$ROUNDS"); do
 	order=("${stores[@]}")
 	if [ $((r % 2)) = 0 ] && [ ${#stores[@]} = 2 ]; then order=("${stores[1]}" "${stores[0]}"); fi
@@ -160,8 +269,18 @@ for r in $(seq 1 "$ROUNDS"); do
 		echo "$who $((rb / SERIES))" >>"$results"
 	done
 done
-med() { grep "^$1 " "$results" | awk '{print $2}' | sort -n | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+med() { { grep "^$1 " "$results" || true; } | awk '{print $2}' | sort -n | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 mt=$(med tessera)
 mv=$(med vm)
 echo "median VmRSS bytes per series over $ROUNDS rounds: tessera ${mt:--}, vm ${mv:--}$( [ -n "$mt" ] && [ -n "$mv" ] && awk -v t="$mt" -v v="$mv" 'BEGIN {printf ", ratio %.2fx", t / v}')"
+if [ -s "$work/queries" ]; then
+	echo "queries over all $SERIES series at the last sample (instant, $QUERY_ROUNDS runs each; seconds):"
+	printf '%-8s %-6s %10s %10s %10s %12s\n' store query first best cpu_s answer
+	while read -r a b c d e f; do printf '%-8s %-6s %10s %10s %10s %12s\n' "$a" "$b" "$c" "$d" "$e" "$f"; done <"$work/queries"
+fi
+if [ -s "$work/steady" ]; then
+	echo "steady writes, $STEADY_SAMPLES samples of every series:"
+	printf '%-8s %12s %7s %12s %14s %14s %14s %14s\n' store samples wall_s us/sample rss_start rss_max rss_end live_heap
+	while read -r a b c d e f g h; do printf '%-8s %12s %7s %12s %14s %14s %14s %14s\n' "$a" "$b" "$c" "$d" "$e" "$f" "$g" "$h"; done <"$work/steady"
+fi
 echo "load after: $(cat /proc/loadavg)"

@@ -31,18 +31,29 @@ wait_up() {
 
 # node_yml DIR PORT [SERIES]: a one-node Tessera config on its embedded
 # defaults (own etcd, placement initialised) with its data in DIR/data and
-# its ports PORT to PORT+3. With SERIES above the default
-# limits.maxActiveSeries (1,000,000) the limit is raised to SERIES, or
-# the writes past a million series would be refused (429).
+# its ports PORT to PORT+3. With SERIES above the defaults sized for a
+# million series, what an operator of a bigger node sets is raised to
+# SERIES: limits.maxActiveSeries (or the writes past a million series
+# would be refused, 429), limits.maxFetchedSeriesPerQuery (or a query
+# over all of them would be), and http.seriesCacheSize (the remote write
+# series cache must hold every active series, or steady writes miss it
+# and rebuild each entry: docs/performance.md, "default cache"). Its
+# query.timeout goes from 2 to 10 minutes (VictoriaMetrics gets
+# -search.maxQueryDuration 10m): at ten million series on a loaded
+# machine a query over all of them ran past two minutes.
 node_yml() {
+	local cache=""
 	if [ "${3:-0}" -gt 1000000 ]; then
-		printf 'limits:\n  maxActiveSeries: %d\n' "$3"
+		printf 'limits:\n  maxActiveSeries: %d\n  maxFetchedSeriesPerQuery: %d\n' "$3" "$3"
+		printf 'query:\n  timeout: 10m\n'
+		cache="  seriesCacheSize: $3"
 	fi
 	cat <<EOF
 id: node1
 dataDir: $1/data
 http:
   listen: 127.0.0.1:$2
+${cache}
 rpc:
   listen: 127.0.0.1:$(($2 + 1))
 cluster:

@@ -35,16 +35,11 @@ type HistogramIterator interface {
 
 // histIterator decodes the histogram stream form.
 type histIterator struct {
-	r       bitReader
-	kind    histKind
-	left    uint32 // samples still to decode
-	read    uint32 // samples decoded
-	tc      tsCoder
-	hint    histogram.CounterResetHint
-	lay     histLayout
-	next    histLayout
-	err     error
-	checked bool // end of data verified
+	streamCursor
+	kind histKind
+	hint histogram.CounterResetHint
+	lay  histLayout
+	next histLayout
 
 	icount, izero intBucket
 	ib            bucketStates[intBucket]
@@ -65,7 +60,7 @@ func NewHistogramIterator(stream []byte) HistogramIterator {
 		return it
 	}
 	if err := it.reset(stream); err != nil {
-		it.err, it.checked = err, true
+		it.fail(err)
 	}
 	return it
 }
@@ -91,20 +86,11 @@ func (it *histIterator) reset(stream []byte) error {
 
 func (it *histIterator) Next() bool {
 	if it.left == 0 {
-		if !it.checked {
-			it.checked = true
-			it.checkEnd()
-		}
-		return false
-	}
-	if it.err != nil {
-		return false
+		return it.end(histNoun)
 	}
 	r := &it.r
-	if it.read == 0 {
-		it.tc = newTSCoder(int64(r.readBits64(64)))
-	} else if t, inOrder := it.tc.decode(r); !inOrder {
-		return it.fail(corruptf("histogram %d: timestamp %d not after %d", it.read, t, it.tc.t))
+	if !it.timestamp(histNoun) {
+		return false
 	}
 	it.hint = readHint(r, it.hint)
 	if r.readBits(1) == 1 {
@@ -147,36 +133,17 @@ func (it *histIterator) Next() bool {
 			ok = it.fb.neg[i].decode(r)
 		}
 	}
-	if !r.ok() {
-		return it.fail(corruptf("histogram stream truncated at sample %d of %d", it.read, it.read+it.left))
-	}
-	if !ok {
-		return it.fail(corruptf("histogram %d: malformed value code", it.read))
-	}
-	it.read++
-	it.left--
-	return true
+	return it.finish(ok, histNoun)
 }
+
+// histNoun names a histogram stream's samples in its errors.
+const histNoun = "histogram"
 
 func (it *histIterator) decodeSum() (float64, bool) {
 	if it.read == 0 {
 		return it.sum.decodeFirst(&it.r)
 	}
 	return it.sum.decode(&it.r)
-}
-
-// checkEnd rejects bytes after the last sample, as the float stream does.
-func (it *histIterator) checkEnd() {
-	if n, extra := trailingBits(&it.r); extra {
-		it.err = corruptf("%d bits after the last of %d histograms", n, it.read)
-	}
-}
-
-func (it *histIterator) fail(err error) bool {
-	it.err = err
-	it.left = 0
-	it.checked = true
-	return false
 }
 
 func (it *histIterator) Err() error    { return it.err }

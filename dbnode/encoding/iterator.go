@@ -32,14 +32,9 @@ func corruptf(format string, args ...any) error {
 
 // streamIterator decodes the stream form.
 type streamIterator struct {
-	r       bitReader
-	left    uint32 // samples still to decode
-	read    uint32 // samples decoded
-	tc      tsCoder
-	v       float64
-	vc      valueCoder
-	err     error
-	checked bool // end of data verified
+	streamCursor
+	v  float64
+	vc valueCoder
 }
 
 // NewIterator returns an iterator over a stream produced by Encoder.Bytes
@@ -149,57 +144,23 @@ func (it *streamIterator) Next() bool {
 // next decodes one sample along the general path.
 func (it *streamIterator) next() bool {
 	if it.left == 0 {
-		if !it.checked {
-			it.checked = true
-			it.checkEnd()
-		}
+		return it.end(sampleNoun)
+	}
+	first := it.read == 0
+	if !it.timestamp(sampleNoun) {
 		return false
 	}
-	if it.err != nil {
-		return false
-	}
-	ok := true
-	if it.read == 0 {
-		it.tc = newTSCoder(int64(it.r.readBits64(64)))
+	var ok bool
+	if first {
 		it.v, ok = it.vc.decodeFirst(&it.r)
 	} else {
-		if t, inOrder := it.tc.decode(&it.r); !inOrder {
-			return it.fail(corruptf("sample %d: timestamp %d not after %d", it.read, t, it.tc.t))
-		}
 		it.v, ok = it.vc.decode(&it.r)
 	}
-	if !it.r.ok() {
-		return it.fail(corruptf("stream truncated at sample %d of %d", it.read, it.read+it.left))
-	}
-	if !ok {
-		return it.fail(corruptf("sample %d: malformed value code", it.read))
-	}
-	it.read++
-	it.left--
-	return true
+	return it.finish(ok, sampleNoun)
 }
 
-// checkEnd rejects bytes after the last sample: a stream that does not end
-// where its count says was cut or overwritten.
-func (it *streamIterator) checkEnd() {
-	if n, extra := trailingBits(&it.r); extra {
-		it.err = corruptf("%d bits after the last of %d samples", n, it.read)
-	}
-}
-
-// trailingBits reports whether r has data left beyond the zero padding of
-// its last byte, and how many bits are left.
-func trailingBits(r *bitReader) (uint64, bool) {
-	n := r.end - r.pos
-	return n, n >= 8 || (r.pos&7 != 0 && r.readBits(uint(8-r.pos&7)) != 0)
-}
-
-func (it *streamIterator) fail(err error) bool {
-	it.err = err
-	it.left = 0
-	it.checked = true
-	return false
-}
+// sampleNoun names a float stream's samples in its errors.
+const sampleNoun = "sample"
 
 func (it *streamIterator) At() (int64, float64) { return it.tc.t, it.v }
 func (it *streamIterator) Err() error           { return it.err }

@@ -290,8 +290,8 @@ func (it *sealedIterator) nextInt() float64 {
 // checkEnd rejects data left over after the last sample in either section.
 func (it *sealedIterator) checkEnd() {
 	for _, r := range []*bitReader{&it.ts, &it.vals} {
-		if r.end-r.pos >= 8 || (r.pos&7 != 0 && r.readBits(uint(8-r.pos&7)) != 0) {
-			it.err = corruptf("sealed block: %d bits after the last of %d samples", r.end-r.pos, it.count)
+		if n, extra := trailingBits(r); extra {
+			it.err = corruptf("sealed block: %d bits after the last of %d samples", n, it.count)
 			return
 		}
 	}

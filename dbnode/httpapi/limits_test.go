@@ -12,6 +12,7 @@ import (
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/config"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
@@ -253,4 +254,45 @@ func TestPoolsDropOversizedBuffers(t *testing.T) {
 			require.LessOrEqual(t, cap(*b), retain.MaxBytes, "a body buffer over the bound is not pooled")
 		}
 	}
+}
+
+// A 2.0 request's labels are checked for the series the cache does not
+// know (the decoder defers the checks to the handler): a request carrying
+// a cached series and a new one over a label limit is refused whole, the
+// refusal counted, and nothing of it stored; the cached series alone is
+// then taken.
+func TestRemoteWriteV2LabelLimitsOnNewSeries(t *testing.T) {
+	f := newLimitedFixture(t, limits.Config{MaxLabelValueLength: 32})
+	url := f.srv.URL + "/api/v1/write"
+	now := time.Now().UnixMilli()
+	good := labels.FromStrings("__name__", "up", "job", "a")
+	long := labels.FromStrings("__name__", "up", "path", strings.Repeat("v", 33))
+	st := writev2.NewSymbolTable()
+	send := func(ts int64, ls ...labels.Labels) v2Response {
+		st.Reset()
+		var series []writev2.TimeSeries
+		for _, l := range ls {
+			series = append(series, writev2.TimeSeries{LabelsRefs: st.SymbolizeLabels(l, nil),
+				Samples: []writev2.Sample{{Value: 1, Timestamp: ts}}})
+		}
+		return postAs(t, url, ContentTypeV2, "snappy", v2Body(t, &st, series...))
+	}
+	resp := send(now-3000, good)
+	require.Equal(t, http.StatusNoContent, resp.code, resp.body)
+	require.Equal(t, 1, f.api.seriesV2.len())
+
+	before := limitstest.Refused(f.scope, limits.LabelValueLength)
+	resp = send(now-2000, good, long)
+	require.Equal(t, http.StatusBadRequest, resp.code, resp.body)
+	require.Contains(t, resp.body, "timeseries 1")
+	require.Contains(t, resp.body, "limits.maxLabelValueLength=32")
+	require.Equal(t, "0", resp.samples)
+	require.Equal(t, before+1, limitstest.Refused(f.scope, limits.LabelValueLength))
+	require.EqualValues(t, 1, f.db.ActiveSeries(), "the refused series is not stored")
+	require.Equal(t, []int64{now - 3000}, readIDs(t, f.fixture, ident.FromLabels(good), now-10_000, now+1),
+		"nothing of the refused request is stored")
+
+	resp = send(now-1000, good)
+	require.Equal(t, http.StatusNoContent, resp.code, resp.body)
+	require.Equal(t, []int64{now - 3000, now - 1000}, readIDs(t, f.fixture, ident.FromLabels(good), now-10_000, now+1))
 }

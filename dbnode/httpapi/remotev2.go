@@ -89,6 +89,18 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 	clear(known)
 	st.known.reset(len(d.Keys))
 	a.seriesV2.view(func() { st.add = a.seriesV2.lookup(d.Keys, known, &st.known, st.add[:0]) })
+	// The decoder left the label checks to us (DeferLabelChecks): a
+	// series the cache knows passed them when it was first written.
+	for i, k := range known {
+		if !k {
+			if err := d.CheckSeries(i); err != nil {
+				st.known.clear()
+				clear(st.add)
+				st.add = st.add[:0]
+				return err
+			}
+		}
+	}
 	for i := range d.Series {
 		d.Series[i].Known = known[i]
 	}

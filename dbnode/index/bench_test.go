@@ -3,6 +3,7 @@ package index
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -191,6 +192,46 @@ func benchQueries(b *testing.B, ix *Index, qs []benchQuery) {
 			}
 			cpu.report(b, b.N)
 			b.ReportMetric(float64(n), "series")
+		})
+	}
+}
+
+// BenchmarkRestartIndex: a block of n series shaped like `tessera bench`'s
+// (five labels: a few metric names, a group of 100, 50 instances, one job,
+// a unique series number) indexed one by one, into an empty index: either
+// by Insert (a lookup under the read lock, then under the write lock) or
+// by InsertNewString (one lookup, under the write lock), as the replay
+// does; cpu-ns/op is per series, the GC included.
+func BenchmarkRestartIndex(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = string(sid("__name__", "bench_metric_"+strconv.Itoa(i%4), "group", strconv.Itoa(i/100),
+				"instance", "host-"+strconv.Itoa(i%50)+":9100", "job", "bench", "series", strconv.Itoa(i)))
+		}
+		b.Run(fmt.Sprintf("series=%d/insert", n), func(b *testing.B) {
+			c := startCPU()
+			for range b.N {
+				ix := New(10)
+				for _, id := range ids {
+					if err := ix.InsertString(id, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			c.report(b, b.N*n)
+		})
+		b.Run(fmt.Sprintf("series=%d/insertnew", n), func(b *testing.B) {
+			c := startCPU()
+			for range b.N {
+				ix := New(10)
+				for _, id := range ids {
+					if err := ix.InsertNewString(id, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			c.report(b, b.N*n)
 		})
 	}
 }

@@ -202,3 +202,48 @@ func TestQueryRejectsBadMatchers(t *testing.T) {
 	_, err = ix.LabelValues("a", []*labels.Matcher{{Type: labels.MatchRegexp, Name: "a", Value: "x"}}, 0, 1)
 	require.ErrorContains(t, err, "unusable matcher")
 }
+
+// TestInsertNewStringMatchesInsert: the replay's insert builds what
+// Insert builds, for new series, series already in the index (in the
+// same block and in another), repeats and malformed IDs.
+func TestInsertNewStringMatchesInsert(t *testing.T) {
+	a, b := New(10), New(10)
+	ins := []struct {
+		id []byte
+		bs int64
+	}{
+		{sid("__name__", "up", "job", "x"), 0},
+		{sid("__name__", "up", "job", "y"), 0},
+		{sid("__name__", "up", "job", "x"), 0},  // repeat
+		{sid("__name__", "up", "job", "x"), 15}, // known series, new block
+		{[]byte{0xff, 0xff}, 0},                 // malformed
+	}
+	for _, in := range ins {
+		errA := a.Insert(in.id, in.bs)
+		errB := b.InsertNewString(string(in.id), in.bs)
+		require.Equal(t, errA == nil, errB == nil, "%q: %v / %v", in.id, errA, errB)
+		if errB != nil {
+			require.ErrorIs(t, errB, ident.ErrMalformedID)
+		}
+	}
+	require.Equal(t, 2, b.NumSeries())
+	require.Equal(t, a.NumSeries(), b.NumSeries())
+	for _, r := range [][2]int64{{0, 9}, {10, 19}, {0, 19}} {
+		for _, v := range []string{"x", "y"} {
+			ms := []*labels.Matcher{mt(t, "job", "=", v)}
+			want, err := a.Query(ms, r[0], r[1])
+			require.NoError(t, err)
+			got, err := b.Query(ms, r[0], r[1])
+			require.NoError(t, err)
+			require.Equal(t, asStrings(want), asStrings(got), "job=%s %v", v, r)
+		}
+		wv, err := a.LabelValues("job", nil, r[0], r[1])
+		require.NoError(t, err)
+		gv, err := b.LabelValues("job", nil, r[0], r[1])
+		require.NoError(t, err)
+		require.Equal(t, wv, gv)
+	}
+	got, err := b.Query([]*labels.Matcher{mt(t, "job", "=", "x")}, 10, 19)
+	require.NoError(t, err)
+	require.Equal(t, []string{string(sid("__name__", "up", "job", "x"))}, asStrings(got))
+}

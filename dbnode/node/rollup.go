@@ -17,28 +17,37 @@ import (
 )
 
 // rollupReader reads rollup namespaces for the PromQL API
-// (promapi.RollupReader) from this node's own storage. That is the whole
-// answer only when this node owns every shard AVAILABLE (the embedded
-// single-node placement, or RF equal to the node count); reading a rollup
-// through the cluster session (fan-out and merge of replicas' windows) is
-// not built yet, so another node gets an error naming that, never a
-// partial answer.
+// (promapi.RollupReader) through the cluster session: the windows of
+// every shard from its owners at the read level, replicas' windows
+// merged by End (client.Session.QueryRollup), as raw reads go through
+// it. Only a backend without that read (none in a node today) falls back
+// to this node's own storage, and then only when it owns every shard
+// AVAILABLE, never a partial answer.
 type rollupReader struct{ n *Node }
+
+// clusterRollups is the backend's rollup read (client.Session has it).
+type clusterRollups interface {
+	QueryRollup(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.RollupSeries, error)
+}
 
 var errRollupNotReady = errors.New("rollup namespaces: storage is not open yet")
 
 func (r rollupReader) QueryRollup(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.RollupSeries, error) {
 	// The backend is served (an atomic store) after storage opened, so
 	// seeing it makes n.db safe to read.
-	if r.n.state.Backend() == nil {
+	b := r.n.state.Backend()
+	if b == nil {
 		return nil, errRollupNotReady
+	}
+	if cr, ok := b.(clusterRollups); ok {
+		return cr.QueryRollup(ctx, ns, ms, start, end)
 	}
 	db := r.n.DB()
 	if db == nil {
 		return nil, errRollupNotReady
 	}
 	if r.n.topo != nil && !ownsEveryShard(r.n.topo.Get(), r.n.cfg.ID) {
-		return nil, fmt.Errorf("namespace %q is a rollup: reading rollups is wired for a node owning every shard AVAILABLE only, not through the cluster session yet (docs/rollups.md)", ns)
+		return nil, fmt.Errorf("namespace %q is a rollup: this node's backend reads rollups from its own storage only, and it does not own every shard AVAILABLE", ns)
 	}
 	return db.QueryRollup(ctx, ns, ms, start, end, storage.QueryOptions{})
 }
@@ -112,8 +121,11 @@ type namespaceStatus struct {
 	// source blocks the backfill rolled up since start.
 	BackfillCursor *time.Time `json:"backfillCursor,omitempty"`
 	Backfilled     int64      `json:"backfilled,omitempty"`
-	RollupErrors   int64      `json:"rollupErrors,omitempty"`
-	DiskBytesNote  string     `json:"diskBytesError,omitempty"`
+	// Rederived: rollup blocks derived again from the source after
+	// damage (at start, or a page failing its checksum on read).
+	Rederived     int64  `json:"rederived,omitempty"`
+	RollupErrors  int64  `json:"rollupErrors,omitempty"`
+	DiskBytesNote string `json:"diskBytesError,omitempty"`
 }
 
 // namespaceStatuses describes every namespace of db.
@@ -133,7 +145,7 @@ func namespaceStatuses(db *storage.Database) []namespaceStatus {
 		if ns.RollupOf != "" {
 			s.Resolution = ns.Resolution.String()
 			p := progress[ns.Name]
-			s.RollupBlocks, s.RollupErrors, s.Backfilled = p.Blocks, p.Errors, p.Backfilled
+			s.RollupBlocks, s.RollupErrors, s.Backfilled, s.Rederived = p.Blocks, p.Errors, p.Backfilled, p.Rederived
 			if !p.Cursor.IsZero() {
 				c := p.Cursor
 				s.BackfillCursor = &c

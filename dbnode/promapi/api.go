@@ -374,6 +374,7 @@ func (a *API) exec(ctx context.Context, r *http.Request, qs string, limit int, f
 		if o := fr.opts; o != nil && o.LookbackDelta() > 0 {
 			fr.lookback = o.LookbackDelta().Milliseconds()
 		}
+		fr.handover = &handover{}
 		fq := qa
 		fq.fast = &fr
 		qry, err := newQuery(a.fast, fq)
@@ -384,6 +385,9 @@ func (a *API) exec(ctx context.Context, r *http.Request, qs string, limit int, f
 			return res
 		}
 		a.fastStats.declined.Add(1)
+		// The fast path declined before decoding what it read: the
+		// engine's selectors take those reads (handover.go).
+		qa.b = fr.handover.reader(qa.b)
 	}
 	qry, err := newQuery(a.engine, qa)
 	if err != nil {

@@ -151,8 +151,12 @@ func genExpr(t *rapid.T) string {
 		return fn + "(" + s + "[" + w + "])"
 	}
 	agg := func(label, in string) string {
-		op := rapid.SampledFrom([]string{"sum", "count", "avg", "min", "max", "group", "stddev"}).Draw(t, label+"agg")
+		op := rapid.SampledFrom([]string{"sum", "count", "avg", "min", "max", "group", "stddev", "count_values"}).Draw(t, label+"agg")
 		by := rapid.SampledFrom([]string{"", " by (grp)", " by (i)", " by (grp, i)", " without (i)", " by (nope)"}).Draw(t, label+"by")
+		if op == "count_values" {
+			// The value label sometimes one the grouping keeps too.
+			return op + by + ` ("` + rapid.SampledFrom([]string{"v", "grp"}).Draw(t, label+"vl") + `", ` + in + ")"
+		}
 		return op + by + " (" + in + ")"
 	}
 	switch rapid.IntRange(0, 9).Draw(t, "shape") {

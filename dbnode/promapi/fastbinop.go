@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/schema"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/tessera-tsdb/tessera/dbnode/query"
 )
 
 // Binary operators on the fast path. A query whose outermost expression
@@ -214,11 +215,78 @@ type binSet struct {
 	plan   *binPlan
 	sorted bool
 
+	// pre are the operands' sets, read by prefetch before any is
+	// computed.
+	pre map[*selOperand]*fastSet
+
 	loaded   bool
 	out      []fastSeries
 	i        int
 	err      error
 	warnings annotations.Annotations
+}
+
+// prefetch reads every selector operand of the plan before decoding a
+// sample of any, and declines the operator (errFallback) when one of them
+// holds native histograms (the operator's float arithmetic does not
+// apply), when their outputs and the operators' could pass half the
+// samples limit, or when an operand's outputs could collide: decided
+// from the series lists, the reads are handed over to the plain engine's
+// run of the query (handover.go), which reads nothing again. Where the
+// backend computes operands itself (a query.Pusher, the cluster), they
+// are asked of it one by one instead.
+func (s *binSet) prefetch() error {
+	if _, ok := s.q.b.(query.Pusher); ok {
+		return nil
+	}
+	var sels []*selOperand
+	ops := 0
+	var walk func(p *binPlan)
+	walk = func(p *binPlan) {
+		ops++
+		for _, o := range []binOperand{p.L, p.R} {
+			switch {
+			case o.Sel != nil:
+				sels = append(sels, o.Sel)
+			case o.Bin != nil:
+				walk(o.Bin)
+			}
+		}
+	}
+	walk(s.plan)
+	s.pre = make(map[*selOperand]*fastSet, len(sels))
+	sets := make([]*fastSet, 0, len(sels))
+	for _, o := range sels {
+		fs := &fastSet{ctx: s.ctx, q: s.q, spec: *o.spec, matchers: o.matchers}
+		if err := fs.read(); err != nil {
+			return err
+		}
+		s.pre[o] = fs
+		sets = append(sets, fs)
+	}
+	// Each operator's results are at most its largest operand's series at
+	// every step: all of them at most the operands' series times the
+	// operators, at each step.
+	all := 0
+	for _, fs := range sets {
+		all += len(fs.its)
+	}
+	extra := all * ops * s.q.fast.steps()
+	var err error
+	for _, fs := range sets {
+		if _, err = fs.precheck(false, extra); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, errFallback) {
+		for _, fs := range sets {
+			s.q.fast.handover.keep(fs.key, fs.its, fs.readErr)
+		}
+	}
+	return err
 }
 
 // selectBinary is selectFast for a marker standing for a binPlan.
@@ -232,6 +300,9 @@ func (s *binSet) Next() bool {
 	}
 	if !s.loaded {
 		s.loaded = true
+		if s.err = s.prefetch(); s.err != nil {
+			return false
+		}
 		if s.out, s.err = s.eval(s.plan); s.err != nil {
 			return false
 		}
@@ -350,7 +421,10 @@ func (s *binSet) operand(o binOperand) ([]fastSeries, float64, error) {
 	if o.Sel == nil {
 		return nil, 0, errors.New("fast path plan: binary operator: empty operand")
 	}
-	fs := &fastSet{ctx: s.ctx, q: s.q, spec: *o.Sel.spec, matchers: o.Sel.matchers}
+	fs := s.pre[o.Sel]
+	if fs == nil {
+		fs = &fastSet{ctx: s.ctx, q: s.q, spec: *o.Sel.spec, matchers: o.Sel.matchers}
+	}
 	err := fs.load()
 	s.warnings.Merge(fs.warnings)
 	if err != nil {

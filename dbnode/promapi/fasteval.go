@@ -1,12 +1,14 @@
 package promapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +55,9 @@ type fastRange struct {
 	// (Evaluate, on a replica): such a selection is declined.
 	engine *promql.Engine
 	opts   promql.QueryOpts // the query's, for engine
+	// handover receives the reads the fast path declined before decoding
+	// them, for the plain engine's run of the query; nil on a replica.
+	handover *handover
 }
 
 // fastStats count the fast path's work, for tests and operators.
@@ -92,6 +97,13 @@ type fastSet struct {
 	// partial, when set (Evaluate, with an aggregation), receives the
 	// groups' partial aggregates instead of out.
 	partial *query.Result
+
+	// haveRead is set once read has read its (the selected series, not
+	// yet decoded), key and readErr (the read's own error, for a handover).
+	haveRead bool
+	its      []tstorage.SeriesIterator
+	key      string
+	readErr  error
 
 	loaded   bool
 	out      []fastSeries
@@ -147,24 +159,24 @@ func (r *fastRange) series(fs *fastSeries) *precomputed {
 func (s *fastSet) Err() error                        { return s.err }
 func (s *fastSet) Warnings() annotations.Annotations { return s.warnings }
 
-// load fetches the selected series and computes them on up to
-// parallelism goroutines.
-func (s *fastSet) load() error {
-	q, r := s.q, s.q.fast
-	if p, ok := q.b.(query.Pusher); ok && s.partial == nil {
-		if done, err := s.loadPushed(p); done || err != nil {
-			return err
-		}
+// read reads the set's series once, decoding none of their samples.
+func (s *fastSet) read() error {
+	if s.haveRead {
+		return nil
 	}
+	s.haveRead = true
+	q, r := s.q, s.q.fast
 	rng := s.spec.Range.Milliseconds()
 	if s.spec.Func == query.FuncSelect {
 		rng = r.lookback
 	}
 	// The engine's selection: (start-range, end], its hints starting one
 	// ms after start-range (getTimeRangesForSelector); the same range, so
-	// that errors naming it read the same.
+	// that errors naming it read the same, and so that a read handed over
+	// (handover.go) is the one the engine's selector asks for.
 	from := r.start - rng + 1
 	its, err := q.b.Query(s.ctx, q.ns, s.matchers, from, r.end)
+	s.key, s.readErr = readKey(q.ns, s.matchers, from, r.end), err
 	var partial *tstorage.PartialError
 	if errors.As(err, &partial) {
 		for _, w := range partial.Warnings(maxDamageWarnings) {
@@ -178,13 +190,95 @@ func (s *fastSet) load() error {
 	if err := q.limits.CheckFetchedSeries(int(q.fetched.Add(int64(len(its))))); err != nil {
 		return err
 	}
-	if hasHistograms(its) {
-		// Known before a sample is decoded: the engine computes this
-		// selection over the series just read, or, where no engine is at
-		// hand (a replica's Evaluate), it is declined before any is.
-		if r.engine == nil || s.spec.src == "" || s.partial != nil {
-			return errFallback
+	s.its = its
+	return nil
+}
+
+// precheck decides, from the series list the read returned and before a
+// sample of it is decoded, whether the fast path declines the set
+// (errFallback); byEngine reports a set holding native histograms that the
+// engine computes over the read instead (engineOK: a one-node query whose
+// set stands for an expression the engine can evaluate). extra is the
+// step values others will add to the query's (a binary operator's
+// results), besides this set's.
+func (s *fastSet) precheck(engineOK bool, extra int) (byEngine bool, err error) {
+	q, r := s.q, s.q.fast
+	if hasHistograms(s.its) {
+		if engineOK && r.engine != nil && s.spec.src != "" && s.partial == nil {
+			return true, nil
 		}
+		return false, errFallback
+	}
+	// The engine holds every output step value at once (and copies them
+	// into its matrix): past half its samples limit, let it evaluate the
+	// query alone. A series has at most one value a step.
+	if int(q.fastPoints.Load())+len(s.its)*r.steps()+extra > r.maxSamples/2 {
+		return false, errFallback
+	}
+	if s.spec.Func != query.FuncSelect && mayCollide(s.its) {
+		// The engine merges, or refuses ("vector cannot contain metrics
+		// with the same labelset"), outputs of a function that are equal
+		// once the name and metadata labels are dropped; a vector
+		// selector's series are never checked: let the engine evaluate
+		// the call itself.
+		return false, errFallback
+	}
+	return false, nil
+}
+
+// mayCollide reports whether two of its series have equal label sets once
+// the name and the metadata labels (__type__, __unit__) are dropped, as a
+// function's outputs are: only possible when one of them has a metadata
+// label, which its ID's bytes show without decoding the labels.
+func mayCollide(its []tstorage.SeriesIterator) bool {
+	meta := false
+	for i := range its {
+		if bytes.Contains(its[i].ID, []byte("__type__")) || bytes.Contains(its[i].ID, []byte("__unit__")) {
+			meta = true
+			break
+		}
+	}
+	if !meta {
+		return false
+	}
+	var (
+		lb   labels.ScratchBuilder
+		outs = make([]fastSeries, 0, len(its))
+	)
+	for i := range its {
+		lset, err := ident.LabelsWith(&lb, its[i].ID)
+		if err != nil {
+			continue // skipped with a warning, by the engine as by the fast path
+		}
+		outs = append(outs, fastSeries{lset: lset.DropReserved(schema.IsMetadataLabel)})
+	}
+	return sameLabelset(outs)
+}
+
+// load reads the selected series (unless a binary operator read them
+// first), decides whether to decline them before decoding any, and
+// computes them on up to parallelism goroutines. A set declined hands its
+// read over to the plain engine's run of the query (handover.go).
+func (s *fastSet) load() error {
+	q, r := s.q, s.q.fast
+	if p, ok := q.b.(query.Pusher); ok && s.partial == nil && !s.haveRead {
+		if done, err := s.loadPushed(p); done || err != nil {
+			return err
+		}
+	}
+	if err := s.read(); err != nil {
+		return err
+	}
+	byEngine, err := s.precheck(true, 0)
+	its := s.its
+	s.its = nil
+	if err != nil {
+		if errors.Is(err, errFallback) {
+			r.handover.keep(s.key, its, s.readErr)
+		}
+		return err
+	}
+	if byEngine {
 		if err := s.loadEngine(its); err != nil {
 			return err
 		}
@@ -200,7 +294,6 @@ func (s *fastSet) load() error {
 		wg      sync.WaitGroup
 		errs    = make([]error, workers)
 		panics  = make([]any, workers)
-		metas   = make([]bool, workers)
 		slabs   = make([][][]float64, workers)
 		counts  = make([]*countGroups, workers)
 		annos   = make([]annotations.Annotations, workers)
@@ -256,7 +349,7 @@ func (s *fastSet) load() error {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				counts[w] = wk.counts
 			}
-			defer func() { metas[w], names[w], digests[w] = wk.meta, wk.nonCounters, wk.digest }()
+			defer func() { names[w], digests[w] = wk.nonCounters, wk.digest }()
 			for {
 				lo := int(next.Add(1)-1) * fastChunk
 				if lo >= len(its) {
@@ -322,15 +415,6 @@ func (s *fastSet) load() error {
 		}
 	}
 	s.out = kept
-	if slices.Contains(metas, true) && sameLabelset(kept) {
-		// The engine merges, or refuses ("vector cannot contain metrics
-		// with the same labelset"), outputs of a function that are equal
-		// once the name and metadata labels are dropped; a vector
-		// selector's series are never checked: let the engine evaluate
-		// the call itself. Only then: series with __type__/__unit__ but
-		// no such twin stay on the fast path.
-		return errFallback
-	}
 	if s.partial != nil && s.spec.Agg == query.AggNone {
 		if slices.ContainsFunc(s.out, func(fs fastSeries) bool { return fs.err != nil }) {
 			// The engine fails the query reading this series: let it.
@@ -344,6 +428,16 @@ func (s *fastSet) load() error {
 	}
 	if s.spec.Agg != query.AggNone {
 		switch {
+		case s.spec.Agg == query.AggCountValues:
+			var groups []query.Partial
+			if groups, err = countValues(s.out, s.spec.Pushdown, r.steps()); err == nil {
+				if s.partial != nil {
+					s.partial.Groups = groups
+					s.out = nil
+				} else {
+					s.out = partialsOut(groups, query.AggCountValues, r.steps())
+				}
+			}
 		case s.partial != nil && counted(s.spec.Agg):
 			var cs []fastSeries
 			if cs, err = s.countOut(counts); err == nil {
@@ -447,6 +541,81 @@ func (s *fastSet) partials(in []fastSeries) ([]query.Partial, error) {
 // workers: count, and group (the counts read as 1).
 func counted(a query.Agg) bool { return a == query.AggCount || a == query.AggGroup }
 
+// countValues is count_values over in, the step values the engine would
+// have counted (its aggregationCountValues at each step): each value adds
+// one to the group of its series' labels with p.ValueLabel set to the
+// value's text (strconv 'f', -1, as the engine formats it) and kept to
+// the grouping and that label. Groups come in the order their first
+// value does. As partials they merge exactly (counts add); a series the
+// engine fails reading is left to it (errFallback).
+func countValues(in []fastSeries, p query.Pushdown, steps int) ([]query.Partial, error) {
+	// A group's labels are the series' grouping labels and the value
+	// label set to the value (which replaces the series' own, when the
+	// grouping names it too).
+	grouping := slices.DeleteFunc(slices.Clone(p.Grouping), func(l string) bool { return l == p.ValueLabel })
+	var (
+		out   []query.Partial
+		index = map[string]int{}
+		lb    = labels.NewBuilder(labels.EmptyLabels())
+		key   []byte
+	)
+	for i := range in {
+		fs := &in[i]
+		if fs.err != nil {
+			return nil, errFallback
+		}
+		var (
+			base labels.Labels
+			kb   []byte
+		)
+		for k, v := range fs.vals {
+			if value.IsStaleNaN(v) {
+				continue
+			}
+			if kb == nil {
+				lb.Reset(fs.lset)
+				lb.Keep(grouping...)
+				base = lb.Labels()
+				kb = base.Bytes(nil)
+			}
+			text := strconv.FormatFloat(v, 'f', -1, 64)
+			key = append(append(append(key[:0], kb...), 0xff), text...)
+			g, ok := index[string(key)]
+			if !ok {
+				lb.Reset(base)
+				lb.Set(p.ValueLabel, text)
+				g = len(out)
+				index[string(key)] = g
+				out = append(out, query.Partial{Labels: lb.Labels(), Count: make([]float64, steps)})
+			}
+			out[g].Count[fs.first+k]++
+		}
+	}
+	return out, nil
+}
+
+// partialsOut is groups, whole (every series counted), as the set's
+// series: each group's value at each step, StaleNaN where it has none.
+func partialsOut(groups []query.Partial, agg query.Agg, steps int) []fastSeries {
+	out := make([]fastSeries, 0, len(groups))
+	for i := range groups {
+		g := &groups[i]
+		first := slices.IndexFunc(g.Count, func(n float64) bool { return n != 0 })
+		if first < 0 {
+			continue
+		}
+		st := stepper{steps: steps, first: first, vals: make([]float64, 0, steps-first)}
+		for step := first; step < steps; step++ {
+			if v, ok := g.Value(agg, step); ok {
+				st.value(step, v)
+			}
+		}
+		st.end()
+		out = append(out, fastSeries{lset: g.Labels, vals: st.vals, first: st.first, n: len(st.vals)})
+	}
+	return out
+}
+
 // seriesDigest hashes a series' ID and its step values (first step,
 // float bits): summed over the series, it is the same on replicas that
 // read the same samples, in whatever order they read the series.
@@ -488,7 +657,7 @@ func keepCandidates(out []fastSeries, pd query.Pushdown, steps int) {
 		}
 		groups[key] = append(groups[key], i)
 	}
-	var vals []float64
+	var vals, best []float64
 	for _, members := range groups {
 		if len(members) <= pd.K {
 			continue // every member is a candidate at every step
@@ -504,17 +673,42 @@ func keepCandidates(out []fastSeries, pd query.Pushdown, steps int) {
 				continue
 			}
 			// The k-th best value: a member is a candidate unless K
-			// values beat it, i.e. unless the k-th best beats it.
-			slices.SortFunc(vals, func(a, b float64) int {
-				switch {
-				case beats(a, b):
-					return -1
-				case beats(b, a):
-					return 1
+			// values beat it, i.e. unless the k-th best beats it. For a
+			// small k, the k best kept in order as the values come (a
+			// few comparisons a value; sorting every step's values was a
+			// third of a replica's work for topk(5, ...)).
+			var kth float64
+			if pd.K <= 64 {
+				best = best[:0]
+				for _, v := range vals {
+					if len(best) == pd.K && !beats(v, best[pd.K-1]) {
+						continue
+					}
+					j := len(best)
+					if j == pd.K {
+						j-- // the last is dropped
+					} else {
+						best = append(best, 0)
+					}
+					for j > 0 && beats(v, best[j-1]) {
+						best[j] = best[j-1]
+						j--
+					}
+					best[j] = v
 				}
-				return 0
-			})
-			kth := vals[pd.K-1]
+				kth = best[pd.K-1]
+			} else {
+				slices.SortFunc(vals, func(a, b float64) int {
+					switch {
+					case beats(a, b):
+						return -1
+					case beats(b, a):
+						return 1
+					}
+					return 0
+				})
+				kth = vals[pd.K-1]
+			}
 			for _, i := range members {
 				if v, ok := out[i].at(step); ok && beats(kth, v) {
 					out[i].vals[step-out[i].first] = staleNaN
@@ -762,9 +956,6 @@ type fastWorker struct {
 	// them against query.maxSamples).
 	sampled bool
 	win     int
-	// meta is set when a series lost more than its name (__type__,
-	// __unit__) to the drop: two outputs may then be equal.
-	meta bool
 }
 
 // series decodes it and computes the function (or the selector's
@@ -841,12 +1032,9 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 			w.nonCounters = append(w.nonCounters, name)
 		}
 	}
+	// Dropping more than the name (__type__, __unit__) could make two
+	// outputs equal: precheck declined such sets before this.
 	dropped := lset.DropReserved(schema.IsMetadataLabel)
-	if lset.Len()-dropped.Len() > 1 {
-		// More than the name went (__type__, __unit__): two series may now
-		// be equal; load checks.
-		w.meta = true
-	}
 	return fastSeries{lset: dropped, vals: pts.vals, first: pts.first, win: w.win}, nil
 }
 

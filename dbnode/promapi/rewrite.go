@@ -1,6 +1,7 @@
 package promapi
 
 import (
+	"github.com/prometheus/common/model"
 	"math"
 	"slices"
 	"strings"
@@ -219,7 +220,19 @@ var fastAggs = map[parser.ItemType]query.Agg{parser.SUM: query.AggSum, parser.CO
 // of a call replace takes or of a plain instant selector; nil otherwise.
 func (p fastParser) replaceAgg(agg *parser.AggregateExpr) *parser.VectorSelector {
 	name, ok := fastAggs[agg.Op]
-	if !ok || agg.Without || agg.Param != nil {
+	valueLabel := ""
+	if agg.Op == parser.COUNT_VALUES {
+		// count_values("l", ...): the label a literal the engine accepts
+		// (it refuses others when it evaluates the query: let it).
+		l, isLit := unparen(agg.Param).(*parser.StringLiteral)
+		if !isLit || !model.UTF8Validation.IsValidLabelName(l.Val) {
+			return nil
+		}
+		name, ok, valueLabel = query.AggCountValues, true, l.Val
+	} else if agg.Param != nil {
+		return nil
+	}
+	if !ok || agg.Without {
 		return nil
 	}
 	inner := agg.Expr
@@ -245,7 +258,7 @@ func (p fastParser) replaceAgg(agg *parser.AggregateExpr) *parser.VectorSelector
 	// The marker is the last matcher (marked): its plan gains the
 	// aggregation.
 	spec := planOf(vs.LabelMatchers[len(vs.LabelMatchers)-1]).sel
-	spec.Agg = name
+	spec.Agg, spec.ValueLabel = name, valueLabel
 	// The engine sorts the grouping labels in place before using them.
 	spec.Grouping = slices.Clone(agg.Grouping)
 	slices.Sort(spec.Grouping)

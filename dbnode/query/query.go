@@ -106,16 +106,23 @@ const (
 	// predate them refuse them (InvalidArgument; Agg.Newer).
 	AggMin
 	AggMax
+	// AggCountValues is count_values: per group of Grouping and per
+	// distinct value (its text, in the label ValueLabel), the number of
+	// series with that value at each step; counts merge exactly.
+	AggCountValues
 	numAggs
 )
 
 var aggNames = [numAggs]string{AggNone: "", AggSum: "sum", AggCount: "count", AggAvg: "avg", AggGroup: "group",
-	AggMin: "min", AggMax: "max"}
+	AggMin: "min", AggMax: "max", AggCountValues: "count_values"}
 
 // Newer reports a request kind that nodes from before it was pushed down
 // refuse as invalid (InvalidArgument) rather than decline: without an
-// aggregation, min and max. A coordinator reads such a query raw.
-func (a Agg) Newer() bool { return a == AggNone || a == AggMin || a == AggMax }
+// aggregation, min, max and count_values. A coordinator reads such a
+// query raw.
+func (a Agg) Newer() bool {
+	return a == AggNone || a == AggMin || a == AggMax || a == AggCountValues
+}
 
 // String is the aggregation's PromQL name, "" for AggNone.
 func (a Agg) String() string {
@@ -152,6 +159,10 @@ type Pushdown struct {
 	// predates it answers every series' values, which serves as well.
 	K      int
 	Bottom bool
+	// ValueLabel is count_values' label (AggCountValues only): each
+	// group's labels are its Grouping labels and ValueLabel set to the
+	// value, formatted as the engine formats it.
+	ValueLabel string
 }
 
 // Validate reports a Pushdown no evaluator can compute.
@@ -173,6 +184,9 @@ func (p Pushdown) Validate() error {
 	}
 	if p.Agg == AggNone && len(p.Grouping) > 0 && p.K == 0 {
 		return fmt.Errorf("pushdown: grouping %q without an aggregation", p.Grouping)
+	}
+	if (p.Agg == AggCountValues) != (p.ValueLabel != "") {
+		return fmt.Errorf("pushdown: value label %q with aggregation %q", p.ValueLabel, p.Agg)
 	}
 	if p.K < 0 || (p.K > 0 && p.Agg != AggNone) || (p.Bottom && p.K == 0) {
 		return fmt.Errorf("pushdown: %d candidates (bottom %v) with aggregation %q", p.K, p.Bottom, p.Agg)

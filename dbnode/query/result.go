@@ -204,7 +204,7 @@ func (p *Partial) Value(agg Agg, step int) (float64, bool) {
 		return 0, false
 	}
 	switch agg {
-	case AggCount:
+	case AggCount, AggCountValues:
 		return n, true
 	case AggGroup:
 		return 1, true

@@ -111,6 +111,18 @@ func TestDecodeV2RejectsBadInput(t *testing.T) {
 			var ie *InputError
 			require.ErrorAs(t, err, &ie)
 			require.Contains(t, err.Error(), tc.want)
+			// With the label checks left to CheckSeries the request is
+			// refused the same way, by Decode or by CheckSeries.
+			d2 := WriteDecoderV2{DeferLabelChecks: true}
+			err = d2.Decode(tc.body)
+			for i := range d2.Series {
+				if err != nil {
+					break
+				}
+				err = d2.CheckSeries(i)
+			}
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, d.Decode(tc.body).Error(), err.Error())
 		})
 	}
 }

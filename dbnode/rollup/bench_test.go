@@ -46,3 +46,19 @@ func BenchmarkComputeEncode(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(samples)), "ns/sample")
 }
+
+// BenchmarkCoarsen: a day's 5m windows to 1h ones (the next level of a
+// rollup chain), per input window.
+func BenchmarkCoarsen(b *testing.B) {
+	ws, err := Compute(benchSeries(), 300_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Coarsen(ws, 3600_000); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ws)), "ns/window")
+}

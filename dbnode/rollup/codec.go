@@ -2,6 +2,7 @@ package rollup
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 )
@@ -18,17 +19,15 @@ import (
 type codec struct {
 	version byte
 	window  string // "window" or "histogram window", in errors
-	// versionFault says what is wrong with a version byte v that is not
-	// this codec's.
-	versionFault func(v byte) string
+	// versionFault is the format of the error for a version byte that
+	// is not this codec's; its arguments are that byte and version.
+	versionFault string
 }
 
 // encodeWindows appends the stream header and each window to dst: the
 // shared End codec, then what body (the window's own part, from its flags
-// on) writes. check is the kind's own rule for a window it may write.
-func encodeWindows[W any](dst []byte, c codec, res int64, ws []W,
-	end func(*W) int64, check func(*W, int64) error, body func([]byte, *W) []byte,
-) ([]byte, error) {
+// on) writes.
+func encodeWindows[W any, P windowRef[W]](dst []byte, c codec, res int64, ws []W, body func([]byte, *W) []byte) ([]byte, error) {
 	if res <= 0 || res > math.MaxInt64/2 {
 		return dst, fmt.Errorf("rollup: encode: resolution must be 1 .. 2^62-1 ms, got %d", res)
 	}
@@ -38,17 +37,18 @@ func encodeWindows[W any](dst []byte, c codec, res int64, ws []W,
 	var prevUnits, prevDelta int64
 	for i := range ws {
 		w := &ws[i]
-		if err := check(w, res); err != nil {
+		if err := P(w).check(res); err != nil {
 			return dst, fmt.Errorf("rollup: encode %s %d: %w", c.window, i, err)
 		}
-		units := end(w) / res
+		end := P(w).end()
+		units := end / res
 		if i == 0 {
 			dst = binary.AppendVarint(dst, units)
 			prevDelta = 1
 		} else {
 			delta := units - prevUnits
 			if delta < 1 {
-				return dst, fmt.Errorf("rollup: encode %s %d: End %d not after the previous window's End %d", c.window, i, end(w), prevUnits*res)
+				return dst, fmt.Errorf("rollup: encode %s %d: End %d not after the previous window's End %d", c.window, i, end, prevUnits*res)
 			}
 			dst = binary.AppendVarint(dst, delta-prevDelta)
 			prevDelta = delta
@@ -83,7 +83,7 @@ func decodeWindows[W any](b []byte, c codec, known byte, body func(r *reader, h 
 		return 0, nil, err
 	}
 	if v != c.version {
-		return 0, nil, r.fail("%s", c.versionFault(v))
+		return 0, nil, r.fail(c.versionFault, v, c.version)
 	}
 	ures, err := r.uvarint("resolution")
 	if err != nil {
@@ -158,4 +158,39 @@ func (r *reader) head(e *endReader, first bool, res int64, known byte) (head, er
 	}
 	h.Count, err = r.uvarint("count")
 	return h, err
+}
+
+// checkSpan is the rule every kind of window keeps, whatever its values:
+// End a multiple of the resolution, and samples that fit the window.
+func checkSpan(s span, res int64) error {
+	if s.End%res != 0 {
+		return fmt.Errorf("End %d is not a multiple of the resolution %d", s.End, res)
+	}
+	if s.End/res < math.MinInt64/res+1 {
+		return fmt.Errorf("End %d is out of range", s.End)
+	}
+	if s.Count == 0 {
+		if !s.Stale {
+			return errors.New("no samples and no stale marker: such a window is never emitted")
+		}
+		return nil
+	}
+	lo := s.End - res
+	for _, x := range []struct {
+		name string
+		t    int64
+	}{{"first", s.FirstT}, {"last", s.LastT}} {
+		if x.t <= lo || x.t > s.End {
+			return fmt.Errorf("%s sample at %d is outside the window (%d, %d]", x.name, x.t, lo, s.End)
+		}
+	}
+	switch {
+	case s.Count == 1 && s.FirstT != s.LastT:
+		return fmt.Errorf("one sample but first at %d and last at %d", s.FirstT, s.LastT)
+	case s.Count > 1 && s.FirstT >= s.LastT:
+		return fmt.Errorf("%d samples but first at %d is not before last at %d", s.Count, s.FirstT, s.LastT)
+	case s.Count > uint64(s.LastT-s.FirstT)+1:
+		return fmt.Errorf("%d samples do not fit between %d and %d at one per millisecond", s.Count, s.FirstT, s.LastT)
+	}
+	return nil
 }

@@ -54,20 +54,14 @@ func windowEnd(t, res int64) int64 {
 // last point.
 func Compute(samples []Sample, res int64) ([]Window, error) {
 	if res <= 0 {
-		return nil, fmt.Errorf("rollup: resolution must be > 0 ms, got %d", res)
+		return nil, badResolution(res)
 	}
-	var out []Window
-	if n := len(samples); n > 0 {
-		// One window per resolution step the samples span, at most one
-		// per sample. (A hint only: unordered input is refused below.)
-		span := uint64(samples[n-1].T) - uint64(samples[0].T)
-		out = make([]Window, 0, min(uint64(n), span/uint64(res)+2))
-	}
+	out := windowsFor[Window](len(samples), res, func(i int) int64 { return samples[i].T })
 	var cur *Window
 	var comp float64 // Kahan compensation of cur.Sum
 	for i, s := range samples {
 		if i > 0 && s.T <= samples[i-1].T {
-			return nil, fmt.Errorf("rollup: sample %d at %d is not after sample %d at %d", i, s.T, i-1, samples[i-1].T)
+			return nil, notAfter(i, s.T, samples[i-1].T)
 		}
 		end := windowEnd(s.T, res)
 		if cur == nil || cur.End != end {
@@ -162,7 +156,7 @@ func Merge(a, b Window) (Window, error) {
 // Windows of equal End (the two halves of a block edge) merge too.
 func Coarsen(windows []Window, res int64) ([]Window, error) {
 	if res <= 0 {
-		return nil, fmt.Errorf("rollup: resolution must be > 0 ms, got %d", res)
+		return nil, badResolution(res)
 	}
 	var out []Window
 	for i, w := range windows {

@@ -49,13 +49,7 @@ func (s *valueState) update(w Window) {
 }
 
 // floatCodec is the float windows' part of the shared stream.
-var floatCodec = codec{
-	version: Version,
-	window:  "window",
-	versionFault: func(v byte) string {
-		return fmt.Sprintf("version %d, this build reads %d", v, Version)
-	},
-}
+var floatCodec = codec{version: Version, window: "window", versionFault: "version %d, this build reads %d"}
 
 // Encode appends the encoding of one series' windows of resolution res
 // (ms) to dst. The windows must be what Compute, Merge or Coarsen produce
@@ -63,10 +57,7 @@ var floatCodec = codec{
 // inside their window; anything else is refused, so every encoding decodes.
 func Encode(dst []byte, res int64, ws []Window) ([]byte, error) {
 	var prev valueState
-	return encodeWindows(dst, floatCodec, res, ws,
-		func(w *Window) int64 { return w.End },
-		func(w *Window, res int64) error { return checkWindow(*w, res) },
-		func(dst []byte, w *Window) []byte { return appendWindow(dst, w, &prev) })
+	return encodeWindows(dst, floatCodec, res, ws, func(dst []byte, w *Window) []byte { return appendWindow(dst, w, &prev) })
 }
 
 // appendWindow writes a float window from its flags on, each value XORed
@@ -126,40 +117,9 @@ func isSingle(w Window) bool {
 		math.Float64bits(w.Sum) == v && math.Float64bits(w.Resets) == 0
 }
 
-// checkWindow is what Encode requires of a window and Decode checks of
-// what it read.
-func checkWindow(w Window, res int64) error {
-	if w.End%res != 0 {
-		return fmt.Errorf("End %d is not a multiple of the resolution %d", w.End, res)
-	}
-	if w.End/res < math.MinInt64/res+1 {
-		return fmt.Errorf("End %d is out of range", w.End)
-	}
-	if w.Count == 0 {
-		if !w.Stale {
-			return errors.New("no samples and no stale marker: such a window is never emitted")
-		}
-		return nil
-	}
-	lo := w.End - res
-	for _, s := range []struct {
-		name string
-		t    int64
-	}{{"first", w.First.T}, {"last", w.Last.T}} {
-		if s.t <= lo || s.t > w.End {
-			return fmt.Errorf("%s sample at %d is outside the window (%d, %d]", s.name, s.t, lo, w.End)
-		}
-	}
-	switch {
-	case w.Count == 1 && w.First.T != w.Last.T:
-		return fmt.Errorf("one sample but first at %d and last at %d", w.First.T, w.Last.T)
-	case w.Count > 1 && w.First.T >= w.Last.T:
-		return fmt.Errorf("%d samples but first at %d is not before last at %d", w.Count, w.First.T, w.Last.T)
-	case w.Count > uint64(w.Last.T-w.First.T)+1:
-		return fmt.Errorf("%d samples do not fit between %d and %d at one per millisecond", w.Count, w.First.T, w.Last.T)
-	}
-	return nil
-}
+// check is what Encode requires of a window and Decode checks of what it
+// read: a float window's values need no rule beyond its span's.
+func (w *Window) check(res int64) error { return checkSpan(w.span(), res) }
 
 // appendXOR writes v XOR prev as a header byte 0 (equal), or 1+8*lz+tz
 // (lz leading and tz trailing zero bytes of the XOR, lz+tz <= 7) and the
@@ -280,7 +240,7 @@ func decodeWindow(r *reader, h head, res int64, prev *valueState) (Window, error
 		if valueFlags != 0 {
 			return w, r.fail("flags %#x on a window without samples", flags)
 		}
-		if err := checkWindow(w, res); err != nil {
+		if err := w.check(res); err != nil {
 			return w, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return w, nil
@@ -338,7 +298,7 @@ func decodeWindow(r *reader, h head, res int64, prev *valueState) (Window, error
 			return w, r.fail("one sample in the long form instead of the single flag")
 		}
 	}
-	if err := checkWindow(w, res); err != nil {
+	if err := w.check(res); err != nil {
 		return w, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	prev.update(w)

@@ -49,12 +49,12 @@ func addTo(acc, h *histogram.FloatHistogram) (*histogram.FloatHistogram, error) 
 // StaleNaN, as Prometheus writes one) to windows of resolution res ms.
 func ComputeHistograms(samples []HSample, res int64) ([]HWindow, error) {
 	if res <= 0 {
-		return nil, fmt.Errorf("rollup: resolution must be > 0 ms, got %d", res)
+		return nil, badResolution(res)
 	}
-	var out []HWindow
+	out := windowsFor[HWindow](len(samples), res, func(i int) int64 { return samples[i].T })
 	for i, s := range samples {
 		if i > 0 && s.T <= samples[i-1].T {
-			return nil, fmt.Errorf("rollup: sample %d at %d is not after sample %d at %d", i, s.T, i-1, samples[i-1].T)
+			return nil, notAfter(i, s.T, samples[i-1].T)
 		}
 		if s.H == nil {
 			return nil, fmt.Errorf("rollup: sample %d at %d has no histogram", i, s.T)

@@ -63,11 +63,10 @@ func isSingleHist(w HWindow) bool {
 	return bytes.Equal(f, histBytes(w.Last.H)) && bytes.Equal(f, histBytes(w.Sum))
 }
 
-// checkHWindow is what EncodeHistograms requires and DecodeHistograms
-// checks, besides the float windows' rules on End and timestamps.
-func checkHWindow(w HWindow, res int64) error {
-	fw := Window{End: w.End, Count: w.Count, First: Sample{T: w.First.T}, Last: Sample{T: w.Last.T}, Stale: w.Stale}
-	if err := checkWindow(fw, res); err != nil {
+// check is what EncodeHistograms requires and DecodeHistograms checks:
+// the span's rules, and histograms that Prometheus' validation accepts.
+func (w *HWindow) check(res int64) error {
+	if err := checkSpan(w.span(), res); err != nil {
 		return err
 	}
 	if w.Count == 0 {
@@ -91,22 +90,13 @@ func checkHWindow(w HWindow, res int64) error {
 }
 
 // histogramCodec is the histogram windows' part of the shared stream.
-var histogramCodec = codec{
-	version: HistogramVersion,
-	window:  "histogram window",
-	versionFault: func(v byte) string {
-		return fmt.Sprintf("version %#x, this build reads histogram windows %#x", v, HistogramVersion)
-	},
-}
+var histogramCodec = codec{version: HistogramVersion, window: "histogram window", versionFault: "version %#x, this build reads histogram windows %#x"}
 
 // EncodeHistograms appends the encoding of one series' histogram windows
 // of resolution res ms (as ComputeHistograms and MergeHistograms make
 // them) to dst. As Encode, it refuses what DecodeHistograms would.
 func EncodeHistograms(dst []byte, res int64, ws []HWindow) ([]byte, error) {
-	return encodeWindows(dst, histogramCodec, res, ws,
-		func(w *HWindow) int64 { return w.End },
-		func(w *HWindow, res int64) error { return checkHWindow(*w, res) },
-		appendHWindow)
+	return encodeWindows(dst, histogramCodec, res, ws, appendHWindow)
 }
 
 // appendHWindow writes a histogram window from its flags on.
@@ -282,7 +272,7 @@ func decodeHWindow(r *reader, h head, res int64) (HWindow, error) {
 			}
 		}
 	}
-	if err := checkHWindow(w, res); err != nil {
+	if err := w.check(res); err != nil {
 		return w, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return w, nil

@@ -98,7 +98,7 @@ func mergeEqualEnds[W any](ws []W, end func(W) int64, merge func(a, b W) (W, err
 // CoarsenHistograms is Coarsen for histogram windows.
 func CoarsenHistograms(windows []HWindow, res int64) ([]HWindow, error) {
 	if res <= 0 {
-		return nil, fmt.Errorf("rollup: resolution must be > 0 ms, got %d", res)
+		return nil, badResolution(res)
 	}
 	out := make([]HWindow, 0, len(windows))
 	for i, w := range windows {

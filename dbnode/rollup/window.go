@@ -41,6 +41,19 @@ func (w HWindow) retimed(end int64, stale bool) HWindow {
 	return w
 }
 
+// windowRef is a pointer to a Window or an HWindow, for encodeWindows:
+// it reads End and checks a window in place, where span would copy it.
+type windowRef[W any] interface {
+	*W
+	end() int64
+	// check is what a window must keep to be encoded, and what its
+	// decoder checks of what it read.
+	check(res int64) error
+}
+
+func (w *Window) end() int64  { return w.End }
+func (w *HWindow) end() int64 { return w.End }
+
 // mergeTrivial is the part of Merge every kind of window shares: b must
 // follow a (ErrOrder otherwise), and where either holds no samples the
 // merge is the other, with b's End and Stale. done is false when both
@@ -114,4 +127,31 @@ func extrapolation(s span, start, end int64, first, result float64, counter, per
 		factor /= float64(end-start) / 1000
 	}
 	return factor
+}
+
+// badResolution is the error of Compute, Coarsen and their histogram
+// twins for a resolution res <= 0. They test res themselves, so the
+// compiler knows res > 0 in their loops and divides by it without a
+// check for -1.
+func badResolution(res int64) error {
+	return fmt.Errorf("rollup: resolution must be > 0 ms, got %d", res)
+}
+
+// windowsFor is the slice Compute and ComputeHistograms fill from n
+// samples (t: the timestamp of sample i): room for one window per
+// resolution step the samples span, at most one per sample. A hint only:
+// they refuse unordered input as they read it.
+func windowsFor[W any](n int, res int64, t func(i int) int64) []W {
+	if n == 0 {
+		return nil
+	}
+	span := uint64(t(n-1)) - uint64(t(0))
+	return make([]W, 0, min(uint64(n), span/uint64(res)+2))
+}
+
+// notAfter is the error of raw sample i, at t, that does not follow the
+// sample before it, at prev: Compute and ComputeHistograms take strictly
+// increasing timestamps.
+func notAfter(i int, t, prev int64) error {
+	return fmt.Errorf("rollup: sample %d at %d is not after sample %d at %d", i, t, i-1, prev)
 }

@@ -44,12 +44,13 @@ func matchersFromPB(ms []*nodepb.Matcher) []Matcher {
 
 func (m *FetchTaggedRequest) toPB() *nodepb.FetchTaggedRequest {
 	return &nodepb.FetchTaggedRequest{Namespace: m.Namespace, Matchers: matchersToPB(m.Matchers),
-		Start: m.Start, End: m.End, Shards: m.Shards, AcceptHistograms: m.AcceptHistograms}
+		Start: m.Start, End: m.End, Shards: m.Shards, AcceptHistograms: m.AcceptHistograms, RollupWindows: m.RollupWindows}
 }
 
 func fetchTaggedFromPB(p *nodepb.FetchTaggedRequest) *FetchTaggedRequest {
 	return &FetchTaggedRequest{Namespace: p.GetNamespace(), Matchers: matchersFromPB(p.GetMatchers()),
-		Start: p.GetStart(), End: p.GetEnd(), Shards: p.GetShards(), AcceptHistograms: p.GetAcceptHistograms()}
+		Start: p.GetStart(), End: p.GetEnd(), Shards: p.GetShards(), AcceptHistograms: p.GetAcceptHistograms(),
+		RollupWindows: p.GetRollupWindows()}
 }
 
 func (m *FetchRequest) toPB() *nodepb.FetchRequest {
@@ -67,7 +68,7 @@ func fetchedSeriesToPB(ss []FetchedSeries) []*nodepb.FetchedSeries {
 	out := make([]*nodepb.FetchedSeries, len(ss))
 	pbs := make([]nodepb.FetchedSeries, len(ss))
 	for i, s := range ss {
-		pbs[i] = nodepb.FetchedSeries{Id: s.ID, Shard: s.Shard, Stream: s.Stream, Histograms: s.Histograms}
+		pbs[i] = nodepb.FetchedSeries{Id: s.ID, Shard: s.Shard, Stream: s.Stream, Histograms: s.Histograms, Rollup: s.Rollup}
 		out[i] = &pbs[i]
 	}
 	return out
@@ -79,7 +80,7 @@ func fetchedSeriesFromPB(ss []*nodepb.FetchedSeries) []FetchedSeries {
 	}
 	out := make([]FetchedSeries, len(ss))
 	for i, s := range ss {
-		out[i] = FetchedSeries{ID: s.GetId(), Shard: s.GetShard(), Stream: s.GetStream(), Histograms: s.GetHistograms()}
+		out[i] = FetchedSeries{ID: s.GetId(), Shard: s.GetShard(), Stream: s.GetStream(), Histograms: s.GetHistograms(), Rollup: s.GetRollup()}
 	}
 	return out
 }

@@ -25,6 +25,11 @@ type FetchTaggedRequest struct {
 	// holding native histograms rather than drop them: an older requester
 	// would not see the field.
 	AcceptHistograms bool
+	// RollupWindows: Namespace is a rollup namespace and the requester
+	// reads FetchedSeries.Rollup, each series' windows ending in [Start,
+	// End]. A node older than the field answers Stream samples and no
+	// Rollup instead; the requester refuses that answer.
+	RollupWindows bool
 }
 
 // FetchRequest asks for the samples of the given series IDs in [Start,
@@ -47,6 +52,9 @@ type FetchedSeries struct {
 	// Histograms are the native histogram samples in the range: histogram
 	// streams in time order (encoding.NewHistogramIterator reads each).
 	Histograms [][]byte
+	// Rollup (RollupWindows only) is the series' windows as one rollup
+	// payload (rollup.AppendPayload), halves cut by block edges merged.
+	Rollup []byte
 }
 
 // HistogramIterator returns an iterator over s.Histograms, nil when the

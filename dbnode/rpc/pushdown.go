@@ -63,7 +63,7 @@ func (s *Server) pushdown(ctx context.Context, p *nodepb.PushdownRequest) (*node
 	case err != nil:
 		return nil, s.fail("Pushdown", "evaluate", err)
 	}
-	resp, err := resultToPB(res, req.Agg == query.AggNone)
+	resp, err := resultToPB(res, req.Agg == query.AggNone, p.GetSumStreams())
 	if err != nil {
 		return nil, s.fail("Pushdown", "encode", err)
 	}
@@ -90,7 +90,8 @@ func requestFromPB(p *nodepb.PushdownRequest) (*query.Request, error) {
 	req := &query.Request{Namespace: p.GetNamespace(), Matchers: ms,
 		Steps: query.Steps{Start: p.GetStart(), End: p.GetEnd(), Step: p.GetStep(), Lookback: p.GetLookback()},
 		Pushdown: query.Pushdown{Func: query.Func(p.GetFunc()), Range: time.Duration(p.GetRange()) * time.Millisecond,
-			Agg: query.Agg(p.GetAgg()), Grouping: p.GetGrouping(), K: int(p.GetK()), Bottom: p.GetBottom()},
+			Agg: query.Agg(p.GetAgg()), Grouping: p.GetGrouping(), K: int(p.GetK()), Bottom: p.GetBottom(),
+			ValueLabel: p.GetValueLabel()},
 		DigestOnly: p.GetDigestOnly()}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -106,7 +107,8 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 	return &nodepb.PushdownRequest{Namespace: req.Namespace, Matchers: matchersToPB(ms), Shards: shards,
 		Start: req.Steps.Start, End: req.Steps.End, Step: req.Steps.Step, Lookback: req.Steps.Lookback,
 		Func: uint32(req.Func), Range: req.Range.Milliseconds(), Agg: uint32(req.Agg), Grouping: req.Grouping,
-		DigestOnly: req.DigestOnly, K: int64(req.K), Bottom: req.Bottom}
+		DigestOnly: req.DigestOnly, K: int64(req.K), Bottom: req.Bottom, ValueLabel: req.ValueLabel,
+		SumStreams: true}
 }
 
 // resultToPB is r on the wire. perSeries (a request without an
@@ -115,8 +117,10 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 // holds its value costs a few bits a step instead of nine bytes, and no
 // step values are bigger on the wire than the samples they came from by
 // more than the stream's coding. Only a coordinator that asks without an
-// aggregation reads such an answer.
-func resultToPB(r *query.Result, perSeries bool) (*nodepb.PushdownResponse, error) {
+// aggregation reads such an answer. sumStreams (the requester asked for
+// them) sends an aggregation's sums as such a stream too (sums), at the
+// steps with a count.
+func resultToPB(r *query.Result, perSeries, sumStreams bool) (*nodepb.PushdownResponse, error) {
 	resp := &nodepb.PushdownResponse{Series: int64(r.Series), NonCounters: r.NonCounters, Warnings: r.Warnings,
 		Digest: r.Digest, DigestOnly: r.DigestOnly, Groups: make([]*nodepb.PushdownGroup, len(r.Groups))}
 	var enc encoding.Encoder
@@ -134,7 +138,20 @@ func resultToPB(r *query.Result, perSeries bool) (*nodepb.PushdownResponse, erro
 			}
 			pg.Values = slices.Clone(enc.Bytes())
 		} else {
-			pg.Sum = g.Sum
+			if sumStreams && g.Sum != nil {
+				enc.Reset()
+				for k, n := range g.Count {
+					if n == 0 {
+						continue
+					}
+					if err := enc.Append(int64(k), g.Sum[k]); err != nil {
+						return nil, fmt.Errorf("encode the sums of %s: %w", g.Labels, err)
+					}
+				}
+				pg.Sums = slices.Clone(enc.Bytes())
+			} else {
+				pg.Sum = g.Sum
+			}
 			pg.Count = make([]uint64, len(g.Count))
 			for k, n := range g.Count {
 				pg.Count[k] = uint64(n) // whole numbers of series
@@ -167,6 +184,12 @@ func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) 
 		}
 		b.Sort()
 		sum, comp := g.GetSum(), g.GetComp()
+		if len(g.GetSums()) > 0 {
+			var err error
+			if sum, err = decodeSums(g.GetSums(), len(g.GetCount())); err != nil {
+				return nil, fmt.Errorf("pushdown answer: group %d: %w", i, err)
+			}
+		}
 		switch {
 		case len(sum) == 0:
 			sum, comp = nil, nil
@@ -190,6 +213,24 @@ func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) 
 		}
 	}
 	return r, nil
+}
+
+// decodeSums reads a group's sums (resultToPB, sumStreams) for steps
+// steps: 0 at the steps left out (their count is 0).
+func decodeSums(stream []byte, steps int) ([]float64, error) {
+	sum := make([]float64, steps)
+	it := encoding.NewIterator(stream)
+	for it.Next() {
+		k, v := it.At()
+		if k < 0 || k >= int64(steps) {
+			return nil, fmt.Errorf("sum at step %d of %d", k, steps)
+		}
+		sum[k] = v
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("decode sums: %w", err)
+	}
+	return sum, nil
 }
 
 // decodeSteps reads a series' step values (resultToPB, perSeries) as a

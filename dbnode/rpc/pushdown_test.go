@@ -38,7 +38,12 @@ func TestPushdownRoundTrip(t *testing.T) {
 	got, err = requestFromPB(requestToPB(&cand, nil))
 	require.NoError(t, err)
 	require.Equal(t, cand.Pushdown, got.Pushdown, "topk candidates by (job, mode)")
-	dw, err := resultToPB(&query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true}, false)
+	cv := *req
+	cv.Agg, cv.ValueLabel = query.AggCountValues, "v"
+	got, err = requestFromPB(requestToPB(&cv, nil))
+	require.NoError(t, err)
+	require.Equal(t, cv.Pushdown, got.Pushdown, "count_values by (job, mode)")
+	dw, err := resultToPB(&query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true}, false, true)
 	require.NoError(t, err)
 	d, err := resultFromPB(dw, 5)
 	require.NoError(t, err)
@@ -48,7 +53,7 @@ func TestPushdownRoundTrip(t *testing.T) {
 		{Labels: labels.FromStrings("job", "a", "mode", "idle"), Count: []float64{1, 0, 2, 3, 200}, Sum: []float64{1, 0, 2, 3, 4}, Comp: []float64{0, 0, 1e-17, 0, 0}},
 		{Labels: labels.FromStrings("job", "b"), Count: []float64{1, 1, 1, 1, 1}, Sum: []float64{5, 6, 7, 8, 9}, Comp: make([]float64, 5)},
 	}}
-	wire, err := resultToPB(res, false)
+	wire, err := resultToPB(res, false, false)
 	require.NoError(t, err)
 	require.Nil(t, wire.Groups[1].Comp, "zero compensations are left out")
 	b, err := proto.Marshal(wire)
@@ -75,7 +80,7 @@ func TestPushdownRoundTrip(t *testing.T) {
 			Sum: append([]float64{0, math.NaN(), math.Copysign(0, -1), math.Inf(-1)}, make([]float64, 116)...), Comp: make([]float64, 120)},
 		{Labels: labels.FromStrings("i", "b"), Count: ones, Sum: steady, Comp: make([]float64, 120)},
 	}}
-	swire, err := resultToPB(series, true)
+	swire, err := resultToPB(series, true, true)
 	require.NoError(t, err)
 	require.Nil(t, swire.Groups[0].Count)
 	require.Nil(t, swire.Groups[0].Sum)
@@ -91,6 +96,31 @@ func TestPushdownRoundTrip(t *testing.T) {
 	for k, v := range series.Groups[0].Sum {
 		require.Equal(t, math.Float64bits(v), math.Float64bits(sout.Groups[0].Sum[k]), "step %d", k)
 	}
+
+	// Asked for (sum_streams), an aggregation's sums cross as a stream
+	// at the steps with a count, bit for bit; steady sums take bits a
+	// step, not 8 bytes.
+	agg := &query.Result{Steps: 120, Series: 240, Groups: []query.Partial{
+		{Labels: labels.FromStrings("i", "a"), Count: append([]float64{0, 2, 2, 2}, make([]float64, 116)...),
+			Sum: append([]float64{0, math.NaN(), math.Copysign(0, -1), math.Inf(-1)}, make([]float64, 116)...), Comp: make([]float64, 120)},
+		{Labels: labels.FromStrings("i", "b"), Count: ones, Sum: steady, Comp: append([]float64{1e-17}, make([]float64, 119)...)},
+	}}
+	awire, err := resultToPB(agg, false, true)
+	require.NoError(t, err)
+	require.Nil(t, awire.Groups[1].Sum)
+	require.Less(t, len(awire.Groups[1].Sums), 120, "steady sums: bits a step, not 8 bytes")
+	ab, err := proto.Marshal(awire)
+	require.NoError(t, err)
+	var aback nodepb.PushdownResponse
+	require.NoError(t, proto.Unmarshal(ab, &aback))
+	aout, err := resultFromPB(&aback, 120)
+	require.NoError(t, err)
+	require.Equal(t, agg.Groups[1], aout.Groups[1])
+	require.Equal(t, agg.Groups[0].Count, aout.Groups[0].Count)
+	for k, v := range agg.Groups[0].Sum {
+		require.Equal(t, math.Float64bits(v), math.Float64bits(aout.Groups[0].Sum[k]), "step %d", k)
+	}
+	require.True(t, requestToPB(req, nil).GetSumStreams(), "this node reads sum streams")
 
 	back.Groups[0].Count = back.Groups[0].Count[:4]
 	_, err = resultFromPB(&back, 5)

@@ -331,5 +331,8 @@ func fetchedSeriesSize(s *FetchedSeries) int {
 	for _, h := range s.Histograms {
 		n += 2 + protowire.SizeBytes(len(h)) // field 30: a two-byte tag
 	}
+	if len(s.Rollup) > 0 {
+		n += 2 + protowire.SizeBytes(len(s.Rollup)) // field 31
+	}
 	return 1 + protowire.SizeBytes(n)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/rollup"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -113,6 +114,9 @@ func (s *Server) fetchTagged(ctx context.Context, req *FetchTaggedRequest) (*Fet
 		}
 	}
 
+	if req.RollupWindows {
+		return s.fetchRollup(ctx, req, matchers, filter)
+	}
 	found, err := s.db.Query(ctx, req.Namespace, matchers, req.Start, req.End, storage.QueryOptions{Shards: filter})
 	if err != nil {
 		return nil, s.fail("FetchTagged", "query", err)
@@ -198,4 +202,46 @@ func toMatchers(ms []Matcher) ([]*labels.Matcher, error) {
 		out[i] = lm
 	}
 	return out, nil
+}
+
+// RollupDatabase is what a Database that holds rollup namespaces also
+// has (storage.Database does): FetchTagged with RollupWindows reads it.
+type RollupDatabase interface {
+	QueryRollup(ctx context.Context, ns string, matchers []*labels.Matcher, start, end int64, qo storage.QueryOptions) ([]storage.RollupSeries, error)
+}
+
+// fetchRollup answers FetchTagged with RollupWindows: each matching
+// series' windows ending in [Start, End] in the shards filter allows, as
+// one rollup payload.
+func (s *Server) fetchRollup(ctx context.Context, req *FetchTaggedRequest, matchers []*labels.Matcher, filter func(uint32) bool) (*FetchResponse, error) {
+	rdb, ok := s.db.(RollupDatabase)
+	ns := s.namespaces[req.Namespace]
+	if !ok || ns.RollupOf == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "namespace %q is not a rollup namespace", req.Namespace)
+	}
+	found, err := rdb.QueryRollup(ctx, req.Namespace, matchers, req.Start, req.End, storage.QueryOptions{Shards: filter})
+	if err != nil {
+		return nil, s.fail("FetchTagged", "query rollup", err)
+	}
+	resp := &FetchResponse{Series: make([]FetchedSeries, 0, len(found))}
+	limit := sizeLimit{max: s.opts.MaxMsgSize}
+	for i, f := range found {
+		if i%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, ctxStatus(err)
+			}
+		}
+		if len(f.HWindows) > 0 && !req.AcceptHistograms {
+			return nil, errHistogramsNotAccepted(f.ID)
+		}
+		payload, err := rollup.AppendPayload(nil, f.Resolution, f.Windows, f.HWindows)
+		if err != nil {
+			return nil, s.fail("FetchTagged", "encode rollup", err)
+		}
+		resp.Series = append(resp.Series, FetchedSeries{ID: f.ID, Shard: f.Shard, Rollup: payload})
+		if err := limit.add(&resp.Series[len(resp.Series)-1]); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
 }

@@ -438,7 +438,13 @@ func (db *Database) loadVolumeLocked(ns *namespace, bs int64, blocks []StreamedB
 		sh := ns.shard(b.Shard)
 		prev := sh.reader(bs)
 		out := b.Series
-		if prev != nil {
+		switch {
+		case prev != nil && ns.opts.RollupOf != "":
+			if out, err = mergeRollupSealed(prev, b.Series); err != nil {
+				errs = append(errs, fmt.Errorf("merge streamed rollup block %d of shard %d: %w", bs, b.Shard, err))
+				continue
+			}
+		case prev != nil:
 			if out, err = mergeSealed(prev, b.Series); err != nil {
 				errs = append(errs, fmt.Errorf("merge streamed block %d of shard %d: %w", bs, b.Shard, err))
 				continue

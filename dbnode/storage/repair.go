@@ -56,6 +56,9 @@ func (db *Database) BlockDigests(nsName string, shard uint32, start, end int64) 
 	if err != nil || sh == nil {
 		return nil, err
 	}
+	if ns.opts.RollupOf != "" {
+		return rollupBlockDigests(ns, sh, start, end)
+	}
 	var out []BlockDigest
 	for _, bs := range shardBlockStarts(ns, sh, start, end) {
 		sums, err := db.blockChecksums(ns, sh, bs, start, end)
@@ -79,6 +82,9 @@ func (db *Database) SeriesChecksums(nsName string, shard uint32, blockStart, sta
 	}
 	if blockStart != ns.blockStart(blockStart) {
 		return nil, fmt.Errorf("block start %d is not aligned to the block size", blockStart)
+	}
+	if ns.opts.RollupOf != "" {
+		return rollupChecksums(ns, sh, blockStart, start, end)
 	}
 	return db.blockChecksums(ns, sh, blockStart, start, end)
 }

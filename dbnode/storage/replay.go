@@ -271,7 +271,7 @@ func (r *replayer) runIndex() {
 		if r.err.Load() == nil {
 			for i := range batch {
 				t := &batch[i]
-				if err := t.ns.index.InsertString(t.id, t.bs); err != nil {
+				if err := t.ns.index.InsertNewString(t.id, t.bs); err != nil {
 					err = fmt.Errorf("replay %s: index series: %w", describeID([]byte(t.id)), err)
 					r.err.CompareAndSwap(nil, &err)
 					break

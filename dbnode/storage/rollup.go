@@ -76,6 +76,12 @@ type rollupProgress struct {
 	cursor       int64
 	cursorLoaded bool
 	backfilled   int64 // source blocks rolled up by the backfill
+	// damaged: blocks of this rollup whose newest volume (or a shard's
+	// section of it) failed its checks at start, or a page of which
+	// failed its checksum on read; the next tick derives them again from
+	// the source (rollupsync.go).
+	damaged   map[int64]bool
+	rederived int64 // rollup blocks derived again after damage
 
 	lag, upTo, backfillTo tally.Gauge
 	written, failure      tally.Counter
@@ -111,6 +117,9 @@ type RollupStatus struct {
 	// the backfill rolled up since start.
 	Cursor     time.Time
 	Backfilled int64
+	// Rederived counts rollup blocks derived again from the source
+	// after damage (at start, or a page failing its checksum on read).
+	Rederived int64
 }
 
 // RollupStatuses lists every rollup namespace's progress.
@@ -123,7 +132,7 @@ func (db *Database) RollupStatuses() []RollupStatus {
 		}
 		p := db.progress(ns)
 		p.mu.Lock()
-		st := RollupStatus{Namespace: ns.opts.Name, RollupOf: ns.opts.RollupOf, Resolution: ns.opts.Resolution, Blocks: p.blocks, Errors: p.errors, Backfilled: p.backfilled}
+		st := RollupStatus{Namespace: ns.opts.Name, RollupOf: ns.opts.RollupOf, Resolution: ns.opts.Resolution, Blocks: p.blocks, Errors: p.errors, Backfilled: p.backfilled, Rederived: p.rederived}
 		if p.cursorLoaded && p.cursor != cursorUnset {
 			st.Cursor = time.UnixMilli(p.cursor).UTC()
 		}
@@ -484,6 +493,13 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 			get(id)
 			return nil
 		})
+		if errors.Is(err, fileset.ErrCorrupt) {
+			// A damaged page (rollupsync.go): keep what the other pages
+			// hold, series by series; the damaged series keep only the
+			// windows recomputed here.
+			clear(old)
+			err = readIntactRollups(prev, old, get)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read previous rollup volume %d: %w", prev.ID().Volume, err)
 		}
@@ -665,6 +681,9 @@ func (db *Database) readRollup(ns *namespace, id []byte, shard uint32, start, en
 		}
 		data, ok, err := r.Read(id)
 		if err != nil {
+			if errors.Is(err, fileset.ErrCorrupt) {
+				db.rollupDamaged(ns, bs) // derived again at the next tick
+			}
 			return rs, fmt.Errorf("read rollup block %d: %w", bs, err)
 		}
 		if !ok {

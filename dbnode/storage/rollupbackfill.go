@@ -134,6 +134,9 @@ func flushedStarts(ns *namespace, from int64) []int64 {
 // memory is flushed (tickMu held).
 func (db *Database) backfillRollups(now int64) error {
 	var errs []error
+	if err := db.rederiveDamaged(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, dst := range db.nsList {
 		if dst.opts.RollupOf == "" {
 			continue

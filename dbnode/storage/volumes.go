@@ -282,6 +282,7 @@ func (db *Database) loadNamespace(ns *namespace, expireBefore int64) error {
 		}
 		for _, d := range damaged {
 			db.unreadable(d.ID.String(), d.Err, fileset.ShardDir(root, name, shardID), d.Moved)
+			db.rollupDamaged(ns, d.ID.BlockStart)
 		}
 		ids, err := fileset.List(fsys, root, name, shardID)
 		if err != nil {
@@ -311,6 +312,7 @@ func (db *Database) loadNamespace(ns *namespace, expireBefore int64) error {
 	}
 	for _, d := range damaged {
 		db.unreadable(d.ID.String(), d.Err, fileset.NamespaceDir(root, name), d.Moved)
+		db.rollupDamaged(ns, d.ID.BlockStart)
 	}
 	bids, err := fileset.ListBlocks(fsys, root, name)
 	if err != nil {
@@ -340,6 +342,7 @@ func (db *Database) loadNamespace(ns *namespace, expireBefore int64) error {
 				return fmt.Errorf("unreadable volume %v (%v): %w", bid, err, merr)
 			}
 			db.unreadable(fmt.Sprintf("%v", bid), err, fileset.NamespaceDir(root, name), moved)
+			db.rollupDamaged(ns, bid.BlockStart)
 			continue
 		}
 		volumes = append(volumes, v)
@@ -432,6 +435,7 @@ func (db *Database) serveFirst(ns *namespace, shardID uint32, cs []candidate, ke
 				return nil, fmt.Errorf("unreadable fileset %v (%v): %w", *c.v1, err, merr)
 			}
 			db.unreadable(c.v1.String(), err, fileset.ShardDir(root, c.v1.Namespace, c.v1.Shard), moved)
+			db.rollupDamaged(ns, c.v1.BlockStart)
 			continue
 		}
 		r, _, err := c.v2.OpenShard(shardID)
@@ -443,6 +447,7 @@ func (db *Database) serveFirst(ns *namespace, shardID uint32, cs []candidate, ke
 		// kept (other shards may serve from it) until retention.
 		keep[c.v2.ID()] = true
 		db.unreadable(fmt.Sprintf("%v shard %d", c.v2.ID(), shardID), err, "", nil)
+		db.rollupDamaged(ns, c.v2.ID().BlockStart)
 	}
 	return served, nil
 }

@@ -413,8 +413,13 @@ type FetchTaggedRequest struct {
 	// would drop the field unseen) refuses with FailedPrecondition rather
 	// than answer a series holding native histograms with its floats only.
 	AcceptHistograms bool `protobuf:"varint,30,opt,name=accept_histograms,json=acceptHistograms,proto3" json:"accept_histograms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// rollup_windows: the namespace is a rollup namespace and the requester
+	// reads FetchedSeries.rollup (each series' windows ending in
+	// [start, end]), not stream. A node without the field answers with
+	// stream samples and no rollup; the requester refuses that answer.
+	RollupWindows bool `protobuf:"varint,31,opt,name=rollup_windows,json=rollupWindows,proto3" json:"rollup_windows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchTaggedRequest) Reset() {
@@ -485,6 +490,13 @@ func (x *FetchTaggedRequest) GetShards() []uint32 {
 func (x *FetchTaggedRequest) GetAcceptHistograms() bool {
 	if x != nil {
 		return x.AcceptHistograms
+	}
+	return false
+}
+
+func (x *FetchTaggedRequest) GetRollupWindows() bool {
+	if x != nil {
+		return x.RollupWindows
 	}
 	return false
 }
@@ -574,7 +586,11 @@ type FetchedSeries struct {
 	// Native histogram samples in the range: histogram streams
 	// (docs/format/histogram.md) in time order, not overlapping (a new one
 	// where the kind changes). Only sent to a requester that accepts them.
-	Histograms    [][]byte `protobuf:"bytes,30,rep,name=histograms,proto3" json:"histograms,omitempty"`
+	Histograms [][]byte `protobuf:"bytes,30,rep,name=histograms,proto3" json:"histograms,omitempty"`
+	// With rollup_windows: the series' windows as one rollup payload
+	// (docs/format/rollup.md: kind byte 0x84, float then histogram
+	// windows), halves cut by block edges merged.
+	Rollup        []byte `protobuf:"bytes,31,opt,name=rollup,proto3" json:"rollup,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -633,6 +649,13 @@ func (x *FetchedSeries) GetStream() []byte {
 func (x *FetchedSeries) GetHistograms() [][]byte {
 	if x != nil {
 		return x.Histograms
+	}
+	return nil
+}
+
+func (x *FetchedSeries) GetRollup() []byte {
+	if x != nil {
+		return x.Rollup
 	}
 	return nil
 }
@@ -2391,7 +2414,7 @@ type PushdownRequest struct {
 	Lookback  int64                  `protobuf:"varint,7,opt,name=lookback,proto3" json:"lookback,omitempty"`    // ms, for func 0 (the selector's value)
 	Func      uint32                 `protobuf:"varint,8,opt,name=func,proto3" json:"func,omitempty"`            // query.Func: 0 select, 1 rate, ... (query.go)
 	Range     int64                  `protobuf:"varint,9,opt,name=range,proto3" json:"range,omitempty"`          // ms, the function's window
-	Agg       uint32                 `protobuf:"varint,10,opt,name=agg,proto3" json:"agg,omitempty"`             // query.Agg: 0 none (each series' step values), 1 sum, 2 count, 3 avg, 5 min, 6 max
+	Agg       uint32                 `protobuf:"varint,10,opt,name=agg,proto3" json:"agg,omitempty"`             // query.Agg: 0 none (each series' step values), 1 sum, 2 count, 3 avg, 5 min, 6 max, 7 count_values
 	Grouping  []string               `protobuf:"bytes,11,rep,name=grouping,proto3" json:"grouping,omitempty"`    // sorted label names
 	// digest_only: answer the digest (and series, warnings) without the
 	// groups: the requester takes the groups from another replica of the
@@ -2401,8 +2424,17 @@ type PushdownRequest struct {
 	// k, without an aggregation: only topk (bottomk when bottom) candidates
 	// per group of grouping at each step (query.Pushdown.K). An older node
 	// ignores it and answers every series' values, which serves as well.
-	K             int64 `protobuf:"varint,13,opt,name=k,proto3" json:"k,omitempty"`
-	Bottom        bool  `protobuf:"varint,14,opt,name=bottom,proto3" json:"bottom,omitempty"`
+	K      int64 `protobuf:"varint,13,opt,name=k,proto3" json:"k,omitempty"`
+	Bottom bool  `protobuf:"varint,14,opt,name=bottom,proto3" json:"bottom,omitempty"`
+	// value_label: count_values' label (agg 7 only): the groups are per
+	// grouping and value, the value in this label, their count per step.
+	// An older node refuses agg 7 (InvalidArgument): the requester reads
+	// raw series from it.
+	ValueLabel string `protobuf:"bytes,15,opt,name=value_label,json=valueLabel,proto3" json:"value_label,omitempty"`
+	// sum_streams: the requester reads a group's sums as a stream (sums in
+	// PushdownGroup) instead of one double a step. An older node ignores it
+	// and answers doubles, which serve as well.
+	SumStreams    bool `protobuf:"varint,16,opt,name=sum_streams,json=sumStreams,proto3" json:"sum_streams,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2535,6 +2567,20 @@ func (x *PushdownRequest) GetBottom() bool {
 	return false
 }
 
+func (x *PushdownRequest) GetValueLabel() string {
+	if x != nil {
+		return x.ValueLabel
+	}
+	return ""
+}
+
+func (x *PushdownRequest) GetSumStreams() bool {
+	if x != nil {
+		return x.SumStreams
+	}
+	return false
+}
+
 // PushdownGroup is one group's partial aggregate: per step the count of
 // series with a value (0: none; varints, mostly one byte) and, for sum and
 // avg, their Kahan sum and its compensation (comp left out when it is
@@ -2550,7 +2596,14 @@ type PushdownGroup struct {
 	// values as a stream of dbnode/encoding whose timestamps are the step
 	// indexes (0 the first step), steps without a value left out; count,
 	// sum and comp are then empty.
-	Values        []byte `protobuf:"bytes,6,opt,name=values,proto3" json:"values,omitempty"`
+	Values []byte `protobuf:"bytes,6,opt,name=values,proto3" json:"values,omitempty"`
+	// sums: when the request asked for sum_streams, the group's sums (sum
+	// is then empty) as a stream of dbnode/encoding whose timestamps are
+	// the step indexes, the steps whose count is 0 left out: a group's sums
+	// change little from step to step, so they take a few bits a step
+	// instead of eight bytes (avg by (instance) answers as many groups as
+	// the series it reads).
+	Sums          []byte `protobuf:"bytes,7,opt,name=sums,proto3" json:"sums,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2623,6 +2676,13 @@ func (x *PushdownGroup) GetComp() []float64 {
 func (x *PushdownGroup) GetValues() []byte {
 	if x != nil {
 		return x.Values
+	}
+	return nil
+}
+
+func (x *PushdownGroup) GetSums() []byte {
+	if x != nil {
+		return x.Sums
 	}
 	return nil
 }
@@ -2749,27 +2809,29 @@ const file_node_proto_rawDesc = "" +
 	"\aMatcher\x12-\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x19.tessera.rpc.v1.MatchTypeR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\tR\x05value\"\xd4\x01\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"\xfb\x01\n" +
 	"\x12FetchTaggedRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x03R\x03end\x12\x16\n" +
 	"\x06shards\x18\x05 \x03(\rR\x06shards\x12+\n" +
-	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\"\x93\x01\n" +
+	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\x12%\n" +
+	"\x0erollup_windows\x18\x1f \x01(\bR\rrollupWindows\"\x93\x01\n" +
 	"\fFetchRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03ids\x18\x02 \x03(\fR\x03ids\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x03R\x03end\x12+\n" +
-	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\"m\n" +
+	"\x11accept_histograms\x18\x1e \x01(\bR\x10acceptHistograms\"\x85\x01\n" +
 	"\rFetchedSeries\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x16\n" +
 	"\x06stream\x18\x03 \x01(\fR\x06stream\x12\x1e\n" +
 	"\n" +
 	"histograms\x18\x1e \x03(\fR\n" +
-	"histograms\"F\n" +
+	"histograms\x12\x16\n" +
+	"\x06rollup\x18\x1f \x01(\fR\x06rollup\"F\n" +
 	"\rFetchResponse\x125\n" +
 	"\x06series\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.FetchedSeriesR\x06series\"\x0f\n" +
 	"\rHealthRequest\"Y\n" +
@@ -2881,7 +2943,7 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xf3\x02\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xb5\x03\n" +
 	"\x0fPushdownRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x16\n" +
@@ -2898,7 +2960,11 @@ const file_node_proto_rawDesc = "" +
 	"\vdigest_only\x18\f \x01(\bR\n" +
 	"digestOnly\x12\f\n" +
 	"\x01k\x18\r \x01(\x03R\x01k\x12\x16\n" +
-	"\x06bottom\x18\x0e \x01(\bR\x06bottom\"\xa7\x01\n" +
+	"\x06bottom\x18\x0e \x01(\bR\x06bottom\x12\x1f\n" +
+	"\vvalue_label\x18\x0f \x01(\tR\n" +
+	"valueLabel\x12\x1f\n" +
+	"\vsum_streams\x18\x10 \x01(\bR\n" +
+	"sumStreams\"\xbb\x01\n" +
 	"\rPushdownGroup\x12\x1f\n" +
 	"\vlabel_names\x18\x01 \x03(\tR\n" +
 	"labelNames\x12!\n" +
@@ -2906,7 +2972,8 @@ const file_node_proto_rawDesc = "" +
 	"\x05count\x18\x03 \x03(\x04R\x05count\x12\x10\n" +
 	"\x03sum\x18\x04 \x03(\x01R\x03sum\x12\x12\n" +
 	"\x04comp\x18\x05 \x03(\x01R\x04comp\x12\x16\n" +
-	"\x06values\x18\x06 \x01(\fR\x06values\"\xf5\x01\n" +
+	"\x06values\x18\x06 \x01(\fR\x06values\x12\x12\n" +
+	"\x04sums\x18\a \x01(\fR\x04sums\"\xf5\x01\n" +
 	"\x10PushdownResponse\x12\x1a\n" +
 	"\bdeclined\x18\x01 \x01(\bR\bdeclined\x125\n" +
 	"\x06groups\x18\x02 \x03(\v2\x1d.tessera.rpc.v1.PushdownGroupR\x06groups\x12\x16\n" +
