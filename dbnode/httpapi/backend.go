@@ -161,15 +161,13 @@ var errHistogramsNotStored = errors.New("native histograms are not stored by thi
 // histogramBatch turns a request's decoded histograms into storage
 // samples with their series' IDs and shards (known series take them from
 // the cache entry).
-func (a *API) histogramBatch(out []storage.HistogramSample, hs []remote.Histogram, series []remote.Series, known []hit) []storage.HistogramSample {
+func (a *API) histogramBatch(out []storage.HistogramSample, hs []remote.Histogram, series []remote.Series, known *hits) []storage.HistogramSample {
 	for _, h := range hs {
 		s := series[h.Series]
 		id := s.ID
 		var shard uint32
 		if s.Known {
-			e := &known[h.Series]
-			_, id = e.load()
-			shard = uint32(e.c.shard)
+			id, shard = known.id[h.Series], uint32(known.c[h.Series].shard)
 		} else {
 			shard = ident.Shard(id, a.opts.NumShards)
 		}

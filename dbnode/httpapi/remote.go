@@ -49,20 +49,20 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := a.opts.Limits.CheckRequest(len(st.dec.Series), st.dec.NumSamples+len(st.dec.Histograms)); err != nil {
-		clear(st.known)
+		st.known.clear()
 		st.add = st.add[:0]
 		return err
 	}
-	samples := a.batch(st.samples[:0], st.dec.Series, st.known)
+	samples := a.batch(st.samples[:0], st.dec.Series, &st.known)
 	st.samples = samples
 	var hs []storage.HistogramSample
 	if len(st.dec.Histograms) > 0 {
-		hs = a.histogramBatch(nil, st.dec.Histograms, st.dec.Series, st.known)
+		hs = a.histogramBatch(nil, st.dec.Histograms, st.dec.Series, &st.known)
 	}
 	_, nh, err := writeBatch(r.Context(), backend, a.namespace(r), storage.Batch{Floats: samples, Histograms: hs})
 	a.remember(st, a.series, st.dec.Series, st.dec.Keys)
 	clear(st.samples) // drop refs and IDs until the next request
-	clear(st.known)
+	st.known.clear()
 	clear(st.add)
 	st.add = st.add[:0]
 	if rej := (*storage.RejectedError)(nil); err == nil || errors.As(err, &rej) {
@@ -82,15 +82,15 @@ func (a *API) remoteWrite(w http.ResponseWriter, r *http.Request) error {
 // batch appends the samples of decoded series to samples, with each
 // series' ID and shard, and its storage ref when the series cache knew it
 // (known[i], where series[i].Known).
-func (a *API) batch(samples []storage.Sample, series []remote.Series, known []hit) []storage.Sample {
+func (a *API) batch(samples []storage.Sample, series []remote.Series, known *hits) []storage.Sample {
 	for i, s := range series {
 		id := s.ID
 		var shard uint32
 		var ref storage.SeriesRef
 		if s.Known {
-			e := &known[i]
-			ref, id = e.ref(), e.id
-			shard = uint32(e.c.shard)
+			c := &known.c[i]
+			ref, id = c.ref(), known.id[i]
+			shard = uint32(c.shard)
 		} else {
 			shard = ident.Shard(id, a.opts.NumShards)
 		}
@@ -117,8 +117,8 @@ func (a *API) remember(st *writeState, cache *seriesCache, series []remote.Serie
 		switch {
 		case s.Known:
 			hits++
-			if e := &st.known[i]; ref != 0 && e.ref() != ref {
-				if u, ok := e.refreshed(keys[i].Hash, keys[i].Raw, ref); ok {
+			if ref != 0 && st.known.ref(i) != ref {
+				if u, ok := st.known.refreshed(i, keys[i].Hash, keys[i].Raw, ref); ok {
 					st.add = append(st.add, u)
 				}
 			}
@@ -156,7 +156,8 @@ func (a *API) putWriteState(st *writeState) {
 	}
 	retain.Trim(&over, &st.raw)
 	retain.Trim(&over, &st.samples)
-	retain.Trim(&over, &st.known)
+	retain.Trim(&over, &st.known.c)
+	retain.Trim(&over, &st.known.id)
 	retain.Trim(&over, &st.add)
 	retain.Trim(&over, &st.known2)
 	if over {

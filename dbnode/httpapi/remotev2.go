@@ -87,14 +87,14 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 	st.known2 = slices.Grow(st.known2[:0], len(d.Keys))[:len(d.Keys)]
 	known := st.known2
 	clear(known)
-	st.known = slices.Grow(st.known[:0], len(d.Keys))[:len(d.Keys)]
-	a.seriesV2.view(func() { st.add = a.seriesV2.lookup(d.Keys, known, st.known, st.add[:0]) })
+	st.known.reset(len(d.Keys))
+	a.seriesV2.view(func() { st.add = a.seriesV2.lookup(d.Keys, known, &st.known, st.add[:0]) })
 	// The decoder left the label checks to us (DeferLabelChecks): a
 	// series the cache knows passed them when it was first written.
 	for i, k := range known {
 		if !k {
 			if err := d.CheckSeries(i); err != nil {
-				clear(st.known)
+				st.known.clear()
 				clear(st.add)
 				st.add = st.add[:0]
 				return err
@@ -104,11 +104,11 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 	for i := range d.Series {
 		d.Series[i].Known = known[i]
 	}
-	samples := a.batch(st.samples[:0], d.Series, st.known)
+	samples := a.batch(st.samples[:0], d.Series, &st.known)
 	st.samples = samples
 	var hs []storage.HistogramSample
 	if hok && len(d.Histograms) > 0 {
-		hs = a.histogramBatch(nil, d.Histograms, d.Series, st.known)
+		hs = a.histogramBatch(nil, d.Histograms, d.Series, &st.known)
 	}
 	var n, nh int
 	var err error
@@ -117,7 +117,7 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 	}
 	a.remember(st, a.seriesV2, d.Series, d.Keys)
 	clear(st.samples)
-	clear(st.known)
+	st.known.clear()
 	clear(st.add)
 	st.add = st.add[:0]
 	if rej := (*storage.RejectedError)(nil); err != nil && !errors.As(err, &rej) {

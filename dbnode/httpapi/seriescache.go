@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 
 	"github.com/tessera-tsdb/tessera/dbnode/remote"
@@ -259,91 +260,118 @@ func (c *seriesCache) find(key []byte, h uint64) slot {
 	return hit
 }
 
-// hit is what a request keeps of a series lookup found, by series index,
-// from the lookup to the write and remember: the series' ID (storage's
-// bytes or the entry's) and the cell as probed, whose lo and hi hold the
-// storage ref for every kind once lookup is done (an entry's index is not
-// kept: the entry may be replaced before remember). 40 bytes where a
-// slot is 48: a 5,000-series request's hits are 200 KB, not 240 KB.
-type hit struct {
-	id []byte
-	c  cell
+// hits is what a request keeps of the series lookup found, by series
+// index, from the lookup to the write and remember, in two parallel
+// slices: c, the cells as probed, whose lo and hi hold the storage ref for
+// every kind once lookup is done (an entry's index is not kept: the entry
+// may be replaced before remember), and id, the series' IDs (storage's
+// bytes or the entry's). Apart, the probe loop and remember read and
+// write 12 bytes a series with no pointer, not 40 with the ID's: a
+// 5,000-series request's cells are 60 KB (docs/performance.md, "cpu29").
+type hits struct {
+	c  []cell
+	id [][]byte
 }
 
-// ref is the series' storage ref, 0 if this node has not written it.
-func (h *hit) ref() storage.SeriesRef { return h.c.ref() }
+// reset sizes h for n series; the cells are lookup's to set.
+func (h *hits) reset(n int) {
+	h.c = slices.Grow(h.c[:0], n)[:n]
+	h.id = slices.Grow(h.id[:0], n)[:n]
+}
 
-// load returns the series' storage ref and ID.
-func (h *hit) load() (storage.SeriesRef, []byte) { return h.c.ref(), h.id }
+// clear drops the IDs until the next request (the cells hold none).
+func (h *hits) clear() { clear(h.id) }
+
+// ref is series i's storage ref, 0 if this node has not written it.
+func (h *hits) ref(i int) storage.SeriesRef { return h.c[i].ref() }
 
 // refreshed is what remember does with ref, the storage ref a write of
-// the hit handed back: when it is another one (the storage series was
+// hit i handed back: when it is another one (the storage series was
 // dropped and made anew, or the entry had none), it returns the update
 // (ok) that replaces the entry under the write lock, built anew from the
 // request's label bytes key, as for a new series (newSlot: rare, and it
 // checks the new ref's ID).
-func (h *hit) refreshed(hash uint64, key []byte, ref storage.SeriesRef) (u newSeries, ok bool) {
-	if ref == 0 || ref == h.ref() {
+func (h *hits) refreshed(i int, hash uint64, key []byte, ref storage.SeriesRef) (u newSeries, ok bool) {
+	if ref == 0 || ref == h.ref(i) {
 		return newSeries{}, false
 	}
-	return newSeries{h: hash, v: newSlot(hash, key, h.id, uint32(h.c.shard), ref)}, true
+	return newSeries{h: hash, v: newSlot(hash, key, h.id[i], uint32(h.c[i].shard), ref)}, true
 }
 
-// lookup finds the series of every key it knows: it sets hits[i] and
-// known[i] (for the decoder) for those, and appends to promote the
+// lookup finds the series of every key it knows: it sets hs's cell and ID
+// and known[i] (for the decoder) for those, and appends to promote the
 // ones found in the old generation (the caller passes them to update, to
-// keep them). Only inside view.
+// keep them). hs is sized for keys (reset). Only inside view.
 //
 // The probes run in a loop of their own: the iterations do not depend on
 // each other, so the CPU overlaps their cache misses, and each stores
-// only the hit's 16-byte cell (no pointer, so no write barrier). The refs
+// only the hit's 12-byte cell (no pointer, so no write barrier). The refs
 // are resolved to their IDs in the second loop, beside the comparison
 // with the label bytes: resolving them in the first loop and storing the
 // whole 40-byte hit there cost CPU time (docs/performance.md, "Opaque
-// refs": 40 quiet rounds, 0.98x the CPU time of that way). A probe stops at the first entry with the same 32 hash
-// bits; when its key is not the request's, find goes on past it.
-func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hits []hit, promote []newSeries) []newSeries {
+// refs": 40 quiet rounds, 0.98x the CPU time of that way). A probe stops
+// at the first entry with the same 32 hash bits; when its key is not the
+// request's, find goes on past it.
+func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hs *hits, promote []newSeries) []newSeries {
+	cells, ids := hs.c[:len(keys)], hs.id[:len(keys)]
 	for i := range keys {
 		v, ok := c.t.Probe(uint32(keys[i].Hash))
 		if !ok {
 			v = cell{}
 		}
-		hits[i].c = v
+		cells[i] = v
 	}
-	for i := range hits {
-		h := &hits[i]
-		var e *cachedSeries
-		var ok bool
-		switch h.c.kind { // matches, with its common case inline
-		case kindEmpty:
-			if h.id != nil {
-				h.id = nil // a former request's: not kept alive
-			}
-			continue
-		case kindForm:
-			h.id = storage.SeriesID(h.c.ref())
-			ok = h.id != nil && labelsAreID(keys[i].Raw, h.id)
-		case kindID:
-			h.id = storage.SeriesID(h.c.ref())
-			ok = h.id != nil && string(keys[i].Raw) == string(h.id)
-		default:
-			e = c.entries[h.c.lo]
-			h.id, h.c.lo, h.c.hi = e.id(), uint32(e.ref), uint32(e.ref>>32)
-			ok = e.matches(keys[i].Raw)
-		}
-		if !ok {
-			s := c.find(keys[i].Raw, keys[i].Hash)
-			if !s.found() {
-				*h = hit{}
+	for i := range cells {
+		// The common hit inline: a cell of its own whose ref is live,
+		// whose ID's form the request's bytes are, in the current
+		// generation. The rest out of line (lookupRest), so that this
+		// loop keeps its few values in registers.
+		v := &cells[i]
+		if v.kind == kindForm && v.gen == c.gen {
+			if id := storage.SeriesID(v.ref()); id != nil && labelsAreID(keys[i].Raw, id) {
+				ids[i], known[i] = id, true
 				continue
 			}
-			e = s.e
-			*h = hit{id: s.id, c: cell{lo: uint32(s.ref), hi: uint32(s.ref >> 32), shard: s.shard, gen: s.gen, kind: s.kind}}
 		}
-		known[i] = true
-		if h.c.gen != c.gen {
-			promote = append(promote, newSeries{h: keys[i].Hash, v: slot{ref: h.ref(), e: e, id: h.id, shard: h.c.shard, gen: h.c.gen, kind: h.c.kind}})
+		if v.kind != kindEmpty {
+			promote = c.lookupRest(&keys[i], &known[i], v, &ids[i], promote)
+		} else if ids[i] != nil {
+			ids[i] = nil // a former request's: not kept alive
 		}
+	}
+	return promote
+}
+
+// lookupRest is lookup of one key whose probe found cell v, but not the
+// common hit: it sets v, id and known as lookup does and returns promote,
+// with the key appended when it is found in the old generation.
+func (c *seriesCache) lookupRest(key *remote.LabelKey, known *bool, v *cell, id *[]byte, promote []newSeries) []newSeries {
+	var e *cachedSeries
+	var ok bool
+	switch v.kind {
+	case kindForm:
+		*id = storage.SeriesID(v.ref())
+		ok = *id != nil && labelsAreID(key.Raw, *id)
+	case kindID:
+		*id = storage.SeriesID(v.ref())
+		ok = *id != nil && string(key.Raw) == string(*id)
+	default:
+		e = c.entries[v.lo]
+		*id, v.lo, v.hi = e.id(), uint32(e.ref), uint32(e.ref>>32)
+		ok = e.matches(key.Raw)
+	}
+	if !ok {
+		s := c.find(key.Raw, key.Hash)
+		if !s.found() {
+			*v, *id = cell{}, nil
+			return promote
+		}
+		e, *id = s.e, s.id
+		*v = cell{lo: uint32(s.ref), hi: uint32(s.ref >> 32), shard: s.shard, gen: s.gen, kind: s.kind}
+	}
+	*known = true
+	if v.gen != c.gen {
+		promote = append(promote, newSeries{h: key.Hash, v: slot{ref: v.ref(), e: e, id: *id, shard: v.shard, gen: v.gen, kind: v.kind}})
 	}
 	return promote
 }

@@ -423,21 +423,22 @@ func TestSeriesCacheRefreshesHeldSeries(t *testing.T) {
 	// entry anew from the request's bytes, and checks the new ref's ID.
 	ref3 := write()
 	keys := []remote.LabelKey{{Raw: append([]byte(nil), raw...), Hash: h}}
-	known, hits := make([]bool, 1), make([]hit, 1)
-	c.view(func() { c.lookup(keys, known, hits, nil) })
+	known, hs := make([]bool, 1), &hits{}
+	hs.reset(1)
+	c.view(func() { c.lookup(keys, known, hs, nil) })
 	require.True(t, known[0])
-	require.Equal(t, ref2, hits[0].ref())
-	_, ok = hits[0].refreshed(h, keys[0].Raw, ref2)
+	require.Equal(t, ref2, hs.ref(0))
+	_, ok = hs.refreshed(0, h, keys[0].Raw, ref2)
 	require.False(t, ok, "the same series: nothing to do")
-	u, ok = hits[0].refreshed(h, keys[0].Raw, ref3)
+	u, ok = hs.refreshed(0, h, keys[0].Raw, ref3)
 	require.True(t, ok)
 	require.Equal(t, kindForm, u.v.kind, "the new ref's series holds the ID: a cell of its own")
 	c.update([]newSeries{u})
-	c.view(func() { c.lookup(keys, known, hits, nil) })
-	require.Equal(t, ref3, hits[0].ref())
-	require.Equal(t, id, hits[0].id)
+	c.view(func() { c.lookup(keys, known, hs, nil) })
+	require.Equal(t, ref3, hs.ref(0))
+	require.Equal(t, id, hs.id[0])
 	require.Equal(t, 1, c.len())
-	require.Equal(t, uintptr(40), reflect.TypeFor[hit]().Size(), "a request's hit is 40 bytes")
+	require.Equal(t, uintptr(12), reflect.TypeFor[cell]().Size(), "a request's hit cell is 12 bytes")
 }
 
 // Concurrent remote writes through a cache far smaller than their series
@@ -549,11 +550,11 @@ func TestSeriesCacheTableLoad(t *testing.T) {
 		c.view(func() { e, _ = c.lookupOne(k, remote.KeyHash(k)) })
 		require.True(t, e.found(), "%d", i)
 	}
-	known, hits := make([]bool, n), make([]hit, n)
-	c.view(func() { c.lookup(keys, known, hits, nil) })
+	known, hs := make([]bool, n), &hits{}
+	hs.reset(n)
+	c.view(func() { c.lookup(keys, known, hs, nil) })
 	for i := range n {
 		require.True(t, known[i], "%d", i)
-		_, id := hits[i].load()
-		require.Equal(t, keys[i].Raw, id, "%d", i)
+		require.Equal(t, keys[i].Raw, hs.id[i], "%d", i)
 	}
 }

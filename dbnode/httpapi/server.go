@@ -137,7 +137,7 @@ type writeState struct {
 	samples []storage.Sample
 	// known holds, by series index, the cache entry of each series the
 	// decoder recognised (valid where dec.Series[i].Known).
-	known []hit
+	known hits
 	// add collects the series to put into the cache after the write.
 	add []newSeries
 	// dec2 and known2 are remote write 2.0's decoder and cache hits.
@@ -151,8 +151,8 @@ func (a *API) newWriteState() *writeState {
 	st.dec2.Limits = a.opts.Limits
 	st.dec2.DeferLabelChecks = true // remoteWriteV2 checks the cache's misses
 	st.dec.Known = func(keys []remote.LabelKey, known []bool) {
-		st.known = slices.Grow(st.known[:0], len(keys))[:len(keys)]
-		st.add = a.series.lookup(keys, known, st.known, st.add)
+		st.known.reset(len(keys))
+		st.add = a.series.lookup(keys, known, &st.known, st.add)
 	}
 	return st
 }

@@ -417,6 +417,9 @@ type admit struct {
 	// floatAt holds the floats of this batch admitted so far, for its
 	// histograms (nil: none, or no histogram).
 	floatAt map[seriesAt]bool
+	// from and to are the sample times the namespace takes at now
+	// (namespace.window): floats compares with them inline.
+	from, to int64
 }
 
 func (db *Database) admission(ns *namespace, bootstrap bool) admit {
@@ -424,7 +427,9 @@ func (db *Database) admission(ns *namespace, bootstrap bool) admit {
 	if bootstrap || maxSeries < 0 {
 		maxSeries = 0
 	}
-	return admit{db: db, ns: ns, now: db.opts.Now(), numShards: db.opts.NumShards, bootstrap: bootstrap, maxSeries: maxSeries}
+	a := admit{db: db, ns: ns, now: db.opts.Now(), numShards: db.opts.NumShards, bootstrap: bootstrap, maxSeries: maxSeries}
+	a.from, a.to = ns.window(a.now, bootstrap)
+	return a
 }
 
 func (a *admit) reject(i int, reason Reason, msg string) {
@@ -533,11 +538,18 @@ func (a *admit) floats(nsName string, batch []Sample, sc *writeScratch) {
 	// Only a namespace that has taken histograms can hold a conflict: the
 	// common one pays one atomic load per batch, not a lock per sample.
 	a.checkKind = a.ns.hadHist.Load()
+	nsNum := a.ns.num
 	for i := range batch {
 		s := &batch[i]
-		se := a.sample(i, s.ID, s.Shard, s.Ref, s.T, nil)
-		if se == nil {
-			continue
+		// The common sample, inline: in the namespace's time window, of a
+		// shard in range, its ref live in this namespace and no kind to
+		// check. Any other takes sample's whole way (which resolves the
+		// ref again: a refused sample is rare).
+		se := resolveRef(s.Ref)
+		if se == nil || se.ns != nsNum || s.T < a.from || s.T > a.to || s.Shard >= a.numShards || a.checkKind {
+			if se = a.sample(i, s.ID, s.Shard, s.Ref, s.T, nil); se == nil {
+				continue
+			}
 		}
 		sc.series = append(sc.series, se)
 		sc.index = append(sc.index, int32(i))
@@ -665,17 +677,43 @@ func (db *Database) putScratch(sc *writeScratch) {
 // indexes the series for the block the first time it opens a bucket
 // there. If a flush or a shard drop removed s from memory meanwhile, the
 // series is looked up again. It returns the series written.
+// The common sample, written into a bucket already open, costs it one
+// call (Series.write); the rest is out of line (applyRest).
 func (db *Database) applyTo(ns *namespace, shard uint32, s *Series, t int64, v float64, hs *HistogramSample) (*Series, error) {
-	s, bs, newBucket, err := db.applyData(ns, shard, s, t, v, hs)
-	if err != nil {
-		return s, err
+	bs := ns.blockStart(t)
+	newBucket, err := s.write(bs, t, v, hs)
+	if err == nil && !newBucket {
+		return s, nil
 	}
-	if newBucket && ns.index != nil {
-		if err := ns.index.InsertString(s.id, bs); err != nil {
-			return s, fmt.Errorf("index series: %w", err)
-		}
+	return db.applyRest(ns, shard, s, bs, t, v, hs, newBucket, err)
+}
+
+// applyRest is applyTo after a write into s (at block start bs) that
+// opened a bucket or failed (newBucket, err: Series.write's).
+func (db *Database) applyRest(ns *namespace, shard uint32, s *Series, bs, t int64, v float64, hs *HistogramSample, newBucket bool, err error) (*Series, error) {
+	switch {
+	case err == errSeriesRemoved:
+		s = ns.shard(shard).getOrCreate(ns, hashID(s.ID()), s.ID())
+		s, bs, newBucket, err = db.applyData(ns, shard, s, t, v, hs)
+	case err != nil:
+		err = fmt.Errorf("shard %d: %w", shard, err)
 	}
-	return s, nil
+	if err == nil && newBucket {
+		err = ns.indexSeries(s, bs)
+	}
+	return s, err
+}
+
+// indexSeries indexes series s for block bs, if the namespace has an
+// index.
+func (ns *namespace) indexSeries(s *Series, bs int64) error {
+	if ns.index == nil {
+		return nil
+	}
+	if err := ns.index.InsertString(s.id, bs); err != nil {
+		return fmt.Errorf("index series: %w", err)
+	}
+	return nil
 }
 
 // applyData is applyTo without the index: it also returns the sample's

@@ -114,6 +114,19 @@ func (ns *namespace) allShards() []*shard {
 	return out
 }
 
+// window is the range of sample times [from, to] (ms) that check accepts
+// at now, with cold writes taken when bootstrap (as admit.refusal takes
+// them): the write path compares a sample's time with it, and calls check
+// only for one outside, to say why.
+func (ns *namespace) window(now time.Time, bootstrap bool) (from, to int64) {
+	nowMs := now.UnixMilli()
+	from = nowMs - ns.opts.Retention.Milliseconds()
+	if !ns.opts.ColdWrites && !bootstrap {
+		from = max(from, nowMs-ns.opts.BufferPast.Milliseconds())
+	}
+	return from, nowMs + ns.opts.BufferFuture.Milliseconds()
+}
+
 // check applies the namespace's time rules to a sample at t, now being
 // the wall clock; it returns 0 when the sample is accepted.
 func (ns *namespace) check(t int64, now time.Time) (Reason, string) {

@@ -119,3 +119,51 @@ func TestResolveRefs(t *testing.T) {
 	require.Zero(t, b[0].Ref, "unknown namespace")
 	require.Equal(t, 1, countSeries(db))
 }
+
+// A live ref takes the write path's inline admission (the time window
+// compared per batch): it must refuse what check refuses, for the same
+// reasons, and take cold samples of a bootstrap.
+func TestRefDoesNotSkipTimeRules(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	opts := testOpts(t.TempDir(), clk)
+	opts.Namespaces = append(opts.Namespaces, NamespaceOptions{
+		Name: "nocold", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour,
+		BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: false, Index: true,
+	})
+	db := openDB(t, opts)
+	id := sid("refrules")
+	now := ms(clk.Now())
+	at := func(t int64, ref SeriesRef) Sample { return Sample{ID: id, Shard: db.Shard(id), T: t, V: 1, Ref: ref} }
+	first := []Sample{at(now, 0)}
+	require.NoError(t, db.WriteBatch("nocold", first))
+	ref := first[0].Ref
+	require.NotZero(t, ref)
+
+	future, old, cold := now+int64(3*time.Minute/time.Millisecond), now-int64(49*time.Hour/time.Millisecond), now-int64(time.Hour/time.Millisecond)
+	bad := at(now+1, ref)
+	bad.Shard = 1 << 30
+	batch := []Sample{at(now+1, ref), at(future, ref), at(old, ref), at(cold, ref), bad}
+	var rej *RejectedError
+	require.ErrorAs(t, db.WriteBatch("nocold", batch), &rej)
+	require.Equal(t, 4, rej.Total)
+	require.Equal(t, 1, rej.ByReason[ReasonTooFarFuture])
+	require.Equal(t, 1, rej.ByReason[ReasonTooOld])
+	require.Equal(t, 1, rej.ByReason[ReasonColdDisabled])
+	require.Equal(t, 1, rej.ByReason[ReasonBadID])
+	require.Equal(t, ref, batch[0].Ref)
+	require.Len(t, readAll(t, db, id, old, future), 0, "another namespace's read")
+
+	// The edges of the window are taken; a bootstrap takes the cold one.
+	edges := []Sample{at(now+int64(2*time.Minute/time.Millisecond), ref), at(now-int64(10*time.Minute/time.Millisecond), ref)}
+	require.NoError(t, db.WriteBatch("nocold", edges))
+	require.NoError(t, db.LoadBatch("nocold", []Sample{at(cold, ref)}))
+	it, err := db.Read("nocold", id, old, future)
+	require.NoError(t, err)
+	var got []int64
+	for it.Next() {
+		ts, _ := it.At()
+		got = append(got, ts)
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, []int64{cold, now - int64(10*time.Minute/time.Millisecond), now, now + 1, now + int64(2*time.Minute/time.Millisecond)}, got)
+}
