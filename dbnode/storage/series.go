@@ -349,16 +349,15 @@ func (s *Series) finishFlush(blockStart int64) (empty bool) {
 	return s.emptyLocked()
 }
 
-// dropBefore forgets buckets of blocks starting before t (retention).
-func (s *Series) dropBefore(t int64) (empty bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// dropBeforeLocked forgets buckets of blocks starting before t
+// (retention) (s.mu held).
+func (s *Series) dropBeforeLocked(t int64) {
 	s.keepBuckets(func(b *bucket) bool { return b.start >= t })
 	s.keepHistBucketsLocked(func(b *histBucket) bool { return b.start >= t })
-	return s.emptyLocked()
 }
 
-// blockStarts lists the block starts with unflushed data.
+// stats calls fn for each bucket with unflushed data: its block start,
+// samples and bytes.
 func (s *Series) stats(fn func(blockStart int64, samples, bytes int)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -146,7 +146,8 @@ func (sh *shard) appendSeries(dst []*Series) []*Series {
 // removeIfEmpty drops series with no buckets left, so flushed series free
 // their memory. It marks them removed under the series lock, so a writer
 // that found the series just before sees the mark and looks it up again.
-func (sh *shard) removeIfEmpty(ss []*Series) {
+// It returns how many it removed from the shard's map.
+func (sh *shard) removeIfEmpty(ss []*Series) (removed int) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, s := range ss {
@@ -154,11 +155,13 @@ func (sh *shard) removeIfEmpty(ss []*Series) {
 		if s.emptyLocked() && !s.removed {
 			if sh.series.remove(hashID(s.ID()), s) {
 				sh.active.Add(-1)
+				removed++
 			}
 			s.removed = true
 		}
 		s.mu.Unlock()
 	}
+	return removed
 }
 
 func (sh *shard) reader(blockStart int64) *fileset.Reader {
