@@ -38,21 +38,12 @@ func (s *Session) QueryRollup(ctx context.Context, ns string, ms []*labels.Match
 		return lr.QueryRollup(ctx, ns, ms, start, end, storage.QueryOptions{})
 	}
 	sets := s.routing(m).groups
-	groups := make([]FanoutGroup, len(sets))
-	for i, g := range sets {
-		groups[i] = FanoutGroup{Owners: g.readable, Quorum: NewReadQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.ReadLevel)}
-	}
-	answers, rep := Fanout(ctx, groups, FanoutOptions{Read: true, HedgeAfter: s.opts.HedgeAfter,
-		Timeout: s.opts.RequestTimeout, Down: s.down(m)},
+	answers, err := readAtLevel(ctx, s, m, sets,
 		func(ctx context.Context, inst string, gs []int) ([]storage.RollupSeries, error) {
 			return s.readRollupHost(ctx, m, sets, ns, inst, gs, ms, start, end)
 		})
-	if !rep.OK {
-		s.m.readFail.Inc(1)
-		return nil, s.failure(fmt.Sprintf("read consistency %s not met", s.opts.ReadLevel), "answered", m, &routing{groups: sets}, nil, groups, rep)
-	}
-	if rep.Hedged > 0 {
-		s.m.hedged.Inc(1)
+	if err != nil {
+		return nil, err
 	}
 	acc := map[string]int{}
 	var out []storage.RollupSeries

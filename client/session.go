@@ -698,26 +698,39 @@ func (s *Session) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 	return s.readSets(ctx, m, s.routing(m).groups, ns, ms, start, end)
 }
 
-// readSets reads the series matching matchers from the owners of every
-// set of shards at the read level and merges the replicas' answers: Query
-// over every routing group, and Push's raw fallback over the parts whose
-// replicas disagreed.
-func (s *Session) readSets(ctx context.Context, m *Map, sets []routeGroup, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+// readAtLevel calls call on the owners of every set of shards until the
+// read level is met in each (hedged, as every read): the fan-out a raw
+// read and a rollup read share. A level not met is the error, naming the
+// owners that failed.
+func readAtLevel[T any](ctx context.Context, s *Session, m *Map, sets []routeGroup,
+	call func(ctx context.Context, inst string, gs []int) (T, error)) ([]FanoutAnswer[T], error) {
 	groups := make([]FanoutGroup, len(sets))
 	for i, g := range sets {
 		groups[i] = FanoutGroup{Owners: g.readable, Quorum: NewReadQuorum(g.owners, m.Placement.ReplicaFactor, s.opts.ReadLevel)}
 	}
 	answers, rep := Fanout(ctx, groups, FanoutOptions{Read: true, HedgeAfter: s.opts.HedgeAfter,
-		Timeout: s.opts.RequestTimeout, Down: s.down(m)},
-		func(ctx context.Context, inst string, gs []int) ([]storage.SeriesIterator, error) {
-			return s.readHost(ctx, m, sets, ns, inst, gs, ms, start, end)
-		})
+		Timeout: s.opts.RequestTimeout, Down: s.down(m)}, call)
 	if !rep.OK {
 		s.m.readFail.Inc(1)
 		return nil, s.failure(fmt.Sprintf("read consistency %s not met", s.opts.ReadLevel), "answered", m, &routing{groups: sets}, nil, groups, rep)
 	}
 	if rep.Hedged > 0 {
 		s.m.hedged.Inc(1)
+	}
+	return answers, nil
+}
+
+// readSets reads the series matching matchers from the owners of every
+// set of shards at the read level and merges the replicas' answers: Query
+// over every routing group, and Push's raw fallback over the parts whose
+// replicas disagreed.
+func (s *Session) readSets(ctx context.Context, m *Map, sets []routeGroup, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+	answers, err := readAtLevel(ctx, s, m, sets,
+		func(ctx context.Context, inst string, gs []int) ([]storage.SeriesIterator, error) {
+			return s.readHost(ctx, m, sets, ns, inst, gs, ms, start, end)
+		})
+	if err != nil {
+		return nil, err
 	}
 	acc := map[string]*seriesAcc{}
 	for _, a := range answers {
