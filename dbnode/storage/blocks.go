@@ -475,23 +475,41 @@ func (db *Database) loadVolumeLocked(ns *namespace, bs int64, blocks []StreamedB
 // mergeSealed merges a local fileset with streamed series: series only on
 // one side are kept as they are; series on both are decoded and merged.
 func mergeSealed(prev *fileset.Reader, in []fileset.Series) ([]fileset.Series, error) {
+	return mergeByID(in,
+		func(fn func(id, data []byte, samples int) error) error { return rangeSeries(prev, fn) },
+		func(id, data []byte, samples int) fileset.Series {
+			return fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...), Samples: samples}
+		},
+		func(id, data []byte, _ int, streamed fileset.Series) (fileset.Series, error) {
+			local := append([]byte(nil), data...)
+			rfl, rh := encoding.PayloadIterators(streamed.Data)
+			lfl, lh := encoding.PayloadIterators(local)
+			return sealSeries(id, mergeTwo(rfl, lfl), mergeTwoHist(rh, lh))
+		})
+}
+
+// mergeByID merges a local volume, walked by each, with streamed series:
+// a series on one side only is kept as it is (a local one as keep copies
+// it out of the volume), one on both becomes what both makes of the two.
+// The result is in ID order, as a volume is written: the one walk the raw
+// and the rollup merges (mergeSealed, mergeRollupSealed) share.
+func mergeByID(in []fileset.Series, each func(fn func(id, data []byte, samples int) error) error,
+	keep func(id, data []byte, samples int) fileset.Series,
+	both func(id, data []byte, samples int, streamed fileset.Series) (fileset.Series, error)) ([]fileset.Series, error) {
 	byID := make(map[string]int, len(in))
 	for i := range in {
 		byID[string(in[i].ID)] = i
 	}
 	used := make([]bool, len(in))
 	var out []fileset.Series
-	err := rangeSeries(prev, func(id, data []byte, samples int) error {
-		local := append([]byte(nil), data...)
+	err := each(func(id, data []byte, samples int) error {
 		i, ok := byID[string(id)]
 		if !ok {
-			out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: local, Samples: samples})
+			out = append(out, keep(id, data, samples))
 			return nil
 		}
 		used[i] = true
-		rfl, rh := encoding.PayloadIterators(in[i].Data)
-		lfl, lh := encoding.PayloadIterators(local)
-		s, err := sealSeries(id, mergeTwo(rfl, lfl), mergeTwoHist(rh, lh))
+		s, err := both(id, data, samples, in[i])
 		if err != nil {
 			return err
 		}

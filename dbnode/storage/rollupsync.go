@@ -70,37 +70,21 @@ func rollupBlockDigests(ns *namespace, sh *shard, start, end int64) ([]BlockDige
 // as they are, equal ones once, differing ones merged window by window
 // (mergeRollupEntries).
 func mergeRollupSealed(prev *fileset.Reader, in []fileset.Series) ([]fileset.Series, error) {
-	byID := make(map[string]int, len(in))
-	for i := range in {
-		byID[string(in[i].ID)] = i
-	}
-	used := make([]bool, len(in))
-	var out []fileset.Series
-	err := prev.RangeData(func(id, data []byte) error {
-		i, ok := byID[string(id)]
-		if !ok {
-			out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...), Samples: 0})
-			return nil
-		}
-		used[i] = true
-		if bytes.Equal(data, in[i].Data) {
-			out = append(out, in[i])
-			return nil
-		}
-		s, err := mergeRollupEntries(id, data, in[i].Data)
-		if err != nil {
-			return err
-		}
-		out = append(out, s)
-		return nil
-	})
+	out, err := mergeByID(in,
+		func(fn func(id, data []byte, samples int) error) error {
+			return prev.RangeData(func(id, data []byte) error { return fn(id, data, 0) })
+		},
+		func(id, data []byte, _ int) fileset.Series {
+			return fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...)}
+		},
+		func(id, data []byte, _ int, streamed fileset.Series) (fileset.Series, error) {
+			if bytes.Equal(data, streamed.Data) {
+				return streamed, nil
+			}
+			return mergeRollupEntries(id, data, streamed.Data)
+		})
 	if err != nil {
 		return nil, err
-	}
-	for i := range in {
-		if !used[i] {
-			out = append(out, in[i])
-		}
 	}
 	for i := range out {
 		if out[i].Samples == 0 {
@@ -113,7 +97,6 @@ func mergeRollupSealed(prev *fileset.Reader, in []fileset.Series) ([]fileset.Ser
 			out[i].Samples = len(ws) + len(hs)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID, out[j].ID) < 0 })
 	return out, nil
 }
 
