@@ -107,17 +107,27 @@ func TestBackupRestoreIntoAnyPlacement(t *testing.T) {
 	for j := range 5 {
 		require.NoError(t, d.write(nodes[j%3].url(), 0, 200, old+int64(j)*10_000))
 	}
-	eventually(t, 30*time.Second, "history flushed", func() error {
-		for sh := range uint32(4096) {
-			bl, err := nodes[0].n.DB().FlushedBlocks("default", sh)
-			if err != nil {
-				return err
+	// Every replica holds all 1,000 history samples in its flushed blocks
+	// before the first backup: a replica still to flush some would write
+	// a new volume of the sealed block between the two backups, and the
+	// second would rightly upload it again.
+	eventually(t, 30*time.Second, "history flushed on every replica", func() error {
+		for _, tn := range nodes {
+			samples := 0
+			for sh := range uint32(4096) {
+				bl, err := tn.n.DB().FlushedBlocks("default", sh)
+				if err != nil {
+					return err
+				}
+				for _, b := range bl {
+					samples += b.Samples
+				}
 			}
-			if len(bl) > 0 {
-				return nil
+			if samples != 5*200 {
+				return fmt.Errorf("%s: %d of %d history samples flushed", tn.cfg.ID, samples, 5*200)
 			}
 		}
-		return fmt.Errorf("no flushed block yet")
+		return nil
 	})
 	for j := range 5 {
 		require.NoError(t, d.write(nodes[j%3].url(), 0, 200, now-int64(5-j)*1000))
