@@ -835,7 +835,23 @@ type QueryOptions struct {
 	Shards func(shard uint32) bool
 	// Limit stops after that many series (0: none).
 	Limit int
+	// DeclineHistograms asks Query to fail with ErrHistogramsSelected,
+	// before it reads a series' samples, when a selected series is known
+	// to hold native histograms in the range's blocks: a caller that
+	// declines such a selection anyway (a replica's pushdown, whose
+	// coordinator then reads the series raw) is spared a read it would
+	// throw away. Known means unflushed histogram samples in memory,
+	// checked with one series map look-up per selected series, and only in
+	// a namespace that has taken a histogram since it was opened; a series
+	// whose histograms are flushed only is read as without the option
+	// (its Histograms set), for the caller to decline after the read.
+	DeclineHistograms bool
 }
+
+// ErrHistogramsSelected is Query's answer, with
+// QueryOptions.DeclineHistograms, to a selection holding native
+// histograms: nothing was read.
+var ErrHistogramsSelected = errors.New("storage: the selection holds native histograms")
 
 // Query returns the series of namespace ns matching all matchers with data
 // in [start, end], each with an iterator over its samples in the range.
@@ -853,6 +869,9 @@ func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels
 	ids, err := ns.index.Query(matchers, start, end)
 	if err != nil {
 		return nil, fmt.Errorf("query index: %w", err)
+	}
+	if qo.DeclineHistograms && ns.hadHist.Load() && db.holdsHistograms(ns, ids, start, end, qo.Shards) {
+		return nil, ErrHistogramsSelected
 	}
 	var r queryPart
 	if workers := min(runtime.GOMAXPROCS(0), len(ids)/parallelReadMin); workers > 1 && qo.Limit == 0 {
