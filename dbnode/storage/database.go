@@ -842,15 +842,16 @@ type QueryOptions struct {
 	// coordinator then reads the series raw) is spared a read it would
 	// throw away. Known means unflushed histogram samples in memory,
 	// checked with one series map look-up per selected series, and only in
-	// a namespace that has taken a histogram since it was opened; a series
-	// whose histograms are flushed only is read as without the option
-	// (its Histograms set), for the caller to decline after the read.
+	// a namespace that has taken a histogram since it was opened. A series
+	// whose histograms are flushed only is known when it is read (neither
+	// index says which series hold histograms): the read stops there.
 	DeclineHistograms bool
 }
 
 // ErrHistogramsSelected is Query's answer, with
 // QueryOptions.DeclineHistograms, to a selection holding native
-// histograms: nothing was read.
+// histograms: nothing was read, or (histograms flushed only) the read
+// stopped at the first series holding some.
 var ErrHistogramsSelected = errors.New("storage: the selection holds native histograms")
 
 // Query returns the series of namespace ns matching all matchers with data
@@ -958,6 +959,10 @@ func (db *Database) readIDs(ctx context.Context, ns *namespace, ids [][]byte, st
 		}
 		if err != nil {
 			return queryPart{err: err}
+		}
+		if hit != nil && qo.DeclineHistograms {
+			// Flushed histograms, known only now: read no further.
+			return queryPart{err: ErrHistogramsSelected}
 		}
 		r.out = append(r.out, SeriesIterator{ID: id, Shard: shard, Values: it, Histograms: hit})
 		if qo.Limit > 0 && len(r.out) >= qo.Limit {

@@ -303,8 +303,8 @@ func TestWriteBatchOfEveryKind(t *testing.T) {
 
 // A query asked to decline histograms does so before reading anything
 // when a selected series holds unflushed histograms in the range, in the
-// shards asked for; it reads as before otherwise, including a series
-// whose histograms are flushed only (known from the read, not before).
+// shards asked for, and at the first series read holding flushed ones
+// (known from the read only); it reads as before otherwise.
 func TestQueryDeclinesHistogramsBeforeReading(t *testing.T) {
 	clk := &clock{t: t0.Add(30 * time.Minute)}
 	db := openDB(t, testOpts(t.TempDir(), clk))
@@ -342,7 +342,12 @@ func TestQueryDeclinesHistogramsBeforeReading(t *testing.T) {
 	clk.Add(2 * time.Hour)
 	require.NoError(t, db.Tick())
 	require.Equal(t, 0, countSeries(db))
-	its, err = query("h|f", decline)
-	require.NoError(t, err, "flushed histograms are known from the read only")
+	_, err = query("h|f", decline)
+	require.ErrorIs(t, err, ErrHistogramsSelected, "flushed histograms, known from the read: it stops there")
+	its, err = query("h|f", QueryOptions{})
+	require.NoError(t, err)
 	require.True(t, slices.ContainsFunc(its, func(it SeriesIterator) bool { return it.Histograms != nil }))
+	its, err = query("f", decline)
+	require.NoError(t, err)
+	require.Len(t, its, 1, "flushed floats alone are read")
 }
