@@ -44,14 +44,18 @@ func (n *Node) rawEvaluator() func(context.Context, query.Reader, *query.Request
 	}
 }
 
-// shardReader reads the series of some shards of a database.
+// shardReader reads the series of some shards of a database, for
+// promapi.Evaluate, which declines series holding native histograms: a
+// selection storage knows holds some is declined before it is read
+// (storage.QueryOptions.DeclineHistograms), so that the coordinator's raw
+// read of it is the only one.
 type shardReader struct {
 	db     *storage.Database
 	shards func(uint32) bool
 }
 
 func (r shardReader) Query(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
-	return r.db.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: r.shards})
+	return r.db.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: r.shards, DeclineHistograms: true})
 }
 
 func (r shardReader) LabelNames(_ context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]string, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/tessera-tsdb/tessera/dbnode/query"
+	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
 )
 
 // Evaluate answers a pushed-down request over r, as a replica does for
@@ -19,6 +20,8 @@ import (
 // the whole answer. Requests without an aggregation, series with native
 // histograms, outputs past half of opts.MaxSamples and avg sums that would
 // overflow are declined (query.ErrDeclined): the caller reads raw series.
+// A reader may decline a selection before reading it by failing with
+// storage.ErrHistogramsSelected (storage.QueryOptions.DeclineHistograms).
 // Of opts only Parallelism (0: GOMAXPROCS) and MaxSamples (required, from
 // the node's config) apply.
 func Evaluate(ctx context.Context, r query.Reader, req *query.Request, opts Options) (*query.Result, error) {
@@ -36,7 +39,7 @@ func Evaluate(ctx context.Context, r query.Reader, req *query.Request, opts Opti
 	res := &query.Result{Steps: req.Steps.Count()}
 	s := &fastSet{ctx: ctx, q: q, spec: fastSpec{Pushdown: req.Pushdown}, matchers: req.Matchers, partial: res}
 	if err := s.load(); err != nil {
-		if errors.Is(err, errFallback) {
+		if errors.Is(err, errFallback) || errors.Is(err, tstorage.ErrHistogramsSelected) {
 			return nil, query.ErrDeclined
 		}
 		return nil, err

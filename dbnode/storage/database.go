@@ -835,7 +835,24 @@ type QueryOptions struct {
 	Shards func(shard uint32) bool
 	// Limit stops after that many series (0: none).
 	Limit int
+	// DeclineHistograms asks Query to fail with ErrHistogramsSelected,
+	// before it reads a series' samples, when a selected series is known
+	// to hold native histograms in the range's blocks: a caller that
+	// declines such a selection anyway (a replica's pushdown, whose
+	// coordinator then reads the series raw) is spared a read it would
+	// throw away. Known means unflushed histogram samples in memory,
+	// checked with one series map look-up per selected series, and only in
+	// a namespace that has taken a histogram since it was opened. A series
+	// whose histograms are flushed only is known when it is read (neither
+	// index says which series hold histograms): the read stops there.
+	DeclineHistograms bool
 }
+
+// ErrHistogramsSelected is Query's answer, with
+// QueryOptions.DeclineHistograms, to a selection holding native
+// histograms: nothing was read, or (histograms flushed only) the read
+// stopped at the first series holding some.
+var ErrHistogramsSelected = errors.New("storage: the selection holds native histograms")
 
 // Query returns the series of namespace ns matching all matchers with data
 // in [start, end], each with an iterator over its samples in the range.
@@ -853,6 +870,9 @@ func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels
 	ids, err := ns.index.Query(matchers, start, end)
 	if err != nil {
 		return nil, fmt.Errorf("query index: %w", err)
+	}
+	if qo.DeclineHistograms && ns.hadHist.Load() && db.holdsHistograms(ns, ids, start, end, qo.Shards) {
+		return nil, ErrHistogramsSelected
 	}
 	var r queryPart
 	if workers := min(runtime.GOMAXPROCS(0), len(ids)/parallelReadMin); workers > 1 && qo.Limit == 0 {
@@ -939,6 +959,10 @@ func (db *Database) readIDs(ctx context.Context, ns *namespace, ids [][]byte, st
 		}
 		if err != nil {
 			return queryPart{err: err}
+		}
+		if hit != nil && qo.DeclineHistograms {
+			// Flushed histograms, known only now: read no further.
+			return queryPart{err: ErrHistogramsSelected}
 		}
 		r.out = append(r.out, SeriesIterator{ID: id, Shard: shard, Values: it, Histograms: hit})
 		if qo.Limit > 0 && len(r.out) >= qo.Limit {

@@ -345,3 +345,45 @@ type rangeHistIterator struct {
 func (r *rangeHistIterator) Next() bool {
 	return nextIn(&r.window, r.HistogramIterator, encoding.HistogramIterator.AtT)
 }
+
+// holdsHistograms reports whether one of the series ids (of the shards
+// accepted, all when nil) holds unflushed histogram samples in the blocks
+// of [start, end]: those a read of them would return (readBoth), known
+// without reading any.
+func (db *Database) holdsHistograms(ns *namespace, ids [][]byte, start, end int64, shards func(uint32) bool) bool {
+	from, to := ns.blockStart(start), ns.blockStart(end)
+	for _, id := range ids {
+		shard := db.Shard(id)
+		if shards != nil && !shards(shard) {
+			continue
+		}
+		sh := ns.existingShard(shard)
+		if sh == nil {
+			continue
+		}
+		sh.mu.RLock()
+		s := sh.series.get(hashID(id), id)
+		sh.mu.RUnlock()
+		if s != nil && s.holdsHistIn(from, to) {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsHistIn reports whether the series holds unflushed histogram
+// samples in a block of [from, to] (block starts), flushing or open.
+func (s *Series) holdsHistIn(from, to int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hs := s.histLocked()
+	if hs == nil {
+		return false
+	}
+	for _, b := range hs.buckets {
+		if b.start >= from && b.start <= to {
+			return true
+		}
+	}
+	return false
+}

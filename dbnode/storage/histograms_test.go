@@ -1,13 +1,16 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
@@ -296,4 +299,55 @@ func TestWriteBatchOfEveryKind(t *testing.T) {
 	require.NoError(t, db.Close())
 	db = openDB(t, testOpts(dir, clk))
 	check("replayed")
+}
+
+// A query asked to decline histograms does so before reading anything
+// when a selected series holds unflushed histograms in the range, in the
+// shards asked for, and at the first series read holding flushed ones
+// (known from the read only); it reads as before otherwise.
+func TestQueryDeclinesHistogramsBeforeReading(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	db := openDB(t, testOpts(t.TempDir(), clk))
+	base := ms(t0)
+	h, f := sid("mix", "k", "h"), sid("mix", "k", "f")
+	require.NoError(t, db.WriteHistograms("default", mixedSamples(db, h, base, 4)))
+	require.NoError(t, db.WriteBatch("default", samples(db, f, base+1000, base+2000)))
+	sel := func(v string) []*labels.Matcher {
+		return []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "mix"), labels.MustNewMatcher(labels.MatchRegexp, "k", v)}
+	}
+	query := func(v string, qo QueryOptions) ([]SeriesIterator, error) {
+		return db.Query(context.Background(), "default", sel(v), base, base+100_000, qo)
+	}
+	decline := QueryOptions{DeclineHistograms: true}
+
+	_, err := query("h|f", decline)
+	require.ErrorIs(t, err, ErrHistogramsSelected)
+	its, err := query("h|f", QueryOptions{})
+	require.NoError(t, err)
+	require.Len(t, its, 2, "without the option the series are read")
+	its, err = query("f", decline)
+	require.NoError(t, err)
+	require.Len(t, its, 1, "floats alone are read")
+	require.Nil(t, its[0].Histograms)
+	if db.Shard(h) != db.Shard(f) {
+		its, err = query("h|f", QueryOptions{DeclineHistograms: true, Shards: func(s uint32) bool { return s != db.Shard(h) }})
+		require.NoError(t, err)
+		require.Len(t, its, 1, "the histograms' shard is not asked for")
+	}
+	// Outside the blocks holding them, the histograms are not selected.
+	its, err = db.Query(context.Background(), "default", sel("h|f"), base+3*time.Hour.Milliseconds(), base+4*time.Hour.Milliseconds(), decline)
+	require.NoError(t, err)
+	require.Empty(t, its)
+
+	clk.Add(2 * time.Hour)
+	require.NoError(t, db.Tick())
+	require.Equal(t, 0, countSeries(db))
+	_, err = query("h|f", decline)
+	require.ErrorIs(t, err, ErrHistogramsSelected, "flushed histograms, known from the read: it stops there")
+	its, err = query("h|f", QueryOptions{})
+	require.NoError(t, err)
+	require.True(t, slices.ContainsFunc(its, func(it SeriesIterator) bool { return it.Histograms != nil }))
+	its, err = query("f", decline)
+	require.NoError(t, err)
+	require.Len(t, its, 1, "flushed floats alone are read")
 }
