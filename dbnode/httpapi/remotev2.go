@@ -88,11 +88,13 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 	known := st.known2
 	clear(known)
 	st.known.reset(len(d.Keys))
-	a.seriesV2.view(func() { st.add = a.seriesV2.lookup(d.Keys, known, &st.known, st.add[:0]) })
-	// The decoder left the label checks to us (DeferLabelChecks): a
-	// series the cache knows passed them when it was first written.
+	a.seriesV2.view(func() { st.add = a.seriesV2.lookupV2(d, known, &st.known, st.add[:0]) })
+	// The decoder left the IDs and the label checks to us (DeferIDs,
+	// DeferLabelChecks): a series the cache knows has its ID from the
+	// cache and passed the checks when it was first written.
 	for i, k := range known {
 		if !k {
+			d.BuildID(i)
 			if err := d.CheckSeries(i); err != nil {
 				st.known.clear()
 				clear(st.add)

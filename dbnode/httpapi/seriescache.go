@@ -376,6 +376,78 @@ func (c *seriesCache) lookupRest(key *remote.LabelKey, known *bool, v *cell, id 
 	return promote
 }
 
+// lookupV2 is lookup for a remote write 2.0 request decoded with
+// DeferIDs: d.Keys hold hashes of the series' labels but no bytes, and a
+// cell is compared with series i by d.MatchesID, label by label against
+// the cell's ID, so that no ID is built for a series the cache knows. A
+// hit sets the series' ID (d.Series[i].ID and d.Keys[i].Raw) to the
+// cached one. Entries of 2.0 are keyed by their ID (kindID, or an entry
+// whose key is its ID); a probe that finds another entry under the same
+// 32 hash bits goes on past it, as find does. OTLP's entries in the same
+// cache are hashed by KeyHash of the ID, 2.0's by the labels' hash: a
+// series sent both ways is two entries, each found only its own way.
+func (c *seriesCache) lookupV2(d *remote.WriteDecoderV2, known []bool, hs *hits, promote []newSeries) []newSeries {
+	keys := d.Keys
+	cells, ids := hs.c[:len(keys)], hs.id[:len(keys)]
+	for i := range keys {
+		v, ok := c.t.Probe(uint32(keys[i].Hash))
+		if !ok {
+			v = cell{}
+		}
+		cells[i] = v
+	}
+	for i := range cells {
+		v := &cells[i]
+		if v.kind == kindID && v.gen == c.gen {
+			if id := storage.SeriesID(v.ref()); id != nil && d.MatchesID(i, id) {
+				ids[i], known[i] = id, true
+				d.Series[i].ID, keys[i].Raw = id, id
+				continue
+			}
+		}
+		if v.kind == kindEmpty {
+			ids[i] = nil // a former request's: not kept alive
+			continue
+		}
+		match := func(s *slot) bool {
+			switch s.kind {
+			case kindID:
+			case kindEntry:
+				if !s.e.idIsKey || s.e.formed {
+					return false
+				}
+			default:
+				return false
+			}
+			return d.MatchesID(i, s.id)
+		}
+		var s slot
+		if sv, ok := c.slotOf(*v); ok && match(&sv) {
+			s = sv
+		} else {
+			c.t.Find(uint32(keys[i].Hash), func(v cell) bool {
+				sv, ok := c.slotOf(v)
+				if ok && match(&sv) {
+					s = sv
+					return true
+				}
+				return false
+			})
+		}
+		if !s.found() {
+			*v, ids[i] = cell{}, nil
+			continue
+		}
+		ids[i], known[i] = s.id, true
+		d.Series[i].ID, keys[i].Raw = s.id, s.id
+		*v = cell{lo: uint32(s.ref), hi: uint32(s.ref >> 32), shard: s.shard, gen: s.gen, kind: s.kind}
+		if s.gen != c.gen {
+			promote = append(promote, newSeries{h: keys[i].Hash, v: s})
+		}
+	}
+	return promote
+}
+
 // lookupOne is lookup of one key: its slot (found) or the zero slot, and
 // whether the entry is in the old generation (the caller passes
 // newSeries{h, s} to update, to keep it). Only inside view.

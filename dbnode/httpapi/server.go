@@ -150,6 +150,7 @@ func (a *API) newWriteState() *writeState {
 	st.dec.Limits = a.opts.Limits
 	st.dec2.Limits = a.opts.Limits
 	st.dec2.DeferLabelChecks = true // remoteWriteV2 checks the cache's misses
+	st.dec2.DeferIDs = true         // and builds their IDs (lookupV2)
 	st.dec.Known = func(keys []remote.LabelKey, known []bool) {
 		st.known.reset(len(keys))
 		st.add = a.series.lookup(keys, known, &st.known, st.add)
