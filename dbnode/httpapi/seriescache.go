@@ -398,54 +398,59 @@ func (c *seriesCache) lookupV2(d *remote.WriteDecoderV2, known []bool, hs *hits,
 	}
 	for i := range cells {
 		v := &cells[i]
-		if v.kind == kindID && v.gen == c.gen {
-			if id := storage.SeriesID(v.ref()); id != nil && d.MatchesID(i, id) {
-				ids[i], known[i] = id, true
-				d.Series[i].ID, keys[i].Raw = id, id
-				continue
-			}
-		}
-		if v.kind == kindEmpty {
+		var e *cachedSeries
+		var id []byte
+		ok := false
+		switch v.kind {
+		case kindEmpty:
 			ids[i] = nil // a former request's: not kept alive
 			continue
+		case kindID:
+			id = storage.SeriesID(v.ref())
+			ok = id != nil && d.MatchesID(i, id)
+		case kindEntry:
+			// A series written to other nodes (no storage ref here).
+			e = c.entries[v.lo]
+			id, v.lo, v.hi = e.id(), uint32(e.ref), uint32(e.ref>>32)
+			ok = e.idIsKey && !e.formed && d.MatchesID(i, id)
 		}
-		match := func(s *slot) bool {
-			switch s.kind {
-			case kindID:
-			case kindEntry:
-				if !s.e.idIsKey || s.e.formed {
-					return false
-				}
-			default:
-				return false
+		if !ok {
+			s := c.findV2(d, i)
+			if !s.found() {
+				*v, ids[i] = cell{}, nil
+				continue
 			}
-			return d.MatchesID(i, s.id)
+			e, id = s.e, s.id
+			*v = cell{lo: uint32(s.ref), hi: uint32(s.ref >> 32), shard: s.shard, gen: s.gen, kind: s.kind}
 		}
-		var s slot
-		if sv, ok := c.slotOf(*v); ok && match(&sv) {
-			s = sv
-		} else {
-			c.t.Find(uint32(keys[i].Hash), func(v cell) bool {
-				sv, ok := c.slotOf(v)
-				if ok && match(&sv) {
-					s = sv
-					return true
-				}
-				return false
-			})
-		}
-		if !s.found() {
-			*v, ids[i] = cell{}, nil
-			continue
-		}
-		ids[i], known[i] = s.id, true
-		d.Series[i].ID, keys[i].Raw = s.id, s.id
-		*v = cell{lo: uint32(s.ref), hi: uint32(s.ref >> 32), shard: s.shard, gen: s.gen, kind: s.kind}
-		if s.gen != c.gen {
-			promote = append(promote, newSeries{h: keys[i].Hash, v: s})
+		ids[i], known[i] = id, true
+		d.Series[i].ID, keys[i].Raw = id, id
+		if v.gen != c.gen {
+			promote = append(promote, newSeries{h: keys[i].Hash, v: slot{ref: v.ref(), e: e, id: id, shard: v.shard, gen: v.gen, kind: v.kind}})
 		}
 	}
 	return promote
+}
+
+// findV2 is find for series i of d (lookupV2): the live entry keyed by
+// an ID that MatchesID, past others of the same 32 hash bits.
+func (c *seriesCache) findV2(d *remote.WriteDecoderV2, i int) slot {
+	var hit slot
+	c.t.Find(uint32(d.Keys[i].Hash), func(v cell) bool {
+		s, ok := c.slotOf(v)
+		switch {
+		case !ok:
+			return false
+		case s.kind == kindEntry && (!s.e.idIsKey || s.e.formed), s.kind == kindForm:
+			return false // keyed by label bytes, not an ID: never 2.0's
+		}
+		if d.MatchesID(i, s.id) {
+			hit = s
+			return true
+		}
+		return false
+	})
+	return hit
 }
 
 // lookupOne is lookup of one key: its slot (found) or the zero slot, and

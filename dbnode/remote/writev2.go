@@ -66,14 +66,17 @@ type WriteDecoderV2 struct {
 	// Histograms of the last Decode (AcceptHistograms), by series in order.
 	Histograms []Histogram
 
-	symbols  [][]byte
-	symHash  []uint64 // DeferIDs: the hash of each symbol's bytes
-	spans    []uint32 // DeferIDs: series i's labels are allPairs[spans[i]:spans[i+1]]
-	allPairs []ident.Pair
-	msgs     [][]byte
-	arena    []byte
-	samples  []Sample
-	pairs    []ident.Pair
+	symbols [][]byte
+	symHash []uint64 // DeferIDs: the hash of each symbol's bytes
+	// DeferIDs: series i's labels are the symbol references
+	// refs[2*spans[i]:2*spans[i+1]] (name, value, ...), as sent, without
+	// those WithoutEmpty drops; symbols is kept until the next Decode.
+	spans   []uint32
+	refs    []uint32
+	msgs    [][]byte
+	arena   []byte
+	samples []Sample
+	pairs   []ident.Pair
 }
 
 // Decode parses a decompressed io.prometheus.write.v2.Request. Native
@@ -92,15 +95,19 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 	clear(d.Histograms)
 	d.Histograms = d.Histograms[:0]
 	d.Exemplars, d.ExemplarPairs = d.Exemplars[:0], d.ExemplarPairs[:0]
+	clear(d.symbols)
 	syms, msgs := d.symbols[:0], d.msgs[:0]
-	clear(d.allPairs)
-	d.allPairs, d.spans, d.symHash = d.allPairs[:0], d.spans[:0], d.symHash[:0]
+	d.refs, d.spans, d.symHash = d.refs[:0], d.spans[:0], d.symHash[:0]
+	deferIDs := d.DeferIDs && d.DeferLabelChecks
 	defer func() {
 		// Nothing keeps the request but Series, Keys, Meta and, with
-		// DeferIDs, the labels (until the next Decode or Release).
-		clear(syms)
+		// DeferIDs, the symbols (until the next Decode or Release).
 		clear(msgs)
-		d.symbols, d.msgs = syms[:0], msgs[:0]
+		d.symbols, d.msgs = syms, msgs[:0]
+		if !deferIDs {
+			clear(syms)
+			d.symbols = syms[:0]
+		}
 	}()
 	for i := 0; i < len(b); {
 		field, wt, msg, n, err := nextField(b[i:])
@@ -133,7 +140,6 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 	}
 	series := slices.Grow(d.Series, len(msgs))
 	keys := slices.Grow(d.Keys, len(msgs))
-	deferIDs := d.DeferIDs && d.DeferLabelChecks
 	if deferIDs {
 		for _, sym := range syms {
 			d.symHash = append(d.symHash, KeyHash(sym))
@@ -149,7 +155,7 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 		}
 		smp := d.samples[sFrom:len(d.samples):len(d.samples)]
 		if deferIDs {
-			d.spans = append(d.spans, uint32(len(d.allPairs)))
+			d.spans = append(d.spans, uint32(len(d.refs)/2))
 			series = append(series, Series{Samples: smp, Keyed: true})
 			keys = append(keys, LabelKey{Hash: h})
 			continue
@@ -164,14 +170,10 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 }
 
 // decodeSeries decodes series index into d.samples and the rest; its ID
-// into d.arena, or, deferIDs, its labels into d.allPairs (unsorted) and
-// their LabelsHash into h.
+// into d.arena, or, deferIDs, its label references into d.refs and the
+// hash of its labels into h.
 func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferIDs bool) (h uint64, err error) {
 	d.pairs = d.pairs[:0]
-	if deferIDs {
-		d.pairs = d.allPairs
-	}
-	from := len(d.pairs)
 	var name []byte
 	var nameRef uint64
 	nrefs := 0 // label references read so far: a pair is complete every second
@@ -205,8 +207,9 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 					name, nameRef = syms[v], v
 				} else {
 					d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
-					if deferIDs {
-						h += d.pairHash(nameRef, v, syms)
+					if deferIDs && (len(syms[v]) > 0 || len(name) == 0) { // what WithoutEmpty keeps
+						h += d.pairHash(nameRef, v)
+						d.refs = append(d.refs, uint32(nameRef), uint32(v))
 					}
 				}
 				nrefs++
@@ -220,8 +223,9 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 				name, nameRef = syms[v], v
 			} else {
 				d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
-				if deferIDs {
-					h += d.pairHash(nameRef, v, syms)
+				if deferIDs && (len(syms[v]) > 0 || len(name) == 0) { // what WithoutEmpty keeps
+					h += d.pairHash(nameRef, v)
+					d.refs = append(d.refs, uint32(nameRef), uint32(v))
 				}
 			}
 			nrefs++
@@ -265,8 +269,8 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 	if nrefs&1 != 0 {
 		return 0, inputErr("timeseries %d: odd number (%d) of label references", index, nrefs)
 	}
-	d.pairs = append(d.pairs[:from], ident.WithoutEmpty(d.pairs[from:])...)
-	pairs := d.pairs[from:]
+	d.pairs = ident.WithoutEmpty(d.pairs)
+	pairs := d.pairs
 	if d.DeferLabelChecks {
 		if err := d.Limits.CheckLabelCount(pairs); err != nil {
 			return 0, &InputError{Msg: fmt.Sprintf("timeseries %d: %v", index, err), Err: err}
@@ -287,7 +291,6 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 		d.addMeta(meta)
 	}
 	if deferIDs {
-		d.allPairs = d.pairs
 		return h, nil
 	}
 	d.arena = ident.AppendSortedPairs(d.arena, pairs)
@@ -295,14 +298,10 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 }
 
 // pairHash is the hash of one label (name and value the symbols of refs n
-// and v) in LabelsHash: 0 for a label WithoutEmpty drops (an empty value,
-// a non-empty name), so that the hash is of the labels the ID is built
-// from. Labels are summed, in any order: equal label sets, whatever their
-// order or symbol references, hash alike.
-func (d *WriteDecoderV2) pairHash(n, v uint64, syms [][]byte) uint64 {
-	if len(syms[v]) == 0 && len(syms[n]) > 0 {
-		return 0
-	}
+// and v) in a series' hash (DeferIDs), which sums those of the labels the
+// ID is built from: equal label sets, whatever their order or symbol
+// references, hash alike.
+func (d *WriteDecoderV2) pairHash(n, v uint64) uint64 {
 	x := d.symHash[n]*0x9e3779b97f4a7c15 ^ d.symHash[v]
 	x ^= x >> 31
 	x *= 0xd6e8feb86659fd93
@@ -314,12 +313,9 @@ func (d *WriteDecoderV2) pairHash(n, v uint64, syms [][]byte) uint64 {
 // series whose labels are id's but not in its (sorted) order does not
 // match; the caller builds its ID (BuildID) as for a new series.
 func (d *WriteDecoderV2) MatchesID(i int, id []byte) bool {
-	for _, p := range d.allPairs[d.spans[i]:d.spans[i+1]] {
+	for _, r := range d.refs[2*d.spans[i] : 2*d.spans[i+1]] {
 		var ok bool
-		if id, ok = cutLabel(id, p.Name); !ok {
-			return false
-		}
-		if id, ok = cutLabel(id, p.Value); !ok {
+		if id, ok = cutLabel(id, d.symbols[r]); !ok {
 			return false
 		}
 	}
@@ -346,7 +342,12 @@ func cutLabel(id, s []byte) ([]byte, bool) {
 // labels, sorted, into Series[i].ID and Keys[i].Raw, as Decode builds it
 // without DeferIDs.
 func (d *WriteDecoderV2) BuildID(i int) {
-	pairs := d.allPairs[d.spans[i]:d.spans[i+1]]
+	pairs := d.pairs[:0]
+	refs := d.refs[2*d.spans[i] : 2*d.spans[i+1]]
+	for k := 0; k < len(refs); k += 2 {
+		pairs = append(pairs, ident.Pair{Name: d.symbols[refs[k]], Value: d.symbols[refs[k+1]]})
+	}
+	d.pairs = pairs
 	sortPairs(pairs)
 	from := len(d.arena)
 	d.arena = ident.AppendSortedPairs(d.arena, pairs)
@@ -446,8 +447,9 @@ func (d *WriteDecoderV2) Release() bool {
 	retain.Trim(&over, &d.pairs)
 	retain.Trim(&over, &d.symHash)
 	retain.Trim(&over, &d.spans)
-	clear(d.allPairs) // the request's bytes are not held past it
-	retain.Trim(&over, &d.allPairs)
+	retain.Trim(&over, &d.refs)
+	clear(d.symbols) // the request's bytes are not held past it
+	d.symbols = d.symbols[:0]
 	return over
 }
 
