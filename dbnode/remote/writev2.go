@@ -71,12 +71,14 @@ type WriteDecoderV2 struct {
 	// DeferIDs: series i's labels are the symbol references
 	// refs[2*spans[i]:2*spans[i+1]] (name, value, ...), as sent, without
 	// those WithoutEmpty drops; symbols is kept until the next Decode.
-	spans   []uint32
-	refs    []uint32
-	msgs    [][]byte
-	arena   []byte
-	samples []Sample
-	pairs   []ident.Pair
+	spans []uint32
+	refs  []uint32
+	// maxLabels is the label limit of the Decode (DeferIDs).
+	maxLabels int
+	msgs      [][]byte
+	arena     []byte
+	samples   []Sample
+	pairs     []ident.Pair
 }
 
 // Decode parses a decompressed io.prometheus.write.v2.Request. Native
@@ -141,6 +143,7 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 	series := slices.Grow(d.Series, len(msgs))
 	keys := slices.Grow(d.Keys, len(msgs))
 	if deferIDs {
+		d.maxLabels = d.Limits.Config().MaxLabelNamesPerSeries
 		for _, sym := range syms {
 			d.symHash = append(d.symHash, KeyHash(sym))
 		}
@@ -174,6 +177,7 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 // hash of its labels into h.
 func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferIDs bool) (h uint64, err error) {
 	d.pairs = d.pairs[:0]
+	refsFrom := len(d.refs)
 	var name []byte
 	var nameRef uint64
 	nrefs := 0 // label references read so far: a pair is complete every second
@@ -206,8 +210,9 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 				if nrefs&1 == 0 {
 					name, nameRef = syms[v], v
 				} else {
-					d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
-					if deferIDs && (len(syms[v]) > 0 || len(name) == 0) { // what WithoutEmpty keeps
+					if !deferIDs {
+						d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
+					} else if len(syms[v]) > 0 || len(name) == 0 { // what WithoutEmpty keeps
 						h += d.pairHash(nameRef, v)
 						d.refs = append(d.refs, uint32(nameRef), uint32(v))
 					}
@@ -222,8 +227,9 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 			if nrefs&1 == 0 {
 				name, nameRef = syms[v], v
 			} else {
-				d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
-				if deferIDs && (len(syms[v]) > 0 || len(name) == 0) { // what WithoutEmpty keeps
+				if !deferIDs {
+					d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
+				} else if len(syms[v]) > 0 || len(name) == 0 { // what WithoutEmpty keeps
 					h += d.pairHash(nameRef, v)
 					d.refs = append(d.refs, uint32(nameRef), uint32(v))
 				}
@@ -269,15 +275,33 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 	if nrefs&1 != 0 {
 		return 0, inputErr("timeseries %d: odd number (%d) of label references", index, nrefs)
 	}
+	if deferIDs {
+		// The labels stay references: pairs are made only to name a
+		// series refused, and the metric's name is looked up by them.
+		refs := d.refs[refsFrom:]
+		if d.maxLabels > 0 && len(refs)/2 > d.maxLabels {
+			if err := d.Limits.CheckLabelCount(d.pairsOf(refs, syms)); err != nil {
+				return 0, &InputError{Msg: fmt.Sprintf("timeseries %d: %v", index, err), Err: err}
+			}
+		}
+		if hasMeta {
+			meta.Series = index
+			for k := 0; k < len(refs); k += 2 {
+				if string(syms[refs[k]]) == "__name__" {
+					meta.Name = syms[refs[k+1]]
+				}
+			}
+			d.addMeta(meta)
+		}
+		return h, nil
+	}
 	d.pairs = ident.WithoutEmpty(d.pairs)
 	pairs := d.pairs
 	if d.DeferLabelChecks {
 		if err := d.Limits.CheckLabelCount(pairs); err != nil {
 			return 0, &InputError{Msg: fmt.Sprintf("timeseries %d: %v", index, err), Err: err}
 		}
-		if !deferIDs {
-			sortPairs(pairs) // the ID is built from sorted labels either way
-		}
+		sortPairs(pairs) // the ID is built from sorted labels either way
 	} else if err := validateLabels(d.Limits, pairs, index); err != nil {
 		return 0, err
 	}
@@ -289,9 +313,6 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 			}
 		}
 		d.addMeta(meta)
-	}
-	if deferIDs {
-		return h, nil
 	}
 	d.arena = ident.AppendSortedPairs(d.arena, pairs)
 	return 0, nil
@@ -322,6 +343,17 @@ func (d *WriteDecoderV2) MatchesID(i int, id []byte) bool {
 	return len(id) == 0
 }
 
+// pairsOf returns the labels of refs (name, value, ...) into syms in
+// d.pairs.
+func (d *WriteDecoderV2) pairsOf(refs []uint32, syms [][]byte) []ident.Pair {
+	pairs := d.pairs[:0]
+	for k := 0; k < len(refs); k += 2 {
+		pairs = append(pairs, ident.Pair{Name: syms[refs[k]], Value: syms[refs[k+1]]})
+	}
+	d.pairs = pairs
+	return pairs
+}
+
 // cutLabel returns id past s, the uvarint length of s and its bytes at
 // id's front, and true; or false when id does not start with them.
 func cutLabel(id, s []byte) ([]byte, bool) {
@@ -342,12 +374,7 @@ func cutLabel(id, s []byte) ([]byte, bool) {
 // labels, sorted, into Series[i].ID and Keys[i].Raw, as Decode builds it
 // without DeferIDs.
 func (d *WriteDecoderV2) BuildID(i int) {
-	pairs := d.pairs[:0]
-	refs := d.refs[2*d.spans[i] : 2*d.spans[i+1]]
-	for k := 0; k < len(refs); k += 2 {
-		pairs = append(pairs, ident.Pair{Name: d.symbols[refs[k]], Value: d.symbols[refs[k+1]]})
-	}
-	d.pairs = pairs
+	pairs := d.pairsOf(d.refs[2*d.spans[i]:2*d.spans[i+1]], d.symbols)
 	sortPairs(pairs)
 	from := len(d.arena)
 	d.arena = ident.AppendSortedPairs(d.arena, pairs)
