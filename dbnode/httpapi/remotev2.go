@@ -60,7 +60,8 @@ func negotiate(r *http.Request) (v2 bool, err error) {
 
 // remoteWriteV2 writes a decompressed remote write 2.0 request. Its float
 // samples are written like 1.0's (through a series cache keyed by ID: a
-// 2.0 request's label references mean nothing outside it), its native
+// 2.0 request's label references mean nothing outside it; a series is
+// found by its label strings, lookupV2, and only a miss has its ID built), its native
 // histograms after them when the backend stores them, metadata and
 // exemplars kept in the node's stores. With a backend that does not store
 // histograms, a request carrying them has the rest written and is

@@ -113,7 +113,8 @@ type API struct {
 	states  sync.Pool // *writeState, see getWriteState
 	series  *seriesCache
 	// seriesV2 is remote write 2.0's series cache, keyed by series ID (a
-	// 2.0 request's label references mean nothing outside the request);
+	// 2.0 request's label references mean nothing outside the request;
+	// 2.0 finds an entry by its labels' strings, lookupV2, OTLP by ID);
 	// apart from the 1.0 cache, whose keys are label bytes on the wire.
 	seriesV2 *seriesCache
 	meta     *metadata.Store

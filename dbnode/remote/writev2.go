@@ -21,10 +21,12 @@ import (
 // UTF-8 once, and each series' labels are looked up in it, so decoding
 // allocates nothing per series or sample once its buffers have grown.
 //
-// Every series has its ID built (a 2.0 request's label references mean
-// nothing without its own symbols table, so they cannot key a cache the
-// way 1.0's label bytes do); Keys[i].Raw is that ID, for a cache keyed by
-// ID. Like WriteDecoder it reuses its buffers between calls and is not safe
+// A 2.0 request's label references mean nothing without its own symbols
+// table, so they cannot key a cache the way 1.0's label bytes do: by
+// default every series has its ID built, and Keys[i].Raw is that ID, for
+// a cache keyed by ID. With DeferIDs a cache compares its IDs with the
+// series' label strings instead (MatchesID) and only the series it does
+// not know have their IDs built. Like WriteDecoder it reuses its buffers between calls and is not safe
 // for concurrent use.
 type WriteDecoderV2 struct {
 	Series []Series
@@ -384,6 +386,7 @@ func (d *WriteDecoderV2) BuildID(i int) {
 
 // CheckSeries applies the label rules and limits to series i of the last
 // Decode, as Decode does itself without DeferLabelChecks (same errors).
+// With DeferIDs, BuildID(i) first.
 func (d *WriteDecoderV2) CheckSeries(i int) error {
 	if err := d.Limits.CheckID(d.Series[i].ID); err != nil {
 		return &InputError{Msg: fmt.Sprintf("timeseries %d: %v", i, err), Err: err}

@@ -14,6 +14,7 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // v2Series builds a 2.0 TimeSeries of ls through the symbols table, the
@@ -345,4 +346,28 @@ func TestDecodeV2MetadataOncePerMetric(t *testing.T) {
 		{Series: 0, Type: 2, Name: []byte("m0"), Help: []byte("help 0")},
 		{Series: 1, Type: 2, Name: []byte("m1"), Help: []byte("help 1")},
 	}, d.Meta)
+}
+
+// A series over the label count limit is refused by Decode with the same
+// error whether its IDs are built or left to BuildID; labels of empty
+// value are not counted either way.
+func TestDecodeV2DeferIDsLabelCount(t *testing.T) {
+	l := limits.New(limits.Config{MaxLabelNamesPerSeries: 2}, nil)
+	syms := []string{"", "__name__", "up", "job", "a", "zone", ""}
+	for _, tc := range []struct {
+		refs []uint32
+		ok   bool
+	}{
+		{[]uint32{1, 2, 3, 4}, true},
+		{[]uint32{1, 2, 3, 4, 5, 6}, true}, // zone="" is absent
+		{[]uint32{3, 4, 1, 2, 5, 4}, false},
+	} {
+		body, err := (&writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{{LabelsRefs: tc.refs}}}).Marshal()
+		require.NoError(t, err)
+		ids := WriteDecoderV2{Limits: l, DeferLabelChecks: true}
+		d := WriteDecoderV2{Limits: l, DeferLabelChecks: true, DeferIDs: true}
+		want, got := ids.Decode(body), d.Decode(body)
+		require.Equal(t, tc.ok, want == nil, "%v: %v", tc.refs, want)
+		require.Equal(t, fmt.Sprint(want), fmt.Sprint(got))
+	}
 }
