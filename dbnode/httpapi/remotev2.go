@@ -60,7 +60,8 @@ func negotiate(r *http.Request) (v2 bool, err error) {
 
 // remoteWriteV2 writes a decompressed remote write 2.0 request. Its float
 // samples are written like 1.0's (through a series cache keyed by ID: a
-// 2.0 request's label references mean nothing outside it), its native
+// 2.0 request's label references mean nothing outside it; a series is
+// found by its label strings, lookupV2, and only a miss has its ID built), its native
 // histograms after them when the backend stores them, metadata and
 // exemplars kept in the node's stores. With a backend that does not store
 // histograms, a request carrying them has the rest written and is
@@ -88,11 +89,13 @@ func (a *API) remoteWriteV2(w http.ResponseWriter, r *http.Request, backend Back
 	known := st.known2
 	clear(known)
 	st.known.reset(len(d.Keys))
-	a.seriesV2.view(func() { st.add = a.seriesV2.lookup(d.Keys, known, &st.known, st.add[:0]) })
-	// The decoder left the label checks to us (DeferLabelChecks): a
-	// series the cache knows passed them when it was first written.
+	a.seriesV2.view(func() { st.add = a.seriesV2.lookupV2(d, known, &st.known, st.add[:0]) })
+	// The decoder left the IDs and the label checks to us (DeferIDs,
+	// DeferLabelChecks): a series the cache knows has its ID from the
+	// cache and passed the checks when it was first written.
 	for i, k := range known {
 		if !k {
+			d.BuildID(i)
 			if err := d.CheckSeries(i); err != nil {
 				st.known.clear()
 				clear(st.add)

@@ -148,3 +148,46 @@ func TestRemoteWriteV2PartialWrite(t *testing.T) {
 	require.Equal(t, "1", resp.samples)
 	require.Equal(t, []int64{now, now + 1}, readIDs(t, f, ident.FromLabels(fl), old-1, now+2))
 }
+
+// The 2.0 cache knows a series by its label strings, not the symbol
+// references a request spells them with: a series sent again through
+// other references (another request's symbols table, duplicate symbols)
+// is a hit on its own entry, a series whose strings differ by one label
+// is another series, and labels sent out of order are a miss (their ID is
+// built) that still writes to the same series.
+func TestRemoteWriteV2CacheKnowsSeriesByStrings(t *testing.T) {
+	f, scope := newScopedFixture(t)
+	url := f.srv.URL + "/api/v1/write"
+	now := time.Now().UnixMilli()
+	post := func(syms []string, refs ...[]uint32) {
+		t.Helper()
+		var series []writev2.TimeSeries
+		for _, r := range refs {
+			series = append(series, writev2.TimeSeries{LabelsRefs: r, Samples: []writev2.Sample{{Value: 1, Timestamp: now}}})
+		}
+		raw, err := (&writev2.Request{Symbols: syms, Timeseries: series}).Marshal()
+		require.NoError(t, err)
+		resp := postAs(t, url, ContentTypeV2, "snappy", snappy.Encode(nil, raw))
+		require.Equal(t, http.StatusNoContent, resp.code, resp.body)
+		now++
+	}
+	hits := func() int64 { return counterValue(scope, "remote_write_series_cache_hits", nil) }
+	a := ident.FromLabels(labels.FromStrings("__name__", "up", "job", "a"))
+	b := ident.FromLabels(labels.FromStrings("__name__", "up", "job", "b"))
+	post([]string{"", "__name__", "up", "job", "a", "b"}, []uint32{1, 2, 3, 4}, []uint32{1, 2, 3, 5})
+	require.Zero(t, hits())
+	// Other symbols, the same strings: two hits, each on its series.
+	post([]string{"", "b", "job", "up", "__name__", "a", "job"}, []uint32{4, 3, 6, 5}, []uint32{4, 3, 2, 1})
+	require.EqualValues(t, 2, hits())
+	// Unsorted labels: a miss, the same series.
+	post([]string{"", "job", "a", "__name__", "up"}, []uint32{1, 2, 3, 4})
+	require.EqualValues(t, 2, hits())
+	// A label of another value is another series.
+	c := ident.FromLabels(labels.FromStrings("__name__", "up", "job", "c"))
+	post([]string{"", "__name__", "up", "job", "c"}, []uint32{1, 2, 3, 4})
+	require.EqualValues(t, 2, hits())
+	t0 := now - 4
+	require.Equal(t, []int64{t0, t0 + 1, t0 + 2}, readIDs(t, f, a, t0-1, now))
+	require.Equal(t, []int64{t0, t0 + 1}, readIDs(t, f, b, t0-1, now))
+	require.Equal(t, []int64{t0 + 3}, readIDs(t, f, c, t0-1, now))
+}

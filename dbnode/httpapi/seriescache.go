@@ -376,6 +376,83 @@ func (c *seriesCache) lookupRest(key *remote.LabelKey, known *bool, v *cell, id 
 	return promote
 }
 
+// lookupV2 is lookup for a remote write 2.0 request decoded with
+// DeferIDs: d.Keys hold hashes of the series' labels but no bytes, and a
+// cell is compared with series i by d.MatchesID, label by label against
+// the cell's ID, so that no ID is built for a series the cache knows. A
+// hit sets the series' ID (d.Series[i].ID and d.Keys[i].Raw) to the
+// cached one. Entries of 2.0 are keyed by their ID (kindID, or an entry
+// whose key is its ID); a probe that finds another entry under the same
+// 32 hash bits goes on past it, as find does. OTLP's entries in the same
+// cache are hashed by KeyHash of the ID, 2.0's by the labels' hash: a
+// series sent both ways is two entries, each found only its own way.
+func (c *seriesCache) lookupV2(d *remote.WriteDecoderV2, known []bool, hs *hits, promote []newSeries) []newSeries {
+	keys := d.Keys
+	cells, ids := hs.c[:len(keys)], hs.id[:len(keys)]
+	for i := range keys {
+		v, ok := c.t.Probe(uint32(keys[i].Hash))
+		if !ok {
+			v = cell{}
+		}
+		cells[i] = v
+	}
+	for i := range cells {
+		v := &cells[i]
+		var e *cachedSeries
+		var id []byte
+		ok := false
+		switch v.kind {
+		case kindEmpty:
+			ids[i] = nil // a former request's: not kept alive
+			continue
+		case kindID:
+			id = storage.SeriesID(v.ref())
+			ok = id != nil && d.MatchesID(i, id)
+		case kindEntry:
+			// A series written to other nodes (no storage ref here).
+			e = c.entries[v.lo]
+			id, v.lo, v.hi = e.id(), uint32(e.ref), uint32(e.ref>>32)
+			ok = e.idIsKey && !e.formed && d.MatchesID(i, id)
+		}
+		if !ok {
+			s := c.findV2(d, i)
+			if !s.found() {
+				*v, ids[i] = cell{}, nil
+				continue
+			}
+			e, id = s.e, s.id
+			*v = cell{lo: uint32(s.ref), hi: uint32(s.ref >> 32), shard: s.shard, gen: s.gen, kind: s.kind}
+		}
+		ids[i], known[i] = id, true
+		d.Series[i].ID, keys[i].Raw = id, id
+		if v.gen != c.gen {
+			promote = append(promote, newSeries{h: keys[i].Hash, v: slot{ref: v.ref(), e: e, id: id, shard: v.shard, gen: v.gen, kind: v.kind}})
+		}
+	}
+	return promote
+}
+
+// findV2 is find for series i of d (lookupV2): the live entry keyed by
+// an ID that MatchesID, past others of the same 32 hash bits.
+func (c *seriesCache) findV2(d *remote.WriteDecoderV2, i int) slot {
+	var hit slot
+	c.t.Find(uint32(d.Keys[i].Hash), func(v cell) bool {
+		s, ok := c.slotOf(v)
+		switch {
+		case !ok:
+			return false
+		case s.kind == kindEntry && (!s.e.idIsKey || s.e.formed), s.kind == kindForm:
+			return false // keyed by label bytes, not an ID: never 2.0's
+		}
+		if d.MatchesID(i, s.id) {
+			hit = s
+			return true
+		}
+		return false
+	})
+	return hit
+}
+
 // lookupOne is lookup of one key: its slot (found) or the zero slot, and
 // whether the entry is in the old generation (the caller passes
 // newSeries{h, s} to update, to keep it). Only inside view.

@@ -113,7 +113,8 @@ type API struct {
 	states  sync.Pool // *writeState, see getWriteState
 	series  *seriesCache
 	// seriesV2 is remote write 2.0's series cache, keyed by series ID (a
-	// 2.0 request's label references mean nothing outside the request);
+	// 2.0 request's label references mean nothing outside the request;
+	// 2.0 finds an entry by its labels' strings, lookupV2, OTLP by ID);
 	// apart from the 1.0 cache, whose keys are label bytes on the wire.
 	seriesV2 *seriesCache
 	meta     *metadata.Store
@@ -150,6 +151,7 @@ func (a *API) newWriteState() *writeState {
 	st.dec.Limits = a.opts.Limits
 	st.dec2.Limits = a.opts.Limits
 	st.dec2.DeferLabelChecks = true // remoteWriteV2 checks the cache's misses
+	st.dec2.DeferIDs = true         // and builds their IDs (lookupV2)
 	st.dec.Known = func(keys []remote.LabelKey, known []bool) {
 		st.known.reset(len(keys))
 		st.add = a.series.lookup(keys, known, &st.known, st.add)

@@ -21,10 +21,12 @@ import (
 // UTF-8 once, and each series' labels are looked up in it, so decoding
 // allocates nothing per series or sample once its buffers have grown.
 //
-// Every series has its ID built (a 2.0 request's label references mean
-// nothing without its own symbols table, so they cannot key a cache the
-// way 1.0's label bytes do); Keys[i].Raw is that ID, for a cache keyed by
-// ID. Like WriteDecoder it reuses its buffers between calls and is not safe
+// A 2.0 request's label references mean nothing without its own symbols
+// table, so they cannot key a cache the way 1.0's label bytes do: by
+// default every series has its ID built, and Keys[i].Raw is that ID, for
+// a cache keyed by ID. With DeferIDs a cache compares its IDs with the
+// series' label strings instead (MatchesID) and only the series it does
+// not know have their IDs built. Like WriteDecoder it reuses its buffers between calls and is not safe
 // for concurrent use.
 type WriteDecoderV2 struct {
 	Series []Series
@@ -47,6 +49,14 @@ type WriteDecoderV2 struct {
 	// 1.0. Checking every series cost a fifth of a node's CPU under
 	// steady 2.0 writes (docs/performance.md, scale30).
 	DeferLabelChecks bool
+	// DeferIDs (with DeferLabelChecks) leaves every series' ID unbuilt:
+	// Series[i].ID and Keys[i].Raw are nil and Keys[i].Hash is LabelsHash
+	// of its labels, read from per-symbol hashes without touching the
+	// label bytes. The caller compares the series with a cached ID
+	// (MatchesID) and builds the IDs of the others (BuildID): building
+	// every ID was most of decoding under steady 2.0 writes
+	// (docs/performance.md, rw2ids).
+	DeferIDs bool
 	// Counts of the last Decode.
 	NumSamples, NumHistograms int
 	// FirstHistogram is the index of the first series carrying native
@@ -59,10 +69,18 @@ type WriteDecoderV2 struct {
 	Histograms []Histogram
 
 	symbols [][]byte
-	msgs    [][]byte
-	arena   []byte
-	samples []Sample
-	pairs   []ident.Pair
+	symHash []uint64 // DeferIDs: the hash of each symbol's bytes
+	// DeferIDs: series i's labels are the symbol references
+	// refs[2*spans[i]:2*spans[i+1]] (name, value, ...), as sent, without
+	// those WithoutEmpty drops; symbols is kept until the next Decode.
+	spans []uint32
+	refs  []uint32
+	// maxLabels is the label limit of the Decode (DeferIDs).
+	maxLabels int
+	msgs      [][]byte
+	arena     []byte
+	samples   []Sample
+	pairs     []ident.Pair
 }
 
 // Decode parses a decompressed io.prometheus.write.v2.Request. Native
@@ -81,12 +99,19 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 	clear(d.Histograms)
 	d.Histograms = d.Histograms[:0]
 	d.Exemplars, d.ExemplarPairs = d.Exemplars[:0], d.ExemplarPairs[:0]
+	clear(d.symbols)
 	syms, msgs := d.symbols[:0], d.msgs[:0]
+	d.refs, d.spans, d.symHash = d.refs[:0], d.spans[:0], d.symHash[:0]
+	deferIDs := d.DeferIDs && d.DeferLabelChecks
 	defer func() {
-		// Nothing keeps the request but Series, Keys and Meta.
-		clear(syms)
+		// Nothing keeps the request but Series, Keys, Meta and, with
+		// DeferIDs, the symbols (until the next Decode or Release).
 		clear(msgs)
-		d.symbols, d.msgs = syms[:0], msgs[:0]
+		d.symbols, d.msgs = syms, msgs[:0]
+		if !deferIDs {
+			clear(syms)
+			d.symbols = syms[:0]
+		}
 	}()
 	for i := 0; i < len(b); {
 		field, wt, msg, n, err := nextField(b[i:])
@@ -119,14 +144,29 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 	}
 	series := slices.Grow(d.Series, len(msgs))
 	keys := slices.Grow(d.Keys, len(msgs))
+	if deferIDs {
+		d.maxLabels = d.Limits.Config().MaxLabelNamesPerSeries
+		for _, sym := range syms {
+			d.symHash = append(d.symHash, KeyHash(sym))
+		}
+		d.spans = append(d.spans, 0)
+	}
 	for i, msg := range msgs {
 		idFrom, sFrom := len(d.arena), len(d.samples)
-		if err := d.decodeSeries(msg, i, syms); err != nil {
+		h, err := d.decodeSeries(msg, i, syms, deferIDs)
+		if err != nil {
 			d.Series, d.Keys = series[:0], keys[:0]
 			return err
 		}
+		smp := d.samples[sFrom:len(d.samples):len(d.samples)]
+		if deferIDs {
+			d.spans = append(d.spans, uint32(len(d.refs)/2))
+			series = append(series, Series{Samples: smp, Keyed: true})
+			keys = append(keys, LabelKey{Hash: h})
+			continue
+		}
 		id := d.arena[idFrom:len(d.arena):len(d.arena)]
-		series = append(series, Series{ID: id, Samples: d.samples[sFrom:len(d.samples):len(d.samples)], Keyed: true})
+		series = append(series, Series{ID: id, Samples: smp, Keyed: true})
 		keys = append(keys, LabelKey{Raw: id, Hash: KeyHash(id)})
 	}
 	d.Series, d.Keys = series, keys
@@ -134,9 +174,14 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 	return nil
 }
 
-func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error {
+// decodeSeries decodes series index into d.samples and the rest; its ID
+// into d.arena, or, deferIDs, its label references into d.refs and the
+// hash of its labels into h.
+func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferIDs bool) (h uint64, err error) {
 	d.pairs = d.pairs[:0]
+	refsFrom := len(d.refs)
 	var name []byte
+	var nameRef uint64
 	nrefs := 0 // label references read so far: a pair is complete every second
 	nsyms := uint64(len(syms))
 	hasMeta := false
@@ -144,7 +189,7 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 	for i := 0; i < len(b); {
 		field, wt, msg, n, err := nextField(b[i:])
 		if err != nil {
-			return inputErr("bad protobuf: timeseries %d: %v", index, err)
+			return 0, inputErr("bad protobuf: timeseries %d: %v", index, err)
 		}
 		i += n
 		switch {
@@ -157,35 +202,45 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 				} else {
 					var n int
 					if v, n = binary.Uvarint(msg[j:]); n <= 0 {
-						return inputErr("bad protobuf: timeseries %d: bad label reference varint", index)
+						return 0, inputErr("bad protobuf: timeseries %d: bad label reference varint", index)
 					}
 					j += n
 				}
 				if v >= nsyms {
-					return inputErr("timeseries %d: label reference %d past the %d symbols", index, v, nsyms)
+					return 0, inputErr("timeseries %d: label reference %d past the %d symbols", index, v, nsyms)
 				}
 				if nrefs&1 == 0 {
-					name = syms[v]
+					name, nameRef = syms[v], v
 				} else {
-					d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
+					if !deferIDs {
+						d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
+					} else if len(syms[v]) > 0 || len(name) == 0 { // what WithoutEmpty keeps
+						h += d.pairHash(nameRef, v)
+						d.refs = append(d.refs, uint32(nameRef), uint32(v))
+					}
 				}
 				nrefs++
 			}
 		case field == 1 && wt == wireVarint: // labels_refs, unpacked
 			v, _ := binary.Uvarint(b[i-n+tagLen(b[i-n:]):])
 			if v >= nsyms {
-				return inputErr("timeseries %d: label reference %d past the %d symbols", index, v, nsyms)
+				return 0, inputErr("timeseries %d: label reference %d past the %d symbols", index, v, nsyms)
 			}
 			if nrefs&1 == 0 {
-				name = syms[v]
+				name, nameRef = syms[v], v
 			} else {
-				d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
+				if !deferIDs {
+					d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
+				} else if len(syms[v]) > 0 || len(name) == 0 { // what WithoutEmpty keeps
+					h += d.pairHash(nameRef, v)
+					d.refs = append(d.refs, uint32(nameRef), uint32(v))
+				}
 			}
 			nrefs++
 		case field == 2 && wt == wireBytes: // Sample
 			s, err := decodeSample(msg)
 			if err != nil {
-				return inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
+				return 0, inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
 			}
 			d.samples = append(d.samples, s)
 		case field == 3 && wt == wireBytes: // Histogram
@@ -196,7 +251,7 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 			if d.AcceptHistograms {
 				h, err := decodeHistogramV2(msg, index)
 				if err != nil {
-					return inputErr("bad protobuf: timeseries %d: histogram: %v", index, err)
+					return 0, inputErr("bad protobuf: timeseries %d: histogram: %v", index, err)
 				}
 				d.Histograms = append(d.Histograms, h)
 			}
@@ -205,47 +260,133 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte) error 
 			e, pairs, err := decodeExemplar(msg, syms, d.ExemplarPairs)
 			d.ExemplarPairs = pairs
 			if err != nil {
-				return inputErr("bad protobuf: timeseries %d: exemplar: %v", index, err)
+				return 0, inputErr("bad protobuf: timeseries %d: exemplar: %v", index, err)
 			}
 			if err := exemplarLabels(d.ExemplarPairs[from:], index, false); err != nil {
-				return err
+				return 0, err
 			}
 			e.Series, e.From, e.To = index, from, len(d.ExemplarPairs)
 			d.Exemplars = append(d.Exemplars, e)
 		case field == 5 && wt == wireBytes: // Metadata
 			if err := decodeMetadata(msg, syms, &meta); err != nil {
-				return inputErr("bad protobuf: timeseries %d: metadata: %v", index, err)
+				return 0, inputErr("bad protobuf: timeseries %d: metadata: %v", index, err)
 			}
 			hasMeta = meta.Type != 0 || len(meta.Unit) > 0 || len(meta.Help) > 0
 		}
 	}
 	if nrefs&1 != 0 {
-		return inputErr("timeseries %d: odd number (%d) of label references", index, nrefs)
+		return 0, inputErr("timeseries %d: odd number (%d) of label references", index, nrefs)
+	}
+	if deferIDs {
+		// The labels stay references: pairs are made only to name a
+		// series refused, and the metric's name is looked up by them.
+		refs := d.refs[refsFrom:]
+		if d.maxLabels > 0 && len(refs)/2 > d.maxLabels {
+			if err := d.Limits.CheckLabelCount(d.pairsOf(refs, syms)); err != nil {
+				return 0, &InputError{Msg: fmt.Sprintf("timeseries %d: %v", index, err), Err: err}
+			}
+		}
+		if hasMeta {
+			meta.Series = index
+			for k := 0; k < len(refs); k += 2 {
+				if string(syms[refs[k]]) == "__name__" {
+					meta.Name = syms[refs[k+1]]
+				}
+			}
+			d.addMeta(meta)
+		}
+		return h, nil
 	}
 	d.pairs = ident.WithoutEmpty(d.pairs)
+	pairs := d.pairs
 	if d.DeferLabelChecks {
-		if err := d.Limits.CheckLabelCount(d.pairs); err != nil {
-			return &InputError{Msg: fmt.Sprintf("timeseries %d: %v", index, err), Err: err}
+		if err := d.Limits.CheckLabelCount(pairs); err != nil {
+			return 0, &InputError{Msg: fmt.Sprintf("timeseries %d: %v", index, err), Err: err}
 		}
-		sortPairs(d.pairs) // the ID is built from sorted labels either way
-	} else if err := validateLabels(d.Limits, d.pairs, index); err != nil {
-		return err
+		sortPairs(pairs) // the ID is built from sorted labels either way
+	} else if err := validateLabels(d.Limits, pairs, index); err != nil {
+		return 0, err
 	}
 	if hasMeta {
 		meta.Series = index
-		for _, p := range d.pairs {
+		for _, p := range pairs {
 			if string(p.Name) == "__name__" {
 				meta.Name = p.Value
 			}
 		}
 		d.addMeta(meta)
 	}
-	d.arena = ident.AppendSortedPairs(d.arena, d.pairs)
-	return nil
+	d.arena = ident.AppendSortedPairs(d.arena, pairs)
+	return 0, nil
+}
+
+// pairHash is the hash of one label (name and value the symbols of refs n
+// and v) in a series' hash (DeferIDs), which sums those of the labels the
+// ID is built from: equal label sets, whatever their order or symbol
+// references, hash alike.
+func (d *WriteDecoderV2) pairHash(n, v uint64) uint64 {
+	x := d.symHash[n]*0x9e3779b97f4a7c15 ^ d.symHash[v]
+	x ^= x >> 31
+	x *= 0xd6e8feb86659fd93
+	return x ^ x>>32
+}
+
+// MatchesID reports whether series i of the last Decode (DeferIDs) is the
+// series of id: its labels, as sent, are id's labels in id's order. A
+// series whose labels are id's but not in its (sorted) order does not
+// match; the caller builds its ID (BuildID) as for a new series.
+func (d *WriteDecoderV2) MatchesID(i int, id []byte) bool {
+	for _, r := range d.refs[2*d.spans[i] : 2*d.spans[i+1]] {
+		var ok bool
+		if id, ok = cutLabel(id, d.symbols[r]); !ok {
+			return false
+		}
+	}
+	return len(id) == 0
+}
+
+// pairsOf returns the labels of refs (name, value, ...) into syms in
+// d.pairs.
+func (d *WriteDecoderV2) pairsOf(refs []uint32, syms [][]byte) []ident.Pair {
+	pairs := d.pairs[:0]
+	for k := 0; k < len(refs); k += 2 {
+		pairs = append(pairs, ident.Pair{Name: syms[refs[k]], Value: syms[refs[k+1]]})
+	}
+	d.pairs = pairs
+	return pairs
+}
+
+// cutLabel returns id past s, the uvarint length of s and its bytes at
+// id's front, and true; or false when id does not start with them.
+func cutLabel(id, s []byte) ([]byte, bool) {
+	var n uint64
+	var k int
+	if len(id) > 0 && id[0] < 0x80 {
+		n, k = uint64(id[0]), 1
+	} else if n, k = binary.Uvarint(id); k <= 0 {
+		return nil, false
+	}
+	if n != uint64(len(s)) || uint64(len(id)-k) < n || string(id[k:k+int(n)]) != string(s) {
+		return nil, false
+	}
+	return id[k+int(n):], true
+}
+
+// BuildID builds the ID of series i of the last Decode (DeferIDs) from its
+// labels, sorted, into Series[i].ID and Keys[i].Raw, as Decode builds it
+// without DeferIDs.
+func (d *WriteDecoderV2) BuildID(i int) {
+	pairs := d.pairsOf(d.refs[2*d.spans[i]:2*d.spans[i+1]], d.symbols)
+	sortPairs(pairs)
+	from := len(d.arena)
+	d.arena = ident.AppendSortedPairs(d.arena, pairs)
+	id := d.arena[from:len(d.arena):len(d.arena)]
+	d.Series[i].ID, d.Keys[i].Raw = id, id
 }
 
 // CheckSeries applies the label rules and limits to series i of the last
 // Decode, as Decode does itself without DeferLabelChecks (same errors).
+// With DeferIDs, BuildID(i) first.
 func (d *WriteDecoderV2) CheckSeries(i int) error {
 	if err := d.Limits.CheckID(d.Series[i].ID); err != nil {
 		return &InputError{Msg: fmt.Sprintf("timeseries %d: %v", i, err), Err: err}
@@ -334,6 +475,11 @@ func (d *WriteDecoderV2) Release() bool {
 	retain.Trim(&over, &d.arena)
 	retain.Trim(&over, &d.samples)
 	retain.Trim(&over, &d.pairs)
+	retain.Trim(&over, &d.symHash)
+	retain.Trim(&over, &d.spans)
+	retain.Trim(&over, &d.refs)
+	clear(d.symbols) // the request's bytes are not held past it
+	d.symbols = d.symbols[:0]
 	return over
 }
 

@@ -1,8 +1,11 @@
 package remote
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 
@@ -11,6 +14,7 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/ident"
+	"github.com/tessera-tsdb/tessera/limits"
 )
 
 // v2Series builds a 2.0 TimeSeries of ls through the symbols table, the
@@ -123,7 +127,127 @@ func TestDecodeV2RejectsBadInput(t *testing.T) {
 			}
 			require.ErrorAs(t, err, &ie)
 			require.Equal(t, d.Decode(tc.body).Error(), err.Error())
+			// So is it with the IDs left to BuildID (every series a
+			// cache miss).
+			d3 := WriteDecoderV2{DeferLabelChecks: true, DeferIDs: true}
+			err = d3.Decode(tc.body)
+			for i := range d3.Series {
+				if err != nil {
+					break
+				}
+				d3.BuildID(i)
+				err = d3.CheckSeries(i)
+			}
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, d.Decode(tc.body).Error(), err.Error())
 		})
+	}
+}
+
+// With DeferIDs a series is told from a cached ID by its label strings,
+// whatever symbols they were sent as: equal strings hash and match alike,
+// unequal ones never match, and labels sent out of order hash alike but
+// do not match (their ID is built, and is the same ID).
+func TestDecodeV2DeferIDsMatchByStrings(t *testing.T) {
+	syms := []string{"", "__name__", "up", "job", "a", "__name__", "up", "b", "job", "zz"}
+	smp := []writev2.Sample{{Value: 1, Timestamp: 1}}
+	body, err := (&writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{
+		{LabelsRefs: []uint32{1, 2, 3, 4}, Samples: smp},       // 0: {__name__=up, job=a}
+		{LabelsRefs: []uint32{5, 6, 8, 4}, Samples: smp},       // 1: the same strings, other refs
+		{LabelsRefs: []uint32{1, 2, 3, 7}, Samples: smp},       // 2: job=b
+		{LabelsRefs: []uint32{3, 4, 1, 2}, Samples: smp},       // 3: 0's labels, unsorted
+		{LabelsRefs: []uint32{1, 2, 3, 4, 9, 0}, Samples: smp}, // 4: 0 with zz="" (absent)
+		{LabelsRefs: []uint32{1, 2}, Samples: smp},             // 5: {__name__=up}, a prefix of 0
+		{LabelsRefs: []uint32{1, 6, 3, 4}, Samples: smp},       // 6: 0 again, mixed refs
+	}}).Marshal()
+	require.NoError(t, err)
+	var full WriteDecoderV2
+	require.NoError(t, full.Decode(body))
+	d := WriteDecoderV2{DeferLabelChecks: true, DeferIDs: true}
+	require.NoError(t, d.Decode(body))
+	require.Len(t, d.Series, 7)
+	for i := range d.Series {
+		require.Nil(t, d.Series[i].ID)
+		require.Nil(t, d.Keys[i].Raw)
+	}
+	id0 := full.Series[0].ID
+	for i, want := range []bool{true, true, false, false, true, false, true} {
+		require.Equal(t, want, d.MatchesID(i, id0), "series %d against %s", i, id0)
+	}
+	require.False(t, d.MatchesID(0, full.Series[5].ID), "a longer series does not match its prefix")
+	require.False(t, d.MatchesID(0, full.Series[2].ID))
+	for _, i := range []int{1, 3, 4, 6} {
+		require.Equal(t, d.Keys[0].Hash, d.Keys[i].Hash, "series %d: the same labels hash alike", i)
+	}
+	require.NotEqual(t, d.Keys[0].Hash, d.Keys[2].Hash)
+	require.NotEqual(t, d.Keys[0].Hash, d.Keys[5].Hash)
+	for i := range d.Series {
+		d.BuildID(i)
+		require.Equal(t, full.Series[i].ID, d.Series[i].ID, "series %d", i)
+		require.Equal(t, d.Series[i].ID, d.Keys[i].Raw)
+		require.Equal(t, i != 3, d.MatchesID(i, d.Series[i].ID), "series %d against its own ID: only labels sent sorted match", i)
+	}
+}
+
+// Against the ID-building decoder on random requests: MatchesID never
+// says yes to another series' ID, says yes to its own when the labels came
+// sorted, and equal IDs hash alike.
+func TestDecodeV2DeferIDsAgreesWithIDs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	strs := []string{"__name__", "up", "job", "a", "b", "", "instance", "x"}
+	for range 300 {
+		syms := []string{""}
+		for range 1 + rng.IntN(10) {
+			syms = append(syms, strs[rng.IntN(len(strs))])
+		}
+		var series []writev2.TimeSeries
+		for range 1 + rng.IntN(8) {
+			refs := make([]uint32, 2*rng.IntN(4))
+			for j := range refs {
+				refs[j] = uint32(rng.IntN(len(syms)))
+			}
+			series = append(series, writev2.TimeSeries{LabelsRefs: refs})
+		}
+		body, err := (&writev2.Request{Symbols: syms, Timeseries: series}).Marshal()
+		require.NoError(t, err)
+		checkDeferIDs(t, body)
+	}
+}
+
+// checkDeferIDs checks a DeferIDs decode of body against an ID-building
+// one (both leaving the label checks, so that any labels decode).
+func checkDeferIDs(t *testing.T, body []byte) {
+	ids := WriteDecoderV2{DeferLabelChecks: true}
+	d := WriteDecoderV2{DeferLabelChecks: true, DeferIDs: true}
+	err, derr := ids.Decode(body), d.Decode(body)
+	if err != nil || derr != nil {
+		require.Equal(t, fmt.Sprint(err), fmt.Sprint(derr))
+		return
+	}
+	require.Len(t, d.Series, len(ids.Series))
+	n := min(len(ids.Series), 64)
+	for i := range n {
+		refs := d.refs[2*d.spans[i] : 2*d.spans[i+1]]
+		sorted := true
+		for k := 2; k < len(refs); k += 2 {
+			sorted = sorted && bytes.Compare(d.symbols[refs[k-2]], d.symbols[refs[k]]) <= 0
+		}
+		for j := range n {
+			same := bytes.Equal(ids.Series[i].ID, ids.Series[j].ID)
+			if d.MatchesID(i, ids.Series[j].ID) && !same {
+				t.Fatalf("series %d matches the ID %q of series %d, its own is %q", i, ids.Series[j].ID, j, ids.Series[i].ID)
+			}
+			if same && sorted && !d.MatchesID(i, ids.Series[j].ID) {
+				t.Fatalf("series %d, sent sorted, does not match its ID %q", i, ids.Series[j].ID)
+			}
+			if same && d.Keys[i].Hash != d.Keys[j].Hash {
+				t.Fatalf("series %d and %d: one ID %q, two hashes", i, j, ids.Series[i].ID)
+			}
+		}
+	}
+	for i := range d.Series {
+		d.BuildID(i)
+		require.Equal(t, ids.Series[i].ID, d.Series[i].ID)
 	}
 }
 
@@ -147,6 +271,7 @@ func FuzzWriteDecoderV2(f *testing.F) {
 				require.Less(t, h.Series, len(hd.Series))
 			}
 		}
+		checkDeferIDs(t, b)
 		var d WriteDecoderV2
 		if err := d.Decode(b); err != nil {
 			var ie *InputError
@@ -221,4 +346,28 @@ func TestDecodeV2MetadataOncePerMetric(t *testing.T) {
 		{Series: 0, Type: 2, Name: []byte("m0"), Help: []byte("help 0")},
 		{Series: 1, Type: 2, Name: []byte("m1"), Help: []byte("help 1")},
 	}, d.Meta)
+}
+
+// A series over the label count limit is refused by Decode with the same
+// error whether its IDs are built or left to BuildID; labels of empty
+// value are not counted either way.
+func TestDecodeV2DeferIDsLabelCount(t *testing.T) {
+	l := limits.New(limits.Config{MaxLabelNamesPerSeries: 2}, nil)
+	syms := []string{"", "__name__", "up", "job", "a", "zone", ""}
+	for _, tc := range []struct {
+		refs []uint32
+		ok   bool
+	}{
+		{[]uint32{1, 2, 3, 4}, true},
+		{[]uint32{1, 2, 3, 4, 5, 6}, true}, // zone="" is absent
+		{[]uint32{3, 4, 1, 2, 5, 4}, false},
+	} {
+		body, err := (&writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{{LabelsRefs: tc.refs}}}).Marshal()
+		require.NoError(t, err)
+		ids := WriteDecoderV2{Limits: l, DeferLabelChecks: true}
+		d := WriteDecoderV2{Limits: l, DeferLabelChecks: true, DeferIDs: true}
+		want, got := ids.Decode(body), d.Decode(body)
+		require.Equal(t, tc.ok, want == nil, "%v: %v", tc.refs, want)
+		require.Equal(t, fmt.Sprint(want), fmt.Sprint(got))
+	}
 }
