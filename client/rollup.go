@@ -69,25 +69,9 @@ func (s *Session) readRollupHost(ctx context.Context, m *Map, sets []routeGroup,
 			return lr.QueryRollup(ctx, ns, ms, start, end, storage.QueryOptions{Shards: shardSet(m, sets, gs)})
 		}
 	}
-	h, err := s.host(inst, m.Endpoints[inst])
+	resp, err := s.fetchTagged(ctx, m, sets, inst, gs, ms, &rpc.FetchTaggedRequest{Namespace: ns, Start: start, End: end, AcceptHistograms: true, RollupWindows: true})
 	if err != nil {
 		return nil, err
-	}
-	gctx, cancel, err := h.health.guard(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	req := &rpc.FetchTaggedRequest{Namespace: ns, Start: start, End: end, AcceptHistograms: true, RollupWindows: true}
-	for _, gi := range gs {
-		req.Shards = append(req.Shards, sets[gi].shards...)
-	}
-	for _, mt := range ms {
-		req.Matchers = append(req.Matchers, rpc.Matcher{Type: uint8(mt.Type), Name: mt.Name, Value: mt.Value})
-	}
-	resp, err := h.peer.FetchTagged(gctx, req)
-	if err != nil {
-		return nil, callErr(gctx, err)
 	}
 	out := make([]storage.RollupSeries, 0, len(resp.Series))
 	var n int

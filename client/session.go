@@ -767,25 +767,9 @@ func (s *Session) readHost(ctx context.Context, m *Map, sets []routeGroup, ns, i
 	if inst == s.opts.LocalID && s.opts.Local != nil {
 		return s.opts.Local.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: shardSet(m, sets, gs)})
 	}
-	h, err := s.host(inst, m.Endpoints[inst])
+	resp, err := s.fetchTagged(ctx, m, sets, inst, gs, ms, &rpc.FetchTaggedRequest{Namespace: ns, Start: start, End: end, AcceptHistograms: true})
 	if err != nil {
 		return nil, err
-	}
-	gctx, cancel, err := h.health.guard(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	req := &rpc.FetchTaggedRequest{Namespace: ns, Start: start, End: end, AcceptHistograms: true}
-	for _, gi := range gs {
-		req.Shards = append(req.Shards, sets[gi].shards...)
-	}
-	for _, mt := range ms {
-		req.Matchers = append(req.Matchers, rpc.Matcher{Type: uint8(mt.Type), Name: mt.Name, Value: mt.Value})
-	}
-	resp, err := h.peer.FetchTagged(gctx, req)
-	if err != nil {
-		return nil, callErr(gctx, err)
 	}
 	out := make([]storage.SeriesIterator, len(resp.Series))
 	var n int
@@ -798,6 +782,33 @@ func (s *Session) readHost(ctx context.Context, m *Map, sets []routeGroup, ns, i
 	}
 	s.m.readBytes.Inc(int64(n))
 	return out, nil
+}
+
+// fetchTagged asks owner inst for req over the shards of sets gs
+// matching ms (both filled in here), under the host's health guard: the
+// remote half that raw reads (readHost) and rollup reads
+// (readRollupHost) share.
+func (s *Session) fetchTagged(ctx context.Context, m *Map, sets []routeGroup, inst string, gs []int, ms []*labels.Matcher, req *rpc.FetchTaggedRequest) (*rpc.FetchResponse, error) {
+	h, err := s.host(inst, m.Endpoints[inst])
+	if err != nil {
+		return nil, err
+	}
+	gctx, cancel, err := h.health.guard(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	for _, gi := range gs {
+		req.Shards = append(req.Shards, sets[gi].shards...)
+	}
+	for _, mt := range ms {
+		req.Matchers = append(req.Matchers, rpc.Matcher{Type: uint8(mt.Type), Name: mt.Name, Value: mt.Value})
+	}
+	resp, err := h.peer.FetchTagged(gctx, req)
+	if err != nil {
+		return nil, callErr(gctx, err)
+	}
+	return resp, nil
 }
 
 // shardSet is the membership test of the shards of sets gs.
