@@ -314,13 +314,7 @@ func (h *hits) refreshed(i int, hash uint64, key []byte, ref storage.SeriesRef) 
 // request's, find goes on past it.
 func (c *seriesCache) lookup(keys []remote.LabelKey, known []bool, hs *hits, promote []newSeries) []newSeries {
 	cells, ids := hs.c[:len(keys)], hs.id[:len(keys)]
-	for i := range keys {
-		v, ok := c.t.Probe(uint32(keys[i].Hash))
-		if !ok {
-			v = cell{}
-		}
-		cells[i] = v
-	}
+	c.probe(keys, cells)
 	for i := range cells {
 		// The common hit inline: a cell of its own whose ref is live,
 		// whose ID's form the request's bytes are, in the current
@@ -389,13 +383,7 @@ func (c *seriesCache) lookupRest(key *remote.LabelKey, known *bool, v *cell, id 
 func (c *seriesCache) lookupV2(d *remote.WriteDecoderV2, known []bool, hs *hits, promote []newSeries) []newSeries {
 	keys := d.Keys
 	cells, ids := hs.c[:len(keys)], hs.id[:len(keys)]
-	for i := range keys {
-		v, ok := c.t.Probe(uint32(keys[i].Hash))
-		if !ok {
-			v = cell{}
-		}
-		cells[i] = v
-	}
+	c.probe(keys, cells)
 	for i := range cells {
 		v := &cells[i]
 		var e *cachedSeries
@@ -641,4 +629,17 @@ func (c *seriesCache) len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.t.Len()
+}
+
+// probe stores the cell each key's hash finds (or none) in cells: the
+// first loop of lookup and lookupV2, which do not depend on one another,
+// so the CPU overlaps their cache misses.
+func (c *seriesCache) probe(keys []remote.LabelKey, cells []cell) {
+	for i := range keys {
+		v, ok := c.t.Probe(uint32(keys[i].Hash))
+		if !ok {
+			v = cell{}
+		}
+		cells[i] = v
+	}
 }

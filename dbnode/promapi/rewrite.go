@@ -171,18 +171,32 @@ func (p fastParser) marked(vs *parser.VectorSelector, spec fastSpec) *parser.Vec
 	return &parser.VectorSelector{LabelMatchers: matchers, PosRange: spec.pos}
 }
 
+// callRange is the range selector of call's one argument, and its
+// vector selector, when that is a plain selector over a positive range
+// (the only shape the fast path and rollups rewrite), else nil, nil.
+func callRange(call *parser.Call) (*parser.MatrixSelector, *parser.VectorSelector) {
+	if len(call.Args) != 1 {
+		return nil, nil
+	}
+	ms, ok := call.Args[0].(*parser.MatrixSelector)
+	if !ok {
+		return nil, nil
+	}
+	vs, ok := ms.VectorSelector.(*parser.VectorSelector)
+	if !ok || !plainSelector(vs) || ms.Range <= 0 {
+		return nil, nil
+	}
+	return ms, vs
+}
+
 // replace returns the marked vector selector standing for call, or nil
 // when call is not one the fast path computes.
 func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
 	if _, ok := fastFuncs[call.Func.Name]; !ok || len(call.Args) != 1 {
 		return nil
 	}
-	ms, ok := call.Args[0].(*parser.MatrixSelector)
-	if !ok {
-		return nil
-	}
-	vs, ok := ms.VectorSelector.(*parser.VectorSelector)
-	if !ok || !plainSelector(vs) || ms.Range <= 0 {
+	ms, vs := callRange(call)
+	if vs == nil {
 		return nil
 	}
 	named := false

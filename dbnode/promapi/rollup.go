@@ -167,12 +167,8 @@ func (p rollupParser) replace(call *parser.Call, group *rollupGroup) *parser.Vec
 	if _, ok := rollupFuncs[call.Func.Name]; !ok || len(call.Args) != 1 {
 		return nil
 	}
-	ms, ok := call.Args[0].(*parser.MatrixSelector)
-	if !ok {
-		return nil
-	}
-	vs, ok := ms.VectorSelector.(*parser.VectorSelector)
-	if !ok || !plainSelector(vs) || ms.Range <= 0 {
+	ms, vs := callRange(call)
+	if vs == nil {
 		return nil
 	}
 	named := false
