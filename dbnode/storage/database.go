@@ -468,8 +468,10 @@ func (a *admit) refusal(reason Reason, msg string, shard uint32) (Reason, string
 // Each accepted sample's series is found (or created) before the commit
 // log write, so the log can record it by the ref kept in the series and
 // memory is written without a second lookup. A series created for a write
-// the log then fails stays empty and is dropped at the next tick. It is
-// one call per float sample on the hot path: refused is spelt out here.
+// the log then fails stays empty and is dropped at the next tick. Floats
+// call it only off their inline common case (admit.floats): a sample
+// without a live ref, outside the batch's time window, of a shard out of
+// range, or in a namespace that has taken histograms.
 func (a *admit) sample(i int, id []byte, shard uint32, ref SeriesRef, t int64, hs *HistogramSample) *Series {
 	if reason, msg := a.ns.check(t, a.now); reason != 0 || shard >= a.numShards {
 		if reason, msg = a.refusal(reason, msg, shard); reason != 0 {
