@@ -201,12 +201,13 @@ func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp := &prompb.ReadResponse{Results: make([]*prompb.QueryResult, 0, len(req.Queries))}
 	leftOut := 0
-	for _, q := range req.Queries {
+	var notes rollupNotes
+	for qi, q := range req.Queries {
 		ms, err := remote.Matchers(q.Matchers)
 		if err != nil {
 			return err
 		}
-		series, err := backend.Query(r.Context(), a.namespace(r), ms, q.StartTimestampMs, q.EndTimestampMs)
+		series, err := a.query(r.Context(), r, backend, qi, q, ms, &notes)
 		if err = a.damagedSeries(err, &leftOut); err != nil {
 			return err
 		}
@@ -252,6 +253,7 @@ func (a *API) remoteRead(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	setPartialHeader(w, leftOut)
+	notes.set(w)
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	w.Header().Set("Content-Encoding", "snappy")
 	_, err = w.Write(out)
@@ -276,8 +278,9 @@ func (a *API) remoteReadStreamed(w http.ResponseWriter, r *http.Request, backend
 	// a complete answer.
 	results := make([][]storage.SeriesIterator, len(req.Queries))
 	leftOut := 0
+	var notes rollupNotes
 	for i, q := range req.Queries {
-		series, err := backend.Query(r.Context(), a.namespace(r), matchers[i], q.StartTimestampMs, q.EndTimestampMs)
+		series, err := a.query(r.Context(), r, backend, i, q, matchers[i], &notes)
 		err = a.damagedSeries(err, &leftOut)
 		if err == nil {
 			err = a.opts.Limits.CheckFetchedSeries(len(series))
@@ -288,6 +291,7 @@ func (a *API) remoteReadStreamed(w http.ResponseWriter, r *http.Request, backend
 		results[i] = series
 	}
 	setPartialHeader(w, leftOut)
+	notes.set(w)
 	w.Header().Set("Content-Type", StreamedContentType)
 	w.WriteHeader(http.StatusOK)
 	var buf []byte

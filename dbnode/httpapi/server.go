@@ -61,6 +61,17 @@ type Options struct {
 	// node is ready and the damage storage found at start. It replaces
 	// Backend.
 	State State
+	// Rollups are the rollup namespaces of Namespace's chain: a remote
+	// read without ?namespace= whose range starts before what Namespace
+	// surely still holds (RawRetention, RawBlockSize) is answered from
+	// them for that part, read through RollupReader (rollupread.go).
+	// None, or RollupReader nil: raw only.
+	Rollups      []RollupNamespace
+	RawRetention time.Duration
+	RawBlockSize time.Duration
+	RollupReader RollupReader
+	// Now is the clock those retentions count from; time.Now when nil.
+	Now func() time.Time
 }
 
 // State is a node's lifecycle as the API sees it, owned by whoever starts

@@ -105,6 +105,10 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		MetricsHandler:     reporter.HTTPHandler(),
 		Limits:             n.limits,
 		State:              n.state,
+		Rollups:            remoteReadRollups(cfg.Namespaces),
+		RawRetention:       cfg.Namespaces[0].Retention,
+		RawBlockSize:       cfg.Namespaces[0].BlockSize,
+		RollupReader:       rollupReader{n},
 	}); err != nil {
 		closer.Close()
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/client"
 	"github.com/tessera-tsdb/tessera/config"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
 	"github.com/tessera-tsdb/tessera/dbnode/promapi"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/placement"
@@ -131,6 +132,25 @@ func rollupResolutions(nss []config.Namespace) map[string]promapi.Rollup {
 			root = byName[root.RollupOf]
 		}
 		out[ns.Name] = promapi.Rollup{Resolution: ns.Resolution, Raw: root.Name}
+	}
+	return out
+}
+
+// remoteReadRollups are the rollups of the first namespace's chain
+// (the one remote read answers without ?namespace=), for remote read's
+// stitching (httpapi.Options.Rollups).
+func remoteReadRollups(nss []config.Namespace) []httpapi.RollupNamespace {
+	var out []httpapi.RollupNamespace
+	byName := map[string]config.Namespace{}
+	for _, ns := range nss {
+		byName[ns.Name] = ns
+	}
+	for name, ru := range rollupResolutions(nss) {
+		if ru.Raw != nss[0].Name {
+			continue
+		}
+		ns := byName[name]
+		out = append(out, httpapi.RollupNamespace{Name: name, Resolution: ns.Resolution, Retention: ns.Retention, BlockSize: ns.BlockSize})
 	}
 	return out
 }
