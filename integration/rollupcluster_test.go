@@ -348,6 +348,121 @@ func TestRollupClusterReads(t *testing.T) {
 					})
 				}
 			}
+			// Remote read of the same range: stitched from r1m through the
+			// session on every node, as the PromQL API is.
+			for _, tn := range nodes {
+				eventually(t, 60*time.Second, "remote read on "+tn.cfg.ID, func() error {
+					return checkStitchedRemoteRead(tn, "rollup_cluster_total", start, end, 20)
+				})
+			}
 		})
 	}
+}
+
+// checkStitchedRemoteRead reads name over [start, end] by remote read
+// (hints of a rate over whole minutes) pinned to raw and not pinned, and
+// checks the stitched answer: it names r1m and its boundary, has every
+// series, each in time order with no timestamp twice; up to the
+// boundary, raw samples only (a counter without resets is answered by
+// each window's first and last raw samples), every window's last raw
+// sample among them; after it, exactly raw's samples.
+func checkStitchedRemoteRead(tn *tnode, name string, start, end int64, series int) error {
+	read := func(u string) (map[string][]prompb.Sample, http.Header, error) {
+		q := &prompb.Query{StartTimestampMs: start, EndTimestampMs: end,
+			Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: name}},
+			Hints:    &prompb.ReadHints{Func: "rate", StartMs: start, EndMs: end, StepMs: 60_000, RangeMs: 5 * 60_000}}
+		body, err := (&prompb.ReadRequest{Queries: []*prompb.Query{q}}).Marshal()
+		if err != nil {
+			return nil, nil, err
+		}
+		resp, err := http.Post(u, "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, body)))
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return nil, nil, fmt.Errorf("remote read %s: %d %s %v", u, resp.StatusCode, b, err)
+		}
+		dec, err := snappy.Decode(nil, b)
+		if err != nil {
+			return nil, nil, err
+		}
+		var rr prompb.ReadResponse
+		if err := rr.Unmarshal(dec); err != nil {
+			return nil, nil, err
+		}
+		out := map[string][]prompb.Sample{}
+		for _, ts := range rr.Results[0].Timeseries {
+			for _, l := range ts.Labels {
+				if l.Name == "i" {
+					out[l.Value] = ts.Samples
+				}
+			}
+		}
+		return out, resp.Header, nil
+	}
+	raw, _, err := read(tn.url() + "/api/v1/read?namespace=default")
+	if err != nil {
+		return err
+	}
+	got, h, err := read(tn.url() + "/api/v1/read")
+	if err != nil {
+		return err
+	}
+	var boundary int64
+	if _, err := fmt.Sscanf(h.Get("X-Tessera-Rollup"), "0:r1m until=%d shape=counter", &boundary); err != nil {
+		return fmt.Errorf("header %s: %q: %w", "X-Tessera-Rollup", h.Get("X-Tessera-Rollup"), err)
+	}
+	if w := h.Get("X-Tessera-Rollup-Inexact"); w != "" {
+		return fmt.Errorf("inexact: %s", w)
+	}
+	if len(raw) != series || len(got) != series {
+		return fmt.Errorf("%d series from raw, %d stitched", len(raw), len(got))
+	}
+	for k, rs := range raw {
+		gs := got[k]
+		byT := map[int64]float64{}
+		lastOf := map[int64]int64{} // window end -> its last raw sample's time
+		var rawAfter []prompb.Sample
+		for _, s := range rs {
+			byT[s.Timestamp] = s.Value
+			lastOf[(s.Timestamp+59_999)/60_000*60_000] = s.Timestamp
+			if s.Timestamp > boundary {
+				rawAfter = append(rawAfter, s)
+			}
+		}
+		var after []prompb.Sample
+		seen := map[int64]bool{}
+		for i, s := range gs {
+			if i > 0 && gs[i-1].Timestamp >= s.Timestamp {
+				return fmt.Errorf("series %s: sample %d at %d not after %d", k, i, s.Timestamp, gs[i-1].Timestamp)
+			}
+			if s.Timestamp > boundary {
+				after = append(after, s)
+				continue
+			}
+			if v, ok := byT[s.Timestamp]; !ok || v != s.Value {
+				return fmt.Errorf("series %s: %v at %d is not a raw sample", k, s.Value, s.Timestamp)
+			}
+			seen[s.Timestamp] = true
+		}
+		for end, last := range lastOf {
+			if end <= boundary && !seen[last] {
+				return fmt.Errorf("series %s: the window ending %d lacks its last sample", k, end)
+			}
+		}
+		if len(after) != len(rawAfter) {
+			return fmt.Errorf("series %s: %d samples after the boundary, raw %d", k, len(after), len(rawAfter))
+		}
+		for i := range after {
+			if after[i].Timestamp != rawAfter[i].Timestamp || after[i].Value != rawAfter[i].Value {
+				return fmt.Errorf("series %s: after the boundary %v, raw %v", k, after[i], rawAfter[i])
+			}
+		}
+		if len(gs)-len(after) >= len(rs)-len(rawAfter) && boundary > start {
+			return fmt.Errorf("series %s: %d samples up to the boundary, as many as raw's %d: not from the rollup", k, len(gs)-len(after), len(rs)-len(rawAfter))
+		}
+	}
+	return nil
 }
