@@ -244,8 +244,10 @@ func TestRollupClusterReads(t *testing.T) {
 				c.Namespaces[1].BlockSize = block
 				c.Namespaces[1].Retention = 2 * retention
 			})
-			// 20 counters over 3h from a minute after now-retention.
-			from := (now.Add(-retention).UnixMilli()/60_000 + 1) * 60_000
+			// 20 counters over 3h from five minutes after now-retention
+			// (one minute was too close: a cluster start over a minute
+			// took the first samples out of retention).
+			from := (now.Add(-retention).UnixMilli()/60_000 + 5) * 60_000
 			var req prompb.WriteRequest
 			for i := range 20 {
 				ts := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "rollup_cluster_total"}, {Name: "i", Value: strconv.Itoa(i)}}}

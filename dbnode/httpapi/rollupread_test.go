@@ -414,3 +414,47 @@ func TestRemoteReadStitchNoGapNoDuplicate(t *testing.T) {
 	require.Empty(t, h.Get(RollupHeader))
 	require.False(t, strings.Contains(h.Get(RollupInexactHeader), "r5m"))
 }
+
+// TestRollupSegmentsChain: over a chain raw 3h -> 5m 24h -> 1h 400d a
+// read reaching ten days back is answered from 1h, then 5m, then raw,
+// each part starting the millisecond after the one before ends, at
+// window ends of both levels it joins; hints whose range is not whole
+// hours leave 1h out.
+func TestRollupSegmentsChain(t *testing.T) {
+	now := time.Date(2026, 11, 28, 10, 17, 0, 0, time.UTC)
+	a := &API{opts: Options{Namespace: "default", RawRetention: 3 * time.Hour, RawBlockSize: 2 * time.Hour,
+		Rollups: []RollupNamespace{
+			{Name: "r1h", Resolution: time.Hour, Retention: 400 * 24 * time.Hour, BlockSize: 24 * time.Hour},
+			{Name: "r5m", Resolution: 5 * time.Minute, Retention: 24 * time.Hour, BlockSize: 2 * time.Hour},
+		},
+		RollupReader: dbRollupReader{}, Now: func() time.Time { return now }}}
+	start, end := now.Add(-240*time.Hour).UnixMilli(), now.UnixMilli()
+	segs, rawFrom := a.rollupSegments(start, end, nil)
+	require.Len(t, segs, 2)
+	require.Equal(t, "r1h", segs[0].ns)
+	require.Equal(t, "r5m", segs[1].ns)
+	require.Equal(t, start, segs[0].from)
+	// raw surely holds from the 2h block after now-3h (08:00), r5m from
+	// the one after now-24h (yesterday 12:00).
+	rawHeld := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC).UnixMilli()
+	r5mHeld := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC).UnixMilli()
+	require.Equal(t, r5mHeld, segs[0].to)
+	require.Equal(t, segs[0].to+1, segs[1].from)
+	require.Equal(t, rawHeld, segs[1].to)
+	require.Equal(t, segs[1].to+1, rawFrom)
+
+	segs, rawFrom = a.rollupSegments(start, end, &prompb.ReadHints{StepMs: 15 * 60_000, RangeMs: 15 * 60_000})
+	require.Len(t, segs, 1)
+	require.Equal(t, readSegment{ns: "r5m", res: 5 * 60_000, from: start, to: rawHeld}, segs[0])
+	require.Equal(t, rawHeld+1, rawFrom)
+
+	// Raw holds the whole read: no rollup.
+	segs, rawFrom = a.rollupSegments(rawHeld, end, nil)
+	require.Empty(t, segs)
+	require.Equal(t, rawHeld, rawFrom)
+	// A read ending before the boundary: rollups only.
+	segs, rawFrom = a.rollupSegments(start, r5mHeld-1, nil)
+	require.Len(t, segs, 1)
+	require.Equal(t, r5mHeld-1, segs[0].to)
+	require.Greater(t, rawFrom, r5mHeld-1)
+}
