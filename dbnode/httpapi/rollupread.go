@@ -90,7 +90,9 @@ type readSegment struct {
 // the one holding now-retention (expiry drops whole blocks). Rollups are
 // tried finest first, so each part comes from the finest that still
 // holds it; with hints naming a range or a step, only rollups whose
-// resolution divides them (when there are any), so windows fit.
+// resolution divides them (when there are any), so windows fit, and
+// with a step only the coarsest of those (a rollup's retention is at
+// least its source's).
 func (a *API) rollupSegments(start, end int64, h *prompb.ReadHints) (segs []readSegment, rawFrom int64) {
 	o := a.opts
 	if len(o.Rollups) == 0 || o.RawRetention <= 0 || o.RawBlockSize <= 0 || o.RollupReader == nil {
@@ -119,7 +121,12 @@ func (a *API) rollupSegments(start, end int64, h *prompb.ReadHints) (segs []read
 				fit = append(fit, l)
 			}
 		}
-		if len(fit) > 0 {
+		switch {
+		case len(fit) > 0 && h.StepMs > 0:
+			// As the PromQL API chooses: the coarsest that fits, which
+			// holds the longest and answers with the fewest samples.
+			levels = fit[len(fit)-1:]
+		case len(fit) > 0:
 			levels = fit
 		}
 	}

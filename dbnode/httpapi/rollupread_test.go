@@ -419,7 +419,7 @@ func TestRemoteReadStitchNoGapNoDuplicate(t *testing.T) {
 // read reaching ten days back is answered from 1h, then 5m, then raw,
 // each part starting the millisecond after the one before ends, at
 // window ends of both levels it joins; hints whose range is not whole
-// hours leave 1h out.
+// hours leave 1h out, hints of whole hours read 1h alone.
 func TestRollupSegmentsChain(t *testing.T) {
 	now := time.Date(2026, 11, 28, 10, 17, 0, 0, time.UTC)
 	a := &API{opts: Options{Namespace: "default", RawRetention: 3 * time.Hour, RawBlockSize: 2 * time.Hour,
@@ -446,6 +446,11 @@ func TestRollupSegmentsChain(t *testing.T) {
 	segs, rawFrom = a.rollupSegments(start, end, &prompb.ReadHints{StepMs: 15 * 60_000, RangeMs: 15 * 60_000})
 	require.Len(t, segs, 1)
 	require.Equal(t, readSegment{ns: "r5m", res: 5 * 60_000, from: start, to: rawHeld}, segs[0])
+	require.Equal(t, rawHeld+1, rawFrom)
+
+	// A step and range of whole hours: the coarsest that fits, alone.
+	segs, rawFrom = a.rollupSegments(start, end, &prompb.ReadHints{StepMs: 3600_000, RangeMs: 3600_000})
+	require.Equal(t, []readSegment{{ns: "r1h", res: 3600_000, from: start, to: rawHeld}}, segs)
 	require.Equal(t, rawHeld+1, rawFrom)
 
 	// Raw holds the whole read: no rollup.
