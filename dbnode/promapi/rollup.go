@@ -314,9 +314,9 @@ func (q *rollupQuerier) selectPlan(ctx context.Context, sorted bool, pl *rollupP
 	}
 	f := rollupFuncs[pl.fn]
 	var (
-		mu       sync.Mutex
-		got      []rollupSteps
-		histWarn bool
+		mu                   sync.Mutex
+		got                  []rollupSteps
+		histWarn, boundsWarn bool
 	)
 	each := func(i int, s tstorage.RollupSeries) error {
 		lset, err := ident.Labels(s.ID)
@@ -334,6 +334,7 @@ func (q *rollupQuerier) selectPlan(ctx context.Context, sorted bool, pl *rollupP
 		mu.Lock()
 		defer mu.Unlock()
 		histWarn = histWarn || (len(s.HWindows) > 0 && !f.histogramSupports)
+		boundsWarn = boundsWarn || r.boundsChange
 		if has {
 			got = append(got, r)
 		}
@@ -344,6 +345,9 @@ func (q *rollupQuerier) selectPlan(ctx context.Context, sorted bool, pl *rollupP
 	}
 	if histWarn {
 		warns.Add(fmt.Errorf("%s of native histograms over rollup namespace %q has no value: a rollup keeps only the histograms' sum, first, last and resets", pl.fn, q.q.ns))
+	}
+	if boundsWarn {
+		warns.Add(fmt.Errorf("%s of custom-bucket histograms over rollup namespace %q: their bounds change inside a range, so its count and sum are exact but its buckets may not be (Prometheus reconciles bounds sample by sample; docs/rollups.md)", pl.fn, q.q.ns))
 	}
 	sort.Slice(got, func(a, b int) bool { return got[a].i < got[b].i })
 	if pl.group != nil {
@@ -391,10 +395,11 @@ func (q *rollupQuerier) scan(ctx context.Context, ms []*labels.Matcher, start, e
 // rollupSteps is one output series of a plan: its step values (StaleNaN
 // where it has none), with histograms where hists is set and not nil.
 type rollupSteps struct {
-	i     int // the order series came in
-	lset  labels.Labels
-	vals  []float64
-	hists []*histogram.FloatHistogram
+	i            int // the order series came in
+	lset         labels.Labels
+	vals         []float64
+	hists        []*histogram.FloatHistogram
+	boundsChange bool // see evalRollup
 }
 
 // evalSteps fills r with f at each of len(r.vals) steps from start, stp
@@ -415,7 +420,7 @@ func evalSteps(f rollupFunc, s tstorage.RollupSeries, start, stp, rng int64, r *
 		for hi < len(ws) && ws[hi].End <= t {
 			hi++
 		}
-		v, h, ok, err := evalRollup(f, ws[lo:hi], s.HWindows, t-rng, t)
+		v, h, ok, err := evalRollup(f, ws[lo:hi], s.HWindows, t-rng, t, &r.boundsChange)
 		if err != nil {
 			return false, err
 		}
@@ -502,7 +507,10 @@ func sumGroups(in []rollupSteps, g *rollupGroup, steps int) []rollupSteps {
 
 // evalRollup is a rollup function over the windows ending in (start,
 // end]: ws are the float ones, hws every histogram window of the series.
-func evalRollup(f rollupFunc, ws []rollup.Window, hws []rollup.HWindow, start, end int64) (float64, *histogram.FloatHistogram, bool, error) {
+// boundsChange is set when a histogram rate's custom bucket bounds change
+// inside its range (rollup.CustomBoundsChange: count and sum exact, the
+// buckets maybe not).
+func evalRollup(f rollupFunc, ws []rollup.Window, hws []rollup.HWindow, start, end int64, boundsChange *bool) (float64, *histogram.FloatHistogram, bool, error) {
 	var (
 		w   rollup.Window
 		ok  bool
@@ -529,6 +537,9 @@ func evalRollup(f rollupFunc, ws []rollup.Window, hws []rollup.HWindow, start, e
 	}
 	if f.rate {
 		h, ok, err := rollup.RateHistograms(hw, start, end, f.perSec)
+		if ok && rollup.CustomBoundsChange(hw) {
+			*boundsChange = true
+		}
 		return 0, h, ok, err
 	}
 	return 0, hw.Sum.Copy(), true, nil

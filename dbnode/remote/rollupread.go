@@ -154,6 +154,9 @@ func RollupSamples(fs []prompb.Sample, hs []prompb.Histogram, ws []rollup.Window
 		if shape == ShapeCounter && w.Resets != nil {
 			inexact = "a native histogram counter reset inside a window: its increase is not kept in the samples answered"
 		}
+		if rollup.CustomBoundsChange(w) {
+			inexact = "custom-bucket histograms whose bounds change inside a window: answered from its first and last histograms"
+		}
 		if shape == ShapeMax || shape == ShapeMin {
 			inexact = "min/max_over_time of native histograms has no value (as over raw data); answered from each window's first and last samples"
 		}

@@ -116,6 +116,25 @@ func RangeHistograms(windows []HWindow, start, end int64) (w HWindow, ok bool, e
 	return rangeOf(windows, start, end, MergeHistograms)
 }
 
+// CustomBoundsChange reports whether w holds custom-bucket (NHCB)
+// histograms whose bounds are not all the same. Prometheus then
+// reconciles bounds (their intersection) pair by pair as rate walks the
+// samples, and leaves a first sample a reset follows out of it; a window
+// keeps too little to follow that, so the count and sum of a rate over
+// it are the engine's, its buckets may not be (TestHistogramCustomBucketsMatchEngine).
+func CustomBoundsChange(w HWindow) bool {
+	if w.Count == 0 || !w.Last.H.UsesCustomBuckets() {
+		return false
+	}
+	cv := w.Last.H.CustomValues
+	for _, h := range []*histogram.FloatHistogram{w.First.H, w.Sum, w.Resets} {
+		if h != nil && !histogram.CustomBucketBoundsMatch(h.CustomValues, cv) {
+			return true
+		}
+	}
+	return false
+}
+
 // RateHistograms is promql's rate (perSecond) or increase of native
 // histograms over (start, end] from the range's merged window: Last -
 // First + Resets, extrapolated as for floats with the histograms' Count
