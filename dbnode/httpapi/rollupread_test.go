@@ -60,6 +60,7 @@ func rollupReadServer(t *testing.T) (*httptest.Server, int64) {
 		Namespaces: []storage.NamespaceOptions{
 			{Name: "default", Retention: 48 * time.Hour, BlockSize: 2 * time.Hour, BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, ColdWrites: true, Index: true},
 			{Name: "r5m", RollupOf: "default", Resolution: 5 * time.Minute, Retention: 96 * time.Hour, BlockSize: 2 * time.Hour, BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, Index: true},
+			{Name: "r1h", RollupOf: "r5m", Resolution: time.Hour, Retention: 400 * time.Hour, BlockSize: 2 * time.Hour, BufferPast: 10 * time.Minute, BufferFuture: 2 * time.Minute, Index: true},
 		},
 		NumShards: 16, CommitLogMode: commitlog.ModeSync, CommitLogFlushEvery: cl.FlushEvery,
 		CommitLogMaxFile: cl.MaxFileSize, CommitLogMaxPending: cl.MaxPendingBytes, Now: clock,
@@ -111,10 +112,13 @@ func rollupReadServer(t *testing.T) (*httptest.Server, int64) {
 	require.NoError(t, db.WriteHistograms("default", hs))
 	now = now.Add(11 * time.Minute)
 	require.NoError(t, db.Tick())
-	require.Equal(t, rollT0.Add(4*time.Hour), db.RollupStatuses()[0].RolledUpTo)
+	for _, st := range db.RollupStatuses() {
+		require.Equal(t, rollT0.Add(4*time.Hour), st.RolledUpTo, st.Namespace)
+	}
 
 	a := newAPI(t, Options{Namespace: "default", NumShards: 16, Backend: Local{DB: db},
-		Rollups: []RollupNamespace{{Name: "r5m", Resolution: 5 * time.Minute, Retention: 96 * time.Hour, BlockSize: 2 * time.Hour}},
+		Rollups: []RollupNamespace{{Name: "r5m", Resolution: 5 * time.Minute, Retention: 96 * time.Hour, BlockSize: 2 * time.Hour},
+			{Name: "r1h", Resolution: time.Hour, Retention: 400 * time.Hour, BlockSize: 2 * time.Hour}},
 		// now-3h is in the block [t0, t0+2h): raw surely holds from t0+2h.
 		RawRetention: 3 * time.Hour, RawBlockSize: 2 * time.Hour,
 		RollupReader: dbRollupReader{db}, Now: clock})
@@ -129,9 +133,14 @@ func rollupReadServer(t *testing.T) (*httptest.Server, int64) {
 // selector the engine evaluates is one snappy protobuf ReadRequest of
 // the querier's time range carrying the engine's hints, answered as
 // samples or streamed XOR chunks.
-func remoteQueryable(t *testing.T, u string, streamed bool) pstorage.Queryable {
+// The rollup headers of its answers are appended to *used when set.
+func remoteQueryable(t *testing.T, u string, streamed bool, used ...*[]string) pstorage.Queryable {
 	return pstorage.QueryableFunc(func(mint, maxt int64) (pstorage.Querier, error) {
-		return &remoteQuerier{t: t, u: u, streamed: streamed, mint: mint, maxt: maxt}, nil
+		q := &remoteQuerier{t: t, u: u, streamed: streamed, mint: mint, maxt: maxt}
+		if len(used) > 0 {
+			q.used = used[0]
+		}
+		return q, nil
 	})
 }
 
@@ -140,6 +149,7 @@ type remoteQuerier struct {
 	u          string
 	streamed   bool
 	mint, maxt int64
+	used       *[]string
 }
 
 func (q *remoteQuerier) Select(_ context.Context, _ bool, h *pstorage.SelectHints, ms ...*labels.Matcher) pstorage.SeriesSet {
@@ -163,6 +173,10 @@ func (q *remoteQuerier) Select(_ context.Context, _ bool, h *pstorage.SelectHint
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	require.Empty(t, resp.Header.Get(RollupInexactHeader))
+	if q.used != nil {
+		*q.used = append(*q.used, resp.Header.Get(RollupHeader))
+	}
 	var series []pstorage.Series
 	lset := func(ls []prompb.Label) labels.Labels {
 		bl := labels.NewScratchBuilder(len(ls))
@@ -269,10 +283,10 @@ func (s sample) Copy() chunks.Sample {
 	return s
 }
 
-// rangeEval runs q over [start, end] at a 15m step with the engine.
-func rangeEval(t *testing.T, eng *promql.Engine, q pstorage.Queryable, qs string, start, end time.Time) promql.Matrix {
+// rangeEval runs q over [start, end] at step with the engine.
+func rangeEval(t *testing.T, eng *promql.Engine, q pstorage.Queryable, qs string, start, end time.Time, step time.Duration) promql.Matrix {
 	t.Helper()
-	qry, err := eng.NewRangeQuery(context.Background(), q, nil, qs, start, end, 15*time.Minute)
+	qry, err := eng.NewRangeQuery(context.Background(), q, nil, qs, start, end, step)
 	require.NoError(t, err, qs)
 	defer qry.Close()
 	res := qry.Exec(context.Background())
@@ -319,7 +333,8 @@ func TestRemoteReadStitchesRollupsAsEngineOverRaw(t *testing.T) {
 	start, end := rollT0.Add(30*time.Minute), rollT0.Add(4*time.Hour)
 	for _, streamed := range []bool{false, true} {
 		raw := remoteQueryable(t, srv.URL+"/api/v1/read?namespace=default", streamed)
-		stitched := remoteQueryable(t, srv.URL+"/api/v1/read", streamed)
+		var used []string
+		stitched := remoteQueryable(t, srv.URL+"/api/v1/read", streamed, &used)
 		for _, q := range []string{
 			`rate(c_total[15m])`,
 			`increase(c_total[5m])`,
@@ -337,10 +352,26 @@ func TestRemoteReadStitchesRollupsAsEngineOverRaw(t *testing.T) {
 			`histogram_count(rate(h[15m]))`,
 			`histogram_sum(sum_over_time(h[10m]))`,
 		} {
-			want := rangeEval(t, eng, raw, q, start, end)
+			want := rangeEval(t, eng, raw, q, start, end, 15*time.Minute)
 			require.NotEmpty(t, want, q)
-			got := rangeEval(t, eng, stitched, q, start, end)
+			got := rangeEval(t, eng, stitched, q, start, end, 15*time.Minute)
 			requireMatrixClose(t, q, want, got)
+			require.Contains(t, used[len(used)-1], ":r5m until=", q)
+		}
+		// Steps and ranges of whole hours: read from r1h (the coarsest
+		// that fits), as exact.
+		for _, q := range []string{
+			`rate(c_total[1h])`,
+			`increase(q_total[2h])`,
+			`max_over_time(g[1h])`,
+			`sum_over_time(g[1h])`,
+			`g`,
+		} {
+			want := rangeEval(t, eng, raw, q, rollT0.Add(time.Hour), end, time.Hour)
+			require.NotEmpty(t, want, q)
+			got := rangeEval(t, eng, stitched, q, rollT0.Add(time.Hour), end, time.Hour)
+			requireMatrixClose(t, q, want, got)
+			require.Contains(t, used[len(used)-1], ":r1h until=", q)
 		}
 	}
 }

@@ -66,11 +66,16 @@ func ShapeFor(h *prompb.ReadHints, res int64) (Shape, string) {
 	}
 	d := time.Duration(res) * time.Millisecond
 	aligned := func() string {
-		first := h.EndMs // an instant vector's first step needs the lookback, not sent
+		// A range selector's first step: Prometheus 3 sends the range's
+		// start as first step - range + 1 (the range is left-open), 2.x
+		// as first step - range. An instant vector's would need the
+		// lookback, which is not sent: its last step is taken.
+		onEdge := h.EndMs%res == 0
 		if h.RangeMs > 0 {
-			first = h.StartMs + h.RangeMs
+			first := h.StartMs + h.RangeMs
+			onEdge = first%res == 0 || (first-1)%res == 0
 		}
-		if first%res != 0 || h.StepMs%res != 0 || h.RangeMs%res != 0 {
+		if !onEdge || h.StepMs%res != 0 || h.RangeMs%res != 0 {
 			return fmt.Sprintf("steps or range not whole %s windows (step %dms, range %dms): a window is indivisible", d, h.StepMs, h.RangeMs)
 		}
 		return ""

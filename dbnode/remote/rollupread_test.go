@@ -89,9 +89,11 @@ func TestShapeForHints(t *testing.T) {
 	}{
 		{nil, ShapeSamples, true},
 		{&prompb.ReadHints{Func: "rate", StartMs: 0, EndMs: 3600_000, StepMs: 900_000, RangeMs: 900_000}, ShapeCounter, true},
+		{&prompb.ReadHints{Func: "rate", StartMs: 1, EndMs: 3600_000, StepMs: 900_000, RangeMs: 900_000}, ShapeCounter, true}, // Prometheus 3's left-open range
+		{&prompb.ReadHints{Func: "rate", StartMs: 2, EndMs: 3600_000, StepMs: 900_000, RangeMs: 900_000}, ShapeCounter, false},
 		{&prompb.ReadHints{Func: "increase", StartMs: 0, EndMs: 3600_000, StepMs: 60_000, RangeMs: 900_000}, ShapeCounter, false},
 		{&prompb.ReadHints{Func: "max_over_time", StartMs: 0, EndMs: 3600_000, StepMs: 900_000, RangeMs: 600_000}, ShapeMax, true},
-		{&prompb.ReadHints{Func: "min_over_time", StartMs: 1, EndMs: 3600_000, StepMs: 900_000, RangeMs: 600_000}, ShapeMin, false},
+		{&prompb.ReadHints{Func: "min_over_time", StartMs: 7, EndMs: 3600_000, StepMs: 900_000, RangeMs: 600_000}, ShapeMin, false},
 		{&prompb.ReadHints{Func: "sum_over_time", StartMs: 0, EndMs: 3600_000, StepMs: 900_000, RangeMs: 300_000}, ShapeSum, true},
 		{&prompb.ReadHints{Func: "sum", StartMs: 0, EndMs: 3600_000, StepMs: 900_000}, ShapeSamples, true},
 		{&prompb.ReadHints{Func: "quantile_over_time", StartMs: 0, EndMs: 3600_000, StepMs: 900_000, RangeMs: 900_000}, ShapeSamples, false},
