@@ -130,41 +130,47 @@ func (a *API) rollupSegments(start, end int64, h *prompb.ReadHints) (segs []read
 			levels = fit
 		}
 	}
-	// Each boundary is a window end of both levels it joins.
-	prevRes := int64(1)
-	upper := int64(0)
+	// A level that would hold nothing before its boundary with the finer
+	// one (its blocks, rounded, reach back no further) is left out, and
+	// the boundaries laid again without it.
+	levels = slices.DeleteFunc(levels, func(l RollupNamespace) bool { return l.Resolution <= 0 || l.BlockSize <= 0 })
+	for len(levels) > 0 {
+		var useless int
+		segs, rawFrom, useless = chainSegments(levels, held, rawHeld, start, end)
+		if useless < 0 {
+			slices.Reverse(segs)
+			return segs, max(rawFrom, start)
+		}
+		levels = slices.Delete(levels, useless, useless+1)
+	}
+	return nil, start
+}
+
+// chainSegments lays the parts of levels (finest first) back from raw's
+// boundary, newest first. Each boundary is a window end of both levels
+// it joins, at or after what the finer one surely holds (held). useless
+// is the index of a level whose part would be empty (-1: none).
+func chainSegments(levels []RollupNamespace, held func(ret, bs time.Duration) int64, rawHeld, start, end int64) (segs []readSegment, rawFrom int64, useless int) {
+	upper := ceilTo(rawHeld, levels[0].Resolution.Milliseconds())
+	rawFrom = upper + 1
 	for i, l := range levels {
 		res := l.Resolution.Milliseconds()
-		if res <= 0 || l.BlockSize <= 0 {
-			continue
+		lower := start // this level answers [lower, upper]
+		if lh := held(l.Retention, l.BlockSize); i+1 < len(levels) && lh > start {
+			lower = ceilTo(lh, lcm(res, levels[i+1].Resolution.Milliseconds())) + 1
 		}
-		if i == 0 || upper == 0 {
-			upper = ceilTo(rawHeld, lcm(prevRes, res))
-			rawFrom = upper + 1
+		if lower > upper {
+			return nil, 0, i
 		}
-		lower := start
-		if i+1 < len(levels) {
-			if lh := held(l.Retention, l.BlockSize); lh > start {
-				lower = ceilTo(lh, lcm(res, levels[i+1].Resolution.Milliseconds())) + 1
-			}
-		}
-		if lower > upper+1 {
-			lower = upper + 1 // holds nothing before the boundary: the next level from it
-		}
-		from, to := max(lower, start), min(upper, end)
-		if from <= to {
+		if from, to := max(lower, start), min(upper, end); from <= to {
 			segs = append(segs, readSegment{ns: l.Name, res: res, from: from, to: to})
 		}
 		if lower <= start {
 			break
 		}
-		upper, prevRes = lower-1, res
+		upper = lower - 1
 	}
-	if upper == 0 {
-		return nil, start
-	}
-	slices.Reverse(segs)
-	return segs, max(rawFrom, start)
+	return segs, rawFrom, -1
 }
 
 func ceilTo(t, m int64) int64 {

@@ -484,6 +484,14 @@ func TestRollupSegmentsChain(t *testing.T) {
 	require.Equal(t, []readSegment{{ns: "r1h", res: 3600_000, from: start, to: rawHeld}}, segs)
 	require.Equal(t, rawHeld+1, rawFrom)
 
+	// A 5m level whose one-day blocks surely hold nothing raw does not
+	// (its retention is raw's) is left out: 1h from raw's boundary.
+	a.opts.Rollups[1] = RollupNamespace{Name: "r5m", Resolution: 5 * time.Minute, Retention: 3 * time.Hour, BlockSize: 24 * time.Hour}
+	segs, rawFrom = a.rollupSegments(start, end, nil)
+	require.Equal(t, []readSegment{{ns: "r1h", res: 3600_000, from: start, to: rawHeld}}, segs)
+	require.Equal(t, rawHeld+1, rawFrom)
+	a.opts.Rollups[1] = RollupNamespace{Name: "r5m", Resolution: 5 * time.Minute, Retention: 24 * time.Hour, BlockSize: 2 * time.Hour}
+
 	// Raw holds the whole read: no rollup.
 	segs, rawFrom = a.rollupSegments(rawHeld, end, nil)
 	require.Empty(t, segs)
