@@ -502,3 +502,47 @@ func TestRollupSegmentsChain(t *testing.T) {
 	require.Equal(t, r5mHeld-1, segs[0].to)
 	require.Greater(t, rawFrom, r5mHeld-1)
 }
+
+// TestRemoteReadRollupAnswerSize: the two hours only rollups hold, read
+// by remote read with rate hints at 15m (from r5m) and 1h (from r1h)
+// steps and max_over_time hints, against the same read pinned to raw
+// (the figures of docs/performance.md "rollread", with -v).
+func TestRemoteReadRollupAnswerSize(t *testing.T) {
+	srv, _ := rollupReadServer(t)
+	start, end := rollT0.UnixMilli(), rollT0.Add(2*time.Hour).UnixMilli()
+	size := func(u, fn string, step int64) (samples, n int) {
+		q := &prompb.Query{StartTimestampMs: start, EndTimestampMs: end,
+			Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_RE, Name: "__name__", Value: "c_total|q_total|r_total|g"}},
+			Hints:    &prompb.ReadHints{Func: fn, StartMs: start, EndMs: end, StepMs: step, RangeMs: step}}
+		body, err := (&prompb.ReadRequest{Queries: []*prompb.Query{q}}).Marshal()
+		require.NoError(t, err)
+		resp, err := http.Post(srv.URL+u, "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, body)))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		dec, err := snappy.Decode(nil, b)
+		require.NoError(t, err)
+		var rr prompb.ReadResponse
+		require.NoError(t, rr.Unmarshal(dec))
+		require.Len(t, rr.Results[0].Timeseries, 5)
+		for _, ts := range rr.Results[0].Timeseries {
+			samples += len(ts.Samples)
+		}
+		t.Logf("%s %s step %dms: %d samples, %d bytes (snappy), %s %q", u, fn, step, samples, len(b), RollupHeader, resp.Header.Get(RollupHeader))
+		return samples, len(b)
+	}
+	rawN, rawB := size("/api/v1/read?namespace=default", "rate", 900_000)
+	for _, c := range []struct {
+		fn   string
+		step int64
+		// samples at most: per 5m or 1h window (the one ending at the
+		// read's start too) first, last and reset samples
+		max int
+	}{{"rate", 900_000, 5 * 25 * 4}, {"rate", 3600_000, 5 * 3 * 4}, {"max_over_time", 900_000, 5 * 25}} {
+		n, b := size("/api/v1/read", c.fn, c.step)
+		require.LessOrEqual(t, n, c.max)
+		require.Less(t, b, rawB/5)
+	}
+	require.Equal(t, 5*480, rawN)
+}
