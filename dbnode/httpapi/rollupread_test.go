@@ -346,6 +346,7 @@ func TestRemoteReadStitchesRollupsAsEngineOverRaw(t *testing.T) {
 			`max_over_time(g[15m])`,
 			`min_over_time(g[5m])`,
 			`sum_over_time(g[10m])`,
+			`avg_over_time(g[5m])`,
 			`last_over_time(g[15m])`,
 			`g`,
 			`max(g)`,

@@ -34,10 +34,16 @@ const (
 	// increase over whole windows see the raw increase.
 	ShapeCounter
 	// ShapeMax, ShapeMin and ShapeSum are one sample per window at its
-	// last sample's time: its Max, Min or Sum.
+	// last sample's time: its Max, Min or Sum. Shapes from ShapeMax on
+	// answer no stale markers: range functions drop them.
 	ShapeMax
 	ShapeMin
 	ShapeSum
+	// ShapeAvg is one sample per window at its last sample's time: its
+	// mean. Prometheus' avg_over_time over several windows then weighs
+	// them alike, not by their sample counts: close for a steady scrape,
+	// not exact.
+	ShapeAvg
 )
 
 func (s Shape) String() string {
@@ -50,6 +56,8 @@ func (s Shape) String() string {
 		return "min"
 	case ShapeSum:
 		return "sum"
+	case ShapeAvg:
+		return "avg"
 	}
 	return "samples"
 }
@@ -94,6 +102,12 @@ func ShapeFor(h *prompb.ReadHints, res int64) (Shape, string) {
 		return ShapeMin, aligned()
 	case "sum_over_time":
 		return ShapeSum, aligned()
+	case "avg_over_time":
+		why := aligned()
+		if why == "" && h.RangeMs != res {
+			why = fmt.Sprintf("avg_over_time over more than one %s rollup window weighs each window's mean alike, not by its sample count", d)
+		}
+		return ShapeAvg, why
 	case "":
 		return ShapeSamples, fmt.Sprintf("a range selector over %s rollup windows holds each window's first and last samples only", d)
 	}
@@ -128,6 +142,9 @@ func RollupSamples(fs []prompb.Sample, hs []prompb.Histogram, ws []rollup.Window
 			continue
 		case ShapeSum:
 			add(w.Last.T, w.Sum)
+			continue
+		case ShapeAvg:
+			add(w.Last.T, w.Sum/float64(w.Count))
 			continue
 		}
 		add(w.First.T, w.First.V)
@@ -164,6 +181,9 @@ func RollupSamples(fs []prompb.Sample, hs []prompb.Histogram, ws []rollup.Window
 		}
 		if shape == ShapeMax || shape == ShapeMin {
 			inexact = "min/max_over_time of native histograms has no value (as over raw data); answered from each window's first and last samples"
+		}
+		if shape == ShapeAvg {
+			inexact = "avg_over_time of native histograms is answered from each window's first and last samples"
 		}
 	}
 	return fs, hs, inexact

@@ -97,6 +97,8 @@ func TestShapeForHints(t *testing.T) {
 		{&prompb.ReadHints{Func: "sum_over_time", StartMs: 0, EndMs: 3600_000, StepMs: 900_000, RangeMs: 300_000}, ShapeSum, true},
 		{&prompb.ReadHints{Func: "sum", StartMs: 0, EndMs: 3600_000, StepMs: 900_000}, ShapeSamples, true},
 		{&prompb.ReadHints{Func: "quantile_over_time", StartMs: 0, EndMs: 3600_000, StepMs: 900_000, RangeMs: 900_000}, ShapeSamples, false},
+		{&prompb.ReadHints{Func: "avg_over_time", StartMs: 0, EndMs: 3600_000, StepMs: 900_000, RangeMs: 300_000}, ShapeAvg, true},
+		{&prompb.ReadHints{Func: "avg_over_time", StartMs: 0, EndMs: 3600_000, StepMs: 900_000, RangeMs: 900_000}, ShapeAvg, false},
 		{&prompb.ReadHints{Func: "count_over_time", StartMs: 0, EndMs: 3600_000, StepMs: 900_000, RangeMs: 900_000}, ShapeSamples, false},
 	} {
 		shape, why := ShapeFor(c.h, res)
