@@ -46,15 +46,16 @@ func (s *Server) pushdown(ctx context.Context, p *nodepb.PushdownRequest) (*node
 		return nil, err
 	}
 	check := newShardCheck(s.own, OpRead, s.db.NumShards())
-	want := make(map[uint32]struct{}, len(p.GetShards()))
 	for _, sh := range p.GetShards() {
 		check.allowed(sh)
-		want[sh] = struct{}{}
 	}
 	if err := check.err(ctx); err != nil {
 		return nil, err
 	}
-	res, err := s.opts.Pushdown(ctx, req, func(sh uint32) bool { _, ok := want[sh]; return ok })
+	// Every shard asked was allowed: the check's bitset of the shards it
+	// saw is the filter (a map of a third of 4096 shards was a fifth of
+	// a small query's cost on a replica).
+	res, err := s.opts.Pushdown(ctx, req, check.seen)
 	switch {
 	case errors.Is(err, query.ErrDeclined):
 		return &nodepb.PushdownResponse{Declined: true}, nil
