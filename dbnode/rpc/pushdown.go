@@ -21,6 +21,26 @@ import (
 // node). It returns query.ErrDeclined for a request it does not compute.
 type Evaluator func(ctx context.Context, req *query.Request, shards func(uint32) bool) (*query.Result, error)
 
+// Part is one part of a pushed-down request of several: the shards it
+// covers and whether only its digest is asked (query.Request.DigestOnly).
+type Part struct {
+	Shards     func(uint32) bool
+	DigestOnly bool
+}
+
+// PartsEvaluator computes req for each of parts (disjoint shards) with one
+// read of their series, answering each part as an Evaluator asked for its
+// shards alone would: a host asked for several parts of a query (the
+// coordinator's parts, or another node's for it) reads the index and the
+// series once, not once a part. query.ErrDeclined declines every part.
+type PartsEvaluator func(ctx context.Context, req *query.Request, parts []Part) ([]*query.Result, error)
+
+// PartRequest is one part of a request as a client asks it.
+type PartRequest struct {
+	Shards     []uint32
+	DigestOnly bool
+}
+
 func (v service) Pushdown(ctx context.Context, req *nodepb.PushdownRequest) (*nodepb.PushdownResponse, error) {
 	return v.s.pushdown(ctx, req)
 }
@@ -52,22 +72,78 @@ func (s *Server) pushdown(ctx context.Context, p *nodepb.PushdownRequest) (*node
 	if err := check.err(ctx); err != nil {
 		return nil, err
 	}
+	if len(p.GetParts()) > 0 && s.opts.PushdownParts != nil {
+		return s.pushdownParts(ctx, p, req, check)
+	}
 	// Every shard asked was allowed: the check's bitset of the shards it
 	// saw is the filter (a map of a third of 4096 shards was a fifth of
 	// a small query's cost on a replica).
 	res, err := s.opts.Pushdown(ctx, req, check.seen)
-	switch {
-	case errors.Is(err, query.ErrDeclined):
-		return &nodepb.PushdownResponse{Declined: true}, nil
-	case ctx.Err() != nil:
-		return nil, ctxStatus(ctx.Err())
-	case err != nil:
-		return nil, s.fail("Pushdown", "evaluate", err)
+	if err != nil {
+		return s.pushdownFailed(ctx, err)
 	}
 	resp, err := resultToPB(res, req.Agg == query.AggNone, p.GetSumStreams())
 	if err != nil {
 		return nil, s.fail("Pushdown", "encode", err)
 	}
+	return s.pushdownAnswer(resp)
+}
+
+// pushdownFailed is the answer to an evaluation that failed: declined,
+// cancelled or an error.
+func (s *Server) pushdownFailed(ctx context.Context, err error) (*nodepb.PushdownResponse, error) {
+	switch {
+	case errors.Is(err, query.ErrDeclined):
+		return &nodepb.PushdownResponse{Declined: true}, nil
+	case ctx.Err() != nil:
+		return nil, ctxStatus(ctx.Err())
+	}
+	return nil, s.fail("Pushdown", "evaluate", err)
+}
+
+// pushdownParts answers a request of several parts: the first part's
+// shards (first, already checked) and digest_only are the request's own,
+// the others in p.parts; each part is answered apart, from one read.
+func (s *Server) pushdownParts(ctx context.Context, p *nodepb.PushdownRequest, req *query.Request, first *shardCheck) (*nodepb.PushdownResponse, error) {
+	parts := make([]Part, 1+len(p.GetParts()))
+	parts[0] = Part{Shards: first.seen, DigestOnly: req.DigestOnly}
+	for i, pp := range p.GetParts() {
+		if len(pp.GetShards()) == 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "pushdown: part %d asks no shards", i+1)
+		}
+		check := newShardCheck(s.own, OpRead, s.db.NumShards())
+		for _, sh := range pp.GetShards() {
+			check.allowed(sh)
+		}
+		if err := check.err(ctx); err != nil {
+			return nil, err
+		}
+		parts[i+1] = Part{Shards: check.seen, DigestOnly: pp.GetDigestOnly()}
+	}
+	res, err := s.opts.PushdownParts(ctx, req, parts)
+	if err == nil && len(res) != len(parts) {
+		err = fmt.Errorf("%d answers to %d parts", len(res), len(parts))
+	}
+	if err != nil {
+		return s.pushdownFailed(ctx, err)
+	}
+	var resp *nodepb.PushdownResponse
+	for i, r := range res {
+		pr, err := resultToPB(r, req.Agg == query.AggNone, p.GetSumStreams())
+		if err != nil {
+			return nil, s.fail("Pushdown", "encode", err)
+		}
+		if i == 0 {
+			resp = pr
+		} else {
+			resp.Parts = append(resp.Parts, pr)
+		}
+	}
+	return s.pushdownAnswer(resp)
+}
+
+// pushdownAnswer is resp, or ResourceExhausted past the message limit.
+func (s *Server) pushdownAnswer(resp *nodepb.PushdownResponse) (*nodepb.PushdownResponse, error) {
 	if n := proto.Size(resp); n > s.opts.MaxMsgSize {
 		return nil, status.Errorf(codes.ResourceExhausted, "pushdown answer of %d bytes exceeds the %d byte message limit", n, s.opts.MaxMsgSize)
 	}
@@ -250,6 +326,57 @@ func decodeSteps(stream []byte, steps int) (count, sum, comp []float64, err erro
 		return nil, nil, nil, fmt.Errorf("decode step values: %w", err)
 	}
 	return count, sum, comp, nil
+}
+
+// PushdownParts asks the node for req's partial aggregates over each of
+// parts in one call (the node reads their series once), one result per
+// part; req.DigestOnly is ignored for the parts' own. A node that
+// predates parts answers the first part only: the others are then asked
+// one call each. query.ErrDeclined declines every part.
+func (c *Client) PushdownParts(ctx context.Context, req *query.Request, parts []PartRequest) ([]*query.Result, error) {
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	r0 := *req
+	r0.DigestOnly = parts[0].DigestOnly
+	p := requestToPB(&r0, parts[0].Shards)
+	for _, pt := range parts[1:] {
+		p.Parts = append(p.Parts, &nodepb.PushdownPart{Shards: pt.Shards, DigestOnly: pt.DigestOnly})
+	}
+	resp := new(nodepb.PushdownResponse)
+	if err := c.invoke(ctx, nodepb.Node_Pushdown_FullMethodName, p, resp); err != nil {
+		return nil, err
+	}
+	if resp.GetDeclined() {
+		return nil, query.ErrDeclined
+	}
+	out := make([]*query.Result, len(parts))
+	answers := append([]*nodepb.PushdownResponse{resp}, resp.GetParts()...)
+	if len(answers) != 1 && len(answers) != len(parts) {
+		return nil, fmt.Errorf("%s: %d answers to %d parts", c.addr, len(answers), len(parts))
+	}
+	for i, a := range answers {
+		parts := a.GetParts()
+		a.Parts = nil // each part's bytes its own
+		r, err := resultFromPB(a, req.Steps.Count())
+		if err != nil {
+			return nil, fmt.Errorf("%s: part %d: %w", c.addr, i, err)
+		}
+		r.WireBytes = proto.Size(a)
+		a.Parts = parts
+		out[i] = r
+	}
+	for i := len(answers); i < len(parts); i++ {
+		// An older node answered the first part only.
+		ri := *req
+		ri.DigestOnly = parts[i].DigestOnly
+		r, err := c.Pushdown(ctx, &ri, parts[i].Shards)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
 // Pushdown asks the node for req's partial aggregates over shards. It
