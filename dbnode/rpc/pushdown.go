@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -82,7 +83,7 @@ func (s *Server) pushdown(ctx context.Context, p *nodepb.PushdownRequest) (*node
 	if err != nil {
 		return s.pushdownFailed(ctx, err)
 	}
-	resp, err := resultToPB(res, req.Agg == query.AggNone, p.GetSumStreams())
+	resp, err := resultToPB(res, req.Agg == query.AggNone, p.GetSumStreams(), p.GetCompStreams())
 	if err != nil {
 		return nil, s.fail("Pushdown", "encode", err)
 	}
@@ -129,7 +130,7 @@ func (s *Server) pushdownParts(ctx context.Context, p *nodepb.PushdownRequest, r
 	}
 	var resp *nodepb.PushdownResponse
 	for i, r := range res {
-		pr, err := resultToPB(r, req.Agg == query.AggNone, p.GetSumStreams())
+		pr, err := resultToPB(r, req.Agg == query.AggNone, p.GetSumStreams(), p.GetCompStreams())
 		if err != nil {
 			return nil, s.fail("Pushdown", "encode", err)
 		}
@@ -185,7 +186,7 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 		Start: req.Steps.Start, End: req.Steps.End, Step: req.Steps.Step, Lookback: req.Steps.Lookback,
 		Func: uint32(req.Func), Range: req.Range.Milliseconds(), Agg: uint32(req.Agg), Grouping: req.Grouping,
 		DigestOnly: req.DigestOnly, K: int64(req.K), Bottom: req.Bottom, ValueLabel: req.ValueLabel,
-		SumStreams: true}
+		SumStreams: true, CompStreams: true}
 }
 
 // resultToPB is r on the wire. perSeries (a request without an
@@ -196,8 +197,10 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 // more than the stream's coding. Only a coordinator that asks without an
 // aggregation reads such an answer. sumStreams (the requester asked for
 // them) sends an aggregation's sums as such a stream too (sums), at the
-// steps with a count.
-func resultToPB(r *query.Result, perSeries, sumStreams bool) (*nodepb.PushdownResponse, error) {
+// steps with a count. compStreams (asked for likewise) sends the Kahan
+// compensations as such a stream (comps), the steps whose compensation
+// is +0 left out.
+func resultToPB(r *query.Result, perSeries, sumStreams, compStreams bool) (*nodepb.PushdownResponse, error) {
 	resp := &nodepb.PushdownResponse{Series: int64(r.Series), NonCounters: r.NonCounters, Warnings: r.Warnings,
 		Digest: r.Digest, DigestOnly: r.DigestOnly, Groups: make([]*nodepb.PushdownGroup, len(r.Groups))}
 	var enc encoding.Encoder
@@ -233,7 +236,21 @@ func resultToPB(r *query.Result, perSeries, sumStreams bool) (*nodepb.PushdownRe
 			for k, n := range g.Count {
 				pg.Count[k] = uint64(n) // whole numbers of series
 			}
-			if slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }) {
+			switch {
+			case compStreams:
+				enc.Reset()
+				for k, c := range g.Comp {
+					if math.Float64bits(c) == 0 {
+						continue // +0; a -0 is kept, bit for bit
+					}
+					if err := enc.Append(int64(k), c); err != nil {
+						return nil, fmt.Errorf("encode the compensations of %s: %w", g.Labels, err)
+					}
+				}
+				if len(g.Comp) > 0 && enc.Len() > 0 {
+					pg.Comps = slices.Clone(enc.Bytes())
+				}
+			case slices.ContainsFunc(g.Comp, func(c float64) bool { return c != 0 }):
 				pg.Comp = g.Comp
 			}
 		}
@@ -265,6 +282,12 @@ func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) 
 			var err error
 			if sum, err = decodeSums(g.GetSums(), len(g.GetCount())); err != nil {
 				return nil, fmt.Errorf("pushdown answer: group %d: %w", i, err)
+			}
+		}
+		if len(g.GetComps()) > 0 && len(sum) > 0 {
+			var err error
+			if comp, err = decodeSums(g.GetComps(), len(sum)); err != nil {
+				return nil, fmt.Errorf("pushdown answer: group %d: compensations: %w", i, err)
 			}
 		}
 		switch {

@@ -43,7 +43,7 @@ func TestPushdownRoundTrip(t *testing.T) {
 	got, err = requestFromPB(requestToPB(&cv, nil))
 	require.NoError(t, err)
 	require.Equal(t, cv.Pushdown, got.Pushdown, "count_values by (job, mode)")
-	dw, err := resultToPB(&query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true}, false, true)
+	dw, err := resultToPB(&query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true}, false, true, true)
 	require.NoError(t, err)
 	d, err := resultFromPB(dw, 5)
 	require.NoError(t, err)
@@ -53,7 +53,7 @@ func TestPushdownRoundTrip(t *testing.T) {
 		{Labels: labels.FromStrings("job", "a", "mode", "idle"), Count: []float64{1, 0, 2, 3, 200}, Sum: []float64{1, 0, 2, 3, 4}, Comp: []float64{0, 0, 1e-17, 0, 0}},
 		{Labels: labels.FromStrings("job", "b"), Count: []float64{1, 1, 1, 1, 1}, Sum: []float64{5, 6, 7, 8, 9}, Comp: make([]float64, 5)},
 	}}
-	wire, err := resultToPB(res, false, false)
+	wire, err := resultToPB(res, false, false, false)
 	require.NoError(t, err)
 	require.Nil(t, wire.Groups[1].Comp, "zero compensations are left out")
 	b, err := proto.Marshal(wire)
@@ -80,7 +80,7 @@ func TestPushdownRoundTrip(t *testing.T) {
 			Sum: append([]float64{0, math.NaN(), math.Copysign(0, -1), math.Inf(-1)}, make([]float64, 116)...), Comp: make([]float64, 120)},
 		{Labels: labels.FromStrings("i", "b"), Count: ones, Sum: steady, Comp: make([]float64, 120)},
 	}}
-	swire, err := resultToPB(series, true, true)
+	swire, err := resultToPB(series, true, true, true)
 	require.NoError(t, err)
 	require.Nil(t, swire.Groups[0].Count)
 	require.Nil(t, swire.Groups[0].Sum)
@@ -105,7 +105,7 @@ func TestPushdownRoundTrip(t *testing.T) {
 			Sum: append([]float64{0, math.NaN(), math.Copysign(0, -1), math.Inf(-1)}, make([]float64, 116)...), Comp: make([]float64, 120)},
 		{Labels: labels.FromStrings("i", "b"), Count: ones, Sum: steady, Comp: append([]float64{1e-17}, make([]float64, 119)...)},
 	}}
-	awire, err := resultToPB(agg, false, true)
+	awire, err := resultToPB(agg, false, true, false)
 	require.NoError(t, err)
 	require.Nil(t, awire.Groups[1].Sum)
 	require.Less(t, len(awire.Groups[1].Sums), 120, "steady sums: bits a step, not 8 bytes")
@@ -135,4 +135,51 @@ func TestPushdownRoundTrip(t *testing.T) {
 	pb.Agg, pb.Grouping = 3, []string{"mode", "job"}
 	_, err = requestFromPB(pb)
 	require.ErrorContains(t, err, "not sorted")
+}
+
+// TestPushdownCompStreams: asked for (comp_streams), a group's Kahan
+// compensations cross as a stream, bit for bit (-0 kept, +0 left out),
+// in fewer bytes than their doubles when they have few significant bits;
+// an answer without the stream (an older node's doubles) reads as before.
+func TestPushdownCompStreams(t *testing.T) {
+	const steps = 120
+	count, sum, comp := make([]float64, steps), make([]float64, steps), make([]float64, steps)
+	for k := range steps {
+		count[k], sum[k] = 3, 1.5+float64(k)*0.37
+		if k%4 != 0 {
+			comp[k] = math.Ldexp(float64(k%7+1), -60) // a rounding error: few significant bits
+		}
+	}
+	comp[5] = math.Copysign(0, -1)
+	res := &query.Result{Steps: steps, Series: 6, Groups: []query.Partial{
+		{Labels: labels.FromStrings("i", "a"), Count: count, Sum: sum, Comp: comp},
+		{Labels: labels.FromStrings("i", "b"), Count: count, Sum: sum, Comp: make([]float64, steps)},
+	}}
+	streamed, err := resultToPB(res, false, true, true)
+	require.NoError(t, err)
+	doubles, err := resultToPB(res, false, true, false)
+	require.NoError(t, err)
+	require.Nil(t, streamed.Groups[0].Comp)
+	require.Less(t, len(streamed.Groups[0].Comps), 8*len(doubles.Groups[0].Comp)/2, "few bits a compensation")
+	require.Nil(t, streamed.Groups[1].Comps, "zero compensations are left out")
+	for _, wire := range []*nodepb.PushdownResponse{streamed, doubles} {
+		b, err := proto.Marshal(wire)
+		require.NoError(t, err)
+		var back nodepb.PushdownResponse
+		require.NoError(t, proto.Unmarshal(b, &back))
+		out, err := resultFromPB(&back, steps)
+		require.NoError(t, err)
+		require.Len(t, out.Groups, 2)
+		for g := range out.Groups {
+			for k, c := range res.Groups[g].Comp {
+				require.Equal(t, math.Float64bits(c), math.Float64bits(out.Groups[g].Comp[k]), "group %d step %d", g, k)
+			}
+		}
+	}
+	require.Less(t, proto.Size(streamed), proto.Size(doubles))
+	require.True(t, requestToPB(&query.Request{}, nil).GetCompStreams(), "this node reads compensation streams")
+
+	streamed.Groups[0].Comps = streamed.Groups[0].Comps[:3]
+	_, err = resultFromPB(streamed, steps)
+	require.ErrorContains(t, err, "compensations")
 }
