@@ -83,7 +83,7 @@ func (s *Server) pushdown(ctx context.Context, p *nodepb.PushdownRequest) (*node
 	if err != nil {
 		return s.pushdownFailed(ctx, err)
 	}
-	resp, err := resultToPB(res, req.Agg == query.AggNone, p.GetSumStreams(), p.GetCompStreams())
+	resp, err := resultToPB(res, req.Agg == query.AggNone, streams{sums: p.GetSumStreams(), comps: p.GetCompStreams(), counts: p.GetCountStreams()})
 	if err != nil {
 		return nil, s.fail("Pushdown", "encode", err)
 	}
@@ -130,7 +130,7 @@ func (s *Server) pushdownParts(ctx context.Context, p *nodepb.PushdownRequest, r
 	}
 	var resp *nodepb.PushdownResponse
 	for i, r := range res {
-		pr, err := resultToPB(r, req.Agg == query.AggNone, p.GetSumStreams(), p.GetCompStreams())
+		pr, err := resultToPB(r, req.Agg == query.AggNone, streams{sums: p.GetSumStreams(), comps: p.GetCompStreams(), counts: p.GetCountStreams()})
 		if err != nil {
 			return nil, s.fail("Pushdown", "encode", err)
 		}
@@ -186,7 +186,7 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 		Start: req.Steps.Start, End: req.Steps.End, Step: req.Steps.Step, Lookback: req.Steps.Lookback,
 		Func: uint32(req.Func), Range: req.Range.Milliseconds(), Agg: uint32(req.Agg), Grouping: req.Grouping,
 		DigestOnly: req.DigestOnly, K: int64(req.K), Bottom: req.Bottom, ValueLabel: req.ValueLabel,
-		SumStreams: true, CompStreams: true}
+		SumStreams: true, CompStreams: true, CountStreams: true}
 }
 
 // resultToPB is r on the wire. perSeries (a request without an
@@ -200,7 +200,10 @@ func requestToPB(req *query.Request, shards []uint32) *nodepb.PushdownRequest {
 // steps with a count. compStreams (asked for likewise) sends the Kahan
 // compensations as such a stream (comps), the steps whose compensation
 // is +0 left out.
-func resultToPB(r *query.Result, perSeries, sumStreams, compStreams bool) (*nodepb.PushdownResponse, error) {
+// st.counts likewise sends the counts (counts), the steps whose count is
+// 0 left out.
+func resultToPB(r *query.Result, perSeries bool, st streams) (*nodepb.PushdownResponse, error) {
+	sumStreams, compStreams := st.sums, st.comps
 	resp := &nodepb.PushdownResponse{Series: int64(r.Series), NonCounters: r.NonCounters, Warnings: r.Warnings,
 		Digest: r.Digest, DigestOnly: r.DigestOnly, Groups: make([]*nodepb.PushdownGroup, len(r.Groups))}
 	var enc encoding.Encoder
@@ -232,9 +235,25 @@ func resultToPB(r *query.Result, perSeries, sumStreams, compStreams bool) (*node
 			} else {
 				pg.Sum = g.Sum
 			}
-			pg.Count = make([]uint64, len(g.Count))
-			for k, n := range g.Count {
-				pg.Count[k] = uint64(n) // whole numbers of series
+			if st.counts {
+				enc.Reset()
+				for k, n := range g.Count {
+					if n == 0 {
+						continue
+					}
+					if err := enc.Append(int64(k), n); err != nil {
+						return nil, fmt.Errorf("encode the counts of %s: %w", g.Labels, err)
+					}
+				}
+				if enc.Len() > 0 {
+					pg.Counts = slices.Clone(enc.Bytes())
+				}
+			}
+			if pg.Counts == nil {
+				pg.Count = make([]uint64, len(g.Count))
+				for k, n := range g.Count {
+					pg.Count[k] = uint64(n) // whole numbers of series
+				}
 			}
 			switch {
 			case compStreams:
@@ -277,10 +296,20 @@ func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) 
 			b.Add(n, g.GetLabelValues()[k])
 		}
 		b.Sort()
+		count := make([]float64, len(g.GetCount()))
+		for k, n := range g.GetCount() {
+			count[k] = float64(n)
+		}
+		if len(g.GetCounts()) > 0 {
+			var err error
+			if count, err = decodeCounts(g.GetCounts(), steps); err != nil {
+				return nil, fmt.Errorf("pushdown answer: group %d: %w", i, err)
+			}
+		}
 		sum, comp := g.GetSum(), g.GetComp()
 		if len(g.GetSums()) > 0 {
 			var err error
-			if sum, err = decodeSums(g.GetSums(), len(g.GetCount())); err != nil {
+			if sum, err = decodeSums(g.GetSums(), len(count)); err != nil {
 				return nil, fmt.Errorf("pushdown answer: group %d: %w", i, err)
 			}
 		}
@@ -295,10 +324,6 @@ func resultFromPB(p *nodepb.PushdownResponse, steps int) (*query.Result, error) 
 			sum, comp = nil, nil
 		case len(comp) == 0:
 			comp = make([]float64, len(sum)) // left out: zero at every step
-		}
-		count := make([]float64, len(g.GetCount()))
-		for k, n := range g.GetCount() {
-			count[k] = float64(n)
 		}
 		if len(g.GetValues()) > 0 {
 			// One series' step values (resultToPB, perSeries).
@@ -331,6 +356,31 @@ func decodeSums(stream []byte, steps int) ([]float64, error) {
 		return nil, fmt.Errorf("decode sums: %w", err)
 	}
 	return sum, nil
+}
+
+// streams says which of a group's per-step arrays the requester reads as
+// streams (PushdownRequest sum_streams, comp_streams, count_streams).
+type streams struct{ sums, comps, counts bool }
+
+// decodeCounts reads a group's counts (resultToPB, countStreams) for
+// steps steps: 0 at the steps left out; each a whole number of series.
+func decodeCounts(stream []byte, steps int) ([]float64, error) {
+	count := make([]float64, steps)
+	it := encoding.NewIterator(stream)
+	for it.Next() {
+		k, v := it.At()
+		if k < 0 || k >= int64(steps) {
+			return nil, fmt.Errorf("count at step %d of %d", k, steps)
+		}
+		if !(v >= 0) || v != math.Trunc(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("count %v at step %d", v, k)
+		}
+		count[k] = v
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("decode counts: %w", err)
+	}
+	return count, nil
 }
 
 // decodeSteps reads a series' step values (resultToPB, perSeries) as a

@@ -45,7 +45,7 @@ func TestPushdownAnswerSizes(t *testing.T) {
 		Pushdown: query.Pushdown{Func: query.FuncRate, Range: 5 * time.Minute, Agg: query.AggAvg, Grouping: []string{"instance"}}}
 	res, err := promapi.Evaluate(t.Context(), dbReader{db}, req, promapi.Options{MaxSamples: 50_000_000})
 	require.NoError(t, err)
-	pb, err := resultToPB(res, false, true, false)
+	pb, err := resultToPB(res, false, streams{sums: true, comps: false})
 	require.NoError(t, err)
 	var labelsB, countB, sumsB, compB, compNZ, steps int
 	for _, g := range pb.Groups {
@@ -80,8 +80,11 @@ func TestPushdownAnswerSizes(t *testing.T) {
 		}
 		compS += len(enc.Bytes())
 	}
-	pbc, err := resultToPB(res, false, true, true)
+	pbc, err := resultToPB(res, false, streams{sums: true, comps: true})
 	require.NoError(t, err)
+	pba, err := resultToPB(res, false, streams{sums: true, comps: true, counts: true})
+	require.NoError(t, err)
+	t.Logf("with comp_streams and count_streams %d bytes (%.3fx)", proto.Size(pba), float64(proto.Size(pba))/float64(proto.Size(pb)))
 	t.Logf("as streams: counts %d, comps %d; answer with comp_streams %d bytes, without %d (%.3fx)",
 		countS, compS, proto.Size(pbc), proto.Size(pb), float64(proto.Size(pbc))/float64(proto.Size(pb)))
 	t.Logf("series %d groups %d steps/group %d: total %d bytes; labels %d, counts %d, sums %d, comps %d (%d non-zero of %d)",

@@ -2447,7 +2447,11 @@ type PushdownRequest struct {
 	// comp_streams: the requester reads a group's compensations as a
 	// stream (comps in PushdownGroup) instead of one double a step. An
 	// older node ignores it and answers doubles, which serve as well.
-	CompStreams   bool `protobuf:"varint,18,opt,name=comp_streams,json=compStreams,proto3" json:"comp_streams,omitempty"`
+	CompStreams bool `protobuf:"varint,18,opt,name=comp_streams,json=compStreams,proto3" json:"comp_streams,omitempty"`
+	// count_streams: the requester reads a group's counts as a stream
+	// (counts in PushdownGroup) instead of one varint a step. An older node
+	// ignores it and answers varints, which serve as well.
+	CountStreams  bool `protobuf:"varint,19,opt,name=count_streams,json=countStreams,proto3" json:"count_streams,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2608,6 +2612,13 @@ func (x *PushdownRequest) GetCompStreams() bool {
 	return false
 }
 
+func (x *PushdownRequest) GetCountStreams() bool {
+	if x != nil {
+		return x.CountStreams
+	}
+	return false
+}
+
 // PushdownPart is one further part of a PushdownRequest.
 type PushdownPart struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2690,7 +2701,14 @@ type PushdownGroup struct {
 	// is +0 left out: they are rounding errors of few significant bits, a
 	// quarter of their doubles' bytes in such a stream (cpu_busy's avg by
 	// (instance): comps were 47% of the answer).
-	Comps         []byte `protobuf:"bytes,8,opt,name=comps,proto3" json:"comps,omitempty"`
+	Comps []byte `protobuf:"bytes,8,opt,name=comps,proto3" json:"comps,omitempty"`
+	// counts: when the request asked for count_streams, the group's counts
+	// (count is then empty) as a stream of dbnode/encoding whose timestamps
+	// are the step indexes, the steps whose count is 0 left out, each a
+	// whole number: a group's count mostly holds from step to step, bits
+	// a step instead of a byte. A group whose count is 0 at every step
+	// sends count instead.
+	Counts        []byte `protobuf:"bytes,9,opt,name=counts,proto3" json:"counts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2777,6 +2795,13 @@ func (x *PushdownGroup) GetSums() []byte {
 func (x *PushdownGroup) GetComps() []byte {
 	if x != nil {
 		return x.Comps
+	}
+	return nil
+}
+
+func (x *PushdownGroup) GetCounts() []byte {
+	if x != nil {
+		return x.Counts
 	}
 	return nil
 }
@@ -3047,7 +3072,7 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\x8c\x04\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xb1\x04\n" +
 	"\x0fPushdownRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x16\n" +
@@ -3070,11 +3095,12 @@ const file_node_proto_rawDesc = "" +
 	"\vsum_streams\x18\x10 \x01(\bR\n" +
 	"sumStreams\x122\n" +
 	"\x05parts\x18\x11 \x03(\v2\x1c.tessera.rpc.v1.PushdownPartR\x05parts\x12!\n" +
-	"\fcomp_streams\x18\x12 \x01(\bR\vcompStreams\"G\n" +
+	"\fcomp_streams\x18\x12 \x01(\bR\vcompStreams\x12#\n" +
+	"\rcount_streams\x18\x13 \x01(\bR\fcountStreams\"G\n" +
 	"\fPushdownPart\x12\x16\n" +
 	"\x06shards\x18\x01 \x03(\rR\x06shards\x12\x1f\n" +
 	"\vdigest_only\x18\x02 \x01(\bR\n" +
-	"digestOnly\"\xd1\x01\n" +
+	"digestOnly\"\xe9\x01\n" +
 	"\rPushdownGroup\x12\x1f\n" +
 	"\vlabel_names\x18\x01 \x03(\tR\n" +
 	"labelNames\x12!\n" +
@@ -3084,7 +3110,8 @@ const file_node_proto_rawDesc = "" +
 	"\x04comp\x18\x05 \x03(\x01R\x04comp\x12\x16\n" +
 	"\x06values\x18\x06 \x01(\fR\x06values\x12\x12\n" +
 	"\x04sums\x18\a \x01(\fR\x04sums\x12\x14\n" +
-	"\x05comps\x18\b \x01(\fR\x05comps\"\xad\x02\n" +
+	"\x05comps\x18\b \x01(\fR\x05comps\x12\x16\n" +
+	"\x06counts\x18\t \x01(\fR\x06counts\"\xad\x02\n" +
 	"\x10PushdownResponse\x12\x1a\n" +
 	"\bdeclined\x18\x01 \x01(\bR\bdeclined\x125\n" +
 	"\x06groups\x18\x02 \x03(\v2\x1d.tessera.rpc.v1.PushdownGroupR\x06groups\x12\x16\n" +
