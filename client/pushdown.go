@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/tessera-tsdb/tessera/dbnode/query"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,6 +20,12 @@ import (
 // pushdown.
 type pushPeer interface {
 	Pushdown(ctx context.Context, req *query.Request, shards []uint32) (*query.Result, error)
+}
+
+// partsPeer is a pushPeer that asks several parts in one call (the node
+// RPC client).
+type partsPeer interface {
+	PushdownParts(ctx context.Context, req *query.Request, parts []rpc.PartRequest) ([]*query.Result, error)
 }
 
 // errNoPushdown stands for an owner that cannot answer a pushdown (an
@@ -154,12 +161,21 @@ func (r setsReader) LabelValues(ctx context.Context, ns, name string, ms []*labe
 }
 
 // pushHost asks one owner for req over the shards of each part in gs, one
-// answer per part (so that each part's replicas can be compared), the
+// answer per part (so that each part's replicas can be compared): all in
+// one call where the owner computes several parts from one read of their
+// series (this node's EvaluateParts, a node's PushdownParts), else the
 // parts concurrently.
 func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst string, gs []int, req *query.Request) ([]*query.Result, error) {
 	out := make([]*query.Result, len(gs))
 	var ask func(ctx context.Context, pi int) (*query.Result, error)
 	if inst == s.opts.LocalID && s.opts.Local != nil {
+		if len(gs) > 1 && s.opts.EvaluateParts != nil {
+			ps := make([]rpc.Part, len(gs))
+			for k, pi := range gs {
+				ps[k] = rpc.Part{Shards: shardSet(m, parts, []int{pi})} // in full: it costs no bytes
+			}
+			return s.opts.EvaluateParts(ctx, req, ps)
+		}
 		ask = func(ctx context.Context, pi int) (*query.Result, error) {
 			return s.opts.Evaluate(ctx, req, shardSet(m, parts, []int{pi})) // in full: it costs no bytes
 		}
@@ -179,6 +195,23 @@ func (s *Session) pushHost(ctx context.Context, m *Map, parts []routeGroup, inst
 		defer cancel()
 		ctx = gctx
 		need, down := s.opts.ReadLevel.required(m.Placement.ReplicaFactor), s.down(m)
+		if mp, ok := h.peer.(partsPeer); ok && len(gs) > 1 {
+			ps := make([]rpc.PartRequest, len(gs))
+			for k, pi := range gs {
+				ps[k] = rpc.PartRequest{Shards: parts[pi].shards, DigestOnly: need > 1 && inst != s.fullOwner(parts[pi], need, down)}
+			}
+			res, err := mp.PushdownParts(ctx, req, ps)
+			if err != nil {
+				if errors.Is(err, query.ErrDeclined) {
+					return nil, err
+				}
+				return nil, callErr(ctx, err)
+			}
+			for _, r := range res {
+				s.m.readBytes.Inc(int64(resultBytes(r, req.Agg == query.AggNone)))
+			}
+			return res, nil
+		}
 		ask = func(ctx context.Context, pi int) (*query.Result, error) {
 			req := req
 			if need > 1 && inst != s.fullOwner(parts[pi], need, down) {

@@ -69,6 +69,10 @@ type Options struct {
 	// Evaluate computes a pushed-down query over this node's shards (Push);
 	// nil: Push declines and queries read raw series.
 	Evaluate rpc.Evaluator
+	// EvaluateParts computes several of Push's parts over this node's
+	// shards with one read of their series; nil: each part is asked of
+	// Evaluate apart.
+	EvaluateParts rpc.PartsEvaluator
 	// EvaluateReader computes a pushed-down query over raw series read
 	// through the session, for Push's parts whose replicas disagreed; nil:
 	// such a query reads every shard raw.

@@ -108,8 +108,8 @@ type BlockWriter struct {
 
 	sections []shardSection
 	index    []byte // sections, back to back (uncompressed until Finish)
-	// indexVersion is blockIndexVersion; tests set blockVersion to write
-	// the uncompressed sections of volumes written before it.
+	// indexVersion is blockIndexVersion unless SetIndexVersion asked for
+	// an earlier one (volumes as earlier releases wrote them).
 	indexVersion uint32
 	err          error // first error: the writer is then unusable
 	done         bool
@@ -167,6 +167,21 @@ func createBlock(fsys vfs.FS, root string, id BlockID, blockSize int64) (*BlockW
 		return nil, fmt.Errorf("write data file: %w", err)
 	}
 	return w, nil
+}
+
+// SetIndexVersion makes the writer write the index in an earlier version
+// (2: raw sections; 3: compressed sections without series kinds), as
+// releases before the current one did: for tests and tools that need such
+// volumes. Call it before the first WriteShard.
+func (w *BlockWriter) SetIndexVersion(v uint32) error {
+	if v != blockVersion && v != indexCompressed && v != blockIndexVersion {
+		return fmt.Errorf("%w: index version %d", ErrInvalidInput, v)
+	}
+	if len(w.sections) > 0 {
+		return fmt.Errorf("%w: index version set after a shard was written", ErrInvalidInput)
+	}
+	w.indexVersion = v
+	return nil
 }
 
 func (w *BlockWriter) writeData(b []byte) error {
@@ -234,8 +249,8 @@ func (w *BlockWriter) writeShard(shard uint32, series []Series) error {
 		sec.payloadBytes += uint64(e.size)
 	}
 	ixStart := len(w.index)
-	w.index = appendSection(w.index, series, entries, pages)
-	if w.indexVersion == blockIndexVersion && len(w.index)-ixStart > maxSectionSize {
+	w.index = appendSection(w.index, series, entries, pages, w.indexVersion >= blockIndexVersion)
+	if w.indexVersion >= indexCompressed && len(w.index)-ixStart > maxSectionSize {
 		return fmt.Errorf("%w: index section of %d bytes exceeds %d", ErrInvalidInput, len(w.index)-ixStart, maxSectionSize)
 	}
 	sec.index = sectionRange{offset: int64(ixStart), size: int64(len(w.index) - ixStart), crc: crc32c(w.index[ixStart:])}
@@ -281,7 +296,7 @@ func (w *BlockWriter) finish() error {
 	dataSum := fileSum{size: w.offset, crc: w.dataCRC}
 
 	var dict []byte
-	if w.indexVersion == blockIndexVersion {
+	if w.indexVersion >= indexCompressed {
 		if dict, err = w.compressSections(); err != nil {
 			return fmt.Errorf("compress index: %w", err)
 		}
@@ -426,7 +441,7 @@ func encodeBlockIndexHead(id BlockID, blockSize int64, version uint32, dict []by
 	b = binary.LittleEndian.AppendUint32(b, uint32(id.Volume))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(sections)))
 	headSize := int64(len(b) + len(sections)*shardRowSize + 4)
-	if version == blockIndexVersion {
+	if version >= indexCompressed {
 		headSize += 4 + int64(len(dict))
 	}
 	for _, s := range sections {
@@ -441,7 +456,7 @@ func encodeBlockIndexHead(id BlockID, blockSize int64, version uint32, dict []by
 			b = binary.LittleEndian.AppendUint32(b, r.crc)
 		}
 	}
-	if version == blockIndexVersion {
+	if version >= indexCompressed {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(dict)))
 		b = append(b, dict...)
 	}
@@ -450,7 +465,7 @@ func encodeBlockIndexHead(id BlockID, blockSize int64, version uint32, dict []by
 
 // blockIndexHead is the decoded head of a per-block index.
 type blockIndexHead struct {
-	version   uint32 // blockVersion: raw sections; blockIndexVersion: compressed
+	version   uint32 // blockVersion: raw sections; indexCompressed: compressed; blockIndexVersion: compressed, with kinds
 	dict      []byte // version 3: the sections' zstd dictionary, uncompressed; may be empty
 	id        BlockID
 	blockSize int64
@@ -482,12 +497,12 @@ func decodeBlockIndexHead(path string, b []byte, indexSize, dataSize int64) (blo
 		return bad("shard count %d exceeds file size", n)
 	}
 	version := uint32(blockIndexVersion)
-	if binary.LittleEndian.Uint32(hdr[4:]) == blockVersion {
-		version = blockVersion
+	if v := binary.LittleEndian.Uint32(hdr[4:]); v == blockVersion || v == indexCompressed {
+		version = v
 	}
 	tableEnd := len(b) - len(d.b) + int(n)*shardRowSize
 	headLen := tableEnd + 4
-	if version == blockIndexVersion {
+	if version >= indexCompressed {
 		// The stored dictionary follows the shard table.
 		if tableEnd+4 > len(b) {
 			return bad("head truncated")
@@ -541,7 +556,7 @@ func decodeBlockIndexHead(path string, b []byte, indexSize, dataSize int64) (blo
 		nextIx += s.index.size
 		nextData += s.data.size
 	}
-	if version == blockIndexVersion {
+	if version >= indexCompressed {
 		stored := d.take(int(d.u32("dictionary length")), "dictionary")
 		if d.err != nil {
 			return bad("%v", d.err)

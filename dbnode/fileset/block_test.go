@@ -368,6 +368,13 @@ func FuzzBlockIndexHead(f *testing.F) {
 	} else {
 		f.Add(ix2, true)
 	}
+	v3 := filepath.Join(root, "v3")
+	writeBlockIndexVersion(f, v3, id, kindShards(), indexCompressed)
+	if ix3, err := os.ReadFile(blockFilePath(v3, id, kindIndex)); err != nil {
+		f.Fatal(err)
+	} else {
+		f.Add(ix3, true)
+	}
 	f.Add(ix[:len(ix)/2], true)
 	cp, err := os.ReadFile(blockFilePath(root, id, kindCheckpoint))
 	if err != nil {
@@ -390,13 +397,13 @@ func FuzzBlockIndexHead(f *testing.F) {
 				t.Fatalf("accepted section outside its files: %+v", s)
 			}
 			sb := b[s.index.offset : s.index.offset+s.index.size]
-			if h.version == blockIndexVersion {
+			if h.version >= indexCompressed {
 				if sb, err = decompressSection(sb, 64<<10, nil); err != nil {
 					continue
 				}
 			}
 			d := decoder{b: sb}
-			_, _, _, _ = decodeSection(&d, s.seriesCount, s.pageCount, s.data.offset, s.data.offset+s.data.size)
+			_, _, _, _ = decodeSection(&d, s.seriesCount, s.pageCount, s.data.offset, s.data.offset+s.data.size, h.version >= blockIndexVersion)
 		}
 	})
 }
@@ -447,7 +454,7 @@ func TestRemoveBlockFaultLeavesIncomplete(t *testing.T) {
 func FuzzOpenBlock(f *testing.F) {
 	seed := f.TempDir()
 	id := testBlockID(0)
-	shards := genShards([]uint32{1, 5, 9}, 15, 300)
+	shards := kindShards()
 	if err := WriteBlock(vfs.OS(), seed, id, testBlockSize, shards); err != nil {
 		f.Fatal(err)
 	}
@@ -501,10 +508,20 @@ func FuzzOpenBlock(f *testing.F) {
 			if err != nil {
 				continue
 			}
+			holds, known := r.HoldsHistograms()
+			hist := 0
 			_ = r.RangeIndex(func(sid []byte, _ uint64, _, _ int) error {
+				if k, _ := r.Kind(sid); k == KindHistograms {
+					hist++
+				} else if known != (k == KindFloats) {
+					t.Fatalf("kind %d in an index that knows kinds: %v", k, known)
+				}
 				_, _, _ = r.Read(sid)
 				return nil
 			})
+			if holds != (hist > 0) {
+				t.Fatalf("HoldsHistograms %v with %d histogram series", holds, hist)
+			}
 			_ = r.RangeData(func(_, _ []byte) error { return nil })
 			_ = r.Verify()
 			_ = r.Close()

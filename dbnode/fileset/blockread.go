@@ -134,7 +134,7 @@ func (v *Volume) openSection(s *shardSection) (*Reader, error) {
 		return nil, fmt.Errorf("%s: %w: shard %d index section checksum mismatch (computed %08x, table says %08x)",
 			v.ixPath, ErrCorrupt, s.shard, got, s.index.crc)
 	}
-	if v.head.version == blockIndexVersion {
+	if v.head.version >= indexCompressed {
 		raw, err := decompressSection(b, maxSectionSize, v.dec)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w: shard %d index section: %v", v.ixPath, ErrCorrupt, s.shard, err)
@@ -142,7 +142,7 @@ func (v *Volume) openSection(s *shardSection) (*Reader, error) {
 		b = raw
 	}
 	d := decoder{b: b}
-	ix, samples, payload, err := decodeSection(&d, s.seriesCount, s.pageCount, s.data.offset, s.data.offset+s.data.size)
+	ix, samples, payload, err := decodeSection(&d, s.seriesCount, s.pageCount, s.data.offset, s.data.offset+s.data.size, v.head.version >= blockIndexVersion)
 	if err == nil {
 		err = d.done()
 	}

@@ -13,10 +13,15 @@ const (
 	formatVersion = 1
 	blockVersion  = 2
 	// blockIndexVersion is the version written into the index of a
-	// per-block volume: 3 since its sections are zstd-compressed (about a
-	// fifth of the bytes of version 2's raw sections). Readers accept 2 and
-	// 3; the other files of the volume stay at blockVersion.
-	blockIndexVersion = 3
+	// per-block volume: 4 since each series entry records its kind
+	// (floats only, or holding native histograms), so a reader can tell a
+	// selection holds histograms before reading any payload. Version 3
+	// (zstd-compressed sections, about a fifth of the bytes of version 2's
+	// raw sections) is the same without the kind. Readers accept 2, 3 and
+	// 4; the other files of the volume stay at blockVersion.
+	blockIndexVersion = 4
+	// indexCompressed is the first index version with compressed sections.
+	indexCompressed = 3
 )
 
 // Magic numbers, one per file, so a file swapped for another kind is caught

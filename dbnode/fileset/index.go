@@ -29,7 +29,39 @@ type entry struct {
 	size     uint32 // payload length
 	samples  uint32
 	checksum uint64 // xxhash64 of the payload
+	kind     Kind   // KindUnknown in indexes written before version 4
 }
+
+// Kind says what a series' payload in a fileset holds, as far as the
+// index knows: recorded per series since index version 4, so a query that
+// must not read histograms (storage.QueryOptions.DeclineHistograms) can
+// tell before reading the payload.
+type Kind uint8
+
+const (
+	// KindUnknown: the index predates the kind (version 1 filesets,
+	// index versions 2 and 3); only reading the payload tells.
+	KindUnknown Kind = 0
+	// KindFloats: float samples only.
+	KindFloats Kind = 1
+	// KindHistograms: native histogram samples, possibly floats too.
+	KindHistograms Kind = 2
+)
+
+// payloadKind is the kind of a block payload, from its first byte
+// (docs/format/encoding.md, "Block payload"): a container (0x83) holds
+// at least one histogram stream; anything else is the sealed float form.
+// The one byte of the payload the fileset layer looks at.
+func payloadKind(data []byte) Kind {
+	if len(data) > 0 && data[0] == payloadContainer {
+		return KindHistograms
+	}
+	return KindFloats
+}
+
+// payloadContainer is encoding's first byte of a payload holding
+// histogram streams (encoding.PayloadHoldsHistograms says the same).
+const payloadContainer = 0x83
 
 // minEntrySize is the smallest encoded entry (empty ID, one-byte varints),
 // used to bound allocations driven by counts read from disk.
@@ -40,6 +72,8 @@ type index struct {
 	ids     []byte
 	entries []entry
 	pages   []pageRef
+	kinds   bool // entries record their kind (index version 4)
+	hist    int  // entries of KindHistograms
 }
 
 func (ix *index) id(i int) []byte {
@@ -79,12 +113,16 @@ func writeIndex(w io.Writer, series []Series, entries []entry, pages []pageRef) 
 // appendSection appends a page table and the entries of series: the body
 // of a version 1 index after its counts, and one shard's section of a
 // version 2 index.
-func appendSection(b []byte, series []Series, entries []entry, pages []pageRef) []byte {
+// With kinds (index version 4) each entry ends with its kind byte.
+func appendSection(b []byte, series []Series, entries []entry, pages []pageRef, kinds bool) []byte {
 	for _, p := range pages {
 		b = appendPageRef(b, p)
 	}
 	for i, e := range entries {
 		b = appendEntry(b, series[i].ID, e)
+		if kinds {
+			b = append(b, byte(e.kind))
+		}
 	}
 	return b
 }
@@ -128,7 +166,7 @@ func decodeIndex(path string, b []byte, in info, dataSize int64) (*index, error)
 		return nil, bad("index has %d series in %d pages, info says %d in %d",
 			nSeries, nPages, in.seriesCount, in.pageCount)
 	}
-	ix, samples, payload, err := decodeSection(&d, nSeries, nPages, int64(headerSize), dataSize)
+	ix, samples, payload, err := decodeSection(&d, nSeries, nPages, int64(headerSize), dataSize, false)
 	if err != nil {
 		return nil, bad("%v", err)
 	}
@@ -146,16 +184,18 @@ func decodeIndex(path string, b []byte, in info, dataSize int64) (*index, error)
 // (a version 1 index after its counts, or one shard's section of a
 // version 2 index) and checks every invariant: pages contiguous from
 // dataStart to dataEnd in the data file, entries tiling the pages in ID
-// order. It returns the index and its sample and payload totals. Every
+// order. With kinds (index version 4) each entry ends with its kind, which
+// must be KindFloats or KindHistograms; without, entries are KindUnknown.
+// It returns the index and its sample and payload totals. Every
 // count is bounded by the bytes left before anything is allocated.
-func decodeSection(d *decoder, nSeries, nPages uint64, dataStart, dataEnd int64) (*index, uint64, uint64, error) {
+func decodeSection(d *decoder, nSeries, nPages uint64, dataStart, dataEnd int64, kinds bool) (*index, uint64, uint64, error) {
 	bad := func(format string, args ...any) (*index, uint64, uint64, error) {
 		return nil, 0, 0, fmt.Errorf(format, args...)
 	}
 	if nPages > uint64(len(d.b))/pageRefSize {
 		return bad("page count %d exceeds file size", nPages)
 	}
-	ix := &index{pages: make([]pageRef, nPages)}
+	ix := &index{pages: make([]pageRef, nPages), kinds: kinds}
 	next := dataStart
 	for i := range ix.pages {
 		p := &ix.pages[i]
@@ -195,6 +235,17 @@ func decodeSection(d *decoder, nSeries, nPages uint64, dataStart, dataEnd int64)
 		size := d.uvarint("size")
 		smp := d.uvarint("samples")
 		e.checksum = d.u64("checksum")
+		if kinds {
+			if k := d.take(1, "kind"); k != nil {
+				e.kind = Kind(k[0])
+				if e.kind != KindFloats && e.kind != KindHistograms {
+					return bad("series %d: kind %d", i, k[0])
+				}
+				if e.kind == KindHistograms {
+					ix.hist++
+				}
+			}
+		}
 		if d.err != nil {
 			return bad("series %d: %v", i, d.err)
 		}

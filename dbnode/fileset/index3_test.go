@@ -142,14 +142,15 @@ func TestBlockIndexV3Damage(t *testing.T) {
 	require.Contains(t, err.Error(), "index")
 }
 
-// FuzzSectionV3 feeds arbitrary bytes to the version 3 section decoder,
-// with and without the dictionary of a real volume: an error or a section
-// that passes every check, never a panic or an allocation beyond the
-// recorded size.
+// FuzzSectionV3 feeds arbitrary bytes to the compressed section decoder
+// (index versions 3 and 4: kinds says whether entries end with their
+// kind), with and without the dictionary of a real volume: an error or a
+// section that passes every check, its kinds valid and counted, never a
+// panic or an allocation beyond the recorded size.
 func FuzzSectionV3(f *testing.F) {
 	root := f.TempDir()
 	id := testBlockID(0)
-	shards := genShards([]uint32{1, 2, 3}, 20, 300)
+	shards := kindShards()
 	if err := WriteBlock(vfs.OS(), root, id, testBlockSize, shards); err != nil {
 		f.Fatal(err)
 	}
@@ -159,9 +160,9 @@ func FuzzSectionV3(f *testing.F) {
 	}
 	dict := v.head.dict
 	for _, s := range v.head.sections {
-		f.Add(append([]byte(nil), v.ix[s.index.offset:s.index.offset+s.index.size]...), true, s.seriesCount, s.pageCount)
+		f.Add(append([]byte(nil), v.ix[s.index.offset:s.index.offset+s.index.size]...), true, s.seriesCount, s.pageCount, true)
 	}
-	f.Add([]byte{0, 0, 0, 0}, false, uint64(0), uint64(0))
+	f.Add([]byte{0, 0, 0, 0}, false, uint64(0), uint64(0), false)
 	s0 := v.head.sections[0]
 	dataStart, dataEnd := s0.data.offset, s0.data.offset+s0.data.size
 	_ = v.Close()
@@ -170,7 +171,7 @@ func FuzzSectionV3(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer dec.Close()
-	f.Fuzz(func(t *testing.T, b []byte, withDict bool, nSeries, nPages uint64) {
+	f.Fuzz(func(t *testing.T, b []byte, withDict bool, nSeries, nPages uint64, kinds bool) {
 		d := dec
 		if !withDict {
 			d = nil
@@ -183,7 +184,25 @@ func FuzzSectionV3(f *testing.F) {
 			t.Fatalf("decompressed %d bytes, recorded %d", len(raw), binary.LittleEndian.Uint32(b))
 		}
 		sd := decoder{b: raw}
-		_, _, _, _ = decodeSection(&sd, nSeries, nPages, dataStart, dataEnd)
+		ix, _, _, err := decodeSection(&sd, nSeries, nPages, dataStart, dataEnd, kinds)
+		if err != nil {
+			return
+		}
+		hist := 0
+		for i, e := range ix.entries {
+			switch {
+			case !kinds && e.kind != KindUnknown:
+				t.Fatalf("entry %d: kind %d from a section without kinds", i, e.kind)
+			case kinds && e.kind != KindFloats && e.kind != KindHistograms:
+				t.Fatalf("entry %d: accepted kind %d", i, e.kind)
+			}
+			if e.kind == KindHistograms {
+				hist++
+			}
+		}
+		if hist != ix.hist || ix.kinds != kinds {
+			t.Fatalf("%d histogram entries, index counts %d (kinds %v/%v)", hist, ix.hist, ix.kinds, kinds)
+		}
 	})
 }
 

@@ -227,6 +227,24 @@ func (r *Reader) Read(seriesID []byte) (data []byte, ok bool, err error) {
 	return bytes.Clone(data), true, nil
 }
 
+// HoldsHistograms reports whether a series of the fileset holds native
+// histograms; known is false when its index predates series kinds (index
+// version 4), and only reading the payloads tells.
+func (r *Reader) HoldsHistograms() (holds, known bool) {
+	return r.ix.hist > 0, r.ix.kinds
+}
+
+// Kind returns what the index records of seriesID's payload, without
+// reading it: KindUnknown when the index predates kinds. ok is false if
+// the fileset does not hold the series.
+func (r *Reader) Kind(seriesID []byte) (k Kind, ok bool) {
+	i, found := r.find(seriesID)
+	if !found {
+		return KindUnknown, false
+	}
+	return r.ix.entries[i].kind, true
+}
+
 // ReadShared is Read without the copy, for a reader that only decodes
 // the payload: data may alias a page the cache holds (pages are
 // immutable), so it must not be modified; it stays valid after the call.

@@ -280,6 +280,7 @@ func writePages(out io.Writer, series []Series, entries []entry, offset int64) (
 			size:     uint32(len(s.Data)),
 			samples:  uint32(s.Samples),
 			checksum: xxhash.Sum64(s.Data),
+			kind:     payloadKind(s.Data),
 		}
 		page = append(page, s.Data...)
 	}

@@ -315,6 +315,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		Exemplars:               n.api.Exemplars(),
 		Metadata:                n.api.Metadata(),
 		Pushdown:                n.evaluator(db),
+		PushdownParts:           n.partsEvaluator(db),
 		Ready: func() (bool, string) {
 			m := n.topo.Get()
 			if m == nil {
@@ -339,7 +340,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		stack.push("hints", closeHints) // after the session stopped replaying
 	}
 	session, err := client.NewSession(client.Options{
-		LocalID: n.cfg.ID, Local: db, Topology: n.topo, Evaluate: n.sessionEvaluator(db), EvaluateReader: n.rawEvaluator(),
+		LocalID: n.cfg.ID, Local: db, Topology: n.topo, Evaluate: n.sessionEvaluator(db), EvaluateParts: n.sessionPartsEvaluator(db), EvaluateReader: n.rawEvaluator(),
 		WriteLevel: wl, ReadLevel: rl, Pairing: pairing,
 		HedgeAfter: n.cfg.Cluster.HedgeAfter, RequestTimeout: n.cfg.Cluster.RequestTimeout,
 		MaxBatch: n.cfg.Cluster.MaxWriteBatch,

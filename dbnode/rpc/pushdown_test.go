@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/query"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc/nodepb"
 	"google.golang.org/protobuf/proto"
@@ -43,7 +44,7 @@ func TestPushdownRoundTrip(t *testing.T) {
 	got, err = requestFromPB(requestToPB(&cv, nil))
 	require.NoError(t, err)
 	require.Equal(t, cv.Pushdown, got.Pushdown, "count_values by (job, mode)")
-	dw, err := resultToPB(&query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true}, false, true)
+	dw, err := resultToPB(&query.Result{Steps: 5, Series: 3, Digest: 7, DigestOnly: true}, false, streams{sums: true, comps: true})
 	require.NoError(t, err)
 	d, err := resultFromPB(dw, 5)
 	require.NoError(t, err)
@@ -53,7 +54,7 @@ func TestPushdownRoundTrip(t *testing.T) {
 		{Labels: labels.FromStrings("job", "a", "mode", "idle"), Count: []float64{1, 0, 2, 3, 200}, Sum: []float64{1, 0, 2, 3, 4}, Comp: []float64{0, 0, 1e-17, 0, 0}},
 		{Labels: labels.FromStrings("job", "b"), Count: []float64{1, 1, 1, 1, 1}, Sum: []float64{5, 6, 7, 8, 9}, Comp: make([]float64, 5)},
 	}}
-	wire, err := resultToPB(res, false, false)
+	wire, err := resultToPB(res, false, streams{sums: false, comps: false})
 	require.NoError(t, err)
 	require.Nil(t, wire.Groups[1].Comp, "zero compensations are left out")
 	b, err := proto.Marshal(wire)
@@ -80,7 +81,7 @@ func TestPushdownRoundTrip(t *testing.T) {
 			Sum: append([]float64{0, math.NaN(), math.Copysign(0, -1), math.Inf(-1)}, make([]float64, 116)...), Comp: make([]float64, 120)},
 		{Labels: labels.FromStrings("i", "b"), Count: ones, Sum: steady, Comp: make([]float64, 120)},
 	}}
-	swire, err := resultToPB(series, true, true)
+	swire, err := resultToPB(series, true, streams{sums: true, comps: true})
 	require.NoError(t, err)
 	require.Nil(t, swire.Groups[0].Count)
 	require.Nil(t, swire.Groups[0].Sum)
@@ -105,7 +106,7 @@ func TestPushdownRoundTrip(t *testing.T) {
 			Sum: append([]float64{0, math.NaN(), math.Copysign(0, -1), math.Inf(-1)}, make([]float64, 116)...), Comp: make([]float64, 120)},
 		{Labels: labels.FromStrings("i", "b"), Count: ones, Sum: steady, Comp: append([]float64{1e-17}, make([]float64, 119)...)},
 	}}
-	awire, err := resultToPB(agg, false, true)
+	awire, err := resultToPB(agg, false, streams{sums: true, comps: false})
 	require.NoError(t, err)
 	require.Nil(t, awire.Groups[1].Sum)
 	require.Less(t, len(awire.Groups[1].Sums), 120, "steady sums: bits a step, not 8 bytes")
@@ -135,4 +136,93 @@ func TestPushdownRoundTrip(t *testing.T) {
 	pb.Agg, pb.Grouping = 3, []string{"mode", "job"}
 	_, err = requestFromPB(pb)
 	require.ErrorContains(t, err, "not sorted")
+}
+
+// TestPushdownCompStreams: asked for (comp_streams), a group's Kahan
+// compensations cross as a stream, bit for bit (-0 kept, +0 left out),
+// in fewer bytes than their doubles when they have few significant bits;
+// an answer without the stream (an older node's doubles) reads as before.
+func TestPushdownCompStreams(t *testing.T) {
+	const steps = 120
+	count, sum, comp := make([]float64, steps), make([]float64, steps), make([]float64, steps)
+	for k := range steps {
+		count[k], sum[k] = 3, 1.5+float64(k)*0.37
+		if k%4 != 0 {
+			comp[k] = math.Ldexp(float64(k%7+1), -60) // a rounding error: few significant bits
+		}
+	}
+	comp[5] = math.Copysign(0, -1)
+	res := &query.Result{Steps: steps, Series: 6, Groups: []query.Partial{
+		{Labels: labels.FromStrings("i", "a"), Count: count, Sum: sum, Comp: comp},
+		{Labels: labels.FromStrings("i", "b"), Count: count, Sum: sum, Comp: make([]float64, steps)},
+	}}
+	streamed, err := resultToPB(res, false, streams{sums: true, comps: true})
+	require.NoError(t, err)
+	doubles, err := resultToPB(res, false, streams{sums: true, comps: false})
+	require.NoError(t, err)
+	require.Nil(t, streamed.Groups[0].Comp)
+	require.Less(t, len(streamed.Groups[0].Comps), 8*len(doubles.Groups[0].Comp)/2, "few bits a compensation")
+	require.Nil(t, streamed.Groups[1].Comps, "zero compensations are left out")
+	for _, wire := range []*nodepb.PushdownResponse{streamed, doubles} {
+		b, err := proto.Marshal(wire)
+		require.NoError(t, err)
+		var back nodepb.PushdownResponse
+		require.NoError(t, proto.Unmarshal(b, &back))
+		out, err := resultFromPB(&back, steps)
+		require.NoError(t, err)
+		require.Len(t, out.Groups, 2)
+		for g := range out.Groups {
+			for k, c := range res.Groups[g].Comp {
+				require.Equal(t, math.Float64bits(c), math.Float64bits(out.Groups[g].Comp[k]), "group %d step %d", g, k)
+			}
+		}
+	}
+	require.Less(t, proto.Size(streamed), proto.Size(doubles))
+	require.True(t, requestToPB(&query.Request{}, nil).GetCompStreams(), "this node reads compensation streams")
+
+	streamed.Groups[0].Comps = streamed.Groups[0].Comps[:3]
+	_, err = resultFromPB(streamed, steps)
+	require.ErrorContains(t, err, "compensations")
+}
+
+// TestPushdownCountStreams: asked for (count_streams), a group's counts
+// cross as a stream (steady counts: bits a step), read back exactly with
+// the sums and compensations; a group with no count at any step sends
+// its counts as varints; a count that is not a whole number is refused.
+func TestPushdownCountStreams(t *testing.T) {
+	const steps = 120
+	count, sum, comp := make([]float64, steps), make([]float64, steps), make([]float64, steps)
+	for k := range steps {
+		if k%10 != 3 {
+			count[k], sum[k] = float64(3+k/60), 1.5+float64(k)*0.37
+			comp[k] = math.Ldexp(1, -60)
+		}
+	}
+	res := &query.Result{Steps: steps, Series: 4, Groups: []query.Partial{
+		{Labels: labels.FromStrings("i", "a"), Count: count, Sum: sum, Comp: comp},
+		{Labels: labels.FromStrings("i", "z"), Count: make([]float64, steps), Sum: make([]float64, steps), Comp: make([]float64, steps)},
+	}}
+	all, err := resultToPB(res, false, streams{sums: true, comps: true, counts: true})
+	require.NoError(t, err)
+	varints, err := resultToPB(res, false, streams{sums: true, comps: true})
+	require.NoError(t, err)
+	require.Nil(t, all.Groups[0].Count)
+	require.Less(t, len(all.Groups[0].Counts), steps*2/3, "steady counts with gaps: fewer bytes than a varint a step")
+	require.Nil(t, all.Groups[1].Counts)
+	require.Len(t, all.Groups[1].Count, steps, "no count at any step: varints")
+	require.Less(t, proto.Size(all), proto.Size(varints))
+	b, err := proto.Marshal(all)
+	require.NoError(t, err)
+	var back nodepb.PushdownResponse
+	require.NoError(t, proto.Unmarshal(b, &back))
+	out, err := resultFromPB(&back, steps)
+	require.NoError(t, err)
+	require.Equal(t, res, out)
+	require.True(t, requestToPB(&query.Request{}, nil).GetCountStreams(), "this node reads count streams")
+
+	var enc encoding.Encoder
+	require.NoError(t, enc.Append(0, 1.5))
+	back.Groups[0].Counts = enc.Bytes()
+	_, err = resultFromPB(&back, steps)
+	require.ErrorContains(t, err, "count 1.5")
 }

@@ -86,6 +86,11 @@ type ServerOptions struct {
 	// Pushdown computes pushed-down queries (pushdown.go). Nil: Pushdown
 	// answers Unimplemented, as a node older than it.
 	Pushdown Evaluator
+	// PushdownParts computes a pushed-down request of several parts
+	// (PushdownRequest.parts) with one read of their series. Nil: such a
+	// request is answered for its first part only, as a node older than
+	// parts answers it (the requester asks for the others apart).
+	PushdownParts PartsEvaluator
 }
 
 // Server serves node RPC over a database. It holds no per-request state

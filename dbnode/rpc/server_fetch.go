@@ -195,7 +195,7 @@ func toMatchers(ms []Matcher) ([]*labels.Matcher, error) {
 		if m.Type > uint8(labels.MatchNotRegexp) {
 			return nil, status.Errorf(codes.InvalidArgument, "matcher %d: unknown type %d", i, m.Type)
 		}
-		lm, err := labels.NewMatcher(labels.MatchType(m.Type), m.Name, m.Value)
+		lm, err := newMatcher(m)
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "matcher %s%s%q: %v", m.Name, labels.MatchType(m.Type), m.Value, err)
 		}

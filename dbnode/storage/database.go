@@ -844,9 +844,11 @@ type QueryOptions struct {
 	// coordinator then reads the series raw) is spared a read it would
 	// throw away. Known means unflushed histogram samples in memory,
 	// checked with one series map look-up per selected series, and only in
-	// a namespace that has taken a histogram since it was opened. A series
-	// whose histograms are flushed only is known when it is read (neither
-	// index says which series hold histograms): the read stops there.
+	// a namespace that has taken a histogram since it was opened; or
+	// flushed histograms, recorded per series in the index of a fileset of
+	// index version 4, looked up (a binary search) only in the range's
+	// filesets that hold any. A series whose histograms are flushed in an
+	// older fileset only is known when it is read: the read stops there.
 	DeclineHistograms bool
 }
 
@@ -873,7 +875,7 @@ func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels
 	if err != nil {
 		return nil, fmt.Errorf("query index: %w", err)
 	}
-	if qo.DeclineHistograms && ns.hadHist.Load() && db.holdsHistograms(ns, ids, start, end, qo.Shards) {
+	if qo.DeclineHistograms && (ns.hadHist.Load() || ns.flushedHist.Load()) && db.holdsHistograms(ns, ids, start, end, qo.Shards) {
 		return nil, ErrHistogramsSelected
 	}
 	var r queryPart

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/fileset"
 )
 
 // HistogramSample is one native histogram sample of one series: H
@@ -347,11 +348,15 @@ func (r *rangeHistIterator) Next() bool {
 }
 
 // holdsHistograms reports whether one of the series ids (of the shards
-// accepted, all when nil) holds unflushed histogram samples in the blocks
-// of [start, end]: those a read of them would return (readBoth), known
-// without reading any.
+// accepted, all when nil) holds histogram samples in the blocks of
+// [start, end] known without reading any: unflushed ones in memory (when
+// the namespace has taken histograms since it opened), or flushed ones a
+// fileset's index records (index version 4; only filesets holding some
+// are searched). Filesets older than the kind say nothing here: readIDs
+// finds their histograms when it reads them.
 func (db *Database) holdsHistograms(ns *namespace, ids [][]byte, start, end int64, shards func(uint32) bool) bool {
 	from, to := ns.blockStart(start), ns.blockStart(end)
+	mem, flushed := ns.hadHist.Load(), ns.flushedHist.Load()
 	for _, id := range ids {
 		shard := db.Shard(id)
 		if shards != nil && !shards(shard) {
@@ -361,10 +366,31 @@ func (db *Database) holdsHistograms(ns *namespace, ids [][]byte, start, end int6
 		if sh == nil {
 			continue
 		}
+		var s *Series
 		sh.mu.RLock()
-		s := sh.series.get(hashID(id), id)
+		if mem {
+			s = sh.series.get(hashID(id), id)
+		}
+		inFile := flushed && sh.flushedHistIn(id, from, to)
 		sh.mu.RUnlock()
-		if s != nil && s.holdsHistIn(from, to) {
+		if inFile || s != nil && s.holdsHistIn(from, to) {
+			return true
+		}
+	}
+	return false
+}
+
+// flushedHistIn reports whether a fileset of the shard for a block of
+// [from, to] records series id as holding histograms. sh.mu is held.
+func (sh *shard) flushedHistIn(id []byte, from, to int64) bool {
+	for bs, r := range sh.blocks {
+		if bs < from || bs > to {
+			continue
+		}
+		if holds, _ := r.HoldsHistograms(); !holds {
+			continue
+		}
+		if k, _ := r.Kind(id); k == fileset.KindHistograms {
 			return true
 		}
 	}

@@ -302,9 +302,9 @@ func TestWriteBatchOfEveryKind(t *testing.T) {
 }
 
 // A query asked to decline histograms does so before reading anything
-// when a selected series holds unflushed histograms in the range, in the
-// shards asked for, and at the first series read holding flushed ones
-// (known from the read only); it reads as before otherwise.
+// when a selected series holds histograms in the range, in the shards
+// asked for: unflushed ones, and flushed ones (known from the fileset
+// index since its version 4); it reads as before otherwise.
 func TestQueryDeclinesHistogramsBeforeReading(t *testing.T) {
 	clk := &clock{t: t0.Add(30 * time.Minute)}
 	db := openDB(t, testOpts(t.TempDir(), clk))
@@ -343,7 +343,7 @@ func TestQueryDeclinesHistogramsBeforeReading(t *testing.T) {
 	require.NoError(t, db.Tick())
 	require.Equal(t, 0, countSeries(db))
 	_, err = query("h|f", decline)
-	require.ErrorIs(t, err, ErrHistogramsSelected, "flushed histograms, known from the read: it stops there")
+	require.ErrorIs(t, err, ErrHistogramsSelected, "flushed histograms, known from the fileset index")
 	its, err = query("h|f", QueryOptions{})
 	require.NoError(t, err)
 	require.True(t, slices.ContainsFunc(its, func(it SeriesIterator) bool { return it.Histograms != nil }))

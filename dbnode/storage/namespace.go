@@ -17,6 +17,11 @@ type namespace struct {
 	// histogram at the same timestamp (admit.floats), which a namespace of
 	// floats alone never pays for.
 	hadHist atomic.Bool
+	// flushedHist is set once a fileset served for the namespace records
+	// a series holding histograms (index version 4): from then on a query
+	// declining histograms looks them up in the range's filesets' indexes
+	// (Database.holdsHistograms) before reading.
+	flushedHist atomic.Bool
 	// num is this namespace's number, no other namespace of the process
 	// has it: a series keeps it (Series.ns) to check a caller's ref in 4
 	// bytes instead of a pointer's 8.

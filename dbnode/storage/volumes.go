@@ -63,6 +63,9 @@ func (db *Database) sourcesOf(ns *namespace, bs int64) int {
 
 // serve records that a shard's reader r is now served.
 func (ns *namespace) serve(r *fileset.Reader) {
+	if holds, _ := r.HoldsHistograms(); holds {
+		ns.flushedHist.Store(true)
+	}
 	id := r.ID()
 	bv := ns.volumes(id.BlockStart)
 	if r.Version() == 1 {

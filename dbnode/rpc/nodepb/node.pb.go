@@ -2434,7 +2434,24 @@ type PushdownRequest struct {
 	// sum_streams: the requester reads a group's sums as a stream (sums in
 	// PushdownGroup) instead of one double a step. An older node ignores it
 	// and answers doubles, which serve as well.
-	SumStreams    bool `protobuf:"varint,16,opt,name=sum_streams,json=sumStreams,proto3" json:"sum_streams,omitempty"`
+	SumStreams bool `protobuf:"varint,16,opt,name=sum_streams,json=sumStreams,proto3" json:"sum_streams,omitempty"`
+	// parts: further parts of the request, each its own shards (readable
+	// here) and digest_only, answered in PushdownResponse.parts in this
+	// order; shards and digest_only above are the first part. A node reads
+	// the series of every part once and computes each part apart, so that
+	// a requester asks a host one call for all its parts (each part's
+	// answer stays its own: replicas' digests are compared per part). An
+	// older node ignores parts and answers the first part: the requester
+	// then asks it for the others one by one.
+	Parts []*PushdownPart `protobuf:"bytes,17,rep,name=parts,proto3" json:"parts,omitempty"`
+	// comp_streams: the requester reads a group's compensations as a
+	// stream (comps in PushdownGroup) instead of one double a step. An
+	// older node ignores it and answers doubles, which serve as well.
+	CompStreams bool `protobuf:"varint,18,opt,name=comp_streams,json=compStreams,proto3" json:"comp_streams,omitempty"`
+	// count_streams: the requester reads a group's counts as a stream
+	// (counts in PushdownGroup) instead of one varint a step. An older node
+	// ignores it and answers varints, which serve as well.
+	CountStreams  bool `protobuf:"varint,19,opt,name=count_streams,json=countStreams,proto3" json:"count_streams,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2581,6 +2598,80 @@ func (x *PushdownRequest) GetSumStreams() bool {
 	return false
 }
 
+func (x *PushdownRequest) GetParts() []*PushdownPart {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *PushdownRequest) GetCompStreams() bool {
+	if x != nil {
+		return x.CompStreams
+	}
+	return false
+}
+
+func (x *PushdownRequest) GetCountStreams() bool {
+	if x != nil {
+		return x.CountStreams
+	}
+	return false
+}
+
+// PushdownPart is one further part of a PushdownRequest.
+type PushdownPart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shards        []uint32               `protobuf:"varint,1,rep,packed,name=shards,proto3" json:"shards,omitempty"`
+	DigestOnly    bool                   `protobuf:"varint,2,opt,name=digest_only,json=digestOnly,proto3" json:"digest_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushdownPart) Reset() {
+	*x = PushdownPart{}
+	mi := &file_node_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushdownPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushdownPart) ProtoMessage() {}
+
+func (x *PushdownPart) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushdownPart.ProtoReflect.Descriptor instead.
+func (*PushdownPart) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *PushdownPart) GetShards() []uint32 {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+func (x *PushdownPart) GetDigestOnly() bool {
+	if x != nil {
+		return x.DigestOnly
+	}
+	return false
+}
+
 // PushdownGroup is one group's partial aggregate: per step the count of
 // series with a value (0: none; varints, mostly one byte) and, for sum and
 // avg, their Kahan sum and its compensation (comp left out when it is
@@ -2603,14 +2694,28 @@ type PushdownGroup struct {
 	// change little from step to step, so they take a few bits a step
 	// instead of eight bytes (avg by (instance) answers as many groups as
 	// the series it reads).
-	Sums          []byte `protobuf:"bytes,7,opt,name=sums,proto3" json:"sums,omitempty"`
+	Sums []byte `protobuf:"bytes,7,opt,name=sums,proto3" json:"sums,omitempty"`
+	// comps: when the request asked for comp_streams, the group's Kahan
+	// compensations (comp is then empty) as a stream of dbnode/encoding
+	// whose timestamps are the step indexes, the steps whose compensation
+	// is +0 left out: they are rounding errors of few significant bits, a
+	// quarter of their doubles' bytes in such a stream (cpu_busy's avg by
+	// (instance): comps were 47% of the answer).
+	Comps []byte `protobuf:"bytes,8,opt,name=comps,proto3" json:"comps,omitempty"`
+	// counts: when the request asked for count_streams, the group's counts
+	// (count is then empty) as a stream of dbnode/encoding whose timestamps
+	// are the step indexes, the steps whose count is 0 left out, each a
+	// whole number: a group's count mostly holds from step to step, bits
+	// a step instead of a byte. A group whose count is 0 at every step
+	// sends count instead.
+	Counts        []byte `protobuf:"bytes,9,opt,name=counts,proto3" json:"counts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PushdownGroup) Reset() {
 	*x = PushdownGroup{}
-	mi := &file_node_proto_msgTypes[38]
+	mi := &file_node_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2727,7 @@ func (x *PushdownGroup) String() string {
 func (*PushdownGroup) ProtoMessage() {}
 
 func (x *PushdownGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[38]
+	mi := &file_node_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2740,7 @@ func (x *PushdownGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushdownGroup.ProtoReflect.Descriptor instead.
 func (*PushdownGroup) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{38}
+	return file_node_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PushdownGroup) GetLabelNames() []string {
@@ -2687,6 +2792,20 @@ func (x *PushdownGroup) GetSums() []byte {
 	return nil
 }
 
+func (x *PushdownGroup) GetComps() []byte {
+	if x != nil {
+		return x.Comps
+	}
+	return nil
+}
+
+func (x *PushdownGroup) GetCounts() []byte {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
 type PushdownResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// declined: the node does not compute this request (native histograms,
@@ -2701,14 +2820,17 @@ type PushdownResponse struct {
 	// agree on it.
 	Digest uint64 `protobuf:"fixed64,6,opt,name=digest,proto3" json:"digest,omitempty"`
 	// digest_only: the request asked for the digest alone; groups is empty.
-	DigestOnly    bool `protobuf:"varint,7,opt,name=digest_only,json=digestOnly,proto3" json:"digest_only,omitempty"`
+	DigestOnly bool `protobuf:"varint,7,opt,name=digest_only,json=digestOnly,proto3" json:"digest_only,omitempty"`
+	// parts: the answers to the request's parts, in order (this message
+	// answers its first part). declined above declines every part.
+	Parts         []*PushdownResponse `protobuf:"bytes,8,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PushdownResponse) Reset() {
 	*x = PushdownResponse{}
-	mi := &file_node_proto_msgTypes[39]
+	mi := &file_node_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2842,7 @@ func (x *PushdownResponse) String() string {
 func (*PushdownResponse) ProtoMessage() {}
 
 func (x *PushdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[39]
+	mi := &file_node_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2855,7 @@ func (x *PushdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushdownResponse.ProtoReflect.Descriptor instead.
 func (*PushdownResponse) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{39}
+	return file_node_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PushdownResponse) GetDeclined() bool {
@@ -2783,6 +2905,13 @@ func (x *PushdownResponse) GetDigestOnly() bool {
 		return x.DigestOnly
 	}
 	return false
+}
+
+func (x *PushdownResponse) GetParts() []*PushdownResponse {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
 }
 
 var File_node_proto protoreflect.FileDescriptor
@@ -2943,7 +3072,7 @@ const file_node_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12(\n" +
 	"\x10limit_per_metric\x18\x03 \x01(\x05R\x0elimitPerMetric\"P\n" +
 	"\x15MetadataQueryResponse\x127\n" +
-	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xb5\x03\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.tessera.rpc.v1.MetadataEntryR\aentries\"\xb1\x04\n" +
 	"\x0fPushdownRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\bmatchers\x18\x02 \x03(\v2\x17.tessera.rpc.v1.MatcherR\bmatchers\x12\x16\n" +
@@ -2964,7 +3093,14 @@ const file_node_proto_rawDesc = "" +
 	"\vvalue_label\x18\x0f \x01(\tR\n" +
 	"valueLabel\x12\x1f\n" +
 	"\vsum_streams\x18\x10 \x01(\bR\n" +
-	"sumStreams\"\xbb\x01\n" +
+	"sumStreams\x122\n" +
+	"\x05parts\x18\x11 \x03(\v2\x1c.tessera.rpc.v1.PushdownPartR\x05parts\x12!\n" +
+	"\fcomp_streams\x18\x12 \x01(\bR\vcompStreams\x12#\n" +
+	"\rcount_streams\x18\x13 \x01(\bR\fcountStreams\"G\n" +
+	"\fPushdownPart\x12\x16\n" +
+	"\x06shards\x18\x01 \x03(\rR\x06shards\x12\x1f\n" +
+	"\vdigest_only\x18\x02 \x01(\bR\n" +
+	"digestOnly\"\xe9\x01\n" +
 	"\rPushdownGroup\x12\x1f\n" +
 	"\vlabel_names\x18\x01 \x03(\tR\n" +
 	"labelNames\x12!\n" +
@@ -2973,7 +3109,9 @@ const file_node_proto_rawDesc = "" +
 	"\x03sum\x18\x04 \x03(\x01R\x03sum\x12\x12\n" +
 	"\x04comp\x18\x05 \x03(\x01R\x04comp\x12\x16\n" +
 	"\x06values\x18\x06 \x01(\fR\x06values\x12\x12\n" +
-	"\x04sums\x18\a \x01(\fR\x04sums\"\xf5\x01\n" +
+	"\x04sums\x18\a \x01(\fR\x04sums\x12\x14\n" +
+	"\x05comps\x18\b \x01(\fR\x05comps\x12\x16\n" +
+	"\x06counts\x18\t \x01(\fR\x06counts\"\xad\x02\n" +
 	"\x10PushdownResponse\x12\x1a\n" +
 	"\bdeclined\x18\x01 \x01(\bR\bdeclined\x125\n" +
 	"\x06groups\x18\x02 \x03(\v2\x1d.tessera.rpc.v1.PushdownGroupR\x06groups\x12\x16\n" +
@@ -2982,7 +3120,8 @@ const file_node_proto_rawDesc = "" +
 	"\bwarnings\x18\x05 \x03(\tR\bwarnings\x12\x16\n" +
 	"\x06digest\x18\x06 \x01(\x06R\x06digest\x12\x1f\n" +
 	"\vdigest_only\x18\a \x01(\bR\n" +
-	"digestOnly*\xaf\x01\n" +
+	"digestOnly\x126\n" +
+	"\x05parts\x18\b \x03(\v2 .tessera.rpc.v1.PushdownResponseR\x05parts*\xaf\x01\n" +
 	"\rPayloadFormat\x12\x1c\n" +
 	"\x18PAYLOAD_FORMAT_SERIES_V1\x10\x00\x12!\n" +
 	"\x1dPAYLOAD_FORMAT_SERIES_HANDLES\x10\n" +
@@ -3028,7 +3167,7 @@ func file_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_node_proto_goTypes = []any{
 	(PayloadFormat)(0),              // 0: tessera.rpc.v1.PayloadFormat
 	(MatchType)(0),                  // 1: tessera.rpc.v1.MatchType
@@ -3070,8 +3209,9 @@ var file_node_proto_goTypes = []any{
 	(*MetadataQueryRequest)(nil),    // 37: tessera.rpc.v1.MetadataQueryRequest
 	(*MetadataQueryResponse)(nil),   // 38: tessera.rpc.v1.MetadataQueryResponse
 	(*PushdownRequest)(nil),         // 39: tessera.rpc.v1.PushdownRequest
-	(*PushdownGroup)(nil),           // 40: tessera.rpc.v1.PushdownGroup
-	(*PushdownResponse)(nil),        // 41: tessera.rpc.v1.PushdownResponse
+	(*PushdownPart)(nil),            // 40: tessera.rpc.v1.PushdownPart
+	(*PushdownGroup)(nil),           // 41: tessera.rpc.v1.PushdownGroup
+	(*PushdownResponse)(nil),        // 42: tessera.rpc.v1.PushdownResponse
 }
 var file_node_proto_depIdxs = []int32{
 	0,  // 0: tessera.rpc.v1.WriteBatchRequest.format:type_name -> tessera.rpc.v1.PayloadFormat
@@ -3093,42 +3233,44 @@ var file_node_proto_depIdxs = []int32{
 	34, // 16: tessera.rpc.v1.MetadataWriteRequest.entries:type_name -> tessera.rpc.v1.MetadataEntry
 	34, // 17: tessera.rpc.v1.MetadataQueryResponse.entries:type_name -> tessera.rpc.v1.MetadataEntry
 	4,  // 18: tessera.rpc.v1.PushdownRequest.matchers:type_name -> tessera.rpc.v1.Matcher
-	40, // 19: tessera.rpc.v1.PushdownResponse.groups:type_name -> tessera.rpc.v1.PushdownGroup
-	2,  // 20: tessera.rpc.v1.Node.WriteBatch:input_type -> tessera.rpc.v1.WriteBatchRequest
-	2,  // 21: tessera.rpc.v1.Node.WriteStream:input_type -> tessera.rpc.v1.WriteBatchRequest
-	5,  // 22: tessera.rpc.v1.Node.FetchTagged:input_type -> tessera.rpc.v1.FetchTaggedRequest
-	6,  // 23: tessera.rpc.v1.Node.Fetch:input_type -> tessera.rpc.v1.FetchRequest
-	9,  // 24: tessera.rpc.v1.Node.Health:input_type -> tessera.rpc.v1.HealthRequest
-	11, // 25: tessera.rpc.v1.Node.BlockMetadata:input_type -> tessera.rpc.v1.BlockMetadataRequest
-	15, // 26: tessera.rpc.v1.Node.FetchBlock:input_type -> tessera.rpc.v1.FetchBlockRequest
-	18, // 27: tessera.rpc.v1.Node.FetchUnflushed:input_type -> tessera.rpc.v1.FetchUnflushedRequest
-	20, // 28: tessera.rpc.v1.Node.BlockDigests:input_type -> tessera.rpc.v1.BlockDigestsRequest
-	23, // 29: tessera.rpc.v1.Node.SeriesChecksums:input_type -> tessera.rpc.v1.SeriesChecksumsRequest
-	29, // 30: tessera.rpc.v1.Node.ExemplarsWrite:input_type -> tessera.rpc.v1.ExemplarsWriteRequest
-	32, // 31: tessera.rpc.v1.Node.ExemplarsQuery:input_type -> tessera.rpc.v1.ExemplarsQueryRequest
-	35, // 32: tessera.rpc.v1.Node.MetadataWrite:input_type -> tessera.rpc.v1.MetadataWriteRequest
-	37, // 33: tessera.rpc.v1.Node.MetadataQuery:input_type -> tessera.rpc.v1.MetadataQueryRequest
-	39, // 34: tessera.rpc.v1.Node.Pushdown:input_type -> tessera.rpc.v1.PushdownRequest
-	3,  // 35: tessera.rpc.v1.Node.WriteBatch:output_type -> tessera.rpc.v1.WriteBatchResponse
-	3,  // 36: tessera.rpc.v1.Node.WriteStream:output_type -> tessera.rpc.v1.WriteBatchResponse
-	8,  // 37: tessera.rpc.v1.Node.FetchTagged:output_type -> tessera.rpc.v1.FetchResponse
-	8,  // 38: tessera.rpc.v1.Node.Fetch:output_type -> tessera.rpc.v1.FetchResponse
-	10, // 39: tessera.rpc.v1.Node.Health:output_type -> tessera.rpc.v1.HealthResponse
-	14, // 40: tessera.rpc.v1.Node.BlockMetadata:output_type -> tessera.rpc.v1.BlockMetadataResponse
-	17, // 41: tessera.rpc.v1.Node.FetchBlock:output_type -> tessera.rpc.v1.FetchBlockResponse
-	19, // 42: tessera.rpc.v1.Node.FetchUnflushed:output_type -> tessera.rpc.v1.FetchUnflushedResponse
-	22, // 43: tessera.rpc.v1.Node.BlockDigests:output_type -> tessera.rpc.v1.BlockDigestsResponse
-	25, // 44: tessera.rpc.v1.Node.SeriesChecksums:output_type -> tessera.rpc.v1.SeriesChecksumsResponse
-	30, // 45: tessera.rpc.v1.Node.ExemplarsWrite:output_type -> tessera.rpc.v1.ExemplarsWriteResponse
-	33, // 46: tessera.rpc.v1.Node.ExemplarsQuery:output_type -> tessera.rpc.v1.ExemplarsQueryResponse
-	36, // 47: tessera.rpc.v1.Node.MetadataWrite:output_type -> tessera.rpc.v1.MetadataWriteResponse
-	38, // 48: tessera.rpc.v1.Node.MetadataQuery:output_type -> tessera.rpc.v1.MetadataQueryResponse
-	41, // 49: tessera.rpc.v1.Node.Pushdown:output_type -> tessera.rpc.v1.PushdownResponse
-	35, // [35:50] is the sub-list for method output_type
-	20, // [20:35] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	40, // 19: tessera.rpc.v1.PushdownRequest.parts:type_name -> tessera.rpc.v1.PushdownPart
+	41, // 20: tessera.rpc.v1.PushdownResponse.groups:type_name -> tessera.rpc.v1.PushdownGroup
+	42, // 21: tessera.rpc.v1.PushdownResponse.parts:type_name -> tessera.rpc.v1.PushdownResponse
+	2,  // 22: tessera.rpc.v1.Node.WriteBatch:input_type -> tessera.rpc.v1.WriteBatchRequest
+	2,  // 23: tessera.rpc.v1.Node.WriteStream:input_type -> tessera.rpc.v1.WriteBatchRequest
+	5,  // 24: tessera.rpc.v1.Node.FetchTagged:input_type -> tessera.rpc.v1.FetchTaggedRequest
+	6,  // 25: tessera.rpc.v1.Node.Fetch:input_type -> tessera.rpc.v1.FetchRequest
+	9,  // 26: tessera.rpc.v1.Node.Health:input_type -> tessera.rpc.v1.HealthRequest
+	11, // 27: tessera.rpc.v1.Node.BlockMetadata:input_type -> tessera.rpc.v1.BlockMetadataRequest
+	15, // 28: tessera.rpc.v1.Node.FetchBlock:input_type -> tessera.rpc.v1.FetchBlockRequest
+	18, // 29: tessera.rpc.v1.Node.FetchUnflushed:input_type -> tessera.rpc.v1.FetchUnflushedRequest
+	20, // 30: tessera.rpc.v1.Node.BlockDigests:input_type -> tessera.rpc.v1.BlockDigestsRequest
+	23, // 31: tessera.rpc.v1.Node.SeriesChecksums:input_type -> tessera.rpc.v1.SeriesChecksumsRequest
+	29, // 32: tessera.rpc.v1.Node.ExemplarsWrite:input_type -> tessera.rpc.v1.ExemplarsWriteRequest
+	32, // 33: tessera.rpc.v1.Node.ExemplarsQuery:input_type -> tessera.rpc.v1.ExemplarsQueryRequest
+	35, // 34: tessera.rpc.v1.Node.MetadataWrite:input_type -> tessera.rpc.v1.MetadataWriteRequest
+	37, // 35: tessera.rpc.v1.Node.MetadataQuery:input_type -> tessera.rpc.v1.MetadataQueryRequest
+	39, // 36: tessera.rpc.v1.Node.Pushdown:input_type -> tessera.rpc.v1.PushdownRequest
+	3,  // 37: tessera.rpc.v1.Node.WriteBatch:output_type -> tessera.rpc.v1.WriteBatchResponse
+	3,  // 38: tessera.rpc.v1.Node.WriteStream:output_type -> tessera.rpc.v1.WriteBatchResponse
+	8,  // 39: tessera.rpc.v1.Node.FetchTagged:output_type -> tessera.rpc.v1.FetchResponse
+	8,  // 40: tessera.rpc.v1.Node.Fetch:output_type -> tessera.rpc.v1.FetchResponse
+	10, // 41: tessera.rpc.v1.Node.Health:output_type -> tessera.rpc.v1.HealthResponse
+	14, // 42: tessera.rpc.v1.Node.BlockMetadata:output_type -> tessera.rpc.v1.BlockMetadataResponse
+	17, // 43: tessera.rpc.v1.Node.FetchBlock:output_type -> tessera.rpc.v1.FetchBlockResponse
+	19, // 44: tessera.rpc.v1.Node.FetchUnflushed:output_type -> tessera.rpc.v1.FetchUnflushedResponse
+	22, // 45: tessera.rpc.v1.Node.BlockDigests:output_type -> tessera.rpc.v1.BlockDigestsResponse
+	25, // 46: tessera.rpc.v1.Node.SeriesChecksums:output_type -> tessera.rpc.v1.SeriesChecksumsResponse
+	30, // 47: tessera.rpc.v1.Node.ExemplarsWrite:output_type -> tessera.rpc.v1.ExemplarsWriteResponse
+	33, // 48: tessera.rpc.v1.Node.ExemplarsQuery:output_type -> tessera.rpc.v1.ExemplarsQueryResponse
+	36, // 49: tessera.rpc.v1.Node.MetadataWrite:output_type -> tessera.rpc.v1.MetadataWriteResponse
+	38, // 50: tessera.rpc.v1.Node.MetadataQuery:output_type -> tessera.rpc.v1.MetadataQueryResponse
+	42, // 51: tessera.rpc.v1.Node.Pushdown:output_type -> tessera.rpc.v1.PushdownResponse
+	37, // [37:52] is the sub-list for method output_type
+	22, // [22:37] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_node_proto_init() }
@@ -3142,7 +3284,7 @@ func file_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_proto_rawDesc), len(file_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
