@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
@@ -48,17 +50,14 @@ import (
 //     dropped at load, and an old value cannot shadow the flushed one.
 //   - Expiry: loaded samples pass the replay's retention check.
 //
-// It is the replayer that applies the snapshot's samples (the same
-// workers per shard group and index stage as the log's entries; the
-// snapshot is one "file" whose refs are its series), then the tail's.
+// Sections (one per shard) load in parallel, each series created once
+// and its samples written straight into it; the series go to the
+// replayer's index stage, and the replayer then applies the tail.
 
 const (
 	restartSnapDir    = "restart-snapshot"
 	restartSnapSuffix = ".tsrs"
 	restartSnapTmp    = ".tmp"
-	// snapFile is the replayer's file number of the snapshot's samples:
-	// the log's files are numbered from 0.
-	snapFile = math.MaxUint32
 )
 
 func (db *Database) restartSnapPath() string { return filepath.Join(db.opts.Dir, restartSnapDir) }
@@ -338,8 +337,14 @@ func (db *Database) readRestartSnapshot() (string, []byte, error) {
 		return path, nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(f)
+	fi, err := f.Stat()
 	if err != nil {
+		return path, nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	// One buffer of the file's size: it is hundreds of MB at millions
+	// of series, and io.ReadAll's doubling would copy it several times.
+	b := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
 		return path, nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	return path, b, nil
@@ -408,67 +413,135 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 			}
 		}
 	}
-	n := 0
-	var ref uint32
-	for _, sec := range snap.Sections {
-		l := loads[sec.NS]
-		if l.ns == nil {
-			continue // as the replay drops a namespace removed from config
-		}
-		err := sec.Each(func(s memsnap.Series) error {
-			defer func() { ref++ }()
-			keep := func(t int64) bool { return l.drop == nil || !l.drop[l.ns.blockStart(t)] }
-			if s.Floats != nil {
-				it := encoding.NewIterator(s.Floats)
-				for it.Next() {
-					t, v := it.At()
-					if !keep(t) {
-						continue
-					}
-					if err := r.add(l.name, s.ID, snapFile, ref, t, v, nil, nil); err != nil {
-						return err
-					}
-					n++
+	// Sections (shards) are loaded in parallel, a worker creating each
+	// series of its section once and writing its samples straight into
+	// it: no per-sample hand-over as the log's entries need, since a
+	// shard's series are all in one section. The index inserts go to the
+	// replayer's index stage, as the log replay's do.
+	nw := max(1, min(runtime.GOMAXPROCS(0), 16))
+	var next, total atomic.Int64
+	var firstErr atomic.Pointer[error]
+	var wg sync.WaitGroup
+	now := db.opts.Now()
+	for range nw {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ix []replayIndexTask
+			for firstErr.Load() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(snap.Sections) {
+					break
 				}
-				if err := it.Err(); err != nil {
-					return fmt.Errorf("restart snapshot: series %s: %w", describeID(s.ID), err)
+				sec := snap.Sections[i]
+				l := loads[sec.NS]
+				if l.ns == nil {
+					continue // as the replay drops a namespace removed from config
 				}
-			}
-			if len(s.Histograms) == 0 {
-				return nil
-			}
-			its := make([]encoding.HistogramIterator, len(s.Histograms))
-			for i, h := range s.Histograms {
-				its[i] = encoding.NewHistogramIterator(h)
-			}
-			hit := encoding.MergeHistogramIterators(its...)
-			for hit.Next() {
-				var err error
-				if hit.IsFloat() {
-					t, fh := hit.AtFloatHistogram(nil)
-					if keep(t) {
-						err = r.add(l.name, s.ID, snapFile, ref, t, 0, nil, fh)
-						n++
-					}
-				} else {
-					t, h := hit.AtHistogram(nil)
-					if keep(t) {
-						err = r.add(l.name, s.ID, snapFile, ref, t, 0, h, nil)
-						n++
-					}
-				}
+				n, err := db.loadSection(r, l.ns, l.drop, sec, now, &ix)
+				total.Add(int64(n))
 				if err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+				}
+			}
+			if len(ix) > 0 {
+				r.ix <- ix
+			}
+		}()
+	}
+	wg.Wait()
+	if p := firstErr.Load(); p != nil {
+		return int(total.Load()), *p
+	}
+	return int(total.Load()), nil
+}
+
+// loadSection loads one section's series into memory, handing the
+// series that open a block to the index stage through *ix. It returns
+// how many samples it loaded.
+func (db *Database) loadSection(r *replayer, ns *namespace, drop map[int64]bool, sec memsnap.Section, now time.Time, ix *[]replayIndexTask) (int, error) {
+	sh := ns.shard(sec.Shard)
+	n := 0
+	keep := func(t int64) bool {
+		if drop != nil && drop[ns.blockStart(t)] {
+			return false
+		}
+		rs, _ := ns.check(t, now)
+		return rs != ReasonTooOld
+	}
+	apply := func(s *Series, t int64, v float64, hs *HistogramSample) (*Series, error) {
+		s, bs, newBucket, err := db.applyData(ns, sec.Shard, s, t, v, hs)
+		if err != nil {
+			return s, fmt.Errorf("restart snapshot: series %s: %w", describeID(s.ID()), err)
+		}
+		n++
+		if newBucket && ns.index != nil {
+			if *ix == nil {
+				*ix = r.indexBatch()
+			}
+			*ix = append(*ix, replayIndexTask{ns: ns, id: s.id, bs: bs})
+			if len(*ix) == cap(*ix) {
+				r.ix <- *ix
+				*ix = nil
+			}
+		}
+		return s, nil
+	}
+	err := sec.Each(func(x memsnap.Series) error {
+		var s *Series
+		get := func() *Series {
+			if s == nil {
+				s = sh.getOrCreateLocked(ns, hashID(x.ID), x.ID)
+			}
+			return s
+		}
+		if x.Floats != nil {
+			it := encoding.NewIterator(x.Floats)
+			for it.Next() {
+				t, v := it.At()
+				if !keep(t) {
+					continue
+				}
+				var err error
+				if s, err = apply(get(), t, v, nil); err != nil {
 					return err
 				}
 			}
-			if err := hit.Err(); err != nil {
-				return fmt.Errorf("restart snapshot: histograms of series %s: %w", describeID(s.ID), err)
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("restart snapshot: series %s: %w", describeID(x.ID), err)
 			}
-			return nil
-		})
-		if err != nil {
-			return n, err
 		}
-	}
-	return n, nil
+		if len(x.Histograms) == 0 {
+			return nil
+		}
+		its := make([]encoding.HistogramIterator, len(x.Histograms))
+		for i, h := range x.Histograms {
+			its[i] = encoding.NewHistogramIterator(h)
+		}
+		hit := encoding.MergeHistogramIterators(its...)
+		for hit.Next() {
+			hs := &HistogramSample{}
+			var t int64
+			if hit.IsFloat() {
+				t, hs.FH = hit.AtFloatHistogram(nil)
+			} else {
+				t, hs.H = hit.AtHistogram(nil)
+			}
+			if !keep(t) {
+				continue
+			}
+			// As a live histogram write does: float writes to the
+			// namespace check their series for a histogram from now on.
+			ns.hadHist.Store(true)
+			var err error
+			if s, err = apply(get(), t, 0, hs); err != nil {
+				return err
+			}
+		}
+		if err := hit.Err(); err != nil {
+			return fmt.Errorf("restart snapshot: histograms of series %s: %w", describeID(x.ID), err)
+		}
+		return nil
+	})
+	return n, err
 }
