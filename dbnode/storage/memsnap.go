@@ -158,6 +158,9 @@ func (db *Database) WriteRestartSnapshot() (bool, error) {
 			all = sh.appendSeries(all[:0])
 			w.BeginSection(uint16(i), sh.id)
 			for _, s := range all {
+				if s.addSoleStream(w) {
+					continue
+				}
 				stream, hist, err := s.streams()
 				if err != nil {
 					return false, fmt.Errorf("restart snapshot: series %s: %w", describeID(s.ID()), err)
@@ -194,6 +197,19 @@ func (db *Database) WriteRestartSnapshot() (bool, error) {
 	db.opts.Logger.Info("restart snapshot written", "file", final, "covered_seq", h.CoveredSeq,
 		"series", w.Series(), "took", time.Since(start))
 	return true, nil
+}
+
+// addSoleStream adds s to the snapshot's section under one lock and with
+// no copy of its own when its floats are one stream of one bucket and it
+// has nothing else (nearly every series); it reports false otherwise.
+func (s *Series) addSoleStream(w *memsnap.Writer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.more != nil || !s.inlineUsed || s.inline.more != nil || s.inline.first.Len() == 0 {
+		return false
+	}
+	w.Add(s.ID(), s.inline.first.Bytes(), nil)
+	return true
 }
 
 // removeRestartSnapshots removes every snapshot file but keep (all when
