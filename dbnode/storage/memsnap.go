@@ -477,6 +477,11 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 // how many samples it loaded.
 func (db *Database) loadSection(r *replayer, ns *namespace, drop map[int64]bool, sec memsnap.Section, now time.Time, ix *[]replayIndexTask) (int, error) {
 	sh := ns.shard(sec.Shard)
+	// The section's series are (nearly) all new: the shard's table is
+	// sized for them once.
+	sh.mu.Lock()
+	sh.series.t.Reserve(sh.series.len() + int(sec.Count))
+	sh.mu.Unlock()
 	n := 0
 	keep := func(t int64) bool {
 		if drop != nil && drop[ns.blockStart(t)] {
