@@ -13,8 +13,7 @@
 // of it. docs/format/restart-snapshot.md has the layout.
 //
 // This package knows bytes only; what the fields mean for recovery
-// (which files are covered, which blocks' samples are still wanted) is
-// storage's (dbnode/storage/memsnap.go).
+// (which files are covered, when a snapshot may be used) is storage's (dbnode/storage/memsnap.go).
 package memsnap
 
 import (
@@ -51,8 +50,7 @@ type Header struct {
 	// that skips replaying a file still needs its ranges to know when
 	// the file may be deleted.
 	Files []File
-	// Namespaces are the namespaces of the snapshot, with the newest
-	// fileset volume of each flushed block at the time; sections name a
+	// Namespaces are the namespaces of the snapshot; sections name a
 	// namespace by its index here.
 	Namespaces []Namespace
 }
@@ -69,16 +67,9 @@ type Range struct {
 	Min, Max  int64
 }
 
-// Namespace is one namespace and its flushed blocks.
+// Namespace is one namespace of the snapshot.
 type Namespace struct {
-	Name   string
-	Blocks []Block
-}
-
-// Block is the newest fileset volume of one block start over the shards.
-type Block struct {
-	Start  int64
-	Volume int32
+	Name string
 }
 
 // Series is one series' unflushed samples: floats as one encoding stream
@@ -141,11 +132,6 @@ func appendHeader(b []byte, h Header) []byte {
 	b = binary.AppendUvarint(b, uint64(len(h.Namespaces)))
 	for _, ns := range h.Namespaces {
 		b = appendBytes(b, []byte(ns.Name))
-		b = binary.AppendUvarint(b, uint64(len(ns.Blocks)))
-		for _, bl := range ns.Blocks {
-			b = binary.LittleEndian.AppendUint64(b, uint64(bl.Start))
-			b = binary.LittleEndian.AppendUint32(b, uint32(bl.Volume))
-		}
 	}
 	return b
 }
@@ -436,14 +422,9 @@ func decodeHeader(b []byte) (Header, error) {
 		}
 		h.Files = append(h.Files, f)
 	}
-	nn := d.count("namespace count", 2)
+	nn := d.count("namespace count", 1)
 	for range nn {
-		ns := Namespace{Name: string(d.bytes("namespace name"))}
-		nb := d.count("block count", 12)
-		for range nb {
-			ns.Blocks = append(ns.Blocks, Block{Start: int64(d.u64("block start")), Volume: int32(d.u32("block volume"))})
-		}
-		h.Namespaces = append(h.Namespaces, ns)
+		h.Namespaces = append(h.Namespaces, Namespace{Name: string(d.bytes("namespace name"))})
 	}
 	switch {
 	case d.err != nil:

@@ -13,7 +13,7 @@ func sampleHeader() Header {
 		CreatedMs: 1700000000000, NumShards: 8, CoveredSeq: 7,
 		Files: []File{{Seq: 6, Ranges: []Range{{Namespace: "default", Min: 10, Max: 20}}}, {Seq: 7}},
 		Namespaces: []Namespace{
-			{Name: "default", Blocks: []Block{{Start: 0, Volume: 2}, {Start: 7200000, Volume: 0}}},
+			{Name: "default"},
 			{Name: "other"},
 		},
 	}

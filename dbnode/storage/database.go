@@ -93,10 +93,11 @@ type metrics struct {
 
 	// The restart snapshot (memsnap.go): written, failed to write,
 	// loaded at Open, and not used at Open (by reason).
-	snapWritten  tally.Counter
-	snapErrors   tally.Counter
-	snapLoaded   tally.Counter
-	snapFallback func(reason string)
+	snapWritten     tally.Counter
+	snapErrors      tally.Counter
+	snapLoaded      tally.Counter
+	snapInvalidated tally.Counter
+	snapFallback    func(reason string)
 }
 
 func newMetrics(s tally.Scope) metrics {
@@ -117,9 +118,10 @@ func newMetrics(s tally.Scope) metrics {
 		seriesUnreadable:   s.Counter("query_series_unreadable"),
 		filesetsUnreadable: s.Counter("filesets_unreadable"),
 
-		snapWritten: s.Counter("restart_snapshots_written"),
-		snapErrors:  s.Counter("restart_snapshot_errors"),
-		snapLoaded:  s.Counter("restart_snapshots_loaded"),
+		snapWritten:     s.Counter("restart_snapshots_written"),
+		snapErrors:      s.Counter("restart_snapshot_errors"),
+		snapLoaded:      s.Counter("restart_snapshots_loaded"),
+		snapInvalidated: s.Counter("restart_snapshots_invalidated"),
 		snapFallback: func(reason string) {
 			s.Tagged(map[string]string{"reason": reason}).Counter("restart_snapshot_fallbacks").Inc(1)
 		},

@@ -42,12 +42,14 @@ import (
 //     name every commit log file it would skip, is ignored: the whole log
 //     is replayed, and the fallback logged and counted
 //     (restart_snapshot_fallbacks).
-//   - Flushes after it: the snapshot records the newest fileset volume of
-//     every block when memory was copied (under tickMu, so no flush ran in
-//     between). A block flushed again since then holds everything the
-//     snapshot had of it or a later value, and the commit log files with
-//     writes after that flush are kept; so its samples in the snapshot are
-//     dropped at load, and an old value cannot shadow the flushed one.
+//   - Flushes after it: a flush writes memory to a fileset and releases
+//     it, and the commit log files of the flushed blocks may then go,
+//     with them writes made after the snapshot; the snapshot's older
+//     values of the same samples would then shadow the flushed ones. So
+//     a tick that flushed anything removes the snapshot (durably) before
+//     it removes any commit log file, and the next one is due at once
+//     (a restart meanwhile replays the whole log). Volumes written by
+//     peer bootstrap (LoadBlock) release no memory and change nothing.
 //   - Expiry: loaded samples pass the replay's retention check.
 //
 // Sections (one per shard) load in parallel, each series created once
@@ -130,7 +132,7 @@ func (db *Database) WriteRestartSnapshot() (bool, error) {
 		return false, nil
 	}
 	for _, ns := range db.nsList {
-		h.Namespaces = append(h.Namespaces, memsnap.Namespace{Name: ns.opts.Name, Blocks: ns.newestVolumes()})
+		h.Namespaces = append(h.Namespaces, memsnap.Namespace{Name: ns.opts.Name})
 	}
 
 	dir := db.restartSnapPath()
@@ -212,6 +214,35 @@ func (s *Series) addSoleStream(w *memsnap.Writer) bool {
 	return true
 }
 
+// invalidateRestartSnapshot removes the restart snapshots after a flush
+// (see the rules above) and makes the removal durable; it reports
+// whether it did. The next snapshot is due at once.
+func (db *Database) invalidateRestartSnapshot() bool {
+	dir := db.restartSnapPath()
+	ents, err := db.opts.FS.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(ents) == 0) {
+		db.snap.covered, db.snap.owed = 0, true
+		return true
+	}
+	if err != nil {
+		db.opts.Logger.Error("restart snapshot: list after a flush", "err", err)
+		return false
+	}
+	for _, e := range ents {
+		if err := db.opts.FS.Remove(filepath.Join(dir, e.Name())); err != nil {
+			db.opts.Logger.Error("restart snapshot: remove after a flush", "err", err)
+			return false
+		}
+	}
+	if err := db.opts.FS.SyncDir(dir); err != nil {
+		db.opts.Logger.Error("restart snapshot: sync dir after a flush", "err", err)
+		return false
+	}
+	db.snap.covered, db.snap.owed = 0, true
+	db.metrics.snapInvalidated.Inc(1)
+	return true
+}
+
 // removeRestartSnapshots removes every snapshot file but keep (all when
 // keep is ""): the older ones once a newer is durable, all when
 // snapshots are off (one left behind could be loaded after data written
@@ -232,38 +263,6 @@ func (db *Database) removeRestartSnapshots(keep string) {
 			db.opts.Logger.Warn("restart snapshot: remove old", "file", p, "err", err)
 		}
 	}
-}
-
-// newestVolumes is, per flushed block start of the namespace, the newest
-// volume over its shards, in block order.
-func (ns *namespace) newestVolumes() []memsnap.Block {
-	vols := map[int64]int32{}
-	for _, sh := range ns.allShards() {
-		sh.mu.RLock()
-		for bs, r := range sh.blocks {
-			v := int32(r.ID().Volume)
-			if old, ok := vols[bs]; !ok || v > old {
-				vols[bs] = v
-			}
-		}
-		sh.mu.RUnlock()
-	}
-	out := make([]memsnap.Block, 0, len(vols))
-	for bs, v := range vols {
-		out = append(out, memsnap.Block{Start: bs, Volume: v})
-	}
-	slices.SortFunc(out, func(a, b memsnap.Block) int { return cmpInt64(a.Start, b.Start) })
-	return out
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // errSnapUnusable is wrapped by every reason a snapshot is not loaded.
@@ -398,36 +397,13 @@ func (db *Database) checkRestartSnapshot(snap *memsnap.Snapshot, seqs []uint64) 
 	return out, nil
 }
 
-// feedRestartSnapshot hands every sample of snap to r, but those of
-// blocks flushed again since the snapshot and those of namespaces no
-// longer configured. It returns how many it handed over.
+// feedRestartSnapshot loads every sample of snap into memory but those
+// past retention and those of namespaces no longer configured. It
+// returns how many it loaded.
 func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (int, error) {
-	type nsLoad struct {
-		name string
-		ns   *namespace
-		// drop: block starts whose newest volume now is newer than the
-		// snapshot's (see the rules above).
-		drop map[int64]bool
-	}
-	loads := make([]nsLoad, len(snap.Header.Namespaces))
+	loads := make([]*namespace, len(snap.Header.Namespaces))
 	for i, hn := range snap.Header.Namespaces {
-		ns := db.namespaces[hn.Name]
-		loads[i] = nsLoad{name: hn.Name, ns: ns}
-		if ns == nil {
-			continue
-		}
-		then := map[int64]int32{}
-		for _, b := range hn.Blocks {
-			then[b.Start] = b.Volume
-		}
-		for _, b := range ns.newestVolumes() {
-			if v, ok := then[b.Start]; !ok || b.Volume > v {
-				if loads[i].drop == nil {
-					loads[i].drop = map[int64]bool{}
-				}
-				loads[i].drop[b.Start] = true
-			}
-		}
+		loads[i] = db.namespaces[hn.Name] // nil: no longer configured
 	}
 	// Sections (shards) are loaded in parallel, a worker creating each
 	// series of its section once and writing its samples straight into
@@ -450,11 +426,11 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 					break
 				}
 				sec := snap.Sections[i]
-				l := loads[sec.NS]
-				if l.ns == nil {
+				ns := loads[sec.NS]
+				if ns == nil {
 					continue // as the replay drops a namespace removed from config
 				}
-				n, err := db.loadSection(r, l.ns, l.drop, sec, now, &ix)
+				n, err := db.loadSection(r, ns, sec, now, &ix)
 				total.Add(int64(n))
 				if err != nil {
 					firstErr.CompareAndSwap(nil, &err)
@@ -475,7 +451,7 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 // loadSection loads one section's series into memory, handing the
 // series that open a block to the index stage through *ix. It returns
 // how many samples it loaded.
-func (db *Database) loadSection(r *replayer, ns *namespace, drop map[int64]bool, sec memsnap.Section, now time.Time, ix *[]replayIndexTask) (int, error) {
+func (db *Database) loadSection(r *replayer, ns *namespace, sec memsnap.Section, now time.Time, ix *[]replayIndexTask) (int, error) {
 	sh := ns.shard(sec.Shard)
 	// The section's series are (nearly) all new: the shard's table is
 	// sized for them once.
@@ -484,9 +460,6 @@ func (db *Database) loadSection(r *replayer, ns *namespace, drop map[int64]bool,
 	sh.mu.Unlock()
 	n := 0
 	keep := func(t int64) bool {
-		if drop != nil && drop[ns.blockStart(t)] {
-			return false
-		}
 		rs, _ := ns.check(t, now)
 		return rs != ReasonTooOld
 	}

@@ -269,11 +269,12 @@ func TestRestartSnapshotDamagedFallsBackToFullReplay(t *testing.T) {
 }
 
 // TestRestartSnapshotFlushesAfterItWin: a block flushed after the
-// snapshot (with a value rewritten after the snapshot, whose commit log
-// file is then deleted) reads the flushed value after a restart, not the
-// snapshot's older one; a cold write taken into memory before the
-// snapshot, to a block flushed before it, survives; data past retention
-// by the restart is not resurrected.
+// snapshot, with a value rewritten after the snapshot whose commit log
+// file is then deleted, reads the flushed value after a restart, not the
+// snapshot's older one: the flush removed the snapshot before any log
+// file. A cold write to a flushed block taken into memory before the
+// snapshot survives a restart from it; data past retention by the
+// restart is not loaded back.
 func TestRestartSnapshotFlushesAfterItWin(t *testing.T) {
 	clk := &clock{t: t0.Add(30 * time.Minute)}
 	dir := t.TempDir()
@@ -286,43 +287,63 @@ func TestRestartSnapshotFlushesAfterItWin(t *testing.T) {
 	base := ms(t0)
 	a, b := sid("snap_a"), sid("snap_b")
 
-	// Block 0 of b flushed, then a cold write to it in memory.
+	// Block 0 of b flushed, then a cold write to it in memory, and a
+	// sample of a in block 1; then the snapshot.
 	require.NoError(t, db.WriteBatch("default", []Sample{{ID: b, Shard: db.Shard(b), T: base + 1000, V: 1}}))
 	clk.Add(2 * time.Hour) // t0+2h30: block 0 sealed
 	require.NoError(t, db.Tick())
 	require.NoError(t, db.WriteBatch("default", []Sample{{ID: b, Shard: db.Shard(b), T: base + 2000, V: 2}}))
-
-	// Block 1 of a: v1 in the snapshot, v2 written after it, then the
-	// block flushed and the commit log files removed.
 	b1 := base + 2*3600*1000
 	require.NoError(t, db.WriteBatch("default", []Sample{{ID: a, Shard: db.Shard(a), T: b1 + 1000, V: 1}}))
 	took, err := db.WriteRestartSnapshot()
 	require.NoError(t, err)
 	require.True(t, took)
+	require.NoError(t, db.Close())
+
+	// Restart from it: the cold write is back.
+	scope := tally.NewTestScope("", nil)
+	opts.Metrics = scope
+	db, err = Open(opts)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), counter(scope, "restart_snapshots_loaded", nil))
+	require.Greater(t, db.Recovery().CommitLog.CoveredFiles, 0)
+	require.Equal(t, []tv{{base + 1000, 1}, {base + 2000, 2}}, readAll(t, db, b, base, base+10_000))
+	require.Equal(t, []tv{{b1 + 1000, 1}}, readAll(t, db, a, b1, b1+10_000))
+
+	// v2 written after the snapshot, then block 1 (and block 0's cold
+	// write) flushed and every commit log file removed.
 	require.NoError(t, db.WriteBatch("default", []Sample{{ID: a, Shard: db.Shard(a), T: b1 + 1000, V: 2}}))
 	clk.Add(2 * time.Hour) // t0+4h30: block 1 sealed
 	require.NoError(t, db.Tick())
 	require.NoError(t, db.Tick())
 	require.Zero(t, countSeries(db), "all flushed")
 	require.Empty(t, db.cl.Files(), "every commit log file removed once flushed")
+	require.Equal(t, int64(1), counter(scope, "restart_snapshots_invalidated", nil))
 	require.NoError(t, db.Close())
 
-	scope := tally.NewTestScope("", nil)
+	scope = tally.NewTestScope("", nil)
 	opts.Metrics = scope
 	db, err = Open(opts)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), counter(scope, "restart_snapshots_loaded", nil))
+	require.Zero(t, counter(scope, "restart_snapshots_loaded", nil))
 	require.Equal(t, []tv{{b1 + 1000, 2}}, readAll(t, db, a, b1, b1+10_000))
 	require.Equal(t, []tv{{base + 1000, 1}, {base + 2000, 2}}, readAll(t, db, b, base, base+10_000))
+	// A write, a snapshot, a restart two days later: block 0 and the
+	// write are past retention and not loaded back.
+	require.NoError(t, db.WriteBatch("default", []Sample{{ID: b, Shard: db.Shard(b), T: base + 4*3600*1000, V: 3}}))
+	took, err = db.WriteRestartSnapshot()
+	require.NoError(t, err)
+	require.True(t, took)
 	require.NoError(t, db.Close())
 
-	// Two days later, block 0 is past retention: the snapshot's cold
-	// write to it is not loaded back.
 	clk.Add(48 * time.Hour)
+	scope = tally.NewTestScope("", nil)
+	opts.Metrics = scope
 	db, err = Open(opts)
 	require.NoError(t, err)
 	defer db.Close()
-	require.Empty(t, readAll(t, db, b, base, base+10_000))
+	require.Equal(t, int64(1), counter(scope, "restart_snapshots_loaded", nil))
+	require.Empty(t, readAll(t, db, b, base, base+6*3600*1000))
 	require.Zero(t, countSeries(db))
 }
 
