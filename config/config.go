@@ -327,7 +327,7 @@ type Storage struct {
 // whole log is replayed.
 type RestartSnapshot struct {
 	// Enabled writes snapshots and loads them at start. Default false:
-	// it cuts a 5 M-series restart's CPU by 13-21% but costs 6-10% more
+	// it cuts a 5 M-series restart's CPU by 13-21% but costs 9-12% more
 	// at 1 M, and each snapshot walks all of memory (0.7 s at 1 M series,
 	// 4.7 s at 5 M; docs/performance.md, "snap30"). Off: a snapshot left
 	// by an earlier run is removed at start.
