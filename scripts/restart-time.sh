@@ -27,7 +27,10 @@
 # its temp dir's killed/), loading nothing; SERIES only labels the output.
 #
 # EXTRA_YML is appended to the loading node's node.yml (e.g. a
-# storage.restartSnapshot section; restarts run on the defaults). SNAPSHOT_WAIT=1 makes load() wait, after the bench, for the
+# storage.restartSnapshot section). RESTART_YML is appended to the
+# node.yml of the restarts of the binaries named in RESTART_YML_BINS
+# (space-separated paths as given): the config is strict, so a base
+# build that lacks a key must not get it. SNAPSHOT_WAIT=1 makes load() wait, after the bench, for the
 # node's next "restart snapshot written" line before the kill, so that
 # the killed node's dir holds a restart snapshot covering (nearly) all of
 # the bench; a build without restart snapshots ignores it at restart and
@@ -114,6 +117,7 @@ load() {
 restart() {
 	local bin=$1 dir=$2 t0 t1 code took cpu profiled=0 ppid=""
 	node_yml "$dir" "$PORT" "$SERIES" >"$dir/node.yml"
+	case " ${RESTART_YML_BINS:-} " in *" $bin "*) printf '%b' "${RESTART_YML:-}" >>"$dir/node.yml" ;; esac
 	t0=$(now_ns)
 	"$bin" node -f "$dir/node.yml" >"$dir/restart.log" 2>&1 &
 	pid=$!
