@@ -314,7 +314,37 @@ type Storage struct {
 	// whose data is all flushed. Shorter ticks flush a block sooner after
 	// bufferPast ends; each tick walks every series. Default 10s.
 	TickInterval time.Duration `yaml:"tickInterval"`
+	// RestartSnapshot: a copy of unflushed memory written in the
+	// background, which a restart after a crash loads in place of the
+	// commit log files it covers (docs/internals/storage.md, "Recovery
+	// after a crash").
+	RestartSnapshot RestartSnapshot `yaml:"restartSnapshot"`
 }
+
+// RestartSnapshot configures the restart snapshot. A snapshot is never the
+// only copy of anything: the commit log files it covers are kept until
+// their data is flushed, and a missing or damaged snapshot means the
+// whole log is replayed.
+type RestartSnapshot struct {
+	// Enabled writes snapshots and loads them at start. Default false:
+	// it cuts a 5 M-series restart's CPU by 13-28% but not a 1 M one's
+	// (9-12% more under load), and each snapshot walks all of memory
+	// (0.7 s at 1 M series, 4.7 s at 5 M; docs/performance.md,
+	// "snap30"). Off: a snapshot left by an earlier run is removed at
+	// start.
+	Enabled *bool `yaml:"enabled"`
+	// Every is the least time between two snapshots. Default 1m.
+	Every time.Duration `yaml:"every"`
+	// LogBytes is how much the commit log must have grown since the last
+	// snapshot for the next one (each costs a walk and copy of all of
+	// memory; the restart replays at most about this much of the log).
+	// Default 64 MiB.
+	LogBytes int64 `yaml:"logBytes" unit:"bytes"`
+}
+
+// On reports the effective restartSnapshot.enabled switch (Defaults
+// fills it; nil, before Defaults, is off).
+func (r RestartSnapshot) On() bool { return r.Enabled != nil && *r.Enabled }
 
 // Bootstrap configures peer streaming of INITIALIZING shards and the
 // mark-available CAS that ends it.
@@ -458,6 +488,14 @@ func (c *Config) Defaults() {
 		c.CommitLog.MaxPendingBytes = 64 << 20
 	}
 	defDur(&c.Storage.TickInterval, 10*time.Second)
+	if c.Storage.RestartSnapshot.Enabled == nil {
+		off := false
+		c.Storage.RestartSnapshot.Enabled = &off
+	}
+	defDur(&c.Storage.RestartSnapshot.Every, time.Minute)
+	if c.Storage.RestartSnapshot.LogBytes == 0 {
+		c.Storage.RestartSnapshot.LogBytes = 64 << 20
+	}
 	if len(c.Namespaces) == 0 {
 		c.Namespaces = []Namespace{{Name: "default"}}
 	}

@@ -47,6 +47,12 @@ func (c *Config) Validate() error {
 	if c.CommitLog.MaxPendingBytes < 1<<20 {
 		bad("commitlog.maxPendingBytes", "must be at least 1 MiB, got %d", c.CommitLog.MaxPendingBytes)
 	}
+	if c.Storage.RestartSnapshot.Every < 0 {
+		bad("storage.restartSnapshot.every", "must be positive, got %v", c.Storage.RestartSnapshot.Every)
+	}
+	if c.Storage.RestartSnapshot.LogBytes < 0 {
+		bad("storage.restartSnapshot.logBytes", "must be positive, got %d", c.Storage.RestartSnapshot.LogBytes)
+	}
 	if c.Storage.TickInterval < 100*time.Millisecond {
 		bad("storage.tickInterval", "must be at least 100ms, got %v", c.Storage.TickInterval)
 	}

@@ -26,6 +26,16 @@
 # instead (the killed node kept by an earlier SHARED=1 KEEP=1 run, in
 # its temp dir's killed/), loading nothing; SERIES only labels the output.
 #
+# EXTRA_YML is appended to the loading node's node.yml (e.g. a
+# storage.restartSnapshot section). RESTART_YML is appended to the
+# node.yml of the restarts of the binaries named in RESTART_YML_BINS
+# (space-separated paths as given): the config is strict, so a base
+# build that lacks a key must not get it. SNAPSHOT_WAIT=1 makes load() wait, after the bench, for the
+# node's next "restart snapshot written" line before the kill, so that
+# the killed node's dir holds a restart snapshot covering (nearly) all of
+# the bench; a build without restart snapshots ignores it at restart and
+# replays the whole commit log.
+#
 # PROFILE=1 also takes a CPU profile of the restart (/debug/pprof/profile,
 # PROFILE_SECS long, started as soon as HTTP answers) into
 # $work/<bin>-<round>.pprof (use KEEP=1 to keep it).
@@ -81,12 +91,22 @@ load() {
 	local bin=$1 dir=$2
 	mkdir -p "$dir"
 	node_yml "$dir" "$PORT" "$SERIES" >"$dir/node.yml"
+	printf '%b' "${EXTRA_YML:-}" >>"$dir/node.yml"
 	"$bin" node -f "$dir/node.yml" >"$dir/node.log" 2>&1 &
 	pid=$!
 	wait_up "$URL" /ready "$dir/node.log" "$pid"
 	"$BENCH" bench --url "$URL" --series "$SERIES" --samples "$SAMPLES" >"$dir/bench.log" 2>&1 ||
 		{ echo "bench failed:" >&2; tail -5 "$dir/bench.log" >&2; return 1; }
 	grep -q ' 0 failed samples' "$dir/bench.log" || { echo "bench lost samples:" >&2; tail -3 "$dir/bench.log" >&2; return 1; }
+	if [ "${SNAPSHOT_WAIT:-0}" = 1 ]; then
+		local before i
+		before=$(grep -c 'restart snapshot written' "$dir/node.log" || true)
+		for i in $(seq 1 1200); do
+			[ "$(grep -c 'restart snapshot written' "$dir/node.log" || true)" -gt "$before" ] && break
+			sleep 0.5
+		done
+		grep 'restart snapshot written' "$dir/node.log" | tail -1 >&2
+	fi
 	kill -9 "$pid"
 	wait "$pid" 2>/dev/null || true
 	pid=""
@@ -97,6 +117,7 @@ load() {
 restart() {
 	local bin=$1 dir=$2 t0 t1 code took cpu profiled=0 ppid=""
 	node_yml "$dir" "$PORT" "$SERIES" >"$dir/node.yml"
+	case " ${RESTART_YML_BINS:-} " in *" $bin "*) printf '%b' "${RESTART_YML:-}" >>"$dir/node.yml" ;; esac
 	t0=$(now_ns)
 	"$bin" node -f "$dir/node.yml" >"$dir/restart.log" 2>&1 &
 	pid=$!

@@ -138,6 +138,7 @@ func (w *fileWriter) commit(fsync bool) error {
 	if len(w.buf) > 0 {
 		n, err := w.file.Write(w.buf)
 		w.l.m.bytesWritten.Inc(int64(n))
+		w.l.written.Add(int64(n))
 		if err != nil {
 			return w.fail(fmt.Errorf("commitlog: write %d bytes to %s: %w", len(w.buf), w.path, err))
 		}

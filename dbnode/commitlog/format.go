@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	iofs "io/fs"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tessera-tsdb/tessera/dbnode/vfs"
 )
 
 // File layout constants; see docs/format/commitlog.md.
@@ -137,4 +141,24 @@ func ParseFileHeader(b []byte, magic string, maxVersion uint32, what string) (se
 		return 0, 0, fmt.Errorf("unsupported %s version %d (this build reads 1 to %d)", what, v, maxVersion)
 	}
 	return binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint32(b[4:]), nil
+}
+
+// FileSeqs lists the sequence numbers of the commit log files in dir,
+// ascending (none when dir does not exist): what Open would replay.
+func FileSeqs(fs vfs.FS, dir string) ([]uint64, error) {
+	dirents, err := fs.ReadDir(dir)
+	if errors.Is(err, iofs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list commit log dir %s: %w", dir, err)
+	}
+	var seqs []uint64
+	for _, de := range dirents {
+		if seq, ok := parseFileName(de.Name()); ok && de.Type().IsRegular() {
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+	return seqs, nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/histogram"
 )
@@ -84,6 +85,9 @@ type FileMeta struct {
 // ReplayStats summarises Open's replay.
 type ReplayStats struct {
 	Files, Entries int
+	// CoveredFiles were not replayed: Options.Covered said a snapshot
+	// holds them (not counted in Files).
+	CoveredFiles int
 	// CorruptTails counts files whose end held no intact record (a torn
 	// tail, normal after a crash, or a damaged header with nothing
 	// intact after it); TruncatedBytes is what was cut off.
@@ -139,6 +143,8 @@ type Log struct {
 	filesMu sync.Mutex
 	files   []FileMeta // closed files, oldest first
 	active  string     // path of the file being written, "" if none
+
+	written atomic.Int64 // bytes written to files since Open
 
 	w *fileWriter // owned by the flusher goroutine
 }
@@ -232,6 +238,13 @@ func (l *Log) replayAll(replay func(Entry) error, stats *ReplayStats) (uint64, e
 	for fileNum, seq := range seqs {
 		lastSeq = seq
 		path := filepath.Join(dir, fileName(seq))
+		if l.opts.Covered != nil {
+			if ranges, ok := l.opts.Covered(seq); ok {
+				stats.CoveredFiles++
+				l.files = append(l.files, FileMeta{Path: path, Seq: seq, Ranges: ranges})
+				continue
+			}
+		}
 		s, err := scanFile(fs, path, seq, func(es []Entry, hs []HistEntry) error {
 			if replay == nil {
 				return nil
@@ -483,6 +496,10 @@ func (l *Log) send(kind requestKind) error {
 	l.requests <- request{kind: kind, done: done}
 	return <-done
 }
+
+// BytesWritten is how many bytes the log has written to its files since
+// Open (records and headers).
+func (l *Log) BytesWritten() int64 { return l.written.Load() }
 
 // Files returns the closed files (not the one being written), oldest
 // first. The slice is the caller's; the Ranges maps must not be modified.

@@ -59,6 +59,12 @@ type Options struct {
 	// samples, as its replay argument is for floats. With it nil, Open
 	// fails on a file holding histograms (when it replays at all).
 	ReplayHistogram func(HistEntry) error
+	// Covered, when set, is asked at Open for each file before it is
+	// replayed: a file it reports covered (storage's restart snapshot
+	// already holds every entry of it) is not read, and the ranges it
+	// returns stand for the file's in Files. The file is kept and removed
+	// as any other (Remove).
+	Covered func(seq uint64) (ranges map[string]TimeRange, covered bool)
 
 	Logger  *slog.Logger // nil = discard
 	Metrics tally.Scope  // nil = tally.NoopScope

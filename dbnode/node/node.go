@@ -464,9 +464,14 @@ func (n *Node) openStorage() (*storage.Database, error) {
 		CommitLogMaxFile:    n.cfg.CommitLog.MaxFileSize,
 		CommitLogMaxPending: n.cfg.CommitLog.MaxPendingBytes,
 		TickEvery:           n.cfg.Storage.TickInterval,
-		Logger:              n.log,
-		Metrics:             n.scope.SubScope("storage"),
-		Limits:              n.limits,
+
+		RestartSnapshot:         n.cfg.Storage.RestartSnapshot.On(),
+		RestartSnapshotEvery:    n.cfg.Storage.RestartSnapshot.Every,
+		RestartSnapshotLogBytes: n.cfg.Storage.RestartSnapshot.LogBytes,
+
+		Logger:  n.log,
+		Metrics: n.scope.SubScope("storage"),
+		Limits:  n.limits,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open storage in %s: %w", n.cfg.DataDir, err)

@@ -112,6 +112,34 @@ type SeriesStream struct {
 	Histograms [][]byte
 }
 
+// streams is s's unflushed samples as ReadUnflushed gives them: its
+// floats as one stream (nil when none), its histograms as histogram
+// streams (nil when none). A series written in order within one block
+// gives its stream's bytes as they are (a copy), no re-encoding.
+func (s *Series) streams() (stream []byte, hist [][]byte, err error) {
+	stream, n, sole := s.soleStream()
+	if !sole {
+		if its := s.iterators(-1<<62, 1<<62); len(its) > 0 {
+			if stream, n, err = encoding.Encode(mergeAll(its)); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	hn := 0
+	if hits := s.histIterators(-1<<62, 1<<62); len(hits) > 0 {
+		if hist, hn, err = encoding.EncodeHistograms(encoding.MergeHistogramIterators(hits...)); err != nil {
+			return nil, nil, fmt.Errorf("histograms: %w", err)
+		}
+	}
+	if n == 0 {
+		stream = nil
+	}
+	if hn == 0 {
+		hist = nil
+	}
+	return stream, hist, nil
+}
+
 // ReadUnflushed pages through a shard's in-memory samples the same way.
 func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, maxBytes int) ([]SeriesStream, bool, error) {
 	ns, err := db.namespace(nsName)
@@ -130,32 +158,12 @@ func (db *Database) ReadUnflushed(nsName string, shard uint32, after []byte, max
 		if after != nil && s.id <= string(after) {
 			continue
 		}
-		stream, n, sole := s.soleStream()
-		if !sole {
-			if its := s.iterators(-1<<62, 1<<62); len(its) > 0 {
-				var err error
-				if stream, n, err = encoding.Encode(mergeAll(its)); err != nil {
-					return nil, false, fmt.Errorf("encode unflushed series of shard %d: %w", shard, err)
-				}
-			}
+		stream, hist, err := s.streams()
+		if err != nil {
+			return nil, false, fmt.Errorf("encode unflushed series of shard %d: %w", shard, err)
 		}
-		hits := s.histIterators(-1<<62, 1<<62)
-		if n == 0 && len(hits) == 0 {
+		if stream == nil && hist == nil {
 			continue
-		}
-		var hist [][]byte
-		hn := 0
-		if len(hits) > 0 {
-			var err error
-			if hist, hn, err = encoding.EncodeHistograms(encoding.MergeHistogramIterators(hits...)); err != nil {
-				return nil, false, fmt.Errorf("encode unflushed histograms of shard %d: %w", shard, err)
-			}
-		}
-		if n+hn == 0 {
-			continue
-		}
-		if n == 0 {
-			stream = nil
 		}
 		sz := len(stream)
 		for _, h := range hist {

@@ -23,6 +23,23 @@ import (
 // checks that every acknowledged sample is there after reopening.
 const crashChildEnv = "TESSERA_STORAGE_CRASH_CHILD_DIR"
 
+// crashSnapEnv makes the crash child write restart snapshots all along
+// (and the commit log rotate every 64 KiB), so that the kill lands
+// before, during or after one.
+const crashSnapEnv = "TESSERA_STORAGE_CRASH_CHILD_SNAPSHOTS"
+
+// crashOpts are the crash child's options, and the parent's to reopen.
+func crashOpts(dir string, clk *clock, snapshots bool) Options {
+	opts := testOpts(dir, clk)
+	if snapshots {
+		opts.RestartSnapshot = true
+		opts.RestartSnapshotEvery = time.Minute
+		opts.RestartSnapshotLogBytes = 1 << 20
+		opts.CommitLogMaxFile = 64 << 10
+	}
+	return opts
+}
+
 func crashBatch(db *Database, b int) []Sample {
 	out := make([]Sample, 0, 100)
 	for s := 0; s < 100; s++ {
@@ -64,13 +81,33 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("helper process for TestSIGKILLLosesNoAcknowledgedWrite")
 	}
 	clk := &clock{t: t0.Add(30 * time.Minute)}
-	db, err := Open(testOpts(dir, clk))
+	snapshots := os.Getenv(crashSnapEnv) != ""
+	db, err := Open(crashOpts(dir, clk, snapshots))
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(2)
 	}
+	if snapshots {
+		go func() {
+			for {
+				if _, err := db.WriteRestartSnapshot(); err != nil {
+					fmt.Println("snapshot:", err)
+					os.Exit(2)
+				}
+				time.Sleep(5 * time.Millisecond) // pacing, not synchronisation
+			}
+		}()
+	}
 	w := bufio.NewWriter(os.Stdout)
 	for b := 0; ; b++ {
+		if snapshots && b == 100 {
+			// At least one snapshot before the kill, whatever the
+			// scheduling of the goroutine above.
+			if _, err := db.WriteRestartSnapshot(); err != nil {
+				fmt.Println("snapshot:", err)
+				os.Exit(2)
+			}
+		}
 		if err := db.WriteBatch("default", crashBatch(db, b)); err != nil {
 			fmt.Println("write:", err)
 			os.Exit(2)
@@ -84,10 +121,21 @@ func TestCrashChild(t *testing.T) {
 	}
 }
 
-func TestSIGKILLLosesNoAcknowledgedWrite(t *testing.T) {
+func TestSIGKILLLosesNoAcknowledgedWrite(t *testing.T) { sigkillLosesNothing(t, false) }
+
+// TestSIGKILLWithRestartSnapshotsLosesNoAcknowledgedWrite: the same with
+// restart snapshots written all along in the child, loaded at reopen.
+func TestSIGKILLWithRestartSnapshotsLosesNoAcknowledgedWrite(t *testing.T) {
+	sigkillLosesNothing(t, true)
+}
+
+func sigkillLosesNothing(t *testing.T, snapshots bool) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+	if snapshots {
+		cmd.Env = append(cmd.Env, crashSnapEnv+"=1")
+	}
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -117,7 +165,10 @@ func TestSIGKILLLosesNoAcknowledgedWrite(t *testing.T) {
 	require.GreaterOrEqual(t, lastAck, 200)
 
 	clk := &clock{t: t0.Add(30 * time.Minute)}
-	db := openDB(t, testOpts(dir, clk))
+	db := openDB(t, crashOpts(dir, clk, snapshots))
+	if snapshots {
+		require.Greater(t, db.Recovery().CommitLog.CoveredFiles, 0, "a snapshot was loaded")
+	}
 	for _, s := range crashBatch(db, 0) {
 		got := readAll(t, db, s.ID, ms(t0), ms(t0)+int64(lastAck)+1000)
 		require.GreaterOrEqual(t, len(got), lastAck+1, "series %s", s.ID)

@@ -63,8 +63,9 @@ type Database struct {
 	// limits.maxActiveSeries bounds.
 	active atomic.Int64
 
-	recovery     Recovery // what Open found damaged; fixed once Open returns
-	damageLogged sync.Map // error text -> struct{}: damaged reads already logged
+	recovery     Recovery         // what Open found damaged; fixed once Open returns
+	snap         restartSnapState // the last restart snapshot (memsnap.go); guarded by tickMu
+	damageLogged sync.Map         // error text -> struct{}: damaged reads already logged
 
 	stop chan struct{}
 	done chan struct{}
@@ -89,6 +90,14 @@ type metrics struct {
 
 	seriesUnreadable   tally.Counter
 	filesetsUnreadable tally.Counter
+
+	// The restart snapshot (memsnap.go): written, failed to write,
+	// loaded at Open, and not used at Open (by reason).
+	snapWritten     tally.Counter
+	snapErrors      tally.Counter
+	snapLoaded      tally.Counter
+	snapInvalidated tally.Counter
+	snapFallback    func(reason string)
 }
 
 func newMetrics(s tally.Scope) metrics {
@@ -108,6 +117,14 @@ func newMetrics(s tally.Scope) metrics {
 
 		seriesUnreadable:   s.Counter("query_series_unreadable"),
 		filesetsUnreadable: s.Counter("filesets_unreadable"),
+
+		snapWritten:     s.Counter("restart_snapshots_written"),
+		snapErrors:      s.Counter("restart_snapshot_errors"),
+		snapLoaded:      s.Counter("restart_snapshots_loaded"),
+		snapInvalidated: s.Counter("restart_snapshots_invalidated"),
+		snapFallback: func(reason string) {
+			s.Tagged(map[string]string{"reason": reason}).Counter("restart_snapshot_fallbacks").Inc(1)
+		},
 	}
 	for _, r := range []Reason{ReasonTooOld, ReasonTooFarFuture, ReasonColdDisabled, ReasonBadID, ReasonSeriesLimit, ReasonBadHistogram, ReasonTypeConflict} {
 		m.rejected[r] = s.Tagged(map[string]string{"reason": r.String()}).Counter("samples_rejected")
@@ -149,7 +166,7 @@ func Open(opts Options) (*Database, error) {
 	}
 	db.recovery.CommitLog = stats
 	opts.Logger.Info("storage recovered",
-		"commitlog_files", stats.Files, "commitlog_entries", stats.Entries,
+		"commitlog_files", stats.Files, "commitlog_covered_files", stats.CoveredFiles, "commitlog_entries", stats.Entries,
 		"corrupt_tails", stats.CorruptTails, "took", time.Since(start))
 	for _, w := range db.recovery.Warnings() {
 		opts.Logger.Error("storage recovered with damage", "damage", w)
@@ -193,7 +210,14 @@ func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
 	// Entries are applied by the replayer's workers (replay.go); Open
 	// returns once every one of them is in memory.
 	r := newReplayer(db)
+	db.snap.last = db.opts.Now()
+	covered, err := db.loadRestartSnapshot(r)
+	if err != nil {
+		_ = r.finish()
+		return commitlog.ReplayStats{}, fmt.Errorf("storage: load restart snapshot: %w", err)
+	}
 	cl, stats, err := commitlog.Open(commitlog.Options{
+		Covered:         covered,
 		ReplayHistogram: r.hist,
 		Dir:             filepath.Join(db.opts.Dir, "commitlog"),
 		FS:              db.opts.FS,
@@ -213,6 +237,9 @@ func (db *Database) openCommitLog() (commitlog.ReplayStats, error) {
 		return stats, fmt.Errorf("storage: open commit log: replay: %w", ferr)
 	}
 	db.cl = cl
+	// Entries no snapshot covers were replayed: the next snapshot is due
+	// without waiting for the log to grow.
+	db.snap.owed = db.snap.owed || stats.Entries > 0
 	return stats, nil
 }
 
@@ -1055,6 +1082,7 @@ func (db *Database) loop() {
 			if err := db.Tick(); err != nil {
 				db.opts.Logger.Error("tick", "err", err)
 			}
+			db.maybeRestartSnapshot()
 		}
 	}
 }

@@ -61,6 +61,11 @@ func (db *Database) Tick() error {
 	if err := db.backfillRollups(now); err != nil {
 		errs = append(errs, err)
 	}
+	if flushed && !db.invalidateRestartSnapshot() {
+		// A snapshot older than this flush may hold values the flush
+		// superseded; until it is gone no commit log file may go.
+		return errors.Join(append(errs, errors.New("restart snapshot not removed after a flush: commit log files kept"))...)
+	}
 	db.metrics.series.Update(float64(mem.series))
 	db.metrics.memSamples.Update(float64(mem.samples))
 	db.metrics.memBytes.Update(float64(mem.bytes))

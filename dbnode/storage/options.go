@@ -49,6 +49,16 @@ type Options struct {
 	// expires data and deletes flushed commit logs. 0 disables the loop
 	// (tests call Tick themselves).
 	TickEvery time.Duration
+	// RestartSnapshot writes a restart snapshot of memory (memsnap.go)
+	// from the background loop when the last one is RestartSnapshotEvery
+	// old and the commit log has grown by RestartSnapshotLogBytes since,
+	// and loads it at Open in place of the commit log files it covers
+	// (config storage.restartSnapshot; the node passes its defaults,
+	// required when on). Off: snapshots left by an earlier run are removed
+	// at Open and the whole log is replayed.
+	RestartSnapshot         bool
+	RestartSnapshotEvery    time.Duration
+	RestartSnapshotLogBytes int64
 	// Now is the clock; time.Now when nil. A seam for tests.
 	Now func() time.Time
 	// Limits: WriteBatch refuses to create a series past
@@ -83,6 +93,9 @@ func (o *Options) check() error {
 			return fmt.Errorf("storage: namespace %q defined twice", n.Name)
 		}
 		seen[n.Name] = true
+	}
+	if o.RestartSnapshot && (o.RestartSnapshotEvery <= 0 || o.RestartSnapshotLogBytes <= 0) {
+		return fmt.Errorf("storage: options: restart snapshot on with interval %v and log bytes %d", o.RestartSnapshotEvery, o.RestartSnapshotLogBytes)
 	}
 	if err := checkRollups(o.Namespaces); err != nil {
 		return err

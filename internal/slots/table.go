@@ -105,6 +105,20 @@ func (t *Table[V]) At(i int) V { return t.s[i].V }
 // must not be zero.
 func (t *Table[V]) Set(i int, v V) { t.s[i].V = v }
 
+// Reserve grows the table once so that it holds n entries without
+// growing again: a loader that knows how many entries are coming (a
+// restart snapshot's section) pays one re-placement instead of one per
+// growth step.
+func (t *Table[V]) Reserve(n int) {
+	size := len(t.s)
+	for n*16 > size*t.maxLoad() {
+		size = Grow(size, minTableSlots)
+	}
+	if size != len(t.s) {
+		t.resize(size)
+	}
+}
+
 // Insert adds v (not zero) under hash h. The caller has checked that its
 // key is absent: the table does not.
 func (t *Table[V]) Insert(h uint32, v V) {

@@ -102,3 +102,25 @@ func TestTableSizes(t *testing.T) {
 	require.Equal(t, uintptr(32), unsafe.Sizeof(Table[uint32]{}), "a table and a 24-byte lock fit 64 bytes")
 	require.Equal(t, uintptr(8), unsafe.Sizeof(Entry[uint32]{}), "8-byte slots for ref tables")
 }
+
+// TestTableReserve: after Reserve(n), n entries go in without the table
+// growing, and every entry inserted before and after is still found.
+func TestTableReserve(t *testing.T) {
+	var tb Table[uint32]
+	for k := uint32(1); k <= 10; k++ {
+		tb.Insert(hashOf(k), k)
+	}
+	tb.Reserve(1000)
+	slots := tb.Slots()
+	require.GreaterOrEqual(t, slots*12, 1000*16)
+	for k := uint32(11); k <= 1000; k++ {
+		tb.Insert(hashOf(k), k)
+	}
+	require.Equal(t, slots, tb.Slots(), "no growth past the reservation")
+	for k := uint32(1); k <= 1000; k++ {
+		_, ok := tb.Find(hashOf(k), func(v uint32) bool { return v == k })
+		require.True(t, ok, "key %d", k)
+	}
+	tb.Reserve(10) // smaller than held: no change
+	require.Equal(t, slots, tb.Slots())
+}

@@ -52,6 +52,12 @@ func Options(o storage.Options) storage.Options {
 	if o.CommitLogMaxPending == 0 {
 		o.CommitLogMaxPending = d.CommitLog.MaxPendingBytes
 	}
+	if o.RestartSnapshotEvery == 0 {
+		o.RestartSnapshotEvery = d.Storage.RestartSnapshot.Every
+	}
+	if o.RestartSnapshotLogBytes == 0 {
+		o.RestartSnapshotLogBytes = d.Storage.RestartSnapshot.LogBytes
+	}
 	return o
 }
 

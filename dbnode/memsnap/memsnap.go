@@ -1,0 +1,473 @@
+// Package memsnap is the file format of the restart snapshot: a copy of
+// every shard's unflushed memory (per series its ID and encoded streams)
+// that storage writes in the background after the commit log has grown,
+// so that a restart after a crash loads it and replays only the commit
+// log files written after it, instead of the whole log (issue 30: the
+// replay was a restart's whole time, ~30 CPU s at 5 M series).
+//
+// The file is never the only copy of anything: the commit log files it
+// covers are kept until their data is flushed, as without it, so a
+// snapshot that fails any check here is ignored and the whole log
+// replayed. Hence every part is checksummed and Decode checks the whole
+// file (every section's CRC and structure) before the caller loads any
+// of it. docs/format/restart-snapshot.md has the layout.
+//
+// This package knows bytes only; what the fields mean for recovery
+// (which files are covered, when a snapshot may be used) is storage's (dbnode/storage/memsnap.go).
+package memsnap
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+)
+
+// Version is the format version this release writes and reads.
+const Version = 1
+
+var (
+	headMagic = [4]byte{'T', 'S', 'R', 'S'}
+	endMagic  = [4]byte{'T', 'S', 'R', 'E'}
+)
+
+// ErrCorrupt is wrapped by every decoding failure.
+var ErrCorrupt = errors.New("corrupt restart snapshot")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Header says what a snapshot covers.
+type Header struct {
+	CreatedMs int64
+	NumShards uint32
+	// CoveredSeq: every commit log file with a sequence number at or
+	// below it had all its entries in memory when the memory was copied.
+	CoveredSeq uint64
+	// Files are the closed commit log files at or below CoveredSeq when
+	// the snapshot was taken, with their sample time ranges: a restart
+	// that skips replaying a file still needs its ranges to know when
+	// the file may be deleted.
+	Files []File
+	// Namespaces are the namespaces of the snapshot; sections name a
+	// namespace by its index here.
+	Namespaces []Namespace
+}
+
+// File is one covered commit log file.
+type File struct {
+	Seq    uint64
+	Ranges []Range
+}
+
+// Range is the sample time range of one namespace in a commit log file.
+type Range struct {
+	Namespace string
+	Min, Max  int64
+}
+
+// Namespace is one namespace of the snapshot.
+type Namespace struct {
+	Name string
+}
+
+// Series is one series' unflushed samples: floats as one encoding stream
+// (nil when none), native histograms as histogram streams.
+type Series struct {
+	ID         []byte
+	Floats     []byte
+	Histograms [][]byte
+}
+
+// Writer writes a snapshot: NewWriter (the header), then per shard
+// BeginSection, Add for each series and EndSection, then Close (the
+// trailer). The first error sticks and is returned by every later call.
+type Writer struct {
+	w        *bufio.Writer
+	buf      []byte // the section being built
+	count    uint32
+	sections uint32
+	series   uint64
+	chain    uint32 // CRC of the header's and the sections' CRCs
+	open     bool
+	err      error
+}
+
+// NewWriter writes h to w and returns a Writer for the sections.
+func NewWriter(w io.Writer, h Header) *Writer {
+	sw := &Writer{w: bufio.NewWriterSize(w, 1<<20)}
+	body := appendHeader(nil, h)
+	frame := append(headMagic[:0:0], headMagic[:]...)
+	frame = binary.LittleEndian.AppendUint32(frame, Version)
+	frame = binary.LittleEndian.AppendUint32(frame, uint32(len(body)))
+	frame = append(frame, body...)
+	crc := crc32.Checksum(frame, castagnoli)
+	frame = binary.LittleEndian.AppendUint32(frame, crc)
+	sw.chain = chainCRC(0, crc)
+	_, sw.err = sw.w.Write(frame)
+	return sw
+}
+
+func chainCRC(chain, crc uint32) uint32 {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], crc)
+	return crc32.Update(chain, castagnoli, b[:])
+}
+
+func appendHeader(b []byte, h Header) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(h.CreatedMs))
+	b = binary.LittleEndian.AppendUint32(b, h.NumShards)
+	b = binary.LittleEndian.AppendUint64(b, h.CoveredSeq)
+	b = binary.AppendUvarint(b, uint64(len(h.Files)))
+	for _, f := range h.Files {
+		b = binary.LittleEndian.AppendUint64(b, f.Seq)
+		b = binary.AppendUvarint(b, uint64(len(f.Ranges)))
+		for _, r := range f.Ranges {
+			b = appendBytes(b, []byte(r.Namespace))
+			b = binary.LittleEndian.AppendUint64(b, uint64(r.Min))
+			b = binary.LittleEndian.AppendUint64(b, uint64(r.Max))
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(h.Namespaces)))
+	for _, ns := range h.Namespaces {
+		b = appendBytes(b, []byte(ns.Name))
+	}
+	return b
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// BeginSection starts the section of shard of namespace ns (an index
+// into Header.Namespaces).
+func (w *Writer) BeginSection(ns uint16, shard uint32) {
+	if w.err == nil && w.open {
+		w.err = errors.New("memsnap: BeginSection inside a section")
+	}
+	w.open = true
+	w.buf = binary.LittleEndian.AppendUint32(w.buf[:0], 0) // body length, set by EndSection
+	w.buf = binary.LittleEndian.AppendUint16(w.buf, ns)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, shard)
+	w.count = 0
+}
+
+// Add appends one series to the open section. The bytes are copied.
+func (w *Writer) Add(id, floats []byte, hists [][]byte) {
+	w.buf = appendBytes(w.buf, id)
+	w.buf = appendBytes(w.buf, floats)
+	w.buf = binary.AppendUvarint(w.buf, uint64(len(hists)))
+	for _, h := range hists {
+		w.buf = appendBytes(w.buf, h)
+	}
+	w.count++
+}
+
+// EndSection writes the open section (nothing when it holds no series).
+func (w *Writer) EndSection() error {
+	if w.err != nil {
+		return w.err
+	}
+	if !w.open {
+		w.err = errors.New("memsnap: EndSection without BeginSection")
+		return w.err
+	}
+	w.open = false
+	if w.count == 0 {
+		return nil
+	}
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, w.count)
+	binary.LittleEndian.PutUint32(w.buf, uint32(len(w.buf)-4))
+	crc := crc32.Checksum(w.buf[4:], castagnoli)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc)
+	w.chain = chainCRC(w.chain, crc)
+	w.sections++
+	w.series += uint64(w.count)
+	if _, err := w.w.Write(w.buf); err != nil {
+		w.err = fmt.Errorf("memsnap: write section: %w", err)
+	}
+	return w.err
+}
+
+// Close writes the trailer and flushes. It does not close or sync the
+// underlying writer.
+func (w *Writer) Close() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.open {
+		return errors.New("memsnap: Close inside a section")
+	}
+	b := binary.LittleEndian.AppendUint32(nil, 0) // a zero length marks the trailer: no section is empty
+	b = append(b, endMagic[:]...)
+	b = binary.LittleEndian.AppendUint32(b, w.sections)
+	b = binary.LittleEndian.AppendUint64(b, w.series)
+	b = binary.LittleEndian.AppendUint32(b, w.chain)
+	if _, err := w.w.Write(b); err != nil {
+		return fmt.Errorf("memsnap: write trailer: %w", err)
+	}
+	if err := w.w.Flush(); err != nil {
+		return fmt.Errorf("memsnap: flush: %w", err)
+	}
+	return nil
+}
+
+// Series reports how many series the sections written so far hold.
+func (w *Writer) Series() uint64 { return w.series }
+
+// Snapshot is a decoded snapshot. Its sections alias the decoded bytes.
+type Snapshot struct {
+	Header   Header
+	Sections []Section
+	Series   uint64 // in all sections
+}
+
+// Section is one shard's series.
+type Section struct {
+	NS    uint16
+	Shard uint32
+	Count uint32
+	body  []byte // the series, checked by Decode
+}
+
+// Each calls fn for every series of the section, in the order written.
+// The slices alias the decoded bytes; Histograms is reused between calls.
+// It stops at fn's first error and returns it.
+func (s Section) Each(fn func(Series) error) error {
+	d := decoder{b: s.body}
+	var hs [][]byte
+	for range s.Count {
+		x := Series{ID: d.bytes("series ID"), Floats: d.bytes("float stream")}
+		if len(x.Floats) == 0 {
+			x.Floats = nil
+		}
+		nh := d.uvarint("histogram stream count")
+		hs = hs[:0]
+		for j := uint64(0); j < nh && d.err == nil; j++ {
+			hs = append(hs, d.bytes("histogram stream"))
+		}
+		if len(hs) > 0 {
+			x.Histograms = hs
+		}
+		if d.err != nil {
+			return d.err // Decode checked every section: not reached
+		}
+		if err := fn(x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated or malformed %s", ErrCorrupt, what)
+	}
+}
+
+func (d *decoder) take(n uint64, what string) []byte {
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.fail(what)
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u16(what string) uint16 {
+	if v := d.take(2, what); v != nil {
+		return binary.LittleEndian.Uint16(v)
+	}
+	return 0
+}
+
+func (d *decoder) u32(what string) uint32 {
+	if v := d.take(4, what); v != nil {
+		return binary.LittleEndian.Uint32(v)
+	}
+	return 0
+}
+
+func (d *decoder) u64(what string) uint64 {
+	if v := d.take(8, what); v != nil {
+		return binary.LittleEndian.Uint64(v)
+	}
+	return 0
+}
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes(what string) []byte {
+	return d.take(d.uvarint(what+" length"), what)
+}
+
+// count reads a count of items each at least min bytes long, refusing one
+// the rest of the input cannot hold (no allocation from a corrupt count).
+func (d *decoder) count(what string, min int) int {
+	n := d.uvarint(what)
+	if d.err == nil && n > uint64(len(d.b)/min) {
+		d.fail(what)
+		return 0
+	}
+	return int(n)
+}
+
+// Decode checks b, a whole snapshot file, and decodes it: the header's
+// and every section's checksum, every section's structure, the trailer's
+// counts and checksum chain, and that nothing follows it. Any failure
+// wraps ErrCorrupt; nothing of a failing snapshot may be used.
+func Decode(b []byte) (*Snapshot, error) {
+	d := decoder{b: b}
+	magic := d.take(4, "magic")
+	if d.err != nil || string(magic) != string(headMagic[:]) {
+		return nil, fmt.Errorf("%w: not a restart snapshot (magic %q)", ErrCorrupt, magic)
+	}
+	if v := d.u32("version"); d.err == nil && v != Version {
+		return nil, fmt.Errorf("%w: version %d, this release reads %d", ErrCorrupt, v, Version)
+	}
+	hlen := d.u32("header length")
+	body := d.take(uint64(hlen), "header")
+	sum := d.u32("header checksum")
+	if d.err != nil {
+		return nil, d.err
+	}
+	crc := crc32.Checksum(b[:12+len(body)], castagnoli)
+	if crc != sum {
+		return nil, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
+	}
+	chain := chainCRC(0, crc)
+	h, err := decodeHeader(body)
+	if err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{Header: h}
+	for {
+		n := d.u32("section length")
+		if d.err != nil {
+			return nil, d.err
+		}
+		if n == 0 {
+			break // the trailer
+		}
+		sb := d.take(uint64(n), "section")
+		sum := d.u32("section checksum")
+		if d.err != nil {
+			return nil, d.err
+		}
+		crc := crc32.Checksum(sb, castagnoli)
+		if crc != sum {
+			return nil, fmt.Errorf("%w: section %d checksum mismatch", ErrCorrupt, len(snap.Sections))
+		}
+		chain = chainCRC(chain, crc)
+		s, err := checkSection(sb, h)
+		if err != nil {
+			return nil, fmt.Errorf("section %d: %w", len(snap.Sections), err)
+		}
+		snap.Sections = append(snap.Sections, s)
+		snap.Series += uint64(s.Count)
+	}
+	if m := d.take(4, "trailer magic"); d.err != nil || string(m) != string(endMagic[:]) {
+		return nil, fmt.Errorf("%w: no trailer", ErrCorrupt)
+	}
+	sections := d.u32("trailer section count")
+	series := d.u64("trailer series count")
+	tchain := d.u32("trailer checksum")
+	if d.err != nil {
+		return nil, d.err
+	}
+	switch {
+	case sections != uint32(len(snap.Sections)) || series != snap.Series:
+		return nil, fmt.Errorf("%w: trailer says %d sections and %d series, file holds %d and %d",
+			ErrCorrupt, sections, series, len(snap.Sections), snap.Series)
+	case tchain != chain:
+		return nil, fmt.Errorf("%w: trailer checksum mismatch", ErrCorrupt)
+	case len(d.b) != 0:
+		return nil, fmt.Errorf("%w: %d bytes after the trailer", ErrCorrupt, len(d.b))
+	}
+	return snap, nil
+}
+
+func decodeHeader(b []byte) (Header, error) {
+	d := decoder{b: b}
+	var h Header
+	h.CreatedMs = int64(d.u64("created"))
+	h.NumShards = d.u32("shard count")
+	h.CoveredSeq = d.u64("covered sequence")
+	nf := d.count("file count", 9)
+	for range nf {
+		f := File{Seq: d.u64("file sequence")}
+		nr := d.count("range count", 17)
+		for range nr {
+			f.Ranges = append(f.Ranges, Range{Namespace: string(d.bytes("range namespace")),
+				Min: int64(d.u64("range min")), Max: int64(d.u64("range max"))})
+		}
+		h.Files = append(h.Files, f)
+	}
+	nn := d.count("namespace count", 1)
+	for range nn {
+		h.Namespaces = append(h.Namespaces, Namespace{Name: string(d.bytes("namespace name"))})
+	}
+	switch {
+	case d.err != nil:
+		return Header{}, d.err
+	case len(d.b) != 0:
+		return Header{}, fmt.Errorf("%w: %d bytes after the header", ErrCorrupt, len(d.b))
+	case h.NumShards == 0:
+		return Header{}, fmt.Errorf("%w: no shards", ErrCorrupt)
+	case len(h.Namespaces) > 1<<16:
+		return Header{}, fmt.Errorf("%w: %d namespaces", ErrCorrupt, len(h.Namespaces))
+	}
+	return h, nil
+}
+
+// checkSection walks a section's series, so that Each cannot fail later.
+func checkSection(b []byte, h Header) (Section, error) {
+	if len(b) < 10 {
+		return Section{}, fmt.Errorf("%w: section of %d bytes", ErrCorrupt, len(b))
+	}
+	d := decoder{b: b[:len(b)-4]}
+	s := Section{NS: d.u16("namespace"), Shard: d.u32("shard"), Count: binary.LittleEndian.Uint32(b[len(b)-4:])}
+	s.body = d.b
+	if int(s.NS) >= len(h.Namespaces) || s.Shard >= h.NumShards {
+		return Section{}, fmt.Errorf("%w: namespace %d shard %d out of range", ErrCorrupt, s.NS, s.Shard)
+	}
+	if s.Count == 0 || uint64(s.Count) > uint64(len(d.b)) {
+		return Section{}, fmt.Errorf("%w: %d series in %d bytes", ErrCorrupt, s.Count, len(d.b))
+	}
+	for range s.Count {
+		if id := d.bytes("series ID"); d.err == nil && len(id) == 0 {
+			d.err = fmt.Errorf("%w: empty series ID", ErrCorrupt)
+		}
+		d.bytes("float stream")
+		nh := d.count("histogram stream count", 1)
+		for range nh {
+			d.bytes("histogram stream")
+		}
+		if d.err != nil {
+			return Section{}, d.err
+		}
+	}
+	if len(d.b) != 0 {
+		return Section{}, fmt.Errorf("%w: %d bytes after the last series", ErrCorrupt, len(d.b))
+	}
+	return s, nil
+}
