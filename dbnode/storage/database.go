@@ -59,11 +59,11 @@ type Database struct {
 	tickSeries []*Series
 	// sealed: the float samples of the shard sections the flush in
 	// progress installed, by reader, for its rollups (sealroll.go); nil
-	// when not keeping them. sealedN counts their samples. sealOff (tests)
+	// when not keeping them; sealSlab holds their samples. sealOff (tests)
 	// keeps none, so rollups read every section back. Guarded by tickMu.
-	sealed  map[*fileset.Reader]map[string][]rollup.Sample
-	sealedN int
-	sealOff bool
+	sealed   map[*fileset.Reader]map[string][]rollup.Sample
+	sealSlab []rollup.Sample
+	sealOff  bool
 
 	scratchPool sync.Pool // *writeScratch
 	metrics     metrics

@@ -402,7 +402,7 @@ func (db *Database) flushBlock(ns *namespace, bs int64, items []shardFlush) (boo
 		)
 		if it.series != nil {
 			if db.capturing() {
-				capt = newSealCapture()
+				capt = db.newSealCapture()
 			}
 			out, err = shardMemory(it.series, bs, prev, capt)
 		} else {

@@ -442,9 +442,14 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 					in[id] = s
 					ids = append(ids, id)
 				}
-				if s.fl == nil {
-					s.fl = fl // clipped: a later block's append copies
-				} else {
+				switch {
+				case s.fl == nil && len(readers) == 1:
+					s.fl = fl // clipped: an append would copy
+				case s.fl == nil:
+					// Room for the other blocks, guessing each holds as
+					// many samples (as below).
+					s.fl = append(make([]rollup.Sample, 0, len(fl)*len(readers)), fl...)
+				default:
 					s.fl = append(s.fl, fl...)
 				}
 			}

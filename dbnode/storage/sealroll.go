@@ -34,47 +34,52 @@ import (
 const sealBudget = 4 << 20
 
 // sealCapture is one shard section's float samples as a flush encodes
-// them, series after series into one arena.
+// them, series after series into the tick's slab (Database.sealSlab, one
+// allocation reused by every section of the tick).
 type sealCapture struct {
+	db     *Database
 	ok     bool // every series so far captured
-	arena  []rollup.Sample
+	n      int  // samples captured
 	series []capturedSeries
 }
 
-// capturedSeries is one series' samples: arena[from:to].
+// capturedSeries is one series' samples: db.sealSlab[from:to].
 type capturedSeries struct {
 	id       string
 	from, to int
 }
 
-func newSealCapture() *sealCapture { return &sealCapture{ok: true} }
+func (db *Database) newSealCapture() *sealCapture { return &sealCapture{db: db, ok: true} }
 
 // encode is encoding.Encode keeping each sample it encodes.
 func (c *sealCapture) encode(id []byte, it encoding.Iterator) ([]byte, int, error) {
 	e := encoding.NewEncoder()
-	from := len(c.arena)
+	slab := c.db.sealSlab
+	from := len(slab)
 	for it.Next() {
 		t, v := it.At()
 		if err := e.Append(t, v); err != nil {
-			c.arena = c.arena[:from]
 			return nil, 0, fmt.Errorf("encode sample %d at %d: %w", e.Len(), t, err)
 		}
-		c.arena = append(c.arena, rollup.Sample{T: t, V: v})
+		slab = append(slab, rollup.Sample{T: t, V: v})
 	}
 	if err := it.Err(); err != nil {
-		c.arena = c.arena[:from]
 		return nil, 0, fmt.Errorf("encode after %d samples: %w", e.Len(), err)
 	}
-	c.series = append(c.series, capturedSeries{id: string(id), from: from, to: len(c.arena)})
+	c.db.sealSlab = slab
+	c.series = append(c.series, capturedSeries{id: string(id), from: from, to: len(slab)})
+	c.n += len(slab) - from
 	return e.Bytes(), e.Len(), nil
 }
 
 // samples is the section's series by ID, each clipped to its own
 // samples (an append by a user copies, never writes into a neighbour).
+// A slab grown since keeps the old array's samples where they were.
 func (c *sealCapture) samples() map[string][]rollup.Sample {
+	slab := c.db.sealSlab
 	out := make(map[string][]rollup.Sample, len(c.series))
 	for _, s := range c.series {
-		out[s.id] = c.arena[s.from:s.to:s.to]
+		out[s.id] = slab[s.from:s.to:s.to]
 	}
 	return out
 }
@@ -90,14 +95,13 @@ func (db *Database) keepSealed(vw *volumeWrite, capts []*sealCapture) {
 			continue
 		}
 		db.sealed[vw.installed[i]] = c.samples()
-		db.sealedN += len(c.arena)
 	}
 }
 
 // capturing reports whether the flush in progress should keep what it
 // seals of another shard section.
 func (db *Database) capturing() bool {
-	return db.sealed != nil && db.sealedN < sealBudget
+	return db.sealed != nil && len(db.sealSlab) < sealBudget
 }
 
 // startSealed begins keeping sealed samples for ns's rollups (nothing
@@ -107,15 +111,15 @@ func (db *Database) startSealed(ns *namespace) (stop func()) {
 		return func() {}
 	}
 	db.sealed = map[*fileset.Reader]map[string][]rollup.Sample{}
-	db.sealedN = 0
-	return func() { db.sealed, db.sealedN = nil, 0 }
+	return func() { db.sealed, db.sealSlab = nil, nil }
 }
 
-// dropSealed forgets the sections kept so far (their rollups are written).
+// dropSealed forgets the sections kept so far (their rollups are
+// written, and nothing refers to the slab any more: it is reused).
 func (db *Database) dropSealed() {
 	if db.sealed != nil {
 		clear(db.sealed)
-		db.sealedN = 0
+		db.sealSlab = db.sealSlab[:0]
 	}
 }
 
