@@ -64,6 +64,8 @@ type Database struct {
 	sealed   map[*fileset.Reader]map[string][]rollup.Sample
 	sealSlab []rollup.Sample
 	sealOff  bool
+	// sealedUsed counts the sections rollups took from sealed (tests).
+	sealedUsed int
 
 	scratchPool sync.Pool // *writeScratch
 	metrics     metrics

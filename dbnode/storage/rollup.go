@@ -315,7 +315,7 @@ func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, changed []i
 		if keep != nil {
 			keptShard = map[string]seriesRollup{}
 		}
-		out, err := computeRollupShard(ssh, src, dst, rbs, changed, prev, given, givenBS, keptShard, db.sealed)
+		out, err := computeRollupShard(ssh, src, dst, rbs, changed, prev, given, givenBS, keptShard, db.sealed, &db.sealedUsed)
 		if err != nil {
 			if vw != nil {
 				vw.abort()
@@ -381,8 +381,9 @@ type seriesRollup struct {
 // instead of its volume; keep (if not nil) gets the windows of the
 // series returned, and is emptied when one has histogram windows. sealed
 // holds, by reader, the float samples of raw sections a flush just
-// sealed (sealroll.go): those are taken from it, not read back.
-func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int64, prev *fileset.Reader, given map[string]seriesRollup, givenBS int64, keep map[string]seriesRollup, sealed map[*fileset.Reader]map[string][]rollup.Sample) ([]fileset.Series, error) {
+// sealed (sealroll.go): those are taken from it, not read back, and
+// counted in *used.
+func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int64, prev *fileset.Reader, given map[string]seriesRollup, givenBS int64, keep map[string]seriesRollup, sealed map[*fileset.Reader]map[string][]rollup.Sample, used *int) ([]fileset.Series, error) {
 	S, rend := src.blockSize, rbs+dst.blockSize
 	need := map[int64]bool{}
 	for _, bs := range changed {
@@ -435,6 +436,7 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 		if kept, ok := sealed[r]; ok && src.opts.RollupOf == "" {
 			// The samples the section holds, as the flush sealed them:
 			// the same series and samples the volume would give below.
+			*used++
 			for id, fl := range kept {
 				s := in[id]
 				if s == nil {
