@@ -492,7 +492,7 @@ func mergeSealed(prev *fileset.Reader, in []fileset.Series) ([]fileset.Series, e
 			local := append([]byte(nil), data...)
 			rfl, rh := encoding.PayloadIterators(streamed.Data)
 			lfl, lh := encoding.PayloadIterators(local)
-			return sealSeries(id, mergeTwo(rfl, lfl), mergeTwoHist(rh, lh))
+			return sealSeries(id, mergeTwo(rfl, lfl), mergeTwoHist(rh, lh), nil)
 		})
 }
 

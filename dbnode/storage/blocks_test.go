@@ -120,7 +120,7 @@ func TestLoadBlocksManyShardsAndADuplicate(t *testing.T) {
 	for _, ts := range []int64{base + 1000, base + 2000, base + 2500, base + 3000} {
 		require.NoError(t, enc.Append(ts, float64(ts)/1000))
 	}
-	other, err := sealSeries(ids[0], encoding.NewIterator(enc.Bytes()), nil)
+	other, err := sealSeries(ids[0], encoding.NewIterator(enc.Bytes()), nil, nil)
 	require.NoError(t, err)
 	blocks = append(blocks, StreamedBlock{Shard: dupShard, BlockStart: base, Series: []fileset.Series{other}})
 

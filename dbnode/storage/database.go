@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
+	"github.com/tessera-tsdb/tessera/dbnode/rollup"
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/limits"
 	"github.com/uber-go/tally/v4"
@@ -56,6 +57,15 @@ type Database struct {
 	// shard.appendSeries); guarded by tickMu, cleared after each use so
 	// that it keeps no removed series alive.
 	tickSeries []*Series
+	// sealed: the float samples of the shard sections the flush in
+	// progress installed, by reader, for its rollups (sealroll.go); nil
+	// when not keeping them; sealSlab holds their samples. sealOff (tests)
+	// keeps none, so rollups read every section back. Guarded by tickMu.
+	sealed   map[*fileset.Reader]map[string][]rollup.Sample
+	sealSlab []rollup.Sample
+	sealOff  bool
+	// sealedUsed counts the sections rollups took from sealed (tests).
+	sealedUsed int
 
 	scratchPool sync.Pool // *writeScratch
 	metrics     metrics

@@ -219,7 +219,15 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 	}
 	n := 0
 	rolled := map[int64][]uint32{} // blocks written, for the rollups
-	for _, bs := range starts {
+	// With rollups, the blocks of one rollup block are rolled up as soon
+	// as they are flushed, from the samples the flush sealed (sealroll.go),
+	// which are then dropped: a backfill of many blocks in one tick keeps
+	// one rollup block's samples at a time, and writes each rollup block
+	// once, as one call after all flushes did.
+	dsts := db.rollupsOf(ns.opts.Name)
+	stopSealed := db.startSealed(ns)
+	defer stopSealed()
+	for i, bs := range starts {
 		items := toFlush[bs]
 		wrote, err := db.flushBlock(ns, bs, items)
 		if err != nil {
@@ -231,6 +239,13 @@ func (db *Database) tickNamespace(ns *namespace, expireBefore, sealedBefore int6
 			if sh := flushedShards(items); len(sh) > 0 {
 				rolled[bs] = sh // rolled up below, one volume per rollup block
 			}
+		}
+		if len(dsts) > 0 && len(rolled) > 0 && (i+1 == len(starts) || rollupEdge(dsts, bs, starts[i+1])) {
+			if err := db.rollUpBlocks(ns, rolled, rolledEnd(ns, rolled), nil); err != nil {
+				errs = append(errs, err)
+			}
+			rolled = map[int64][]uint32{}
+			db.dropSealed()
 		}
 	}
 	// The queued series once all their blocks are flushed (or failed to
@@ -380,16 +395,21 @@ func (db *Database) flushBlock(ns *namespace, bs int64, items []shardFlush) (boo
 		vw      *volumeWrite
 		errs    []error
 		flushed [][]*Series
+		capts   []*sealCapture // per shard added, for the rollups
 	)
 	for _, id := range ids {
 		it := byShard[id]
 		prev := it.sh.reader(bs)
 		var (
-			out []fileset.Series
-			err error
+			out  []fileset.Series
+			err  error
+			capt *sealCapture
 		)
 		if it.series != nil {
-			out, err = shardMemory(it.series, bs, prev)
+			if db.capturing() {
+				capt = db.newSealCapture()
+			}
+			out, err = shardMemory(it.series, bs, prev, capt)
 		} else {
 			out, err = copySeries(prev)
 		}
@@ -410,6 +430,7 @@ func (db *Database) flushBlock(ns *namespace, bs int64, items []shardFlush) (boo
 			return false, errors.Join(append(errs, err)...)
 		}
 		flushed = append(flushed, it.series)
+		capts = append(capts, capt)
 	}
 	if vw == nil {
 		return false, errors.Join(errs...)
@@ -420,6 +441,7 @@ func (db *Database) flushBlock(ns *namespace, bs int64, items []shardFlush) (boo
 	}
 	db.metrics.flushes.Inc(1)
 	db.metrics.flushedBytes.Inc(size)
+	db.keepSealed(vw, capts)
 	for _, ss := range flushed {
 		for _, s := range ss {
 			s.finishFlush(bs)
@@ -431,8 +453,9 @@ func (db *Database) flushBlock(ns *namespace, bs int64, items []shardFlush) (boo
 // shardMemory builds one shard's series for a block: the flushing memory
 // of ss, merged with prev (the shard's current data for the block, nil
 // for none): every series of prev is carried over, those with new samples
-// merged (memory wins on equal timestamps). Sorted by ID.
-func shardMemory(ss []*Series, bs int64, prev *fileset.Reader) ([]fileset.Series, error) {
+// merged (memory wins on equal timestamps). Sorted by ID. capt (nil:
+// none) keeps the float samples sealed (sealCapture).
+func shardMemory(ss []*Series, bs int64, prev *fileset.Reader, capt *sealCapture) ([]fileset.Series, error) {
 	mem := make(map[string]memFlush, len(ss))
 	for _, s := range ss {
 		if fl, h := s.startFlush(bs); fl != nil || h != nil {
@@ -447,12 +470,15 @@ func shardMemory(ss []*Series, bs int64, prev *fileset.Reader) ([]fileset.Series
 		err := rangeSeries(prev, func(id, data []byte, samples int) error {
 			m, ok := mem[string(id)]
 			if !ok {
+				if capt != nil {
+					capt.ok = false // carried over undecoded
+				}
 				out = append(out, fileset.Series{ID: append([]byte(nil), id...), Data: append([]byte(nil), data...), Samples: samples})
 				return nil
 			}
 			delete(mem, string(id))
 			ofl, oh := encoding.PayloadIterators(append([]byte(nil), data...))
-			fs, err := sealSeries(id, mergeTwo(ofl, m.fl), mergeTwoHist(oh, m.h))
+			fs, err := sealSeries(id, mergeTwo(ofl, m.fl), mergeTwoHist(oh, m.h), capt)
 			if err != nil {
 				return err
 			}
@@ -464,7 +490,7 @@ func shardMemory(ss []*Series, bs int64, prev *fileset.Reader) ([]fileset.Series
 		}
 	}
 	for id, m := range mem {
-		fs, err := sealSeries([]byte(id), m.fl, m.h)
+		fs, err := sealSeries([]byte(id), m.fl, m.h, capt)
 		if err != nil {
 			return nil, err
 		}
@@ -498,13 +524,27 @@ type memFlush struct {
 // sealSeries builds a series' block payload (encoding.AppendPayload) from
 // its float samples and its histogram samples, either nil for none. A
 // series with floats only gets the sealed float form, as before histograms.
-func sealSeries(id []byte, it encoding.Iterator, hit encoding.HistogramIterator) (fileset.Series, error) {
+// capt (nil: none) keeps the float samples encoded for the rollups
+// (sealCapture); a series with histograms leaves it incomplete.
+func sealSeries(id []byte, it encoding.Iterator, hit encoding.HistogramIterator, capt *sealCapture) (fileset.Series, error) {
 	var (
 		sealed []byte
 		n      int
 	)
+	if capt != nil && (it == nil || hit != nil) {
+		capt.ok = false
+	}
 	if it != nil {
-		stream, nf, err := encoding.Encode(it)
+		var (
+			stream []byte
+			nf     int
+			err    error
+		)
+		if capt != nil && capt.ok {
+			stream, nf, err = capt.encode(id, it)
+		} else {
+			stream, nf, err = encoding.Encode(it)
+		}
 		if err != nil {
 			return fileset.Series{}, fmt.Errorf("encode series: %w", err)
 		}

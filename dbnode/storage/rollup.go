@@ -315,7 +315,7 @@ func (db *Database) writeRollupBlock(src, dst *namespace, rbs int64, changed []i
 		if keep != nil {
 			keptShard = map[string]seriesRollup{}
 		}
-		out, err := computeRollupShard(ssh, src, dst, rbs, changed, prev, given, givenBS, keptShard)
+		out, err := computeRollupShard(ssh, src, dst, rbs, changed, prev, given, givenBS, keptShard, db.sealed, &db.sealedUsed)
 		if err != nil {
 			if vw != nil {
 				vw.abort()
@@ -379,8 +379,11 @@ type seriesRollup struct {
 //
 // given (if not nil) is src's block givenBS of this shard in memory, read
 // instead of its volume; keep (if not nil) gets the windows of the
-// series returned, and is emptied when one has histogram windows.
-func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int64, prev *fileset.Reader, given map[string]seriesRollup, givenBS int64, keep map[string]seriesRollup) ([]fileset.Series, error) {
+// series returned, and is emptied when one has histogram windows. sealed
+// holds, by reader, the float samples of raw sections a flush just
+// sealed (sealroll.go): those are taken from it, not read back, and
+// counted in *used.
+func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int64, prev *fileset.Reader, given map[string]seriesRollup, givenBS int64, keep map[string]seriesRollup, sealed map[*fileset.Reader]map[string][]rollup.Sample, used *int) ([]fileset.Series, error) {
 	S, rend := src.blockSize, rbs+dst.blockSize
 	need := map[int64]bool{}
 	for _, bs := range changed {
@@ -430,6 +433,30 @@ func computeRollupShard(sh *shard, src, dst *namespace, rbs int64, changed []int
 		return s
 	}
 	for _, r := range readers {
+		if kept, ok := sealed[r]; ok && src.opts.RollupOf == "" {
+			// The samples the section holds, as the flush sealed them:
+			// the same series and samples the volume would give below.
+			*used++
+			for id, fl := range kept {
+				s := in[id]
+				if s == nil {
+					s = &seriesRollup{}
+					in[id] = s
+					ids = append(ids, id)
+				}
+				switch {
+				case s.fl == nil && len(readers) == 1:
+					s.fl = fl // clipped: an append would copy
+				case s.fl == nil:
+					// Room for the other blocks, guessing each holds as
+					// many samples (as below).
+					s.fl = append(make([]rollup.Sample, 0, len(fl)*len(readers)), fl...)
+				default:
+					s.fl = append(s.fl, fl...)
+				}
+			}
+			continue
+		}
 		if given != nil && src.opts.RollupOf != "" && r.ID().BlockStart == givenBS {
 			for id, g := range given {
 				s := get([]byte(id))

@@ -116,6 +116,9 @@ type volumeWrite struct {
 	w      *fileset.BlockWriter
 	shards []*shard
 	prevs  []*fileset.Reader
+	// installed: the readers install swapped in, one per shard in add
+	// order (a flush keys what it sealed by them: sealedSamples).
+	installed []*fileset.Reader
 }
 
 // newVolumeWrite starts the next volume of block bs. The volume number is
@@ -196,6 +199,7 @@ func (vw *volumeWrite) install() (int64, error) {
 			db.graveyard = append(db.graveyard, removeOnClose{r: prev, db: db})
 		}
 	}
+	vw.installed = readers
 	return v.DiskSize(), nil
 }
 
