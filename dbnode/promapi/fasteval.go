@@ -261,7 +261,15 @@ func mayCollide(its []tstorage.SeriesIterator) bool {
 // read over to the plain engine's run of the query (handover.go).
 func (s *fastSet) load() error {
 	q, r := s.q, s.q.fast
-	if p, ok := q.b.(query.Pusher); ok && s.partial == nil && !s.haveRead {
+	// A function over a selection that may hold several metric names:
+	// its outputs, named no more, may be equal (checked below, over all
+	// of them). Replicas do not answer it, as each sees only its own
+	// series: the coordinator reads them raw.
+	manyNames := s.spec.Func != query.FuncSelect && !oneName(s.matchers)
+	if manyNames && s.partial != nil {
+		return errFallback
+	}
+	if p, ok := q.b.(query.Pusher); ok && s.partial == nil && !s.haveRead && !manyNames {
 		if done, err := s.loadPushed(p); done || err != nil {
 			return err
 		}
@@ -299,6 +307,7 @@ func (s *fastSet) load() error {
 		annos   = make([]annotations.Annotations, workers)
 		names   = make([][]string, workers)
 		digests = make([]uint64, workers)
+		hashes  = make([][]uint64, workers)
 		fn      = fastFuncs[s.spec.Func.String()]
 		evalOne = func(w *fastWorker, i int) error {
 			fs, err := w.series(its[i], fn)
@@ -306,6 +315,9 @@ func (s *fastSet) load() error {
 				return err
 			}
 			fs.n = len(fs.vals)
+			if manyNames && fs.n > 0 {
+				w.hashes = append(w.hashes, fs.lset.Hash())
+			}
 			if s.partial != nil && fs.n > 0 {
 				w.digest += seriesDigest(its[i].ID, &fs)
 			}
@@ -349,7 +361,11 @@ func (s *fastSet) load() error {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				counts[w] = wk.counts
 			}
-			defer func() { names[w], digests[w] = wk.nonCounters, wk.digest }()
+			defer func() {
+				names[w], digests[w] = wk.nonCounters, wk.digest
+				slices.Sort(wk.hashes) // on the worker's goroutine: sameHash merges them
+				hashes[w] = wk.hashes
+			}()
 			for {
 				lo := int(next.Add(1)-1) * fastChunk
 				if lo >= len(its) {
@@ -381,6 +397,11 @@ func (s *fastSet) load() error {
 			return errFallback
 		}
 		return err
+	}
+	if manyNames && sameHash(hashes) {
+		// Two outputs may have the same label set: the engine says
+		// what it makes of them.
+		return errFallback
 	}
 	for i := range annos {
 		s.warnings.Merge(annos[i])
@@ -916,6 +937,46 @@ func (g *aggGroup) result(op query.Agg, step int) float64 {
 	return g.value[step]/g.count[step] + g.comp[step]/g.count[step]
 }
 
+// oneName reports whether matchers select series of one metric name
+// only (a __name__="..." matcher).
+func oneName(matchers []*labels.Matcher) bool {
+	for _, m := range matchers {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual && m.Value != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// sameHash reports whether two of the sorted lists hold the same hash,
+// within one list or across two: the label set hashes of a function's
+// outputs, where an equal pair may be two equal label sets (or, rarely,
+// a collision, which only sends the query to the engine).
+func sameHash(lists [][]uint64) bool {
+	heads := make([]int, len(lists))
+	var (
+		prev uint64
+		seen bool
+	)
+	for {
+		k := -1
+		for j, l := range lists {
+			if heads[j] < len(l) && (k < 0 || l[heads[j]] < lists[k][heads[k]]) {
+				k = j
+			}
+		}
+		if k < 0 {
+			return false
+		}
+		h := lists[k][heads[k]]
+		if seen && h == prev {
+			return true
+		}
+		prev, seen = h, true
+		heads[k]++
+	}
+}
+
 // sameLabelset reports whether two of out have the same label set.
 func sameLabelset(out []fastSeries) bool {
 	seen := make(map[uint64][]int, len(out))
@@ -938,18 +999,22 @@ type fastWorker struct {
 	digest uint64
 	// nonCounters are the metric names of its PossibleNonCounterInfo
 	// annotations, for a partial result (query.Result.NonCounters).
-	nonCounters []string
-	r           *fastRange
-	spec        fastSpec
-	annos       *annotations.Annotations
-	buf         []promql.FPoint
-	slab        []float64 // room for the step values of the next series
+	nonCounters   []string
+	nonCounterSet map[string]struct{} // nonCounters, to look up
+	r             *fastRange
+	spec          fastSpec
+	annos         *annotations.Annotations
+	buf           []promql.FPoint
+	slab          []float64 // room for the step values of the next series
 	// slabs, when the selector is aggregated, collects the worker's slabs
 	// so that load gives them back to slabPool once aggregate is done.
 	slabs *[][]float64
 	// counts, for a count by (...), counts each series' values as it is
 	// computed, which then need no slab (countGroups).
 	counts *countGroups
+	// hashes are the label set hashes of the outputs with values, when
+	// the selection may hold several names (fastSet.load).
+	hashes []uint64
 	lb     labels.ScratchBuilder
 	// sampled says whether the current series has a sample in range;
 	// win is the most samples one of its windows holds (the engine counts
@@ -1028,8 +1093,17 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 		if name := lset.Get(labels.MetricName); name != "" && !strings.HasSuffix(name, "_total") &&
 			!strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") &&
 			!strings.HasSuffix(name, "_bucket") {
-			w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.spec.pos))
-			w.nonCounters = append(w.nonCounters, name)
+			// Once a name: the annotation is the same for every series
+			// of it (a selection without a name may hold a million
+			// series of gauges, each formatting it again).
+			if _, done := w.nonCounterSet[name]; !done {
+				if w.nonCounterSet == nil {
+					w.nonCounterSet = map[string]struct{}{}
+				}
+				w.nonCounterSet[name] = struct{}{}
+				w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.spec.pos))
+				w.nonCounters = append(w.nonCounters, name)
+			}
 		}
 	}
 	// Dropping more than the name (__type__, __unit__) could make two
