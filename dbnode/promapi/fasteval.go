@@ -215,7 +215,7 @@ func (s *fastSet) precheck(engineOK bool, extra int) (byEngine bool, err error) 
 	if int(q.fastPoints.Load())+len(s.its)*r.steps()+extra > r.maxSamples/2 {
 		return false, errFallback
 	}
-	if s.spec.Func != query.FuncSelect && mayCollide(s.its) {
+	if s.spec.Func != query.FuncSelect && mayCollide(s.its, r.parallelism) {
 		// The engine merges, or refuses ("vector cannot contain metrics
 		// with the same labelset"), outputs of a function that are equal
 		// once the name and metadata labels are dropped; a vector
@@ -229,16 +229,26 @@ func (s *fastSet) precheck(engineOK bool, extra int) (byEngine bool, err error) 
 // mayCollide reports whether two of its series have equal label sets once
 // the name and the metadata labels (__type__, __unit__) are dropped, as a
 // function's outputs are: only possible when one of them has a metadata
-// label, which its ID's bytes show without decoding the labels.
-func mayCollide(its []tstorage.SeriesIterator) bool {
-	meta := false
-	for i := range its {
-		if bytes.Contains(its[i].ID, []byte("__type__")) || bytes.Contains(its[i].ID, []byte("__unit__")) {
-			meta = true
-			break
-		}
+// label, which its ID's bytes show without decoding the labels. The IDs
+// are looked through on up to procs goroutines: a million of them took a
+// tenth of a second on one.
+func mayCollide(its []tstorage.SeriesIterator, procs int) bool {
+	var meta atomic.Bool
+	parts := max(1, min(procs, len(its)/4096))
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := p*len(its)/parts, (p+1)*len(its)/parts
+		wg.Go(func() {
+			for i := lo; i < hi && (i%1024 != 0 || !meta.Load()); i++ {
+				if bytes.Contains(its[i].ID, []byte("__type__")) || bytes.Contains(its[i].ID, []byte("__unit__")) {
+					meta.Store(true)
+					return
+				}
+			}
+		})
 	}
-	if !meta {
+	wg.Wait()
+	if !meta.Load() {
 		return false
 	}
 	var (
