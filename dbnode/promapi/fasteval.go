@@ -370,6 +370,10 @@ func (s *fastSet) load() error {
 			if counted(s.spec.Agg) {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				counts[w] = wk.counts
+				if s.partial == nil && !manyNames {
+					// The series' labels go only to countGroups.add.
+					wk.keep = keepGrouping(s.spec.Grouping)
+				}
 			}
 			defer func() {
 				names[w], digests[w] = wk.nonCounters, wk.digest
@@ -947,6 +951,14 @@ func (g *aggGroup) result(op query.Agg, step int) float64 {
 	return g.value[step]/g.count[step] + g.comp[step]/g.count[step]
 }
 
+// keepGrouping accepts the labels a count by (grouping) reads of a
+// series: the grouping's and the metric name.
+func keepGrouping(grouping []string) func(name []byte) bool {
+	return func(name []byte) bool {
+		return string(name) == labels.MetricName || slices.Contains(grouping, string(name))
+	}
+}
+
 // oneName reports whether matchers select series of one metric name
 // only (a __name__="..." matcher).
 func oneName(matchers []*labels.Matcher) bool {
@@ -1022,6 +1034,10 @@ type fastWorker struct {
 	// counts, for a count by (...), counts each series' values as it is
 	// computed, which then need no slab (countGroups).
 	counts *countGroups
+	// keep, when not nil, is the labels a series' label set needs: a
+	// count by (...) reads only the grouping (and the name, for the
+	// non-counter info) of each series (ident.LabelsKeeping).
+	keep func(name []byte) bool
 	// hashes are the label set hashes of the outputs with values, when
 	// the selection may hold several names (fastSet.load).
 	hashes []uint64
@@ -1078,7 +1094,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 	// The engine's series set decodes the labels of every series with a
 	// sample in range, and skips one that does not decode with a warning,
 	// whether or not the series then has a value at some step.
-	lset, err := ident.LabelsWith(&w.lb, it.ID)
+	lset, err := ident.LabelsKeeping(&w.lb, it.ID, w.keep)
 	if err != nil {
 		w.annos.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, it.ID, len(it.ID)))
 		return fastSeries{win: w.win}, nil
