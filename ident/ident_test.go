@@ -40,6 +40,22 @@ func TestMalformedID(t *testing.T) {
 	}
 }
 
+// TestLabelsKeeping: only the accepted labels, and the whole ID checked
+// as LabelsWith checks it (a bad field after the kept ones still fails).
+func TestLabelsKeeping(t *testing.T) {
+	id := FromLabels(labels.FromStrings("__name__", "up", "instance", "a:1", "job", "x"))
+	b := labels.NewScratchBuilder(0)
+	ls, err := LabelsKeeping(&b, id, func(name []byte) bool { return string(name) == "job" })
+	require.NoError(t, err)
+	require.Equal(t, labels.FromStrings("job", "x"), ls)
+	_, err = LabelsKeeping(&b, append(id, 0x05, 'a'), func(name []byte) bool { return string(name) == "__name__" })
+	require.ErrorIs(t, err, ErrMalformedID)
+	all, err := LabelsKeeping(&b, id, nil)
+	require.NoError(t, err)
+	want, _ := Labels(id)
+	require.Equal(t, want, all)
+}
+
 func FuzzLabels(f *testing.F) {
 	f.Add(FromLabels(labels.FromStrings("__name__", "up", "job", "x")))
 	f.Add([]byte{0xff, 0xff})

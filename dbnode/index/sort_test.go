@@ -24,6 +24,26 @@ func TestSortIDsMatchesStringSort(t *testing.T) {
 	})
 }
 
+// TestSortIDsParallelMatchesStringSort: the halves sorted on their own
+// goroutines and merged from both ends are the one sort's answer, with
+// duplicates (a stable merge) and at odd lengths.
+func TestSortIDsParallelMatchesStringSort(t *testing.T) {
+	defer func(n int) { parallelSortMin = n }(parallelSortMin)
+	parallelSortMin = 4
+	rapid.Check(t, func(rt *rapid.T) {
+		prefix := rapid.StringMatching(`[a\x00]{0,12}`).Draw(rt, "prefix")
+		ids := rapid.SliceOfN(rapid.StringMatching(`[ab\x00\xff]{0,20}`), 0, 300).Draw(rt, "suffixes")
+		procs := rapid.IntRange(1, 5).Draw(rt, "procs")
+		for i := range ids {
+			ids[i] = prefix + ids[i]
+		}
+		want := slices.Clone(ids)
+		slices.Sort(want)
+		sortParallel(ids, nil, procs)
+		require.Equal(rt, want, ids)
+	})
+}
+
 func BenchmarkSortIDs(b *testing.B) {
 	ix := filledIndex(b, benchIDs(100_000), 0)
 	got, err := ix.Query([]*labels.Matcher{mt(b, "__name__", "=", "node_cpu_seconds_total"), mt(b, "mode", "=~", "user|system")}, 0, 1000)

@@ -215,7 +215,7 @@ func (s *fastSet) precheck(engineOK bool, extra int) (byEngine bool, err error) 
 	if int(q.fastPoints.Load())+len(s.its)*r.steps()+extra > r.maxSamples/2 {
 		return false, errFallback
 	}
-	if s.spec.Func != query.FuncSelect && mayCollide(s.its) {
+	if s.spec.Func != query.FuncSelect && mayCollide(s.its, r.parallelism) {
 		// The engine merges, or refuses ("vector cannot contain metrics
 		// with the same labelset"), outputs of a function that are equal
 		// once the name and metadata labels are dropped; a vector
@@ -229,16 +229,26 @@ func (s *fastSet) precheck(engineOK bool, extra int) (byEngine bool, err error) 
 // mayCollide reports whether two of its series have equal label sets once
 // the name and the metadata labels (__type__, __unit__) are dropped, as a
 // function's outputs are: only possible when one of them has a metadata
-// label, which its ID's bytes show without decoding the labels.
-func mayCollide(its []tstorage.SeriesIterator) bool {
-	meta := false
-	for i := range its {
-		if bytes.Contains(its[i].ID, []byte("__type__")) || bytes.Contains(its[i].ID, []byte("__unit__")) {
-			meta = true
-			break
-		}
+// label, which its ID's bytes show without decoding the labels. The IDs
+// are looked through on up to procs goroutines: a million of them took a
+// tenth of a second on one.
+func mayCollide(its []tstorage.SeriesIterator, procs int) bool {
+	var meta atomic.Bool
+	parts := max(1, min(procs, len(its)/4096))
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := p*len(its)/parts, (p+1)*len(its)/parts
+		wg.Go(func() {
+			for i := lo; i < hi && (i%1024 != 0 || !meta.Load()); i++ {
+				if bytes.Contains(its[i].ID, []byte("__type__")) || bytes.Contains(its[i].ID, []byte("__unit__")) {
+					meta.Store(true)
+					return
+				}
+			}
+		})
 	}
-	if !meta {
+	wg.Wait()
+	if !meta.Load() {
 		return false
 	}
 	var (
@@ -261,7 +271,15 @@ func mayCollide(its []tstorage.SeriesIterator) bool {
 // read over to the plain engine's run of the query (handover.go).
 func (s *fastSet) load() error {
 	q, r := s.q, s.q.fast
-	if p, ok := q.b.(query.Pusher); ok && s.partial == nil && !s.haveRead {
+	// A function over a selection that may hold several metric names:
+	// its outputs, named no more, may be equal (checked below, over all
+	// of them). Replicas do not answer it, as each sees only its own
+	// series: the coordinator reads them raw.
+	manyNames := s.spec.Func != query.FuncSelect && !oneName(s.matchers)
+	if manyNames && s.partial != nil {
+		return errFallback
+	}
+	if p, ok := q.b.(query.Pusher); ok && s.partial == nil && !s.haveRead && !manyNames {
 		if done, err := s.loadPushed(p); done || err != nil {
 			return err
 		}
@@ -299,6 +317,7 @@ func (s *fastSet) load() error {
 		annos   = make([]annotations.Annotations, workers)
 		names   = make([][]string, workers)
 		digests = make([]uint64, workers)
+		hashes  = make([][]uint64, workers)
 		fn      = fastFuncs[s.spec.Func.String()]
 		evalOne = func(w *fastWorker, i int) error {
 			fs, err := w.series(its[i], fn)
@@ -306,6 +325,9 @@ func (s *fastSet) load() error {
 				return err
 			}
 			fs.n = len(fs.vals)
+			if manyNames && fs.n > 0 {
+				w.hashes = append(w.hashes, fs.lset.Hash())
+			}
 			if s.partial != nil && fs.n > 0 {
 				w.digest += seriesDigest(its[i].ID, &fs)
 			}
@@ -348,8 +370,16 @@ func (s *fastSet) load() error {
 			if counted(s.spec.Agg) {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				counts[w] = wk.counts
+				if s.partial == nil && !manyNames {
+					// The series' labels go only to countGroups.add.
+					wk.keep = keepGrouping(s.spec.Grouping)
+				}
 			}
-			defer func() { names[w], digests[w] = wk.nonCounters, wk.digest }()
+			defer func() {
+				names[w], digests[w] = wk.nonCounters, wk.digest
+				slices.Sort(wk.hashes) // on the worker's goroutine: sameHash merges them
+				hashes[w] = wk.hashes
+			}()
 			for {
 				lo := int(next.Add(1)-1) * fastChunk
 				if lo >= len(its) {
@@ -381,6 +411,11 @@ func (s *fastSet) load() error {
 			return errFallback
 		}
 		return err
+	}
+	if manyNames && sameHash(hashes) {
+		// Two outputs may have the same label set: the engine says
+		// what it makes of them.
+		return errFallback
 	}
 	for i := range annos {
 		s.warnings.Merge(annos[i])
@@ -916,6 +951,54 @@ func (g *aggGroup) result(op query.Agg, step int) float64 {
 	return g.value[step]/g.count[step] + g.comp[step]/g.count[step]
 }
 
+// keepGrouping accepts the labels a count by (grouping) reads of a
+// series: the grouping's and the metric name.
+func keepGrouping(grouping []string) func(name []byte) bool {
+	return func(name []byte) bool {
+		return string(name) == labels.MetricName || slices.Contains(grouping, string(name))
+	}
+}
+
+// oneName reports whether matchers select series of one metric name
+// only (a __name__="..." matcher).
+func oneName(matchers []*labels.Matcher) bool {
+	for _, m := range matchers {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual && m.Value != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// sameHash reports whether two of the sorted lists hold the same hash,
+// within one list or across two: the label set hashes of a function's
+// outputs, where an equal pair may be two equal label sets (or, rarely,
+// a collision, which only sends the query to the engine).
+func sameHash(lists [][]uint64) bool {
+	heads := make([]int, len(lists))
+	var (
+		prev uint64
+		seen bool
+	)
+	for {
+		k := -1
+		for j, l := range lists {
+			if heads[j] < len(l) && (k < 0 || l[heads[j]] < lists[k][heads[k]]) {
+				k = j
+			}
+		}
+		if k < 0 {
+			return false
+		}
+		h := lists[k][heads[k]]
+		if seen && h == prev {
+			return true
+		}
+		prev, seen = h, true
+		heads[k]++
+	}
+}
+
 // sameLabelset reports whether two of out have the same label set.
 func sameLabelset(out []fastSeries) bool {
 	seen := make(map[uint64][]int, len(out))
@@ -938,18 +1021,26 @@ type fastWorker struct {
 	digest uint64
 	// nonCounters are the metric names of its PossibleNonCounterInfo
 	// annotations, for a partial result (query.Result.NonCounters).
-	nonCounters []string
-	r           *fastRange
-	spec        fastSpec
-	annos       *annotations.Annotations
-	buf         []promql.FPoint
-	slab        []float64 // room for the step values of the next series
+	nonCounters   []string
+	nonCounterSet map[string]struct{} // nonCounters, to look up
+	r             *fastRange
+	spec          fastSpec
+	annos         *annotations.Annotations
+	buf           []promql.FPoint
+	slab          []float64 // room for the step values of the next series
 	// slabs, when the selector is aggregated, collects the worker's slabs
 	// so that load gives them back to slabPool once aggregate is done.
 	slabs *[][]float64
 	// counts, for a count by (...), counts each series' values as it is
 	// computed, which then need no slab (countGroups).
 	counts *countGroups
+	// keep, when not nil, is the labels a series' label set needs: a
+	// count by (...) reads only the grouping (and the name, for the
+	// non-counter info) of each series (ident.LabelsKeeping).
+	keep func(name []byte) bool
+	// hashes are the label set hashes of the outputs with values, when
+	// the selection may hold several names (fastSet.load).
+	hashes []uint64
 	lb     labels.ScratchBuilder
 	// sampled says whether the current series has a sample in range;
 	// win is the most samples one of its windows holds (the engine counts
@@ -1003,7 +1094,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 	// The engine's series set decodes the labels of every series with a
 	// sample in range, and skips one that does not decode with a warning,
 	// whether or not the series then has a value at some step.
-	lset, err := ident.LabelsWith(&w.lb, it.ID)
+	lset, err := ident.LabelsKeeping(&w.lb, it.ID, w.keep)
 	if err != nil {
 		w.annos.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, it.ID, len(it.ID)))
 		return fastSeries{win: w.win}, nil
@@ -1028,8 +1119,17 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 		if name := lset.Get(labels.MetricName); name != "" && !strings.HasSuffix(name, "_total") &&
 			!strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") &&
 			!strings.HasSuffix(name, "_bucket") {
-			w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.spec.pos))
-			w.nonCounters = append(w.nonCounters, name)
+			// Once a name: the annotation is the same for every series
+			// of it (a selection without a name may hold a million
+			// series of gauges, each formatting it again).
+			if _, done := w.nonCounterSet[name]; !done {
+				if w.nonCounterSet == nil {
+					w.nonCounterSet = map[string]struct{}{}
+				}
+				w.nonCounterSet[name] = struct{}{}
+				w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.spec.pos))
+				w.nonCounters = append(w.nonCounters, name)
+			}
 		}
 	}
 	// Dropping more than the name (__type__, __unit__) could make two

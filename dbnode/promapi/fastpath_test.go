@@ -472,7 +472,8 @@ func TestFastRewrite(t *testing.T) {
 		`topk(5, delta(x[5m]))`:                                     1,
 		`rate(x_total[5m] offset 1m)`:                               0,
 		`rate(x_total[5m] @ 100)`:                                   0,
-		`rate({__name__=~"x.*"}[5m])`:                               0,
+		`rate({__name__=~"x.*"}[5m])`:                               1, // equal outputs checked when computed
+		`sum by (job) (rate({job="a"}[5m]))`:                        1,
 		`max_over_time(rate(x_total[5m])[10m:1m])`:                  0,
 		`absent(rate(x_total[5m]))`:                                 0,
 		`timestamp(rate(x_total[5m]))`:                              0,
@@ -624,4 +625,75 @@ func TestFastPathOverTimeOverflow(t *testing.T) {
 		require.NotContains(t, body, `"result":[]`, q)
 	}
 	require.Positive(t, pair.api.fastStats.computed.Load())
+}
+
+// TestFastPathNamelessSelector: a function over a selector without a
+// metric name (scripts/mem-per-series.sh's `sum by (instance)
+// (rate({job="bench"}[5m]))`) selects several names; their outputs, named
+// no more, stay distinct here, so the fast path computes it, as the
+// engine does, with the annotation of each name that is no counter's.
+func TestFastPathNamelessSelector(t *testing.T) {
+	b := &memBackend{}
+	for i := range 40 {
+		var ss []tsample
+		for k := range 240 {
+			ss = append(ss, tsample{testBase + int64(k)*15_000, float64(k * (i%7 + 1))})
+		}
+		// One name that is no counter's: two infos would come in the
+		// order of a map, the engine's as the fast path's.
+		name := []string{"a_total", "b", "c_total", "d_total"}[i%4]
+		b.add(labels.FromStrings("__name__", name, "job", "bench", "instance", strconv.Itoa(i%5), "series", strconv.Itoa(i)), ss...)
+	}
+	pair := newBackendPair(t, b, Options{})
+	for _, p := range []url.Values{
+		instant(`sum by (instance) (rate({job="bench"}[5m]))`, testBase+30*60_000),
+		instant(`count by (job) (rate({job="bench"}[5m]))`, testBase+30*60_000),
+		instant(`rate({job="bench"}[5m])`, testBase+30*60_000),
+		ranged(`sum by (instance) (increase({job="bench"}[2m]))`, testBase, testBase+60*60_000, "60"),
+		ranged(`avg_over_time({job="bench"}[2m])`, testBase, testBase+60*60_000, "300"),
+	} {
+		path := "/api/v1/query"
+		if p.Has("step") {
+			path += "_range"
+		}
+		msg, _ := pair.diff(t, path, p)
+		require.Empty(t, msg, p.Get("query"))
+	}
+	require.Zero(t, pair.api.fastStats.declined.Load(), "distinct outputs: no fallback")
+	require.Positive(t, pair.api.fastStats.computed.Load())
+}
+
+// TestFastPathNamelessTwins: two series that differ only in their name
+// are one label set once rate drops it; the engine refuses (overlap) or
+// merges (a range query, no overlap) them, and the fast path hands such
+// a query to it.
+func TestFastPathNamelessTwins(t *testing.T) {
+	b := &memBackend{}
+	var before, after []tsample
+	for i := range 240 {
+		ts := testBase + int64(i)*15_000
+		if i < 140 {
+			before = append(before, tsample{ts, float64(i)})
+		}
+		if i >= 100 {
+			after = append(after, tsample{ts, float64(i)})
+		}
+	}
+	b.add(labels.FromStrings("__name__", "x_total", "job", "a"), before...)
+	b.add(labels.FromStrings("__name__", "y_total", "job", "a"), after...)
+	b.add(labels.FromStrings("__name__", "y_total", "job", "b"), after...)
+	pair := newBackendPair(t, b, Options{})
+	for _, p := range []url.Values{
+		instant(`rate({job="a"}[5m])`, testBase+30*60*1000),
+		instant(`sum(rate({job=~"a|b"}[5m]))`, testBase+30*60*1000),
+		ranged(`rate({job="a"}[1m])`, testBase, testBase+60*60*1000, "300"),
+	} {
+		path := "/api/v1/query"
+		if p.Has("step") {
+			path += "_range"
+		}
+		msg, _ := pair.diff(t, path, p)
+		require.Empty(t, msg, p.Get("query"))
+	}
+	require.Positive(t, pair.api.fastStats.declined.Load(), "twins: the engine decides")
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/parser/posrange"
@@ -32,10 +31,12 @@ import (
 // What is never rewritten, so that the engine's own semantics hold:
 // calls under a subquery (their step is not the query's), under any
 // function outside safeParents (absent() reads its argument's matchers),
-// in an aggregation's parameter; selectors with offset or @; selectors
-// without a __name__="..." matcher (dropping the name could then make two
-// series equal, which the engine refuses with an error). A series with
-// native histograms makes the query fall back to the engine (errFallback).
+// in an aggregation's parameter; selectors with offset or @. A series
+// with native histograms makes the query fall back to the engine
+// (errFallback), and so do two outputs of a function that are equal once
+// the name is dropped (a selector without a __name__="..." matcher, as
+// `rate({job="x"}[5m])`, may select several names: fastSet.load checks
+// the outputs' label sets, and the engine refuses or merges such a pair).
 
 // fastFuncs are the functions fastEval computes: rate and its kin with
 // the flags of Prometheus' extrapolatedRate, and the *_over_time
@@ -197,15 +198,6 @@ func (p fastParser) replace(call *parser.Call) *parser.VectorSelector {
 	}
 	ms, vs := callRange(call)
 	if vs == nil {
-		return nil
-	}
-	named := false
-	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual && m.Value != "" {
-			named = true
-		}
-	}
-	if !named {
 		return nil
 	}
 	fn, ok := query.FuncByName(call.Func.Name)

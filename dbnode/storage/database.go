@@ -785,18 +785,28 @@ func (db *Database) Read(nsName string, id []byte, start, end int64) (encoding.I
 }
 
 func (db *Database) read(ns *namespace, id []byte, shard uint32, start, end int64) (encoding.Iterator, error) {
-	it, _, err := db.readBoth(ns, id, shard, start, end)
+	it, _, err := db.readBoth(ns, id, shard, start, end, nil)
 	return it, err
 }
 
 // readBoth returns the float samples (never nil) and the histogram samples
-// (nil when there are none) of one series in [start, end].
-func (db *Database) readBoth(ns *namespace, id []byte, shard uint32, start, end int64) (encoding.Iterator, encoding.HistogramIterator, error) {
+// (nil when there are none) of one series in [start, end]. scratch, when
+// not nil, is room for the series' sources that the caller's next read
+// reuses (readIDs).
+func (db *Database) readBoth(ns *namespace, id []byte, shard uint32, start, end int64, scratch *[]readSource) (encoding.Iterator, encoding.HistogramIterator, error) {
 	sh := ns.existingShard(shard)
 	if sh == nil {
 		return emptyIterator{}, nil, nil
 	}
-	srcs, hits, err := sh.read(id, ns.blockStart(start), ns.blockStart(end), ns.blockSize)
+	var room []readSource
+	if scratch != nil {
+		room = (*scratch)[:0]
+	}
+	srcs, hits, err := sh.read(id, ns.blockStart(start), ns.blockStart(end), ns.blockSize, room)
+	if scratch != nil {
+		// The iterators live on in the answer; only the slice is reused.
+		defer func() { clear(srcs); *scratch = srcs[:0] }()
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("read shard %d: %w", shard, err)
 	}
@@ -981,6 +991,7 @@ func (db *Database) readParallel(ctx context.Context, ns *namespace, ids [][]byt
 // stopping after qo.Limit of them.
 func (db *Database) readIDs(ctx context.Context, ns *namespace, ids [][]byte, start, end int64, qo QueryOptions) queryPart {
 	r := queryPart{out: make([]SeriesIterator, 0, len(ids))}
+	var scratch []readSource
 	for i, id := range ids {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -991,7 +1002,7 @@ func (db *Database) readIDs(ctx context.Context, ns *namespace, ids [][]byte, st
 		if qo.Shards != nil && !qo.Shards(shard) {
 			continue
 		}
-		it, hit, err := db.readBoth(ns, id, shard, start, end)
+		it, hit, err := db.readBoth(ns, id, shard, start, end, &scratch)
 		if errors.Is(err, fileset.ErrCorrupt) {
 			// The damage costs this series only; the others are returned.
 			db.reportDamage(err)

@@ -88,8 +88,10 @@ type readSource struct {
 
 // read returns the sources of id's float data and the iterators over its
 // histogram data in blocks [from, to] (blockSize ms each): filesets first
-// (oldest), memory last (newest wins on equal timestamps).
-func (sh *shard) read(id []byte, from, to, blockSize int64) ([]readSource, []encoding.HistogramIterator, error) {
+// (oldest), memory last (newest wins on equal timestamps). The sources
+// are appended to its (a query reading many series reuses one slice: a
+// fresh one was an allocation per series).
+func (sh *shard) read(id []byte, from, to, blockSize int64, its []readSource) ([]readSource, []encoding.HistogramIterator, error) {
 	sh.mu.RLock()
 	var readers []*fileset.Reader
 	for start, r := range sh.blocks {
@@ -99,12 +101,11 @@ func (sh *shard) read(id []byte, from, to, blockSize int64) ([]readSource, []enc
 	}
 	s := sh.series.get(hashID(id), id)
 	sh.mu.RUnlock()
-	sort.Slice(readers, func(i, j int) bool { return readers[i].ID().BlockStart < readers[j].ID().BlockStart })
+	if len(readers) > 1 {
+		sort.Slice(readers, func(i, j int) bool { return readers[i].ID().BlockStart < readers[j].ID().BlockStart })
+	}
 
-	var (
-		its  []readSource
-		hits []encoding.HistogramIterator
-	)
+	var hits []encoding.HistogramIterator
 	for _, r := range readers {
 		data, ok, err := r.Read(id)
 		if err != nil {
