@@ -10,6 +10,7 @@ import (
 
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/internal/retain"
+	"github.com/tessera-tsdb/tessera/internal/unaligned"
 	"github.com/tessera-tsdb/tessera/limits"
 )
 
@@ -75,6 +76,22 @@ type WriteDecoderV2 struct {
 	// those WithoutEmpty drops; symbols is kept until the next Decode.
 	spans []uint32
 	refs  []uint32
+	// DeferIDs: symbol r as the ID holds it, its uvarint length and its
+	// bytes, is enc[encOff[r]:encOff[r+1]]; enc has wordPad bytes before
+	// the first and after the last, so that MatchesID's unchecked word
+	// loads stay inside it.
+	enc    []byte
+	encOff []uint32
+	// DeferIDs: the reference of the symbol "__name__" (-1: none), and
+	// whether more than one symbol is "__name__" (then names are
+	// compared by their bytes).
+	nameSym  int64
+	nameDups bool
+	// DeferIDs: the last metadata message decoded in this request and
+	// what it decoded to (Series and Name aside): a 2.0 request repeats
+	// its metrics' metadata on every series.
+	metaRaw  []byte
+	metaLast Metadata
 	// maxLabels is the label limit of the Decode (DeferIDs).
 	maxLabels int
 	msgs      [][]byte
@@ -108,6 +125,7 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 		// DeferIDs, the symbols (until the next Decode or Release).
 		clear(msgs)
 		d.symbols, d.msgs = syms, msgs[:0]
+		d.metaRaw, d.metaLast = nil, Metadata{}
 		if !deferIDs {
 			clear(syms)
 			d.symbols = syms[:0]
@@ -146,9 +164,22 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 	keys := slices.Grow(d.Keys, len(msgs))
 	if deferIDs {
 		d.maxLabels = d.Limits.Config().MaxLabelNamesPerSeries
-		for _, sym := range syms {
+		enc := append(d.enc[:0], make([]byte, wordPad)...)
+		off := d.encOff[:0]
+		d.nameSym, d.nameDups = -1, false
+		for r, sym := range syms {
+			if string(sym) == "__name__" {
+				d.nameDups = d.nameSym >= 0
+				d.nameSym = int64(r)
+			}
 			d.symHash = append(d.symHash, KeyHash(sym))
+			off = append(off, uint32(len(enc)))
+			enc = append(binary.AppendUvarint(enc, uint64(len(sym))), sym...)
 		}
+		if len(enc) > math.MaxUint32-2*wordPad {
+			return inputErr("bad request: symbols of %d bytes", len(enc))
+		}
+		d.enc, d.encOff = append(enc, make([]byte, wordPad)...), append(off, uint32(len(enc)))
 		d.spans = append(d.spans, 0)
 	}
 	for i, msg := range msgs {
@@ -180,7 +211,7 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferIDs bool) (h uint64, err error) {
 	d.pairs = d.pairs[:0]
 	refsFrom := len(d.refs)
-	var name []byte
+	var name, metric []byte // metric: the value of __name__ (DeferIDs)
 	var nameRef uint64
 	nrefs := 0 // label references read so far: a pair is complete every second
 	nsyms := uint64(len(syms))
@@ -217,6 +248,9 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 					} else if len(syms[v]) > 0 || len(name) == 0 { // what WithoutEmpty keeps
 						h += d.pairHash(nameRef, v)
 						d.refs = append(d.refs, uint32(nameRef), uint32(v))
+						if int64(nameRef) == d.nameSym || d.nameDups && string(name) == "__name__" {
+							metric = syms[v]
+						}
 					}
 				}
 				nrefs++
@@ -234,6 +268,9 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 				} else if len(syms[v]) > 0 || len(name) == 0 { // what WithoutEmpty keeps
 					h += d.pairHash(nameRef, v)
 					d.refs = append(d.refs, uint32(nameRef), uint32(v))
+					if int64(nameRef) == d.nameSym || d.nameDups && string(name) == "__name__" {
+						metric = syms[v]
+					}
 				}
 			}
 			nrefs++
@@ -268,8 +305,12 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 			e.Series, e.From, e.To = index, from, len(d.ExemplarPairs)
 			d.Exemplars = append(d.Exemplars, e)
 		case field == 5 && wt == wireBytes: // Metadata
-			if err := decodeMetadata(msg, syms, &meta); err != nil {
+			if deferIDs && d.metaRaw != nil && string(msg) == string(d.metaRaw) {
+				meta = d.metaLast // the same bytes, the same symbols
+			} else if err := decodeMetadata(msg, syms, &meta); err != nil {
 				return 0, inputErr("bad protobuf: timeseries %d: metadata: %v", index, err)
+			} else if deferIDs {
+				d.metaRaw, d.metaLast = msg, meta
 			}
 			hasMeta = meta.Type != 0 || len(meta.Unit) > 0 || len(meta.Help) > 0
 		}
@@ -287,12 +328,7 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 			}
 		}
 		if hasMeta {
-			meta.Series = index
-			for k := 0; k < len(refs); k += 2 {
-				if string(syms[refs[k]]) == "__name__" {
-					meta.Name = syms[refs[k+1]]
-				}
-			}
+			meta.Series, meta.Name = index, metric
 			d.addMeta(meta)
 		}
 		return h, nil
@@ -335,14 +371,52 @@ func (d *WriteDecoderV2) pairHash(n, v uint64) uint64 {
 // series of id: its labels, as sent, are id's labels in id's order. A
 // series whose labels are id's but not in its (sorted) order does not
 // match; the caller builds its ID (BuildID) as for a new series.
+//
+// It runs on every series of every steady 2.0 request. id must be the
+// concatenation of the symbols' ID forms (enc) in the order of the
+// series' references; each is compared inline in one or two 8-byte words
+// (masked to its length), as labelsAreID compares 1.0's labels: through
+// a memequal call per name and per value (after reading each length's
+// varint) it cost most of the 2.0 cache lookup (docs/performance.md,
+// rw2cpu).
 func (d *WriteDecoderV2) MatchesID(i int, id []byte) bool {
+	enc, off := d.enc, d.encOff
+	j := 0 // id[:j] matched so far
 	for _, r := range d.refs[2*d.spans[i] : 2*d.spans[i+1]] {
-		var ok bool
-		if id, ok = cutLabel(id, d.symbols[r]); !ok {
+		s, e := int(off[r]), int(off[r+1]) // wordPad <= s < e <= len(enc)-wordPad
+		n := e - s
+		je := j + n
+		if je > len(id) {
 			return false
 		}
+		if !encEqual(enc, id, s, e, j, je) {
+			return false
+		}
+		j = je
 	}
-	return len(id) == 0
+	return j == len(id)
+}
+
+// wordPad is the zero bytes around the ID forms in enc: a word load
+// ending at a form's end or starting at its start stays inside enc.
+const wordPad = 8
+
+// encEqual reports whether enc[s:e] equals id[j:je], with e-s == je-j >= 1,
+// wordPad bytes of enc on either side of [s, e), and je <= len(id). Up to
+// 8 bytes are one word load from each, ending at the segment's end (or,
+// within 8 bytes of id's start, starting at its start), masked to the
+// segment; up to 16 two words; longer ones memequal.
+func encEqual(enc, id []byte, s, e, j, je int) bool {
+	n := e - s
+	switch {
+	case n <= 8 && je >= 8:
+		return (unaligned.Load64(enc, e-8)^unaligned.Load64(id, je-8))>>(64-8*uint(n)) == 0
+	case n <= 8 && j+8 <= len(id):
+		return (unaligned.Load64(enc, s)^unaligned.Load64(id, j))<<(64-8*uint(n)) == 0
+	case n > 8 && n <= 16:
+		return unaligned.Load64(enc, s) == unaligned.Load64(id, j) && unaligned.Load64(enc, e-8) == unaligned.Load64(id, je-8)
+	}
+	return string(enc[s:e]) == string(id[j:je])
 }
 
 // pairsOf returns the labels of refs (name, value, ...) into syms in
@@ -354,22 +428,6 @@ func (d *WriteDecoderV2) pairsOf(refs []uint32, syms [][]byte) []ident.Pair {
 	}
 	d.pairs = pairs
 	return pairs
-}
-
-// cutLabel returns id past s, the uvarint length of s and its bytes at
-// id's front, and true; or false when id does not start with them.
-func cutLabel(id, s []byte) ([]byte, bool) {
-	var n uint64
-	var k int
-	if len(id) > 0 && id[0] < 0x80 {
-		n, k = uint64(id[0]), 1
-	} else if n, k = binary.Uvarint(id); k <= 0 {
-		return nil, false
-	}
-	if n != uint64(len(s)) || uint64(len(id)-k) < n || string(id[k:k+int(n)]) != string(s) {
-		return nil, false
-	}
-	return id[k+int(n):], true
 }
 
 // BuildID builds the ID of series i of the last Decode (DeferIDs) from its
@@ -478,6 +536,8 @@ func (d *WriteDecoderV2) Release() bool {
 	retain.Trim(&over, &d.symHash)
 	retain.Trim(&over, &d.spans)
 	retain.Trim(&over, &d.refs)
+	retain.Trim(&over, &d.enc)
+	retain.Trim(&over, &d.encOff)
 	clear(d.symbols) // the request's bytes are not held past it
 	d.symbols = d.symbols[:0]
 	return over

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -194,7 +195,7 @@ func TestDecodeV2DeferIDsMatchByStrings(t *testing.T) {
 // sorted, and equal IDs hash alike.
 func TestDecodeV2DeferIDsAgreesWithIDs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	strs := []string{"__name__", "up", "job", "a", "b", "", "instance", "x"}
+	strs := []string{"__name__", "up", "job", "a", "b", "", "instance", "x", "instance_name", "tessera_bench_series_0", strings.Repeat("h", 200), "host-12.example:9100"}
 	for range 300 {
 		syms := []string{""}
 		for range 1 + rng.IntN(10) {
@@ -206,7 +207,9 @@ func TestDecodeV2DeferIDsAgreesWithIDs(t *testing.T) {
 			for j := range refs {
 				refs[j] = uint32(rng.IntN(len(syms)))
 			}
-			series = append(series, writev2.TimeSeries{LabelsRefs: refs})
+			// Metadata repeated on series or not, as a sender repeats it.
+			md := writev2.Metadata{Type: writev2.Metadata_MetricType(rng.IntN(3)), HelpRef: uint32(rng.IntN(2))}
+			series = append(series, writev2.TimeSeries{LabelsRefs: refs, Metadata: md})
 		}
 		body, err := (&writev2.Request{Symbols: syms, Timeseries: series}).Marshal()
 		require.NoError(t, err)
@@ -225,6 +228,21 @@ func checkDeferIDs(t *testing.T, body []byte) {
 		return
 	}
 	require.Len(t, d.Series, len(ids.Series))
+	// The same metadata, names included, unless a series has two names
+	// (then which one names it depends on the labels' order).
+	twoNames := false
+	for i := range d.Series {
+		names := 0
+		for k, r := range d.refs[2*d.spans[i] : 2*d.spans[i+1]] {
+			if k%2 == 0 && string(d.symbols[r]) == "__name__" {
+				names++
+			}
+		}
+		twoNames = twoNames || names > 1
+	}
+	if !twoNames {
+		require.Equal(t, ids.Meta, d.Meta)
+	}
 	n := min(len(ids.Series), 64)
 	for i := range n {
 		refs := d.refs[2*d.spans[i] : 2*d.spans[i+1]]
