@@ -87,11 +87,14 @@ type WriteDecoderV2 struct {
 	// compared by their bytes).
 	nameSym  int64
 	nameDups bool
-	// DeferIDs: the last metadata message decoded in this request and
-	// what it decoded to (Series and Name aside): a 2.0 request repeats
-	// its metrics' metadata on every series.
-	metaRaw  []byte
-	metaLast Metadata
+	// metaMemo holds metadata messages of this request (up to 7 bytes,
+	// packed with their length into key) decoded: a 2.0 request repeats
+	// its metrics' metadata on every series. It holds no pointers, so
+	// filling it costs no write barriers.
+	metaMemo [4]struct {
+		key  uint64
+		refs metaRefs
+	}
 	// maxLabels is the label limit of the Decode (DeferIDs).
 	maxLabels int
 	msgs      [][]byte
@@ -118,6 +121,7 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 	d.Exemplars, d.ExemplarPairs = d.Exemplars[:0], d.ExemplarPairs[:0]
 	clear(d.symbols)
 	syms, msgs := d.symbols[:0], d.msgs[:0]
+	clear(d.metaMemo[:]) // its references are into the last request's symbols
 	d.refs, d.spans, d.symHash = d.refs[:0], d.spans[:0], d.symHash[:0]
 	deferIDs := d.DeferIDs && d.DeferLabelChecks
 	defer func() {
@@ -125,7 +129,6 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 		// DeferIDs, the symbols (until the next Decode or Release).
 		clear(msgs)
 		d.symbols, d.msgs = syms, msgs[:0]
-		d.metaRaw, d.metaLast = nil, Metadata{}
 		if !deferIDs {
 			clear(syms)
 			d.symbols = syms[:0]
@@ -275,6 +278,13 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 			}
 			nrefs++
 		case field == 2 && wt == wireBytes: // Sample
+			// decodeSample's fast path (value, then timestamp), inline
+			if len(msg) >= 11 && msg[0] == 0x09 && msg[9] == 0x10 {
+				if t, n := binary.Uvarint(msg[10:]); n > 0 && 10+n == len(msg) {
+					d.samples = append(d.samples, Sample{T: int64(t), V: math.Float64frombits(binary.LittleEndian.Uint64(msg[1:9]))})
+					break
+				}
+			}
 			s, err := decodeSample(msg)
 			if err != nil {
 				return 0, inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
@@ -305,13 +315,11 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 			e.Series, e.From, e.To = index, from, len(d.ExemplarPairs)
 			d.Exemplars = append(d.Exemplars, e)
 		case field == 5 && wt == wireBytes: // Metadata
-			if deferIDs && d.metaRaw != nil && string(msg) == string(d.metaRaw) {
-				meta = d.metaLast // the same bytes, the same symbols
-			} else if err := decodeMetadata(msg, syms, &meta); err != nil {
+			refs, err := d.metadata(msg, len(syms))
+			if err != nil {
 				return 0, inputErr("bad protobuf: timeseries %d: metadata: %v", index, err)
-			} else if deferIDs {
-				d.metaRaw, d.metaLast = msg, meta
 			}
+			meta = refs.resolve(syms)
 			hasMeta = meta.Type != 0 || len(meta.Unit) > 0 || len(meta.Help) > 0
 		}
 	}
@@ -389,7 +397,16 @@ func (d *WriteDecoderV2) MatchesID(i int, id []byte) bool {
 		if je > len(id) {
 			return false
 		}
-		if !encEqual(enc, id, s, e, j, je) {
+		// encEqual's common cases, inline (it is too big to be inlined).
+		if n <= 8 && je >= 8 {
+			if (unaligned.Load64(enc, e-8)^unaligned.Load64(id, je-8))>>(64-8*uint(n)) != 0 {
+				return false
+			}
+		} else if n > 8 && n <= 16 {
+			if unaligned.Load64(enc, s) != unaligned.Load64(id, j) || unaligned.Load64(enc, e-8) != unaligned.Load64(id, je-8) {
+				return false
+			}
+		} else if !encEqual(enc, id, s, e, j, je) {
 			return false
 		}
 		j = je
@@ -476,47 +493,87 @@ func tagLen(b []byte) int {
 	return n
 }
 
+// metaRefs is a v2 Metadata message decoded: its type, and its help and
+// unit references plus one (0: not sent).
+type metaRefs struct {
+	typ        int32
+	help, unit uint64
+}
+
+// resolve is the Metadata of r (Series and Name aside), its strings in
+// syms.
+func (r metaRefs) resolve(syms [][]byte) Metadata {
+	m := Metadata{Type: r.typ}
+	if r.help > 0 {
+		m.Help = syms[r.help-1]
+	}
+	if r.unit > 0 {
+		m.Unit = syms[r.unit-1]
+	}
+	return m
+}
+
+// metadata is decodeMetadata(b, nsyms), through metaMemo for short
+// messages.
+func (d *WriteDecoderV2) metadata(b []byte, nsyms int) (metaRefs, error) {
+	if len(b) == 0 || len(b) > 7 {
+		return decodeMetadata(b, nsyms)
+	}
+	var w [8]byte
+	copy(w[:], b)
+	key := binary.LittleEndian.Uint64(w[:]) | uint64(len(b))<<56
+	e := &d.metaMemo[(key*0x9e3779b97f4a7c15)>>62]
+	if e.key == key {
+		return e.refs, nil
+	}
+	r, err := decodeMetadata(b, nsyms)
+	if err == nil {
+		e.key, e.refs = key, r
+	}
+	return r, err
+}
+
 // decodeMetadata reads a v2 Metadata message: type (1), help_ref (3),
-// unit_ref (4).
-func decodeMetadata(b []byte, syms [][]byte, m *Metadata) error {
-	*m = Metadata{}
+// unit_ref (4), references into nsyms symbols.
+func decodeMetadata(b []byte, nsyms int) (metaRefs, error) {
+	var m metaRefs
 	for i := 0; i < len(b); {
 		field, wt, n := tag(b[i:])
 		if n <= 0 {
-			return errors.New("malformed field tag")
+			return m, errors.New("malformed field tag")
 		}
 		i += n
 		if wt != wireVarint {
 			l, err := skip(b[i:], wt)
 			if err != nil {
-				return err
+				return m, err
 			}
 			i += l
 			continue
 		}
 		v, l := binary.Uvarint(b[i:])
 		if l <= 0 {
-			return errors.New("bad varint")
+			return m, errors.New("bad varint")
 		}
 		i += l
 		switch field {
 		case 1:
 			if v > math.MaxInt32 {
-				return fmt.Errorf("type %d out of range", v)
+				return m, fmt.Errorf("type %d out of range", v)
 			}
-			m.Type = int32(v)
+			m.typ = int32(v)
 		case 3, 4:
-			if v >= uint64(len(syms)) {
-				return fmt.Errorf("symbol reference %d past the %d symbols", v, len(syms))
+			if v >= uint64(nsyms) {
+				return m, fmt.Errorf("symbol reference %d past the %d symbols", v, nsyms)
 			}
 			if field == 3 {
-				m.Help = syms[v]
+				m.help = v + 1
 			} else {
-				m.Unit = syms[v]
+				m.unit = v + 1
 			}
 		}
 	}
-	return nil
+	return m, nil
 }
 
 // Release is WriteDecoder.Release for 2.0.
