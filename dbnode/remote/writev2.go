@@ -214,6 +214,10 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferIDs bool) (h uint64, err error) {
 	d.pairs = d.pairs[:0]
 	refsFrom := len(d.refs)
+	// Kept in locals for the loops: through d, each label would reload
+	// them (d.refs is appended to).
+	symHash, allRefs := d.symHash, d.refs
+	nameSym, nameDups := d.nameSym, d.nameDups
 	var name, metric []byte // metric: the value of __name__ (DeferIDs)
 	var nameRef uint64
 	nrefs := 0 // label references read so far: a pair is complete every second
@@ -249,9 +253,9 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 					if !deferIDs {
 						d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
 					} else if len(syms[v]) > 0 || len(name) == 0 { // what WithoutEmpty keeps
-						h += d.pairHash(nameRef, v)
-						d.refs = append(d.refs, uint32(nameRef), uint32(v))
-						if int64(nameRef) == d.nameSym || d.nameDups && string(name) == "__name__" {
+						h += pairHash(symHash, nameRef, v)
+						allRefs = append(allRefs, uint32(nameRef), uint32(v))
+						if int64(nameRef) == nameSym || nameDups && string(name) == "__name__" {
 							metric = syms[v]
 						}
 					}
@@ -269,9 +273,9 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 				if !deferIDs {
 					d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
 				} else if len(syms[v]) > 0 || len(name) == 0 { // what WithoutEmpty keeps
-					h += d.pairHash(nameRef, v)
-					d.refs = append(d.refs, uint32(nameRef), uint32(v))
-					if int64(nameRef) == d.nameSym || d.nameDups && string(name) == "__name__" {
+					h += pairHash(symHash, nameRef, v)
+					allRefs = append(allRefs, uint32(nameRef), uint32(v))
+					if int64(nameRef) == nameSym || nameDups && string(name) == "__name__" {
 						metric = syms[v]
 					}
 				}
@@ -323,6 +327,7 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 			hasMeta = meta.Type != 0 || len(meta.Unit) > 0 || len(meta.Help) > 0
 		}
 	}
+	d.refs = allRefs
 	if nrefs&1 != 0 {
 		return 0, inputErr("timeseries %d: odd number (%d) of label references", index, nrefs)
 	}
@@ -368,8 +373,8 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 // and v) in a series' hash (DeferIDs), which sums those of the labels the
 // ID is built from: equal label sets, whatever their order or symbol
 // references, hash alike.
-func (d *WriteDecoderV2) pairHash(n, v uint64) uint64 {
-	x := d.symHash[n]*0x9e3779b97f4a7c15 ^ d.symHash[v]
+func pairHash(symHash []uint64, n, v uint64) uint64 {
+	x := symHash[n]*0x9e3779b97f4a7c15 ^ symHash[v]
 	x ^= x >> 31
 	x *= 0xd6e8feb86659fd93
 	return x ^ x>>32
