@@ -524,9 +524,12 @@ func (d *WriteDecoderV2) metadata(b []byte, nsyms int) (metaRefs, error) {
 	if len(b) == 0 || len(b) > 7 {
 		return decodeMetadata(b, nsyms)
 	}
-	var w [8]byte
-	copy(w[:], b)
-	key := binary.LittleEndian.Uint64(w[:]) | uint64(len(b))<<56
+	// Shifted in byte by byte: a word loaded from a copy of b stalls on
+	// the stores of the copy.
+	key := uint64(len(b)) << 56
+	for k := len(b) - 1; k >= 0; k-- {
+		key |= uint64(b[k]) << (8 * uint(k))
+	}
 	e := &d.metaMemo[(key*0x9e3779b97f4a7c15)>>62]
 	if e.key == key {
 		return e.refs, nil
