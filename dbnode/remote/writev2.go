@@ -87,14 +87,6 @@ type WriteDecoderV2 struct {
 	// compared by their bytes).
 	nameSym  int64
 	nameDups bool
-	// metaMemo holds metadata messages of this request (up to 7 bytes,
-	// packed with their length into key) decoded: a 2.0 request repeats
-	// its metrics' metadata on every series. It holds no pointers, so
-	// filling it costs no write barriers.
-	metaMemo [4]struct {
-		key  uint64
-		refs metaRefs
-	}
 	// maxLabels is the label limit of the Decode (DeferIDs).
 	maxLabels int
 	msgs      [][]byte
@@ -121,7 +113,6 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 	d.Exemplars, d.ExemplarPairs = d.Exemplars[:0], d.ExemplarPairs[:0]
 	clear(d.symbols)
 	syms, msgs := d.symbols[:0], d.msgs[:0]
-	clear(d.metaMemo[:]) // its references are into the last request's symbols
 	d.refs, d.spans, d.symHash = d.refs[:0], d.spans[:0], d.symHash[:0]
 	deferIDs := d.DeferIDs && d.DeferLabelChecks
 	defer func() {
@@ -319,7 +310,7 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 			e.Series, e.From, e.To = index, from, len(d.ExemplarPairs)
 			d.Exemplars = append(d.Exemplars, e)
 		case field == 5 && wt == wireBytes: // Metadata
-			refs, err := d.metadata(msg, len(syms))
+			refs, err := decodeMetadata(msg, len(syms))
 			if err != nil {
 				return 0, inputErr("bad protobuf: timeseries %d: metadata: %v", index, err)
 			}
@@ -516,29 +507,6 @@ func (r metaRefs) resolve(syms [][]byte) Metadata {
 		m.Unit = syms[r.unit-1]
 	}
 	return m
-}
-
-// metadata is decodeMetadata(b, nsyms), through metaMemo for short
-// messages.
-func (d *WriteDecoderV2) metadata(b []byte, nsyms int) (metaRefs, error) {
-	if len(b) == 0 || len(b) > 7 {
-		return decodeMetadata(b, nsyms)
-	}
-	// Shifted in byte by byte: a word loaded from a copy of b stalls on
-	// the stores of the copy.
-	key := uint64(len(b)) << 56
-	for k := len(b) - 1; k >= 0; k-- {
-		key |= uint64(b[k]) << (8 * uint(k))
-	}
-	e := &d.metaMemo[(key*0x9e3779b97f4a7c15)>>62]
-	if e.key == key {
-		return e.refs, nil
-	}
-	r, err := decodeMetadata(b, nsyms)
-	if err == nil {
-		e.key, e.refs = key, r
-	}
-	return r, err
 }
 
 // decodeMetadata reads a v2 Metadata message: type (1), help_ref (3),
