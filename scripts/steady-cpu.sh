@@ -92,7 +92,7 @@ run() { # run STORE DIR -> prints node CPU us per measured sample
 	rm -rf "$dir"
 }
 
-echo "steady CPU: $SERIES series, $WARM warm-up + $SAMPLES measured samples each, Tessera remote write $PROTOCOL.0; load before: $(cat /proc/loadavg)"
+echo "steady CPU: $SERIES series, $WARM warm-up + $SAMPLES measured samples each, Tessera remote write $PROTOCOL.0 (N:BIN: N.0); load before: $(cat /proc/loadavg)"
 : >"$work/results"
 for r in $(seq 1 "$ROUNDS"); do
 	n=${#stores[@]}
