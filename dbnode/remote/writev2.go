@@ -170,7 +170,7 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 			off = append(off, uint32(len(enc)))
 			enc = append(binary.AppendUvarint(enc, uint64(len(sym))), sym...)
 		}
-		if len(enc) > math.MaxUint32-2*wordPad {
+		if uint64(len(enc)) > math.MaxUint32-2*wordPad {
 			return inputErr("bad request: symbols of %d bytes", len(enc))
 		}
 		d.enc, d.encOff = append(enc, make([]byte, wordPad)...), append(off, uint32(len(enc)))
