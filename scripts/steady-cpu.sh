@@ -10,11 +10,14 @@
 # series are created, the caches filled), then the measured bench: the
 # store's utime+stime (/proc/PID/stat) over `tessera bench --series SERIES
 # --samples SAMPLES`, per sample written. Tessera gets remote write
-# PROTOCOL (1 or 2); VictoriaMetrics always 1.0 (it takes no 2.0).
+# PROTOCOL (1 or 2); VictoriaMetrics always 1.0 (it takes no 2.0). A
+# binary given as N:BIN gets protocol N whatever PROTOCOL says, so that
+# 1.0 and 2.0 are compared in one run (1:./tessera 2:./tessera).
 #
 # Usage:
 #   scripts/steady-cpu.sh TESSERA_BIN [TESSERA_BIN...]
 #   PROTOCOL=2 ROUNDS=6 scripts/steady-cpu.sh /tmp/base-tessera ./tessera
+#   ROUNDS=6 scripts/steady-cpu.sh 1:./tessera 2:./tessera
 #
 # Environment: SERIES (10000), SAMPLES (360), WARM (20), ROUNDS (4),
 # PROTOCOL (1), VM (/tmp/vm/victoria-metrics; VM= leaves it out), PORT
@@ -31,10 +34,12 @@ PROTOCOL=${PROTOCOL:-1}
 VM=${VM-/tmp/vm/victoria-metrics}
 PORT=${PORT:-19660}
 BENCH=${BENCH:-${!#}}
+BENCH=${BENCH#[12]:}
 HZ=$(getconf CLK_TCK)
 stores=("$@")
 [ -n "$VM" ] && stores+=(vm)
 for b in "$@" "$BENCH" ${VM:+"$VM"}; do
+	b=${b#[12]:}
 	[ -x "$b" ] || { echo "not an executable: $b" >&2; exit 2; }
 done
 
@@ -55,6 +60,7 @@ trap 'exit 130' INT TERM
 
 run() { # run STORE DIR -> prints node CPU us per measured sample
 	local who=$1 dir=$2 url proto=$PROTOCOL now t0
+	case $who in [12]:*) proto=${who%%:*} who=${who#[12]:} ;; esac
 	mkdir -p "$dir"
 	if [ "$who" = vm ]; then
 		"$VM" -storageDataPath "$dir/data" -httpListenAddr "127.0.0.1:$((PORT + 5))" >"$dir/log" 2>&1 &
@@ -86,7 +92,7 @@ run() { # run STORE DIR -> prints node CPU us per measured sample
 	rm -rf "$dir"
 }
 
-echo "steady CPU: $SERIES series, $WARM warm-up + $SAMPLES measured samples each, Tessera remote write $PROTOCOL.0; load before: $(cat /proc/loadavg)"
+echo "steady CPU: $SERIES series, $WARM warm-up + $SAMPLES measured samples each, Tessera remote write $PROTOCOL.0 (N:BIN: N.0); load before: $(cat /proc/loadavg)"
 : >"$work/results"
 for r in $(seq 1 "$ROUNDS"); do
 	n=${#stores[@]}

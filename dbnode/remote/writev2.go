@@ -10,6 +10,7 @@ import (
 
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/internal/retain"
+	"github.com/tessera-tsdb/tessera/internal/unaligned"
 	"github.com/tessera-tsdb/tessera/limits"
 )
 
@@ -75,6 +76,17 @@ type WriteDecoderV2 struct {
 	// those WithoutEmpty drops; symbols is kept until the next Decode.
 	spans []uint32
 	refs  []uint32
+	// DeferIDs: symbol r as the ID holds it, its uvarint length and its
+	// bytes, is enc[encOff[r]:encOff[r+1]]; enc has wordPad bytes before
+	// the first and after the last, so that MatchesID's unchecked word
+	// loads stay inside it.
+	enc    []byte
+	encOff []uint32
+	// DeferIDs: the reference of the symbol "__name__" (-1: none), and
+	// whether more than one symbol is "__name__" (then names are
+	// compared by their bytes).
+	nameSym  int64
+	nameDups bool
 	// maxLabels is the label limit of the Decode (DeferIDs).
 	maxLabels int
 	msgs      [][]byte
@@ -146,9 +158,22 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 	keys := slices.Grow(d.Keys, len(msgs))
 	if deferIDs {
 		d.maxLabels = d.Limits.Config().MaxLabelNamesPerSeries
-		for _, sym := range syms {
+		enc := append(d.enc[:0], make([]byte, wordPad)...)
+		off := d.encOff[:0]
+		d.nameSym, d.nameDups = -1, false
+		for r, sym := range syms {
+			if string(sym) == "__name__" {
+				d.nameDups = d.nameSym >= 0
+				d.nameSym = int64(r)
+			}
 			d.symHash = append(d.symHash, KeyHash(sym))
+			off = append(off, uint32(len(enc)))
+			enc = append(binary.AppendUvarint(enc, uint64(len(sym))), sym...)
 		}
+		if uint64(len(enc)) > math.MaxUint32-2*wordPad {
+			return inputErr("bad request: symbols of %d bytes", len(enc))
+		}
+		d.enc, d.encOff = append(enc, make([]byte, wordPad)...), append(off, uint32(len(enc)))
 		d.spans = append(d.spans, 0)
 	}
 	for i, msg := range msgs {
@@ -180,7 +205,11 @@ func (d *WriteDecoderV2) Decode(b []byte) error {
 func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferIDs bool) (h uint64, err error) {
 	d.pairs = d.pairs[:0]
 	refsFrom := len(d.refs)
-	var name []byte
+	// Kept in locals for the loops: through d, each label would reload
+	// them (d.refs is appended to).
+	symHash, allRefs := d.symHash, d.refs
+	nameSym, nameDups := d.nameSym, d.nameDups
+	var name, metric []byte // metric: the value of __name__ (DeferIDs)
 	var nameRef uint64
 	nrefs := 0 // label references read so far: a pair is complete every second
 	nsyms := uint64(len(syms))
@@ -215,8 +244,11 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 					if !deferIDs {
 						d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
 					} else if len(syms[v]) > 0 || len(name) == 0 { // what WithoutEmpty keeps
-						h += d.pairHash(nameRef, v)
-						d.refs = append(d.refs, uint32(nameRef), uint32(v))
+						h += pairHash(symHash, nameRef, v)
+						allRefs = append(allRefs, uint32(nameRef), uint32(v))
+						if int64(nameRef) == nameSym || nameDups && string(name) == "__name__" {
+							metric = syms[v]
+						}
 					}
 				}
 				nrefs++
@@ -232,12 +264,22 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 				if !deferIDs {
 					d.pairs = append(d.pairs, ident.Pair{Name: name, Value: syms[v]})
 				} else if len(syms[v]) > 0 || len(name) == 0 { // what WithoutEmpty keeps
-					h += d.pairHash(nameRef, v)
-					d.refs = append(d.refs, uint32(nameRef), uint32(v))
+					h += pairHash(symHash, nameRef, v)
+					allRefs = append(allRefs, uint32(nameRef), uint32(v))
+					if int64(nameRef) == nameSym || nameDups && string(name) == "__name__" {
+						metric = syms[v]
+					}
 				}
 			}
 			nrefs++
 		case field == 2 && wt == wireBytes: // Sample
+			// decodeSample's fast path (value, then timestamp), inline
+			if len(msg) >= 11 && msg[0] == 0x09 && msg[9] == 0x10 {
+				if t, n := binary.Uvarint(msg[10:]); n > 0 && 10+n == len(msg) {
+					d.samples = append(d.samples, Sample{T: int64(t), V: math.Float64frombits(binary.LittleEndian.Uint64(msg[1:9]))})
+					break
+				}
+			}
 			s, err := decodeSample(msg)
 			if err != nil {
 				return 0, inputErr("bad protobuf: timeseries %d: sample: %v", index, err)
@@ -268,12 +310,15 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 			e.Series, e.From, e.To = index, from, len(d.ExemplarPairs)
 			d.Exemplars = append(d.Exemplars, e)
 		case field == 5 && wt == wireBytes: // Metadata
-			if err := decodeMetadata(msg, syms, &meta); err != nil {
+			refs, err := decodeMetadata(msg, len(syms))
+			if err != nil {
 				return 0, inputErr("bad protobuf: timeseries %d: metadata: %v", index, err)
 			}
+			meta = refs.resolve(syms)
 			hasMeta = meta.Type != 0 || len(meta.Unit) > 0 || len(meta.Help) > 0
 		}
 	}
+	d.refs = allRefs
 	if nrefs&1 != 0 {
 		return 0, inputErr("timeseries %d: odd number (%d) of label references", index, nrefs)
 	}
@@ -287,12 +332,7 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 			}
 		}
 		if hasMeta {
-			meta.Series = index
-			for k := 0; k < len(refs); k += 2 {
-				if string(syms[refs[k]]) == "__name__" {
-					meta.Name = syms[refs[k+1]]
-				}
-			}
+			meta.Series, meta.Name = index, metric
 			d.addMeta(meta)
 		}
 		return h, nil
@@ -324,8 +364,8 @@ func (d *WriteDecoderV2) decodeSeries(b []byte, index int, syms [][]byte, deferI
 // and v) in a series' hash (DeferIDs), which sums those of the labels the
 // ID is built from: equal label sets, whatever their order or symbol
 // references, hash alike.
-func (d *WriteDecoderV2) pairHash(n, v uint64) uint64 {
-	x := d.symHash[n]*0x9e3779b97f4a7c15 ^ d.symHash[v]
+func pairHash(symHash []uint64, n, v uint64) uint64 {
+	x := symHash[n]*0x9e3779b97f4a7c15 ^ symHash[v]
 	x ^= x >> 31
 	x *= 0xd6e8feb86659fd93
 	return x ^ x>>32
@@ -335,14 +375,61 @@ func (d *WriteDecoderV2) pairHash(n, v uint64) uint64 {
 // series of id: its labels, as sent, are id's labels in id's order. A
 // series whose labels are id's but not in its (sorted) order does not
 // match; the caller builds its ID (BuildID) as for a new series.
+//
+// It runs on every series of every steady 2.0 request. id must be the
+// concatenation of the symbols' ID forms (enc) in the order of the
+// series' references; each is compared inline in one or two 8-byte words
+// (masked to its length), as labelsAreID compares 1.0's labels: through
+// a memequal call per name and per value (after reading each length's
+// varint) it cost most of the 2.0 cache lookup (docs/performance.md,
+// rw2cpu).
 func (d *WriteDecoderV2) MatchesID(i int, id []byte) bool {
+	enc, off := d.enc, d.encOff
+	j := 0 // id[:j] matched so far
 	for _, r := range d.refs[2*d.spans[i] : 2*d.spans[i+1]] {
-		var ok bool
-		if id, ok = cutLabel(id, d.symbols[r]); !ok {
+		s, e := int(off[r]), int(off[r+1]) // wordPad <= s < e <= len(enc)-wordPad
+		n := e - s
+		je := j + n
+		if je > len(id) {
 			return false
 		}
+		// encEqual's common cases, inline (it is too big to be inlined).
+		if n <= 8 && je >= 8 {
+			if (unaligned.Load64(enc, e-8)^unaligned.Load64(id, je-8))>>(64-8*uint(n)) != 0 {
+				return false
+			}
+		} else if n > 8 && n <= 16 {
+			if unaligned.Load64(enc, s) != unaligned.Load64(id, j) || unaligned.Load64(enc, e-8) != unaligned.Load64(id, je-8) {
+				return false
+			}
+		} else if !encEqual(enc, id, s, e, j, je) {
+			return false
+		}
+		j = je
 	}
-	return len(id) == 0
+	return j == len(id)
+}
+
+// wordPad is the zero bytes around the ID forms in enc: a word load
+// ending at a form's end or starting at its start stays inside enc.
+const wordPad = 8
+
+// encEqual reports whether enc[s:e] equals id[j:je], with e-s == je-j >= 1,
+// wordPad bytes of enc on either side of [s, e), and je <= len(id). Up to
+// 8 bytes are one word load from each, ending at the segment's end (or,
+// within 8 bytes of id's start, starting at its start), masked to the
+// segment; up to 16 two words; longer ones memequal.
+func encEqual(enc, id []byte, s, e, j, je int) bool {
+	n := e - s
+	switch {
+	case n <= 8 && je >= 8:
+		return (unaligned.Load64(enc, e-8)^unaligned.Load64(id, je-8))>>(64-8*uint(n)) == 0
+	case n <= 8 && j+8 <= len(id):
+		return (unaligned.Load64(enc, s)^unaligned.Load64(id, j))<<(64-8*uint(n)) == 0
+	case n > 8 && n <= 16:
+		return unaligned.Load64(enc, s) == unaligned.Load64(id, j) && unaligned.Load64(enc, e-8) == unaligned.Load64(id, je-8)
+	}
+	return string(enc[s:e]) == string(id[j:je])
 }
 
 // pairsOf returns the labels of refs (name, value, ...) into syms in
@@ -354,22 +441,6 @@ func (d *WriteDecoderV2) pairsOf(refs []uint32, syms [][]byte) []ident.Pair {
 	}
 	d.pairs = pairs
 	return pairs
-}
-
-// cutLabel returns id past s, the uvarint length of s and its bytes at
-// id's front, and true; or false when id does not start with them.
-func cutLabel(id, s []byte) ([]byte, bool) {
-	var n uint64
-	var k int
-	if len(id) > 0 && id[0] < 0x80 {
-		n, k = uint64(id[0]), 1
-	} else if n, k = binary.Uvarint(id); k <= 0 {
-		return nil, false
-	}
-	if n != uint64(len(s)) || uint64(len(id)-k) < n || string(id[k:k+int(n)]) != string(s) {
-		return nil, false
-	}
-	return id[k+int(n):], true
 }
 
 // BuildID builds the ID of series i of the last Decode (DeferIDs) from its
@@ -418,47 +489,67 @@ func tagLen(b []byte) int {
 	return n
 }
 
+// metaRefs is a v2 Metadata message decoded: its type, and its help and
+// unit references plus one (0: not sent).
+type metaRefs struct {
+	typ        int32
+	help, unit uint64
+}
+
+// resolve is the Metadata of r (Series and Name aside), its strings in
+// syms.
+func (r metaRefs) resolve(syms [][]byte) Metadata {
+	m := Metadata{Type: r.typ}
+	if r.help > 0 {
+		m.Help = syms[r.help-1]
+	}
+	if r.unit > 0 {
+		m.Unit = syms[r.unit-1]
+	}
+	return m
+}
+
 // decodeMetadata reads a v2 Metadata message: type (1), help_ref (3),
-// unit_ref (4).
-func decodeMetadata(b []byte, syms [][]byte, m *Metadata) error {
-	*m = Metadata{}
+// unit_ref (4), references into nsyms symbols.
+func decodeMetadata(b []byte, nsyms int) (metaRefs, error) {
+	var m metaRefs
 	for i := 0; i < len(b); {
 		field, wt, n := tag(b[i:])
 		if n <= 0 {
-			return errors.New("malformed field tag")
+			return m, errors.New("malformed field tag")
 		}
 		i += n
 		if wt != wireVarint {
 			l, err := skip(b[i:], wt)
 			if err != nil {
-				return err
+				return m, err
 			}
 			i += l
 			continue
 		}
 		v, l := binary.Uvarint(b[i:])
 		if l <= 0 {
-			return errors.New("bad varint")
+			return m, errors.New("bad varint")
 		}
 		i += l
 		switch field {
 		case 1:
 			if v > math.MaxInt32 {
-				return fmt.Errorf("type %d out of range", v)
+				return m, fmt.Errorf("type %d out of range", v)
 			}
-			m.Type = int32(v)
+			m.typ = int32(v)
 		case 3, 4:
-			if v >= uint64(len(syms)) {
-				return fmt.Errorf("symbol reference %d past the %d symbols", v, len(syms))
+			if v >= uint64(nsyms) {
+				return m, fmt.Errorf("symbol reference %d past the %d symbols", v, nsyms)
 			}
 			if field == 3 {
-				m.Help = syms[v]
+				m.help = v + 1
 			} else {
-				m.Unit = syms[v]
+				m.unit = v + 1
 			}
 		}
 	}
-	return nil
+	return m, nil
 }
 
 // Release is WriteDecoder.Release for 2.0.
@@ -478,6 +569,8 @@ func (d *WriteDecoderV2) Release() bool {
 	retain.Trim(&over, &d.symHash)
 	retain.Trim(&over, &d.spans)
 	retain.Trim(&over, &d.refs)
+	retain.Trim(&over, &d.enc)
+	retain.Trim(&over, &d.encOff)
 	clear(d.symbols) // the request's bytes are not held past it
 	d.symbols = d.symbols[:0]
 	return over
