@@ -482,25 +482,25 @@ func decodeBlockIndexHead(path string, b []byte, indexSize, dataSize int64) (blo
 	bad := func(format string, args ...any) (blockIndexHead, error) {
 		return blockIndexHead{}, fmt.Errorf("%s: %w: %s", path, ErrCorrupt, fmt.Sprintf(format, args...))
 	}
-	d := decoder{b: b}
-	hdr := d.take(headerSize, "header")
-	nsLen := d.u16("namespace length")
-	ns := d.take(int(nsLen), "namespace")
-	bs := int64(d.u64("block start"))
-	blockSize := int64(d.u64("block size"))
-	vol := d.u32("volume")
-	n := d.u32("shard count")
-	if d.err != nil {
-		return bad("%v", d.err)
+	d := newDecoder(b)
+	hdr := d.Take(headerSize, "header")
+	nsLen := d.U16("namespace length")
+	ns := d.Take(int(nsLen), "namespace")
+	bs := int64(d.U64("block start"))
+	blockSize := int64(d.U64("block size"))
+	vol := d.U32("volume")
+	n := d.U32("shard count")
+	if d.Err != nil {
+		return bad("%v", d.Err)
 	}
-	if uint64(n) > uint64(len(d.b))/shardRowSize {
+	if uint64(n) > uint64(len(d.B))/shardRowSize {
 		return bad("shard count %d exceeds file size", n)
 	}
 	version := uint32(blockIndexVersion)
 	if v := binary.LittleEndian.Uint32(hdr[4:]); v == blockVersion || v == indexCompressed {
 		version = v
 	}
-	tableEnd := len(b) - len(d.b) + int(n)*shardRowSize
+	tableEnd := len(b) - len(d.B) + int(n)*shardRowSize
 	headLen := tableEnd + 4
 	if version >= indexCompressed {
 		// The stored dictionary follows the shard table.
@@ -531,18 +531,18 @@ func decodeBlockIndexHead(path string, b []byte, indexSize, dataSize int64) (blo
 	nextIx, nextData := h.size, int64(headerSize)
 	for i := range h.sections {
 		s := &h.sections[i]
-		s.shard = d.u32("shard")
-		s.seriesCount = d.u64("series count")
-		s.pageCount = d.u64("page count")
-		s.sampleCount = d.u64("sample count")
-		s.payloadBytes = d.u64("payload bytes")
+		s.shard = d.U32("shard")
+		s.seriesCount = d.U64("series count")
+		s.pageCount = d.U64("page count")
+		s.sampleCount = d.U64("sample count")
+		s.payloadBytes = d.U64("payload bytes")
 		for _, r := range []*sectionRange{&s.index, &s.data} {
-			r.offset = int64(d.u64("section offset"))
-			r.size = int64(d.u64("section size"))
-			r.crc = d.u32("section checksum")
+			r.offset = int64(d.U64("section offset"))
+			r.size = int64(d.U64("section size"))
+			r.crc = d.U32("section checksum")
 		}
-		if d.err != nil {
-			return bad("%v", d.err)
+		if d.Err != nil {
+			return bad("%v", d.Err)
 		}
 		if i > 0 && s.shard <= h.sections[i-1].shard {
 			return bad("shard %d after shard %d", s.shard, h.sections[i-1].shard)
@@ -557,9 +557,9 @@ func decodeBlockIndexHead(path string, b []byte, indexSize, dataSize int64) (blo
 		nextData += s.data.size
 	}
 	if version >= indexCompressed {
-		stored := d.take(int(d.u32("dictionary length")), "dictionary")
-		if d.err != nil {
-			return bad("%v", d.err)
+		stored := d.Take(int(d.U32("dictionary length")), "dictionary")
+		if d.Err != nil {
+			return bad("%v", d.Err)
 		}
 		dict, err := decompressSection(stored, maxDictSize, nil)
 		if err != nil {
@@ -605,17 +605,17 @@ func decodeBlockCheckpoint(path string, b []byte) (blockCheckpoint, error) {
 	if err != nil {
 		return blockCheckpoint{}, err
 	}
-	d := decoder{b: body}
+	d := newDecoder(body)
 	var cp blockCheckpoint
-	cp.id.BlockStart = int64(d.u64("block start"))
-	vol := d.u32("volume")
-	cp.shards = d.u32("shard count")
+	cp.id.BlockStart = int64(d.U64("block start"))
+	vol := d.U32("volume")
+	cp.shards = d.U32("shard count")
 	for _, s := range []*fileSum{&cp.index, &cp.data} {
-		s.size = int64(d.u64("file size"))
-		s.crc = d.u32("file checksum")
+		s.size = int64(d.U64("file size"))
+		s.crc = d.U32("file checksum")
 	}
-	nsLen := d.u16("namespace length")
-	cp.id.Namespace = string(d.take(int(nsLen), "namespace"))
+	nsLen := d.U16("namespace length")
+	cp.id.Namespace = string(d.Take(int(nsLen), "namespace"))
 	if err := d.done(); err != nil {
 		return blockCheckpoint{}, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
 	}

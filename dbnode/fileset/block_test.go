@@ -402,7 +402,7 @@ func FuzzBlockIndexHead(f *testing.F) {
 					continue
 				}
 			}
-			d := decoder{b: sb}
+			d := newDecoder(sb)
 			_, _, _, _ = decodeSection(&d, s.seriesCount, s.pageCount, s.data.offset, s.data.offset+s.data.size, h.version >= blockIndexVersion)
 		}
 	})

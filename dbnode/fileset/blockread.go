@@ -141,7 +141,7 @@ func (v *Volume) openSection(s *shardSection) (*Reader, error) {
 		}
 		b = raw
 	}
-	d := decoder{b: b}
+	d := newDecoder(b)
 	ix, samples, payload, err := decodeSection(&d, s.seriesCount, s.pageCount, s.data.offset, s.data.offset+s.data.size, v.head.version >= blockIndexVersion)
 	if err == nil {
 		err = d.done()

@@ -32,11 +32,11 @@ func decodeDigest(path string, b []byte) (digest, error) {
 	if err != nil {
 		return digest{}, err
 	}
-	d := decoder{b: body}
+	d := newDecoder(body)
 	var dg digest
 	for _, s := range []*fileSum{&dg.info, &dg.index, &dg.data} {
-		s.size = int64(d.u64("file size"))
-		s.crc = d.u32("file checksum")
+		s.size = int64(d.U64("file size"))
+		s.crc = d.U32("file checksum")
 		if s.size < 0 {
 			return digest{}, fmt.Errorf("%s: %w: negative file size", path, ErrCorrupt)
 		}
@@ -72,15 +72,15 @@ func decodeCheckpoint(path string, b []byte) (checkpoint, error) {
 	if err != nil {
 		return checkpoint{}, err
 	}
-	d := decoder{b: body}
+	d := newDecoder(body)
 	var cp checkpoint
-	cp.id.Shard = d.u32("shard")
-	vol := d.u32("volume")
-	cp.id.BlockStart = int64(d.u64("block start"))
-	cp.digest.size = int64(d.u64("digest size"))
-	cp.digest.crc = d.u32("digest checksum")
-	nsLen := d.u16("namespace length")
-	cp.id.Namespace = string(d.take(int(nsLen), "namespace"))
+	cp.id.Shard = d.U32("shard")
+	vol := d.U32("volume")
+	cp.id.BlockStart = int64(d.U64("block start"))
+	cp.digest.size = int64(d.U64("digest size"))
+	cp.digest.crc = d.U32("digest checksum")
+	nsLen := d.U16("namespace length")
+	cp.id.Namespace = string(d.Take(int(nsLen), "namespace"))
 	if err := d.done(); err != nil {
 		return checkpoint{}, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
 	}

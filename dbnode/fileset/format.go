@@ -3,6 +3,7 @@ package fileset
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/tessera-tsdb/tessera/internal/decbuf"
 	"hash/crc32"
 )
 
@@ -81,69 +82,19 @@ func unsealVersion(path string, b []byte, magic [4]byte, version uint32) ([]byte
 
 // decoder reads little-endian fields from a byte slice and remembers the
 // first short read, so decoding code checks once at the end.
-type decoder struct {
-	b   []byte
-	err error
-}
+type decoder struct{ decbuf.Buf }
 
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("truncated reading %s", what)
-	}
-	d.b = nil
-}
+func newDecoder(b []byte) decoder { return decoder{decbuf.Buf{B: b, Fail: truncated}} }
 
-func (d *decoder) take(n int, what string) []byte {
-	if d.err != nil || n < 0 || n > len(d.b) {
-		d.fail(what)
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) u16(what string) uint16 {
-	if b := d.take(2, what); b != nil {
-		return binary.LittleEndian.Uint16(b)
-	}
-	return 0
-}
-
-func (d *decoder) u32(what string) uint32 {
-	if b := d.take(4, what); b != nil {
-		return binary.LittleEndian.Uint32(b)
-	}
-	return 0
-}
-
-func (d *decoder) u64(what string) uint64 {
-	if b := d.take(8, what); b != nil {
-		return binary.LittleEndian.Uint64(b)
-	}
-	return 0
-}
-
-func (d *decoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(what)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func truncated(what string) error { return fmt.Errorf("truncated reading %s", what) }
 
 // done reports a short read or trailing garbage.
 func (d *decoder) done() error {
-	if d.err != nil {
-		return d.err
+	if d.Err != nil {
+		return d.Err
 	}
-	if len(d.b) != 0 {
-		return fmt.Errorf("%d unexpected trailing bytes", len(d.b))
+	if len(d.B) != 0 {
+		return fmt.Errorf("%d unexpected trailing bytes", len(d.B))
 	}
 	return nil
 }

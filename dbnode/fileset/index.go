@@ -156,11 +156,11 @@ func decodeIndex(path string, b []byte, in info, dataSize int64) (*index, error)
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%s: %w: %s", path, ErrCorrupt, fmt.Sprintf(format, args...))
 	}
-	d := decoder{b: body}
-	nSeries := d.u64("series count")
-	nPages := d.u64("page count")
-	if d.err != nil {
-		return nil, bad("%v", d.err)
+	d := newDecoder(body)
+	nSeries := d.U64("series count")
+	nPages := d.U64("page count")
+	if d.Err != nil {
+		return nil, bad("%v", d.Err)
 	}
 	if nSeries != in.seriesCount || nPages != in.pageCount {
 		return nil, bad("index has %d series in %d pages, info says %d in %d",
@@ -192,17 +192,17 @@ func decodeSection(d *decoder, nSeries, nPages uint64, dataStart, dataEnd int64,
 	bad := func(format string, args ...any) (*index, uint64, uint64, error) {
 		return nil, 0, 0, fmt.Errorf(format, args...)
 	}
-	if nPages > uint64(len(d.b))/pageRefSize {
+	if nPages > uint64(len(d.B))/pageRefSize {
 		return bad("page count %d exceeds file size", nPages)
 	}
 	ix := &index{pages: make([]pageRef, nPages), kinds: kinds}
 	next := dataStart
 	for i := range ix.pages {
 		p := &ix.pages[i]
-		p.offset = int64(d.u64("page offset"))
-		p.clen = d.u32("page length")
-		p.ulen = d.u32("page size")
-		p.crc = d.u32("page checksum")
+		p.offset = int64(d.U64("page offset"))
+		p.clen = d.U32("page length")
+		p.ulen = d.U32("page size")
+		p.crc = d.U32("page checksum")
 		if p.offset != next {
 			return bad("page %d at offset %d, expected %d", i, p.offset, next)
 		}
@@ -211,32 +211,32 @@ func decodeSection(d *decoder, nSeries, nPages uint64, dataStart, dataEnd int64,
 		}
 		next += int64(p.clen)
 	}
-	if d.err != nil {
-		return bad("%v", d.err)
+	if d.Err != nil {
+		return bad("%v", d.Err)
 	}
 	if next != dataEnd {
 		return bad("pages end at %d, data ends at %d", next, dataEnd)
 	}
-	if nSeries > uint64(len(d.b))/minEntrySize {
+	if nSeries > uint64(len(d.B))/minEntrySize {
 		return bad("series count %d exceeds file size", nSeries)
 	}
 	ix.entries = make([]entry, nSeries)
-	ix.ids = make([]byte, 0, len(d.b)-int(nSeries)*(minEntrySize-1))
+	ix.ids = make([]byte, 0, len(d.B)-int(nSeries)*(minEntrySize-1))
 	var samples, payload uint64
 	for i := range ix.entries {
 		e := &ix.entries[i]
-		idLen := d.uvarint("id length")
-		if idLen > uint64(len(d.b)) {
+		idLen := d.Uvarint("id length")
+		if idLen > uint64(len(d.B)) {
 			return bad("series %d: id length %d exceeds file size", i, idLen)
 		}
-		id := d.take(int(idLen), "id")
-		page := d.uvarint("page")
-		off := d.uvarint("offset")
-		size := d.uvarint("size")
-		smp := d.uvarint("samples")
-		e.checksum = d.u64("checksum")
+		id := d.Take(int(idLen), "id")
+		page := d.Uvarint("page")
+		off := d.Uvarint("offset")
+		size := d.Uvarint("size")
+		smp := d.Uvarint("samples")
+		e.checksum = d.U64("checksum")
 		if kinds {
-			if k := d.take(1, "kind"); k != nil {
+			if k := d.Take(1, "kind"); k != nil {
 				e.kind = Kind(k[0])
 				if e.kind != KindFloats && e.kind != KindHistograms {
 					return bad("series %d: kind %d", i, k[0])
@@ -246,8 +246,8 @@ func decodeSection(d *decoder, nSeries, nPages uint64, dataStart, dataEnd int64,
 				}
 			}
 		}
-		if d.err != nil {
-			return bad("series %d: %v", i, d.err)
+		if d.Err != nil {
+			return bad("series %d: %v", i, d.Err)
 		}
 		if page >= nPages || off > math.MaxUint32 || size > math.MaxUint32 || smp > math.MaxUint32 {
 			return bad("series %d: field out of range (page %d, offset %d, size %d, samples %d)", i, page, off, size, smp)

@@ -33,17 +33,17 @@ func writeBlockIndexVersion(t testing.TB, root string, id BlockID, shards []Shar
 // It returns the shard count read, or false if the head is too short to
 // delimit.
 func resealHead(b []byte) (uint32, bool) {
-	d := decoder{b: b}
-	hdr := d.take(headerSize, "")
-	d.take(int(d.u16("")), "")
-	d.u64("")
-	d.u64("")
-	d.u32("")
-	n := d.u32("")
-	if d.err != nil || uint64(n) > uint64(len(d.b))/shardRowSize {
+	d := newDecoder(b)
+	hdr := d.Take(headerSize, "")
+	d.Take(int(d.U16("")), "")
+	d.U64("")
+	d.U64("")
+	d.U32("")
+	n := d.U32("")
+	if d.Err != nil || uint64(n) > uint64(len(d.B))/shardRowSize {
 		return 0, false
 	}
-	end := len(b) - len(d.b) + int(n)*shardRowSize
+	end := len(b) - len(d.B) + int(n)*shardRowSize
 	if binary.LittleEndian.Uint32(hdr[4:]) != blockVersion {
 		if end+4 > len(b) {
 			return 0, false
@@ -183,7 +183,7 @@ func FuzzSectionV3(f *testing.F) {
 		if len(raw) != int(binary.LittleEndian.Uint32(b)) {
 			t.Fatalf("decompressed %d bytes, recorded %d", len(raw), binary.LittleEndian.Uint32(b))
 		}
-		sd := decoder{b: raw}
+		sd := newDecoder(raw)
 		ix, _, _, err := decodeSection(&sd, nSeries, nPages, dataStart, dataEnd, kinds)
 		if err != nil {
 			return

@@ -36,18 +36,18 @@ func decodeInfo(path string, b []byte) (info, error) {
 	if err != nil {
 		return info{}, err
 	}
-	d := decoder{b: body}
+	d := newDecoder(body)
 	var in info
-	in.id.Shard = d.u32("shard")
-	vol := d.u32("volume")
-	in.id.BlockStart = int64(d.u64("block start"))
-	in.blockSize = int64(d.u64("block size"))
-	in.seriesCount = d.u64("series count")
-	in.sampleCount = d.u64("sample count")
-	in.payloadBytes = d.u64("payload bytes")
-	in.pageCount = d.u64("page count")
-	nsLen := d.u16("namespace length")
-	in.id.Namespace = string(d.take(int(nsLen), "namespace"))
+	in.id.Shard = d.U32("shard")
+	vol := d.U32("volume")
+	in.id.BlockStart = int64(d.U64("block start"))
+	in.blockSize = int64(d.U64("block size"))
+	in.seriesCount = d.U64("series count")
+	in.sampleCount = d.U64("sample count")
+	in.payloadBytes = d.U64("payload bytes")
+	in.pageCount = d.U64("page count")
+	nsLen := d.U16("namespace length")
+	in.id.Namespace = string(d.Take(int(nsLen), "namespace"))
 	if err := d.done(); err != nil {
 		return info{}, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
 	}

@@ -89,19 +89,19 @@ func TestSectionKindDamage(t *testing.T) {
 	require.NoError(t, err)
 	raw := appendSection(nil, series, entries, pages, true)
 	require.Equal(t, byte(KindHistograms), raw[len(raw)-1])
-	d := decoder{b: raw}
+	d := newDecoder(raw)
 	ix, _, _, err := decodeSection(&d, 1, uint64(len(pages)), headerSize, end, true)
 	require.NoError(t, err)
 	require.NoError(t, d.done())
 	require.Equal(t, 1, ix.hist)
 	for _, bad := range []byte{0, 3, 0xff} {
 		raw[len(raw)-1] = bad
-		d := decoder{b: raw}
+		d := newDecoder(raw)
 		_, _, _, err := decodeSection(&d, 1, uint64(len(pages)), headerSize, end, true)
 		require.ErrorContains(t, err, "kind", "kind byte %d", bad)
 	}
 	// Read as a section without kinds, the kind byte is trailing garbage.
-	d = decoder{b: raw}
+	d = newDecoder(raw)
 	_, _, _, err = decodeSection(&d, 1, uint64(len(pages)), headerSize, end, false)
 	require.NoError(t, err)
 	require.Error(t, d.done())

@@ -84,16 +84,16 @@ func decodeReleased(path string, b []byte) ([]Released, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := decoder{b: body}
-	n := d.u32("count")
-	if d.err != nil || uint64(n) != uint64(len(d.b))/releasedRowSize || len(d.b)%releasedRowSize != 0 {
-		return nil, fmt.Errorf("%s: %w: %d records in %d bytes", path, ErrCorrupt, n, len(d.b))
+	d := newDecoder(body)
+	n := d.U32("count")
+	if d.Err != nil || uint64(n) != uint64(len(d.B))/releasedRowSize || len(d.B)%releasedRowSize != 0 {
+		return nil, fmt.Errorf("%s: %w: %d records in %d bytes", path, ErrCorrupt, n, len(d.B))
 	}
 	rs := make([]Released, n)
 	for i := range rs {
-		rs[i].Shard = d.u32("shard")
-		rs[i].BlockStart = int64(d.u64("block start"))
-		v := d.u32("volume")
+		rs[i].Shard = d.U32("shard")
+		rs[i].BlockStart = int64(d.U64("block start"))
+		v := d.U32("volume")
 		if v > maxVolume {
 			return nil, fmt.Errorf("%s: %w: volume %d out of range", path, ErrCorrupt, v)
 		}

@@ -21,6 +21,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/tessera-tsdb/tessera/internal/decbuf"
 	"hash/crc32"
 	"io"
 )
@@ -236,23 +237,23 @@ type Section struct {
 // The slices alias the decoded bytes; Histograms is reused between calls.
 // It stops at fn's first error and returns it.
 func (s Section) Each(fn func(Series) error) error {
-	d := decoder{b: s.body}
+	d := newDecoder(s.body)
 	var hs [][]byte
 	for range s.Count {
-		x := Series{ID: d.bytes("series ID"), Floats: d.bytes("float stream")}
+		x := Series{ID: d.Bytes("series ID"), Floats: d.Bytes("float stream")}
 		if len(x.Floats) == 0 {
 			x.Floats = nil
 		}
-		nh := d.uvarint("histogram stream count")
+		nh := d.Uvarint("histogram stream count")
 		hs = hs[:0]
-		for j := uint64(0); j < nh && d.err == nil; j++ {
-			hs = append(hs, d.bytes("histogram stream"))
+		for j := uint64(0); j < nh && d.Err == nil; j++ {
+			hs = append(hs, d.Bytes("histogram stream"))
 		}
 		if len(hs) > 0 {
 			x.Histograms = hs
 		}
-		if d.err != nil {
-			return d.err // Decode checked every section: not reached
+		if d.Err != nil {
+			return d.Err // Decode checked every section: not reached
 		}
 		if err := fn(x); err != nil {
 			return err
@@ -261,71 +262,20 @@ func (s Section) Each(fn func(Series) error) error {
 	return nil
 }
 
-type decoder struct {
-	b   []byte
-	err error
-}
+type decoder struct{ decbuf.Buf }
 
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: truncated or malformed %s", ErrCorrupt, what)
-	}
-}
+func newDecoder(b []byte) decoder { return decoder{decbuf.Buf{B: b, Fail: malformed}} }
 
-func (d *decoder) take(n uint64, what string) []byte {
-	if d.err != nil || n > uint64(len(d.b)) {
-		d.fail(what)
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) u16(what string) uint16 {
-	if v := d.take(2, what); v != nil {
-		return binary.LittleEndian.Uint16(v)
-	}
-	return 0
-}
-
-func (d *decoder) u32(what string) uint32 {
-	if v := d.take(4, what); v != nil {
-		return binary.LittleEndian.Uint32(v)
-	}
-	return 0
-}
-
-func (d *decoder) u64(what string) uint64 {
-	if v := d.take(8, what); v != nil {
-		return binary.LittleEndian.Uint64(v)
-	}
-	return 0
-}
-
-func (d *decoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(what)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) bytes(what string) []byte {
-	return d.take(d.uvarint(what+" length"), what)
+func malformed(what string) error {
+	return fmt.Errorf("%w: truncated or malformed %s", ErrCorrupt, what)
 }
 
 // count reads a count of items each at least min bytes long, refusing one
 // the rest of the input cannot hold (no allocation from a corrupt count).
 func (d *decoder) count(what string, min int) int {
-	n := d.uvarint(what)
-	if d.err == nil && n > uint64(len(d.b)/min) {
-		d.fail(what)
+	n := d.Uvarint(what)
+	if d.Err == nil && n > uint64(len(d.B)/min) {
+		d.Failf(what)
 		return 0
 	}
 	return int(n)
@@ -336,19 +286,19 @@ func (d *decoder) count(what string, min int) int {
 // counts and checksum chain, and that nothing follows it. Any failure
 // wraps ErrCorrupt; nothing of a failing snapshot may be used.
 func Decode(b []byte) (*Snapshot, error) {
-	d := decoder{b: b}
-	magic := d.take(4, "magic")
-	if d.err != nil || string(magic) != string(headMagic[:]) {
+	d := newDecoder(b)
+	magic := d.Take(4, "magic")
+	if d.Err != nil || string(magic) != string(headMagic[:]) {
 		return nil, fmt.Errorf("%w: not a restart snapshot (magic %q)", ErrCorrupt, magic)
 	}
-	if v := d.u32("version"); d.err == nil && v != Version {
+	if v := d.U32("version"); d.Err == nil && v != Version {
 		return nil, fmt.Errorf("%w: version %d, this release reads %d", ErrCorrupt, v, Version)
 	}
-	hlen := d.u32("header length")
-	body := d.take(uint64(hlen), "header")
-	sum := d.u32("header checksum")
-	if d.err != nil {
-		return nil, d.err
+	hlen := d.U32("header length")
+	body := d.Take(int(hlen), "header")
+	sum := d.U32("header checksum")
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	crc := crc32.Checksum(b[:12+len(body)], castagnoli)
 	if crc != sum {
@@ -361,17 +311,17 @@ func Decode(b []byte) (*Snapshot, error) {
 	}
 	snap := &Snapshot{Header: h}
 	for {
-		n := d.u32("section length")
-		if d.err != nil {
-			return nil, d.err
+		n := d.U32("section length")
+		if d.Err != nil {
+			return nil, d.Err
 		}
 		if n == 0 {
 			break // the trailer
 		}
-		sb := d.take(uint64(n), "section")
-		sum := d.u32("section checksum")
-		if d.err != nil {
-			return nil, d.err
+		sb := d.Take(int(n), "section")
+		sum := d.U32("section checksum")
+		if d.Err != nil {
+			return nil, d.Err
 		}
 		crc := crc32.Checksum(sb, castagnoli)
 		if crc != sum {
@@ -385,14 +335,14 @@ func Decode(b []byte) (*Snapshot, error) {
 		snap.Sections = append(snap.Sections, s)
 		snap.Series += uint64(s.Count)
 	}
-	if m := d.take(4, "trailer magic"); d.err != nil || string(m) != string(endMagic[:]) {
+	if m := d.Take(4, "trailer magic"); d.Err != nil || string(m) != string(endMagic[:]) {
 		return nil, fmt.Errorf("%w: no trailer", ErrCorrupt)
 	}
-	sections := d.u32("trailer section count")
-	series := d.u64("trailer series count")
-	tchain := d.u32("trailer checksum")
-	if d.err != nil {
-		return nil, d.err
+	sections := d.U32("trailer section count")
+	series := d.U64("trailer series count")
+	tchain := d.U32("trailer checksum")
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	switch {
 	case sections != uint32(len(snap.Sections)) || series != snap.Series:
@@ -400,37 +350,37 @@ func Decode(b []byte) (*Snapshot, error) {
 			ErrCorrupt, sections, series, len(snap.Sections), snap.Series)
 	case tchain != chain:
 		return nil, fmt.Errorf("%w: trailer checksum mismatch", ErrCorrupt)
-	case len(d.b) != 0:
-		return nil, fmt.Errorf("%w: %d bytes after the trailer", ErrCorrupt, len(d.b))
+	case len(d.B) != 0:
+		return nil, fmt.Errorf("%w: %d bytes after the trailer", ErrCorrupt, len(d.B))
 	}
 	return snap, nil
 }
 
 func decodeHeader(b []byte) (Header, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	var h Header
-	h.CreatedMs = int64(d.u64("created"))
-	h.NumShards = d.u32("shard count")
-	h.CoveredSeq = d.u64("covered sequence")
+	h.CreatedMs = int64(d.U64("created"))
+	h.NumShards = d.U32("shard count")
+	h.CoveredSeq = d.U64("covered sequence")
 	nf := d.count("file count", 9)
 	for range nf {
-		f := File{Seq: d.u64("file sequence")}
+		f := File{Seq: d.U64("file sequence")}
 		nr := d.count("range count", 17)
 		for range nr {
-			f.Ranges = append(f.Ranges, Range{Namespace: string(d.bytes("range namespace")),
-				Min: int64(d.u64("range min")), Max: int64(d.u64("range max"))})
+			f.Ranges = append(f.Ranges, Range{Namespace: string(d.Bytes("range namespace")),
+				Min: int64(d.U64("range min")), Max: int64(d.U64("range max"))})
 		}
 		h.Files = append(h.Files, f)
 	}
 	nn := d.count("namespace count", 1)
 	for range nn {
-		h.Namespaces = append(h.Namespaces, Namespace{Name: string(d.bytes("namespace name"))})
+		h.Namespaces = append(h.Namespaces, Namespace{Name: string(d.Bytes("namespace name"))})
 	}
 	switch {
-	case d.err != nil:
-		return Header{}, d.err
-	case len(d.b) != 0:
-		return Header{}, fmt.Errorf("%w: %d bytes after the header", ErrCorrupt, len(d.b))
+	case d.Err != nil:
+		return Header{}, d.Err
+	case len(d.B) != 0:
+		return Header{}, fmt.Errorf("%w: %d bytes after the header", ErrCorrupt, len(d.B))
 	case h.NumShards == 0:
 		return Header{}, fmt.Errorf("%w: no shards", ErrCorrupt)
 	case len(h.Namespaces) > 1<<16:
@@ -444,30 +394,30 @@ func checkSection(b []byte, h Header) (Section, error) {
 	if len(b) < 10 {
 		return Section{}, fmt.Errorf("%w: section of %d bytes", ErrCorrupt, len(b))
 	}
-	d := decoder{b: b[:len(b)-4]}
-	s := Section{NS: d.u16("namespace"), Shard: d.u32("shard"), Count: binary.LittleEndian.Uint32(b[len(b)-4:])}
-	s.body = d.b
+	d := newDecoder(b[:len(b)-4])
+	s := Section{NS: d.U16("namespace"), Shard: d.U32("shard"), Count: binary.LittleEndian.Uint32(b[len(b)-4:])}
+	s.body = d.B
 	if int(s.NS) >= len(h.Namespaces) || s.Shard >= h.NumShards {
 		return Section{}, fmt.Errorf("%w: namespace %d shard %d out of range", ErrCorrupt, s.NS, s.Shard)
 	}
-	if s.Count == 0 || uint64(s.Count) > uint64(len(d.b)) {
-		return Section{}, fmt.Errorf("%w: %d series in %d bytes", ErrCorrupt, s.Count, len(d.b))
+	if s.Count == 0 || uint64(s.Count) > uint64(len(d.B)) {
+		return Section{}, fmt.Errorf("%w: %d series in %d bytes", ErrCorrupt, s.Count, len(d.B))
 	}
 	for range s.Count {
-		if id := d.bytes("series ID"); d.err == nil && len(id) == 0 {
-			d.err = fmt.Errorf("%w: empty series ID", ErrCorrupt)
+		if id := d.Bytes("series ID"); d.Err == nil && len(id) == 0 {
+			d.Err = fmt.Errorf("%w: empty series ID", ErrCorrupt)
 		}
-		d.bytes("float stream")
+		d.Bytes("float stream")
 		nh := d.count("histogram stream count", 1)
 		for range nh {
-			d.bytes("histogram stream")
+			d.Bytes("histogram stream")
 		}
-		if d.err != nil {
-			return Section{}, d.err
+		if d.Err != nil {
+			return Section{}, d.Err
 		}
 	}
-	if len(d.b) != 0 {
-		return Section{}, fmt.Errorf("%w: %d bytes after the last series", ErrCorrupt, len(d.b))
+	if len(d.B) != 0 {
+		return Section{}, fmt.Errorf("%w: %d bytes after the last series", ErrCorrupt, len(d.B))
 	}
 	return s, nil
 }

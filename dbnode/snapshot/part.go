@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/tessera-tsdb/tessera/internal/decbuf"
 	"hash/crc32"
 
 	"github.com/tessera-tsdb/tessera/dbnode/fileset"
@@ -106,71 +107,14 @@ func EncodeUnflushed(h PartHeader, series []storage.SeriesStream) []byte {
 }
 
 // partDecoder reads a part, remembering the first failure.
-type partDecoder struct {
-	b   []byte
-	err error
+type partDecoder struct{ decbuf.Buf }
+
+func newPartDecoder(b []byte) *partDecoder {
+	return &partDecoder{decbuf.Buf{B: b, Fail: malformed}}
 }
 
-func (d *partDecoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: truncated or malformed %s", ErrCorrupt, what)
-	}
-}
-
-func (d *partDecoder) take(n int, what string) []byte {
-	if d.err != nil || n < 0 || n > len(d.b) {
-		d.fail(what)
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *partDecoder) u16(what string) uint16 {
-	v := d.take(2, what)
-	if v == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint16(v)
-}
-
-func (d *partDecoder) u32(what string) uint32 {
-	v := d.take(4, what)
-	if v == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint32(v)
-}
-
-func (d *partDecoder) u64(what string) uint64 {
-	v := d.take(8, what)
-	if v == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint64(v)
-}
-
-func (d *partDecoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(what)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *partDecoder) bytes(what string) []byte {
-	n := d.uvarint(what + " length")
-	if n > uint64(len(d.b)) {
-		d.fail(what)
-		return nil
-	}
-	return d.take(int(n), what)
+func malformed(what string) error {
+	return fmt.Errorf("%w: truncated or malformed %s", ErrCorrupt, what)
 }
 
 // open checks the trailer and the header and returns a decoder positioned
@@ -186,25 +130,25 @@ func openPart(b []byte, magic [4]byte, block bool) (*partDecoder, PartHeader, er
 	if !bytes.Equal(body[:4], magic[:]) {
 		return nil, PartHeader{}, fmt.Errorf("%w: magic %q, want %q", ErrCorrupt, body[:4], magic[:])
 	}
-	d := &partDecoder{b: body[4:]}
-	if v := d.u32("version"); d.err == nil && v != partVersion {
+	d := newPartDecoder(body[4:])
+	if v := d.U32("version"); d.Err == nil && v != partVersion {
 		return nil, PartHeader{}, fmt.Errorf("%w: version %d, this release reads %d", ErrCorrupt, v, partVersion)
 	}
 	var h PartHeader
-	h.Namespace = string(d.take(int(d.u16("namespace length")), "namespace"))
-	h.Shard = d.u32("shard")
-	h.NumShards = d.u32("shard count")
+	h.Namespace = string(d.Take(int(d.U16("namespace length")), "namespace"))
+	h.Shard = d.U32("shard")
+	h.NumShards = d.U32("shard count")
 	if block {
-		h.BlockStart = int64(d.u64("block start"))
-		h.BlockSize = int64(d.u64("block size"))
+		h.BlockStart = int64(d.U64("block start"))
+		h.BlockSize = int64(d.U64("block size"))
 	}
-	if d.err == nil && (h.NumShards == 0 || h.Shard >= h.NumShards) {
-		d.err = fmt.Errorf("%w: shard %d of %d", ErrCorrupt, h.Shard, h.NumShards)
+	if d.Err == nil && (h.NumShards == 0 || h.Shard >= h.NumShards) {
+		d.Err = fmt.Errorf("%w: shard %d of %d", ErrCorrupt, h.Shard, h.NumShards)
 	}
-	if d.err == nil && block && h.BlockSize <= 0 {
-		d.err = fmt.Errorf("%w: block size %d", ErrCorrupt, h.BlockSize)
+	if d.Err == nil && block && h.BlockSize <= 0 {
+		d.Err = fmt.Errorf("%w: block size %d", ErrCorrupt, h.BlockSize)
 	}
-	return d, h, d.err
+	return d, h, d.Err
 }
 
 // DecodeBlock checks and decodes a block part. The returned slices alias b.
@@ -213,26 +157,26 @@ func DecodeBlock(b []byte) (PartHeader, []fileset.Series, error) {
 	if err != nil {
 		return h, nil, err
 	}
-	n := d.u32("series count")
-	if uint64(n) > uint64(len(d.b)) {
-		return h, nil, fmt.Errorf("%w: %d series in %d bytes", ErrCorrupt, n, len(d.b))
+	n := d.U32("series count")
+	if uint64(n) > uint64(len(d.B)) {
+		return h, nil, fmt.Errorf("%w: %d series in %d bytes", ErrCorrupt, n, len(d.B))
 	}
 	out := make([]fileset.Series, 0, n)
 	var prev []byte
-	for i := uint32(0); i < n && d.err == nil; i++ {
-		id := d.bytes("series ID")
-		samples := d.uvarint("sample count")
-		data := d.bytes("payload")
-		if d.err == nil && prev != nil && bytes.Compare(prev, id) >= 0 {
-			d.err = fmt.Errorf("%w: series %d out of ID order", ErrCorrupt, i)
+	for i := uint32(0); i < n && d.Err == nil; i++ {
+		id := d.Bytes("series ID")
+		samples := d.Uvarint("sample count")
+		data := d.Bytes("payload")
+		if d.Err == nil && prev != nil && bytes.Compare(prev, id) >= 0 {
+			d.Err = fmt.Errorf("%w: series %d out of ID order", ErrCorrupt, i)
 		}
 		prev = id
 		out = append(out, fileset.Series{ID: id, Data: data, Samples: int(samples)})
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: %d bytes after the last series", ErrCorrupt, len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: %d bytes after the last series", ErrCorrupt, len(d.B))
 	}
-	return h, out, d.err
+	return h, out, d.Err
 }
 
 // DecodeUnflushed checks and decodes an unflushed part. The returned
@@ -242,29 +186,29 @@ func DecodeUnflushed(b []byte) (PartHeader, []storage.SeriesStream, error) {
 	if err != nil {
 		return h, nil, err
 	}
-	n := d.u32("series count")
-	if uint64(n) > uint64(len(d.b)) {
-		return h, nil, fmt.Errorf("%w: %d series in %d bytes", ErrCorrupt, n, len(d.b))
+	n := d.U32("series count")
+	if uint64(n) > uint64(len(d.B)) {
+		return h, nil, fmt.Errorf("%w: %d series in %d bytes", ErrCorrupt, n, len(d.B))
 	}
 	out := make([]storage.SeriesStream, 0, n)
-	for i := uint32(0); i < n && d.err == nil; i++ {
-		s := storage.SeriesStream{ID: d.bytes("series ID"), Stream: d.bytes("float stream")}
+	for i := uint32(0); i < n && d.Err == nil; i++ {
+		s := storage.SeriesStream{ID: d.Bytes("series ID"), Stream: d.Bytes("float stream")}
 		if len(s.Stream) == 0 {
 			s.Stream = nil
 		}
-		nh := d.uvarint("histogram stream count")
-		if nh > uint64(len(d.b)) {
-			d.fail("histogram streams")
+		nh := d.Uvarint("histogram stream count")
+		if nh > uint64(len(d.B)) {
+			d.Failf("histogram streams")
 		}
-		for j := uint64(0); j < nh && d.err == nil; j++ {
-			s.Histograms = append(s.Histograms, d.bytes("histogram stream"))
+		for j := uint64(0); j < nh && d.Err == nil; j++ {
+			s.Histograms = append(s.Histograms, d.Bytes("histogram stream"))
 		}
 		out = append(out, s)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: %d bytes after the last series", ErrCorrupt, len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: %d bytes after the last series", ErrCorrupt, len(d.B))
 	}
-	return h, out, d.err
+	return h, out, d.Err
 }
 
 // IsBlockPart reports whether b starts like a block part (else it may be
