@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,4 +112,65 @@ func TestQueryReadsByIndexTag(t *testing.T) {
 	own, _, _ = tagged(now + 1000)
 	require.Equal(t, n, own)
 	require.Equal(t, want, query(now+1000))
+}
+
+// Queries reading by tag while series are flushed out of memory (their
+// slots freed and given to the series created next) and written again
+// read only each ID's own samples, in order (run with -race: the tag's
+// series is read outside the shard lock as the map's is).
+func TestQueryByTagWhileSeriesLeaveMemory(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	db := openDB(t, testOpts(t.TempDir(), clk))
+	base := ms(t0)
+	const n = 40
+	m := []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "lm")}
+	index := map[string]int{}
+	for i := range n {
+		index[string(sid("lm", "i", strconv.Itoa(i)))] = i
+	}
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer done.Store(true)
+		for r := range 30 {
+			now := ms(clk.Now())
+			var b []Sample
+			for i := range n {
+				id := sid("lm", "i", strconv.Itoa(i))
+				b = append(b, Sample{ID: id, Shard: db.Shard(id), T: now, V: float64(i*1000 + r)})
+				if r%2 == 0 { // IDs of another metric take freed slots too
+					o := sid("other", "r", strconv.Itoa(r), "i", strconv.Itoa(i))
+					b = append(b, Sample{ID: o, Shard: db.Shard(o), T: now, V: -1})
+				}
+			}
+			if err := db.WriteBatch("default", b); err != nil {
+				t.Error(err)
+				return
+			}
+			if r%3 == 2 {
+				clk.Add(2 * time.Hour)
+				if err := db.Tick(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	})
+	queries := 0
+	for !done.Load() || queries == 0 {
+		its, err := db.Query(context.Background(), "default", m, base, ms(clk.Now())+time.Hour.Milliseconds(), QueryOptions{})
+		require.NoError(t, err)
+		for _, it := range its {
+			i, ok := index[string(it.ID)]
+			require.True(t, ok, "%q", it.ID)
+			last := int64(-1)
+			for _, tv := range drainAll(t, it.Values) {
+				require.Greater(t, int64(tv[0]), last, "%q", it.ID)
+				last = int64(tv[0])
+				require.Equal(t, i, int(tv[1])/1000, "%q read another series' sample %v", it.ID, tv)
+			}
+		}
+		queries++
+	}
+	wg.Wait()
 }
