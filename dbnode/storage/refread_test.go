@@ -174,3 +174,32 @@ func TestQueryByTagWhileSeriesLeaveMemory(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// After a restart, the series rebuilt from the commit log (or the
+// restart snapshot) are indexed with their slots: queries read by tag.
+func TestRestartIndexesSeriesWithTags(t *testing.T) {
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	opts := testOpts(t.TempDir(), clk)
+	db := openDB(t, opts)
+	base := ms(t0)
+	var b []Sample
+	for i := range 20 {
+		id := sid("rt", "i", strconv.Itoa(i))
+		b = append(b, Sample{ID: id, Shard: db.Shard(id), T: base + 1000, V: float64(i)})
+	}
+	require.NoError(t, db.WriteBatch("default", b))
+	require.NoError(t, db.Close())
+	db = openDB(t, opts)
+	ns, err := db.namespace("default")
+	require.NoError(t, err)
+	m := []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "rt")}
+	ids, tags, err := ns.index.QueryTagged(m, base, base+10_000)
+	require.NoError(t, err)
+	require.Len(t, ids, 20)
+	for i, id := range ids {
+		s := registry.get(tags[i])
+		require.NotNil(t, s, "%q", id)
+		require.Equal(t, string(id), s.id)
+		require.Equal(t, ns.num, s.ns)
+	}
+}
