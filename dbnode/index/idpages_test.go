@@ -10,9 +10,9 @@ import (
 
 // TestIDPages: entries keep each ID's bytes and length whole (an empty
 // one, one over 64 KiB, on several pages), clearing gives "" back, and an
-// entry is 12 bytes.
+// entry is 16 bytes (12, and the tag's 4).
 func TestIDPages(t *testing.T) {
-	require.Equal(t, uintptr(12<<idPageBits), unsafe.Sizeof(idPage{}))
+	require.Equal(t, uintptr(16<<idPageBits), unsafe.Sizeof(idPage{}))
 	var p idPages
 	p.grow(3 << idPageBits)
 	long := strings.Repeat("x", 70_000)

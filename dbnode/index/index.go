@@ -68,7 +68,7 @@ func (ix *Index) blockStartOf(t int64) int64 { return xtime.BlockStart(t, ix.blo
 // canonical ident encoding (wrapping ident.ErrMalformedID), or ErrFull.
 // Insert does not retain id.
 func (ix *Index) Insert(id []byte, blockStart int64) error {
-	return ix.insert(id, "", blockStart)
+	return ix.insert(id, "", blockStart, 0)
 }
 
 // InsertString is Insert of an ID the caller holds as a string: a series
@@ -78,7 +78,18 @@ func (ix *Index) Insert(id []byte, blockStart int64) error {
 // lives as long as either holds it: one copy of every active series' ID
 // less on a node.
 func (ix *Index) InsertString(id string, blockStart int64) error {
-	return ix.insert(bytesOf(id), id, blockStart)
+	return ix.insert(bytesOf(id), id, blockStart, 0)
+}
+
+// InsertTagged is InsertString recording tag beside the ID (0: keep the
+// one recorded), for QueryTagged to return: the latest non-zero tag of an
+// insert of the ID wins. The index gives tags no meaning. The storage
+// engine records where its series of the ID is (a registry slot), so
+// that reading a query's series skips hashing each ID and probing the
+// shard's map; a tag may be stale (the series left memory), which the
+// engine checks.
+func (ix *Index) InsertTagged(id string, blockStart int64, tag uint32) error {
+	return ix.insert(bytesOf(id), id, blockStart, tag)
 }
 
 // InsertNewString is InsertString for a series that is most likely new
@@ -90,14 +101,19 @@ func (ix *Index) InsertString(id string, blockStart int64) error {
 // the CPU of inserting a million new series, BenchmarkRestartIndex). The
 // result is the same (TestInsertNewStringMatchesInsert).
 func (ix *Index) InsertNewString(id string, blockStart int64) error {
+	return ix.InsertNewTagged(id, blockStart, 0)
+}
+
+// InsertNewTagged is InsertNewString recording tag, as InsertTagged.
+func (ix *Index) InsertNewTagged(id string, blockStart int64, tag uint32) error {
 	b := bytesOf(id)
 	h := ix.series.hash(b)
-	return ix.insertNew(ix.series.stripeOf(h), h, b, id, ix.blockStartOf(blockStart))
+	return ix.insertNew(ix.series.stripeOf(h), h, b, id, ix.blockStartOf(blockStart), tag)
 }
 
 // insert is Insert; owned, when not empty, is id as a string the index
-// may keep.
-func (ix *Index) insert(id []byte, owned string, blockStart int64) error {
+// may keep; tag, when not 0, is recorded beside it (InsertTagged).
+func (ix *Index) insert(id []byte, owned string, blockStart int64, tag uint32) error {
 	start := ix.blockStartOf(blockStart)
 	h := ix.series.hash(id)
 	st := ix.series.stripeOf(h)
@@ -110,15 +126,16 @@ func (ix *Index) insert(id []byte, owned string, blockStart int64) error {
 		if b := ix.block(start); b != nil && !b.has(ref) {
 			b.add(ref, ix.series.id(ref), ix.series)
 		}
+		ix.series.ids.setTag(ref, tag)
 		st.mu.RUnlock()
 		return nil
 	}
 	st.mu.RUnlock()
-	return ix.insertNew(st, h, id, owned, start)
+	return ix.insertNew(st, h, id, owned, start, tag)
 }
 
 // insertNew is Insert's path for an ID not in the series table.
-func (ix *Index) insertNew(st *stripe, h uint64, id []byte, owned string, start int64) error {
+func (ix *Index) insertNew(st *stripe, h uint64, id []byte, owned string, start int64, tag uint32) error {
 	if err := validateID(id); err != nil {
 		return fmt.Errorf("index insert %q: %w", id, err)
 	}
@@ -138,6 +155,7 @@ func (ix *Index) insertNew(st *stripe, h uint64, id []byte, owned string, start 
 			return fmt.Errorf("index insert %q: %w", id, err)
 		}
 	}
+	ix.series.ids.setTag(ref, tag)
 	b.add(ref, s, ix.series)
 	return nil
 }

@@ -18,22 +18,43 @@ import (
 // index's memory: callers must not modify them. The error is non-nil only
 // for a nil or invalid matcher.
 func (ix *Index) Query(matchers []*labels.Matcher, start, end int64) ([][]byte, error) {
+	ids, _, err := ix.query(matchers, start, end, false)
+	return ids, err
+}
+
+// QueryTagged is Query also returning, beside each ID, the tag last
+// recorded for it (InsertTagged; 0 if none).
+func (ix *Index) QueryTagged(matchers []*labels.Matcher, start, end int64) ([][]byte, []uint32, error) {
+	return ix.query(matchers, start, end, true)
+}
+
+func (ix *Index) query(matchers []*labels.Matcher, start, end int64, tagged bool) ([][]byte, []uint32, error) {
 	p, err := newPlan(matchers)
 	if err != nil {
-		return nil, fmt.Errorf("index query: %w", err)
+		return nil, nil, fmt.Errorf("index query: %w", err)
 	}
 	ix.cutMu.RLock()
 	defer ix.cutMu.RUnlock()
 
 	set := ix.matching(p, start, end)
-	ids := make([]string, 0, set.GetCardinality())
-	ix.series.each(set, func(_ uint32, id string) { ids = append(ids, id) })
-	sortIDs(ids)
+	n := set.GetCardinality()
+	ids := make([]string, 0, n)
+	var tags []uint32
+	if tagged {
+		tags = make([]uint32, 0, n)
+		ix.series.each(set, func(ref uint32, id string) {
+			ids = append(ids, id)
+			tags = append(tags, ix.series.ids.tag(ref))
+		})
+	} else {
+		ix.series.each(set, func(_ uint32, id string) { ids = append(ids, id) })
+	}
+	sortIDsTags(ids, tags)
 	out := make([][]byte, len(ids))
 	for i, id := range ids {
 		out[i] = bytesOf(id)
 	}
-	return out, nil
+	return out, tags, nil
 }
 
 // matching returns the refs of the series matching p in any block

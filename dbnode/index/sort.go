@@ -19,45 +19,71 @@ import (
 // second on one core, the other idle (issue 30): past parallelSortMin IDs
 // the halves are sorted at once, then merged from both ends at once
 // (sortParallel), on up to GOMAXPROCS goroutines.
-func sortIDs(ids []string) { sortParallel(ids, nil, runtime.GOMAXPROCS(0)) }
+func sortIDs(ids []string) { sortIDsTags(ids, nil) }
+
+// sortIDsTags is sortIDs moving tags (nil, or as long as ids) with their
+// IDs (Index.QueryTagged).
+func sortIDsTags(ids []string, tags []uint32) {
+	sortParallel(ids, nil, tags, nil, runtime.GOMAXPROCS(0))
+}
 
 // parallelSortMin is the fewest IDs sortParallel splits between
 // goroutines; a variable so that tests split small inputs.
 var parallelSortMin = 1 << 15
 
 // sortParallel sorts a on up to procs goroutines, with buf (nil, or as
-// long as a) as room for the merge.
-func sortParallel(a, buf []string, procs int) {
+// long as a) as room for the merge; t (nil, or as long as a) moves with
+// a, tbuf its room.
+func sortParallel(a, buf []string, t, tbuf []uint32, procs int) {
 	if procs < 2 || len(a) < parallelSortMin {
-		mkqsort(a, 0)
+		mkqsort(a, t, 0)
 		return
 	}
 	if buf == nil {
 		buf = make([]string, len(a))
 	}
+	if t != nil && tbuf == nil {
+		tbuf = make([]uint32, len(t))
+	}
 	h := len(a) / 2
 	var wg sync.WaitGroup
-	wg.Go(func() { sortParallel(a[:h], buf[:h], procs/2) })
-	sortParallel(a[h:], buf[h:], procs-procs/2)
+	wg.Go(func() { sortParallel(a[:h], buf[:h], part(t, 0, h), part(tbuf, 0, h), procs/2) })
+	sortParallel(a[h:], buf[h:], part(t, h, len(a)), part(tbuf, h, len(a)), procs-procs/2)
 	wg.Wait()
 	// The first half of the merged output is the smallest h of both
 	// halves and the rest the largest: two merges that share nothing.
-	wg.Go(func() { mergeFront(buf[:h], a[:h], a[h:]) })
-	mergeBack(buf[h:], a[:h], a[h:])
+	wg.Go(func() { mergeFront(buf[:h], a[:h], a[h:], part(tbuf, 0, h), part(t, 0, h), part(t, h, len(a))) })
+	mergeBack(buf[h:], a[:h], a[h:], part(tbuf, h, len(a)), part(t, 0, h), part(t, h, len(a)))
 	wg.Wait()
 	copy(a, buf)
+	copy(t, tbuf)
+}
+
+// part is t[lo:hi], nil for a nil t.
+func part(t []uint32, lo, hi int) []uint32 {
+	if t == nil {
+		return nil
+	}
+	return t[lo:hi]
 }
 
 // mergeFront fills dst with the len(dst) first strings of the merge of
-// the sorted x and y, x's first on ties (a stable merge).
-func mergeFront(dst, x, y []string) {
+// the sorted x and y, x's first on ties (a stable merge); tdst, tx, ty
+// (all nil or not) are the tags moving with them.
+func mergeFront(dst, x, y []string, tdst, tx, ty []uint32) {
 	i, j := 0, 0
 	for k := range dst {
 		if j < len(y) && (i == len(x) || y[j] < x[i]) {
 			dst[k] = y[j]
+			if tdst != nil {
+				tdst[k] = ty[j]
+			}
 			j++
 		} else {
 			dst[k] = x[i]
+			if tdst != nil {
+				tdst[k] = tx[i]
+			}
 			i++
 		}
 	}
@@ -65,14 +91,20 @@ func mergeFront(dst, x, y []string) {
 
 // mergeBack fills dst with the len(dst) last strings of the same stable
 // merge as mergeFront's, from the end: y's first on ties.
-func mergeBack(dst, x, y []string) {
+func mergeBack(dst, x, y []string, tdst, tx, ty []uint32) {
 	i, j := len(x)-1, len(y)-1
 	for k := len(dst) - 1; k >= 0; k-- {
 		if i >= 0 && (j < 0 || x[i] > y[j]) {
 			dst[k] = x[i]
+			if tdst != nil {
+				tdst[k] = tx[i]
+			}
 			i--
 		} else {
 			dst[k] = y[j]
+			if tdst != nil {
+				tdst[k] = ty[j]
+			}
 			j--
 		}
 	}
@@ -106,13 +138,17 @@ func cmpWord(w1 uint64, n1 int, w2 uint64, n2 int) int {
 	return n1 - n2
 }
 
-// mkqsort sorts a, whose elements agree on their first d bytes.
-func mkqsort(a []string, d int) {
+// mkqsort sorts a, whose elements agree on their first d bytes, moving
+// t's elements (t nil, or as long as a) with a's.
+func mkqsort(a []string, t []uint32, d int) {
 	for len(a) > 1 {
 		if len(a) <= 12 {
 			for i := 1; i < len(a); i++ {
 				for j := i; j > 0 && strings.Compare(a[j][d:], a[j-1][d:]) < 0; j-- {
 					a[j], a[j-1] = a[j-1], a[j]
+					if t != nil {
+						t[j], t[j-1] = t[j-1], t[j]
+					}
 				}
 			}
 			return
@@ -124,21 +160,27 @@ func mkqsort(a []string, d int) {
 			switch c := cmpWord(w, n, pw, pn); {
 			case c < 0:
 				a[lt], a[i] = a[i], a[lt]
+				if t != nil {
+					t[lt], t[i] = t[i], t[lt]
+				}
 				lt++
 				i++
 			case c > 0:
 				gt--
 				a[i], a[gt] = a[gt], a[i]
+				if t != nil {
+					t[i], t[gt] = t[gt], t[i]
+				}
 			default:
 				i++
 			}
 		}
-		mkqsort(a[:lt], d)
-		mkqsort(a[gt:], d)
+		mkqsort(a[:lt], part(t, 0, lt), d)
+		mkqsort(a[gt:], part(t, gt, len(a)), d)
 		if pn < 8 {
 			return // the middle group all ended here: equal
 		}
-		a, d = a[lt:gt], d+8
+		a, t, d = a[lt:gt], part(t, lt, gt), d+8
 	}
 }
 

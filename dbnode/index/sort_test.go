@@ -39,7 +39,7 @@ func TestSortIDsParallelMatchesStringSort(t *testing.T) {
 		}
 		want := slices.Clone(ids)
 		slices.Sort(want)
-		sortParallel(ids, nil, procs)
+		sortParallel(ids, nil, nil, nil, procs)
 		require.Equal(rt, want, ids)
 	})
 }

@@ -749,7 +749,7 @@ func (ns *namespace) indexSeries(s *Series, bs int64) error {
 	if ns.index == nil {
 		return nil
 	}
-	if err := ns.index.InsertString(s.id, bs); err != nil {
+	if err := ns.index.InsertTagged(s.id, bs, s.slot); err != nil {
 		return fmt.Errorf("index series: %w", err)
 	}
 	return nil
@@ -785,15 +785,16 @@ func (db *Database) Read(nsName string, id []byte, start, end int64) (encoding.I
 }
 
 func (db *Database) read(ns *namespace, id []byte, shard uint32, start, end int64) (encoding.Iterator, error) {
-	it, _, err := db.readBoth(ns, id, shard, start, end, nil)
+	it, _, err := db.readBoth(ns, id, nil, shard, start, end, nil)
 	return it, err
 }
 
 // readBoth returns the float samples (never nil) and the histogram samples
 // (nil when there are none) of one series in [start, end]. scratch, when
 // not nil, is room for the series' sources that the caller's next read
-// reuses (readIDs).
-func (db *Database) readBoth(ns *namespace, id []byte, shard uint32, start, end int64, scratch *[]readSource) (encoding.Iterator, encoding.HistogramIterator, error) {
+// reuses (readIDs). hint, when not nil, is the series of id as readIDs
+// found it by its registry slot (see shard.read).
+func (db *Database) readBoth(ns *namespace, id []byte, hint *Series, shard uint32, start, end int64, scratch *[]readSource) (encoding.Iterator, encoding.HistogramIterator, error) {
 	sh := ns.existingShard(shard)
 	if sh == nil {
 		return emptyIterator{}, nil, nil
@@ -802,7 +803,7 @@ func (db *Database) readBoth(ns *namespace, id []byte, shard uint32, start, end 
 	if scratch != nil {
 		room = (*scratch)[:0]
 	}
-	srcs, hits, err := sh.read(id, ns.blockStart(start), ns.blockStart(end), ns.blockSize, room)
+	srcs, hits, err := sh.read(id, hint, ns.blockStart(start), ns.blockStart(end), ns.blockSize, room)
 	if scratch != nil {
 		// The iterators live on in the answer; only the slice is reused.
 		defer func() { clear(srcs); *scratch = srcs[:0] }()
@@ -918,7 +919,7 @@ func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels
 	if ns.index == nil {
 		return nil, fmt.Errorf("namespace %s is not indexed: queries by label need index: true", nsName)
 	}
-	ids, err := ns.index.Query(matchers, start, end)
+	ids, tags, err := ns.index.QueryTagged(matchers, start, end)
 	if err != nil {
 		return nil, fmt.Errorf("query index: %w", err)
 	}
@@ -927,9 +928,9 @@ func (db *Database) Query(ctx context.Context, nsName string, matchers []*labels
 	}
 	var r queryPart
 	if workers := min(runtime.GOMAXPROCS(0), len(ids)/parallelReadMin); workers > 1 && qo.Limit == 0 {
-		r = db.readParallel(ctx, ns, ids, start, end, qo, workers)
+		r = db.readParallel(ctx, ns, ids, tags, start, end, qo, workers)
 	} else {
-		r = db.readIDs(ctx, ns, ids, start, end, qo)
+		r = db.readIDs(ctx, ns, ids, tags, start, end, qo)
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -959,7 +960,7 @@ type queryPart struct {
 // the parts' answers joined in the order of ids (the index's order, which
 // callers see): the same answer as readIDs over all of them, the error of
 // the first part that failed.
-func (db *Database) readParallel(ctx context.Context, ns *namespace, ids [][]byte, start, end int64, qo QueryOptions, workers int) queryPart {
+func (db *Database) readParallel(ctx context.Context, ns *namespace, ids [][]byte, tags []uint32, start, end int64, qo QueryOptions, workers int) queryPart {
 	parts := make([]queryPart, workers)
 	size := (len(ids) + workers - 1) / workers
 	var wg sync.WaitGroup
@@ -968,7 +969,11 @@ func (db *Database) readParallel(ctx context.Context, ns *namespace, ids [][]byt
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			parts[w] = db.readIDs(ctx, ns, ids[lo:hi], start, end, qo)
+			var t []uint32
+			if tags != nil {
+				t = tags[lo:hi]
+			}
+			parts[w] = db.readIDs(ctx, ns, ids[lo:hi], t, start, end, qo)
 		}()
 	}
 	wg.Wait()
@@ -988,8 +993,18 @@ func (db *Database) readParallel(ctx context.Context, ns *namespace, ids [][]byt
 }
 
 // readIDs reads the series ids of namespace ns in [start, end], in order,
-// stopping after qo.Limit of them.
-func (db *Database) readIDs(ctx context.Context, ns *namespace, ids [][]byte, start, end int64, qo QueryOptions) queryPart {
+// stopping after qo.Limit of them. tags are the index's tags of ids
+// (Index.QueryTagged): the registry slots of their series when they were
+// indexed, or nil.
+//
+// A tag finds the series without the two hashes of its ID (murmur3 for
+// its shard, xxhash for the shard's map) and the map's probe, a fifth of
+// the CPU of a query over every series (docs/performance.md, query30).
+// A tag is a hint: the series in the slot must be of this namespace and
+// have the ID, else (the series left memory, the slot holds another) the
+// ID is looked up as without one; shard.read checks, under the lock it
+// reads the filesets with, that the series is still in the map.
+func (db *Database) readIDs(ctx context.Context, ns *namespace, ids [][]byte, tags []uint32, start, end int64, qo QueryOptions) queryPart {
 	r := queryPart{out: make([]SeriesIterator, 0, len(ids))}
 	var scratch []readSource
 	for i, id := range ids {
@@ -998,11 +1013,20 @@ func (db *Database) readIDs(ctx context.Context, ns *namespace, ids [][]byte, st
 				return queryPart{err: err}
 			}
 		}
-		shard := db.Shard(id)
+		var hint *Series
+		var shard uint32
+		if tags != nil {
+			if s := registry.get(tags[i]); s != nil && s.shard != 0 && s.ns == ns.num && s.id == string(id) {
+				hint, shard = s, uint32(s.shard-1)
+			}
+		}
+		if hint == nil {
+			shard = db.Shard(id)
+		}
 		if qo.Shards != nil && !qo.Shards(shard) {
 			continue
 		}
-		it, hit, err := db.readBoth(ns, id, shard, start, end, &scratch)
+		it, hit, err := db.readBoth(ns, id, hint, shard, start, end, &scratch)
 		if errors.Is(err, fileset.ErrCorrupt) {
 			// The damage costs this series only; the others are returned.
 			db.reportDamage(err)

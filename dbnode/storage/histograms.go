@@ -327,7 +327,7 @@ func (db *Database) ReadHistograms(nsName string, id []byte, start, end int64) (
 	if err != nil {
 		return nil, err
 	}
-	_, h, err := db.readBoth(ns, id, db.Shard(id), start, end, nil)
+	_, h, err := db.readBoth(ns, id, nil, db.Shard(id), start, end, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -473,7 +473,7 @@ func (db *Database) loadSection(r *replayer, ns *namespace, sec memsnap.Section,
 			if *ix == nil {
 				*ix = r.indexBatch()
 			}
-			*ix = append(*ix, replayIndexTask{ns: ns, id: s.id, bs: bs})
+			*ix = append(*ix, replayIndexTask{ns: ns, id: s.id, bs: bs, slot: s.slot})
 			if len(*ix) == cap(*ix) {
 				r.ix <- *ix
 				*ix = nil

@@ -102,7 +102,7 @@ func TestQueryParallelMatchesSequential(t *testing.T) {
 		require.NoError(t, err)
 		qids, err := ns.index.Query(ms, r[0], r[1])
 		require.NoError(t, err)
-		want := db.readIDs(context.Background(), ns, qids, r[0], r[1], QueryOptions{})
+		want := db.readIDs(context.Background(), ns, qids, nil, r[0], r[1], QueryOptions{})
 		require.NoError(t, want.err)
 		require.Len(t, got, len(want.out))
 		require.Len(t, got, n)

@@ -87,6 +87,8 @@ type replayIndexTask struct {
 	ns *namespace
 	id string // the series' own ID (the index keeps it, no copy)
 	bs int64
+	// slot is the series' registry slot, the index's tag (readIDs).
+	slot uint32
 }
 
 // replayBatch is how many entries a worker is handed at once: a channel
@@ -271,7 +273,7 @@ func (r *replayer) runIndex() {
 		if r.err.Load() == nil {
 			for i := range batch {
 				t := &batch[i]
-				if err := t.ns.index.InsertNewString(t.id, t.bs); err != nil {
+				if err := t.ns.index.InsertNewTagged(t.id, t.bs, t.slot); err != nil {
 					err = fmt.Errorf("replay %s: index series: %w", describeID([]byte(t.id)), err)
 					r.err.CompareAndSwap(nil, &err)
 					break
@@ -313,7 +315,7 @@ func (r *replayer) apply(w *replayWorker, batch []replayTask) error {
 			if w.ix == nil {
 				w.ix = r.indexBatch()
 			}
-			w.ix = append(w.ix, replayIndexTask{ns: t.ns, id: s.id, bs: bs})
+			w.ix = append(w.ix, replayIndexTask{ns: t.ns, id: s.id, bs: bs, slot: s.slot})
 			if len(w.ix) == cap(w.ix) {
 				r.ix <- w.ix
 				w.ix = nil

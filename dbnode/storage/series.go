@@ -58,7 +58,12 @@ type Series struct {
 	// inlineUsed says inline is one of the series' float buckets (the
 	// only one unless more lists them).
 	inlineUsed bool
-	inline     bucket
+	// shard is the series' shard + 1 (0: not recorded, a shard number
+	// past uint16), for a query that found the series by its registry
+	// slot (the index's tag: Database.readIDs) and so skips hashing the
+	// ID for its shard. It takes what was padding.
+	shard  uint16
+	inline bucket
 }
 
 // seriesMore is what few series have, behind one pointer (Series.more) so

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -47,7 +48,7 @@ func (sh *shard) getOrCreateLocked(ns *namespace, h uint32, id []byte) *Series {
 		return s
 	}
 	sh.active.Add(1)
-	s := &Series{id: string(id), ns: ns.num, seq: nextSeq()}
+	s := &Series{id: string(id), ns: ns.num, seq: nextSeq(), shard: sh.tag()}
 	sh.series.insert(h, s)
 	return s
 }
@@ -72,9 +73,17 @@ func (sh *shard) getOrCreateUpTo(ns *namespace, h uint32, id []byte, max int64) 
 		sh.active.Add(-1)
 		return nil, false
 	}
-	s = &Series{id: string(id), ns: ns.num, seq: nextSeq()}
+	s = &Series{id: string(id), ns: ns.num, seq: nextSeq(), shard: sh.tag()}
 	sh.series.insert(h, s)
 	return s, true
+}
+
+// tag is Series.shard for the series of this shard.
+func (sh *shard) tag() uint16 {
+	if sh.id >= math.MaxUint16 {
+		return 0
+	}
+	return uint16(sh.id + 1)
 }
 
 // readSource is one source of a series' float samples for a read: its
@@ -90,8 +99,11 @@ type readSource struct {
 // histogram data in blocks [from, to] (blockSize ms each): filesets first
 // (oldest), memory last (newest wins on equal timestamps). The sources
 // are appended to its (a query reading many series reuses one slice: a
-// fresh one was an allocation per series).
-func (sh *shard) read(id []byte, from, to, blockSize int64, its []readSource) ([]readSource, []encoding.HistogramIterator, error) {
+// fresh one was an allocation per series). hint, when not nil, is the
+// series of id in this shard as a caller found it by its registry slot
+// (Database.readIDs): if it is still in the shard's map it is the one
+// read, without hashing id and probing the map.
+func (sh *shard) read(id []byte, hint *Series, from, to, blockSize int64, its []readSource) ([]readSource, []encoding.HistogramIterator, error) {
 	sh.mu.RLock()
 	var readers []*fileset.Reader
 	for start, r := range sh.blocks {
@@ -99,7 +111,16 @@ func (sh *shard) read(id []byte, from, to, blockSize int64, its []readSource) ([
 			readers = append(readers, r)
 		}
 	}
-	s := sh.series.get(hashID(id), id)
+	var s *Series
+	if hint != nil && registry.get(hint.slot) == hint {
+		// It holds its slot while it is in a shard's map, and its ID and
+		// namespace (which the caller checked) say whose: this shard's
+		// series of id, as the map would answer, read under the same
+		// lock as the filesets.
+		s = hint
+	} else {
+		s = sh.series.get(hashID(id), id)
+	}
 	sh.mu.RUnlock()
 	if len(readers) > 1 {
 		sort.Slice(readers, func(i, j int) bool { return readers[i].ID().BlockStart < readers[j].ID().BlockStart })
