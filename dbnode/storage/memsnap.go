@@ -419,7 +419,7 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var ix []replayIndexTask
+			var ix *replayIndexBatch
 			for firstErr.Load() == nil {
 				i := int(next.Add(1) - 1)
 				if i >= len(snap.Sections) {
@@ -436,9 +436,7 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 					firstErr.CompareAndSwap(nil, &err)
 				}
 			}
-			if len(ix) > 0 {
-				r.ix <- ix
-			}
+			r.flushIndex(&ix)
 		}()
 	}
 	wg.Wait()
@@ -451,7 +449,7 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 // loadSection loads one section's series into memory, handing the
 // series that open a block to the index stage through *ix. It returns
 // how many samples it loaded.
-func (db *Database) loadSection(r *replayer, ns *namespace, sec memsnap.Section, now time.Time, ix *[]replayIndexTask) (int, error) {
+func (db *Database) loadSection(r *replayer, ns *namespace, sec memsnap.Section, now time.Time, ix **replayIndexBatch) (int, error) {
 	sh := ns.shard(sec.Shard)
 	// The section's series are (nearly) all new: the shard's table is
 	// sized for them once.
@@ -470,13 +468,8 @@ func (db *Database) loadSection(r *replayer, ns *namespace, sec memsnap.Section,
 		}
 		n++
 		if newBucket && ns.index != nil {
-			if *ix == nil {
-				*ix = r.indexBatch()
-			}
-			*ix = append(*ix, replayIndexTask{ns: ns, id: s.id, bs: bs, slot: s.slot})
-			if len(*ix) == cap(*ix) {
-				r.ix <- *ix
-				*ix = nil
+			if err := r.indexSeries(ix, ns, s.id, bs, s.slot); err != nil {
+				return s, err
 			}
 		}
 		return s, nil
