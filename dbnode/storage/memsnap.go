@@ -474,6 +474,9 @@ func (db *Database) loadSection(r *replayer, ns *namespace, sec memsnap.Section,
 		}
 		return s, nil
 	}
+	// One reader for all the section's float streams: an iterator
+	// allocated per series was 2% of a 5 M-series load.
+	var it encoding.StreamReader
 	err := sec.Each(func(x memsnap.Series) error {
 		var s *Series
 		get := func() *Series {
@@ -483,7 +486,7 @@ func (db *Database) loadSection(r *replayer, ns *namespace, sec memsnap.Section,
 			return s
 		}
 		if x.Floats != nil {
-			it := encoding.NewIterator(x.Floats)
+			it.Reset(x.Floats)
 			for it.Next() {
 				t, v := it.At()
 				if !keep(t) {
