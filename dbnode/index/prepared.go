@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"unsafe"
+
+	"github.com/tessera-tsdb/tessera/ident"
 )
 
 // Prepared inserts are the restart's way into the index (issue 30 item
@@ -66,6 +68,20 @@ func (b *PreparedBatch) Reset() {
 	b.ix, b.series, b.labels, b.ids = nil, b.series[:0], b.labels[:0], b.ids[:0]
 }
 
+// ReserveSeries sizes the series table for n more series at once (a
+// restart loading a snapshot knows how many it holds): its stripes grow
+// once instead of doubling their way there (a tenth of the restart's
+// index stage at 5 M series).
+func (ix *Index) ReserveSeries(n int) {
+	per := int(ix.series.live.Load())/numStripes + n/numStripes + n/numStripes/8 + 16
+	for i := range ix.series.stripes {
+		st := &ix.series.stripes[i]
+		st.mu.Lock()
+		st.t.Reserve(per)
+		st.mu.Unlock()
+	}
+}
+
 // errOtherIndex: a batch holds the inserts of one index.
 var errOtherIndex = errors.New("index: prepared batch holds another index's series")
 
@@ -81,20 +97,33 @@ func (ix *Index) PrepareNewTagged(b *PreparedBatch, id string, blockStart int64,
 		b.ix = ix
 	}
 	bid := bytesOf(id)
-	if err := validateID(bid); err != nil {
-		return fmt.Errorf("index insert %q: %w", id, err)
+	if len(id) == 0 || uint64(len(id)) > maxIDLen {
+		return fmt.Errorf("index insert %q: %w", id, validateID(bid))
 	}
+	// One walk of the ID checks it as validateID does and records its
+	// labels (two walks were a tenth of a snapshot load's loaders).
 	lo := len(b.labels)
 	base := uintptr(unsafe.Pointer(unsafe.StringData(id)))
-	off := func(s string) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.StringData(s))) - base) }
-	rangeLabels(id, func(name, value string) {
-		if value == "" {
+	off := func(s []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(s))) - base) }
+	var prev []byte
+	bad := false
+	err := ident.Range(bid, func(name, value []byte) {
+		if bad || len(name) == 0 || (prev != nil && string(name) <= string(prev)) {
+			bad = true
+			return
+		}
+		prev = name
+		if len(value) == 0 {
 			return // not indexed (block.add)
 		}
-		part, vt := valueHash(ix.series.seed, value)
+		part, vt := valueHash(ix.series.seed, stringOf(value))
 		b.labels = append(b.labels, preparedLabel{nameOff: off(name), nameLen: uint32(len(name)),
 			valOff: off(value), valLen: uint32(len(value)), tag: vt, part: uint8(part)})
 	})
+	if err != nil || bad {
+		b.labels = b.labels[:lo]
+		return fmt.Errorf("index insert %q: %w", id, validateID(bid)) // it words the failure
+	}
 	b.series = append(b.series, preparedSeries{id: id, h: ix.series.hash(bid), start: ix.blockStartOf(blockStart),
 		tag: tag, lo: uint32(lo), hi: uint32(len(b.labels))})
 	return nil

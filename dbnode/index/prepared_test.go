@@ -48,12 +48,14 @@ func TestPreparedBatchMatchesInsert(t *testing.T) {
 	var all []ins
 	for range 4000 {
 		in := ins{id: string(pool[rng.IntN(len(pool))]), bs: int64(rng.IntN(3)) * 10, tag: uint32(rng.IntN(4))}
-		if rng.IntN(200) == 0 {
-			in.id = "\xff\xff" // malformed
+		if rng.IntN(100) == 0 {
+			// malformed: cut, unsorted names, an empty name
+			in.id = []string{"\xff\xff", "\x01b\x01x\x01a\x01y", "\x01a\x01x\x00\x01y"}[rng.IntN(3)]
 		}
 		all = append(all, in)
 	}
 	want, got := New(10), New(10)
+	got.ReserveSeries(len(pool)) // a sizing hint only
 	// In two halves, retention dropping block 0 between them.
 	for half, part := range [][]ins{all[:2000], all[2000:]} {
 		if half == 1 {

@@ -410,6 +410,16 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 	// it: no per-sample hand-over as the log's entries need, since a
 	// shard's series are all in one section. The index inserts go to the
 	// replayer's index stage, as the log replay's do.
+	// The index's series table is sized once for what is coming.
+	perNS := make([]int, len(loads))
+	for _, sec := range snap.Sections {
+		perNS[sec.NS] += int(sec.Count)
+	}
+	for i, ns := range loads {
+		if ns != nil && ns.index != nil {
+			ns.index.ReserveSeries(perNS[i])
+		}
+	}
 	nw := max(1, min(runtime.GOMAXPROCS(0), 16))
 	var next, total atomic.Int64
 	var firstErr atomic.Pointer[error]
