@@ -19,9 +19,10 @@ import (
 // work depends on one series only: checking the ID, walking its labels,
 // hashing the ID and each value. PrepareNewTagged does that part on the
 // caller's goroutine (the loaders, one per core); AddPreparedBatch does
-// the rest, on the index's one goroutine, label name by label name (one
-// value table at a time, its map lookup once a batch) instead of series
-// by series. The result is the same as InsertNewTagged's of each series
+// the rest, called from one goroutine: the series' refs, then label
+// name by label name (each value table looked up once a batch and
+// filled alone, the names spread over the cores) instead of series by
+// series. The result is the same as InsertNewTagged's of each series
 // in turn (TestPreparedBatchMatchesInsert).
 
 // PreparedBatch is a batch of series inserts prepared for one index. Its
@@ -67,8 +68,10 @@ func (b *PreparedBatch) Len() int { return len(b.series) }
 
 // Reset empties the batch, which may then be prepared for any index.
 func (b *PreparedBatch) Reset() {
-	clear(b.series) // drop the IDs
+	clear(b.series) // drop the IDs, names and value tables held
 	clear(b.ids)
+	clear(b.names)
+	clear(b.vals)
 	b.ix, b.series, b.labels, b.ids = nil, b.series[:0], b.labels[:0], b.ids[:0]
 }
 
