@@ -26,7 +26,7 @@ func TestEmptyConfigIsDefaults(t *testing.T) {
 	require.Equal(t, 5, c.Bootstrap.MarkAvailableAttempts)
 	require.Equal(t, 200*time.Millisecond, c.Bootstrap.MarkAvailableBackoff)
 	require.True(t, *c.Hints.Enabled)
-	require.False(t, c.Storage.RestartSnapshot.On())
+	require.True(t, c.Storage.RestartSnapshot.On())
 	require.Equal(t, time.Minute, c.Storage.RestartSnapshot.Every)
 	require.Equal(t, int64(64<<20), c.Storage.RestartSnapshot.LogBytes)
 	require.Equal(t, int64(1<<30), c.Hints.MaxBytesPerTarget)

@@ -108,6 +108,12 @@ func (vs *values) get(v string, series *seriesTable) (postings, bool) {
 // and reports whether v is new to the table.
 func (vs *values) add(v string, ref uint32, series *seriesTable) bool {
 	part, tag := valueHash(series.seed, v)
+	return vs.addHashed(v, part, tag, ref, series)
+}
+
+// addHashed is add of a value whose hash valueHash split into part and
+// tag already (PrepareNewTagged's).
+func (vs *values) addHashed(v string, part int, tag uint32, ref uint32, series *seriesTable) bool {
 	p := &vs.parts[part]
 	i, ok := vs.find(p, tag, v, series)
 	if !ok {

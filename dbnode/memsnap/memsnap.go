@@ -24,6 +24,9 @@ import (
 	"github.com/tessera-tsdb/tessera/internal/decbuf"
 	"hash/crc32"
 	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
 )
 
 // Version is the format version this release writes and reads.
@@ -309,7 +312,10 @@ func Decode(b []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{Header: h}
+	// The sections' frames in one pass (their lengths only), then their
+	// checksums and structure on every core: one core took 0.9 s for a
+	// 5 M-series snapshot, before any of it could load.
+	var frames []frame
 	for {
 		n := d.U32("section length")
 		if d.Err != nil {
@@ -323,17 +329,16 @@ func Decode(b []byte) (*Snapshot, error) {
 		if d.Err != nil {
 			return nil, d.Err
 		}
-		crc := crc32.Checksum(sb, castagnoli)
-		if crc != sum {
-			return nil, fmt.Errorf("%w: section %d checksum mismatch", ErrCorrupt, len(snap.Sections))
-		}
+		frames = append(frames, frame{body: sb, sum: sum})
+	}
+	snap := &Snapshot{Header: h, Sections: make([]Section, len(frames))}
+	crcs, err := checkSections(frames, h, snap.Sections)
+	if err != nil {
+		return nil, err
+	}
+	for i, crc := range crcs {
 		chain = chainCRC(chain, crc)
-		s, err := checkSection(sb, h)
-		if err != nil {
-			return nil, fmt.Errorf("section %d: %w", len(snap.Sections), err)
-		}
-		snap.Sections = append(snap.Sections, s)
-		snap.Series += uint64(s.Count)
+		snap.Series += uint64(snap.Sections[i].Count)
 	}
 	if m := d.Take(4, "trailer magic"); d.Err != nil || string(m) != string(endMagic[:]) {
 		return nil, fmt.Errorf("%w: no trailer", ErrCorrupt)
@@ -354,6 +359,54 @@ func Decode(b []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("%w: %d bytes after the trailer", ErrCorrupt, len(d.B))
 	}
 	return snap, nil
+}
+
+// frame is one section's bytes and the checksum stored after them.
+type frame struct {
+	body []byte
+	sum  uint32
+}
+
+// checkSections checks every frame's checksum and structure into out,
+// in parallel, and returns their checksums; the error is the first
+// failing section's (by its place in the file, as a check in order
+// would find it).
+func checkSections(frames []frame, h Header, out []Section) ([]uint32, error) {
+	crcs := make([]uint32, len(frames))
+	errs := make([]error, len(frames))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(runtime.GOMAXPROCS(0), len(frames))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(frames) {
+					return
+				}
+				crc := crc32.Checksum(frames[i].body, castagnoli)
+				if crc != frames[i].sum {
+					errs[i] = fmt.Errorf("%w: section %d checksum mismatch", ErrCorrupt, i)
+					continue
+				}
+				crcs[i] = crc
+				s, err := checkSection(frames[i].body, h)
+				if err != nil {
+					errs[i] = fmt.Errorf("section %d: %w", i, err)
+					continue
+				}
+				out[i] = s
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return crcs, nil
 }
 
 func decodeHeader(b []byte) (Header, error) {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -117,6 +119,40 @@ func TestEveryDamageIsRefused(t *testing.T) {
 	}
 	if _, err := Decode(append(bytes.Clone(b), 0)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("trailing byte: err %v, want ErrCorrupt", err)
+	}
+}
+
+// Sections are checked on several goroutines: with many sections, each
+// damaged one is refused and named, and of two damaged ones the first
+// in the file is named, as a check in file order names it.
+func TestManySectionsDamageNamesTheFirst(t *testing.T) {
+	h := sampleHeader()
+	var secs []sec
+	for i := range 40 {
+		secs = append(secs, sec{ns: uint16(i % 2), shard: uint32(i % 8), series: []Series{
+			{ID: []byte{byte('a' + i%26), byte(i)}, Floats: bytes.Repeat([]byte{byte(i)}, 50+i)}}})
+	}
+	b := encode(t, h, secs)
+	snap, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, snap); !reflect.DeepEqual(got, secs) {
+		t.Fatalf("sections differ")
+	}
+	// Where each section's float bytes are: its repeated byte.
+	at := func(i int) int {
+		return bytes.Index(b, bytes.Repeat([]byte{byte(i)}, 50+i))
+	}
+	for _, pair := range [][2]int{{3, 30}, {17, 18}, {39, 39}} {
+		c := bytes.Clone(b)
+		c[at(pair[0])] ^= 0xff
+		c[at(pair[1])+1] ^= 0xff
+		_, err := Decode(c)
+		want := fmt.Sprintf("section %d checksum mismatch", pair[0])
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("sections %v damaged: err %v, want %q", pair, err, want)
+		}
 	}
 }
 

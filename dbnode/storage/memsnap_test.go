@@ -104,6 +104,13 @@ func (w *snapWorkload) check(t *testing.T, db *Database) {
 		res, err := db.Query(context.Background(), ns, []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "snap_metric")}, base, base+100_000, QueryOptions{})
 		require.NoError(t, err)
 		require.Len(t, res, snapSeries, "namespace %s", ns)
+		// Each series under its own label too (the loaders' batches mix
+		// the two namespaces' series).
+		for i := 0; i < snapSeries; i += 37 {
+			res, err := db.Query(context.Background(), ns, []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "series", strconv.Itoa(i))}, base, base+100_000, QueryOptions{})
+			require.NoError(t, err)
+			require.Len(t, res, 1, "namespace %s series %d", ns, i)
+		}
 	}
 	for i := 0; i < snapSeries; i += 10 {
 		id := w.ids[i]
