@@ -293,13 +293,25 @@ func (a *API) query(r *http.Request) result {
 	ms := timestamp.FromTime(ts)
 	if pl, ok := a.planStitch(r, qs, ts, ts, 0); ok {
 		a.stitched.Add(1)
-		return a.execRollup(ctx, r, qs, limit, fastRange{start: ms, end: ms}, pl.rollup, pl.res, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
+		return a.execRollup(ctx, r, qs, limit, fastRange{start: ms, end: ms}, pl.rollup, pl.res, pl, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
 			return e.NewInstantQuery(ctx, q, opts, qs, ts)
 		})
 	}
-	return a.exec(ctx, r, qs, limit, fastRange{start: ms, end: ms}, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
+	return a.withUnstitched(r, qs, ts, a.exec(ctx, r, qs, limit, fastRange{start: ms, end: ms}, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
 		return e.NewInstantQuery(ctx, q, opts, qs, ts)
-	})
+	}))
+}
+
+// withUnstitched adds to a raw answer the warning of a query that read
+// before raw surely holds data without the stitch (unstitchedWarning).
+func (a *API) withUnstitched(r *http.Request, qs string, start time.Time, res result) result {
+	if res.err != nil || res.fallback {
+		return res
+	}
+	if w := a.unstitchedWarning(r, qs, start); w != nil {
+		res.warnings = res.warnings.Add(w)
+	}
+	return res
 }
 
 func (a *API) queryRange(r *http.Request) result {
@@ -347,9 +359,9 @@ func (a *API) queryRange(r *http.Request) result {
 		return a.execStitched(ctx, r, qs, limit, pl, start, end, step, opts)
 	}
 	fr := fastRange{start: timestamp.FromTime(start), end: timestamp.FromTime(end), stp: step.Milliseconds()}
-	return a.exec(ctx, r, qs, limit, fr, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
+	return a.withUnstitched(r, qs, start, a.exec(ctx, r, qs, limit, fr, func(e *promql.Engine, q storage.Queryable) (promql.Query, error) {
 		return e.NewRangeQuery(ctx, q, opts, qs, start, end, step)
-	})
+	}))
 }
 
 // exec runs the query newQuery makes, with the fast path unless it is off
@@ -363,7 +375,7 @@ func (a *API) exec(ctx context.Context, r *http.Request, qs string, limit int, f
 	}
 	qa := a.queryable(r)
 	if ru, ok := a.opts.Rollups[qa.ns]; ok {
-		return a.execRollup(ctx, r, qs, limit, fr, qa.ns, ru.Resolution, newQuery)
+		return a.execRollup(ctx, r, qs, limit, fr, qa.ns, ru.Resolution, stitchPlan{}, newQuery)
 	}
 	if a.fast != nil && r.FormValue("stats") == "" {
 		fr.marker, fr.parallelism, fr.maxSamples, fr.stats = a.fastMarker, a.opts.Parallelism, a.opts.MaxSamples, &a.fastStats

@@ -195,6 +195,11 @@ type rollupQueryable struct {
 	res    int64 // ms
 	marker string
 	fr     fastRange // start, end, stp of the query's steps
+	// raw, when set (a stitched query), is read from rawFrom (Unix ms) on
+	// by the selectors the rollup does not answer exactly: raw samples
+	// where raw surely holds them, windows' first and last before.
+	raw     storage.Queryable
+	rawFrom int64
 }
 
 func (q rollupQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
@@ -204,6 +209,8 @@ func (q rollupQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
 type rollupQuerier struct {
 	q          rollupQueryable
 	mint, maxt int64
+	mu         sync.Mutex
+	closers    []storage.Querier // raw queriers of a stitched query's selectors
 }
 
 func (q *rollupQuerier) LabelValues(context.Context, string, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error) {
@@ -214,7 +221,16 @@ func (q *rollupQuerier) LabelNames(context.Context, *storage.LabelHints, ...*lab
 	return nil, nil, nil
 }
 
-func (q *rollupQuerier) Close() error { return nil }
+func (q *rollupQuerier) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var errs []error
+	for _, c := range q.closers {
+		errs = append(errs, c.Close())
+	}
+	q.closers = nil
+	return errors.Join(errs...)
+}
 
 // aligned reports whether the query's steps fall on window ends.
 func (q *rollupQuerier) aligned() bool {
@@ -234,7 +250,14 @@ func (q *rollupQuerier) Select(ctx context.Context, sorted bool, hints *storage.
 	if hints != nil {
 		start, end = hints.Start, hints.End
 	}
-	rs, err := q.q.r.QueryRollup(ctx, q.q.ns, matchers, start, end+q.q.res)
+	if q.q.raw != nil && start >= q.q.rawFrom {
+		return q.selectRaw(ctx, sorted, hints, start, end, matchers)
+	}
+	rollEnd := end
+	if q.q.raw != nil {
+		rollEnd = q.q.rawFrom - 1
+	}
+	rs, err := q.q.r.QueryRollup(ctx, q.q.ns, matchers, start, rollEnd+q.q.res)
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
@@ -245,20 +268,86 @@ func (q *rollupQuerier) Select(ctx context.Context, sorted bool, hints *storage.
 		if fn == "" {
 			fn = "a range selector"
 		}
-		warns.Add(fmt.Errorf("PromQL function %s over rollup namespace %q is not exact: a rollup keeps per %s window only count, sum, min, max, first, last and resets (docs/rollups.md); answered from each window's first and last samples",
-			fn, q.q.ns, time.Duration(q.q.res)*time.Millisecond))
+		where := ""
+		if q.q.raw != nil {
+			where = fmt.Sprintf(" before %s (past raw's retention; raw samples after it)", time.UnixMilli(q.q.rawFrom).UTC().Format(time.RFC3339))
+		}
+		warns.Add(fmt.Errorf("PromQL function %s over rollup namespace %q is not exact: a rollup keeps per %s window only count, sum, min, max, first, last and resets (docs/rollups.md); answered from each window's first and last samples%s",
+			fn, q.q.ns, time.Duration(q.q.res)*time.Millisecond, where))
 	case !q.aligned():
 		warns.Add(fmt.Errorf("rollup namespace %q: steps not on %s window ends read a window's last sample before its end", q.q.ns, time.Duration(q.q.res)*time.Millisecond))
 	}
 	out := make([]storage.Series, 0, len(rs))
+	byLabels := make(map[string]*listSeries, len(rs))
 	for _, s := range rs {
 		lset, err := ident.Labels(s.ID)
 		if err != nil {
 			return storage.ErrSeriesSet(err)
 		}
-		out = append(out, &listSeries{lset: lset, pts: pseudoRaw(s, start, end)})
+		ls := &listSeries{lset: lset, pts: pseudoRaw(s, start, rollEnd)}
+		out = append(out, ls)
+		byLabels[string(s.ID)] = ls
+	}
+	if q.q.raw != nil && end >= q.q.rawFrom {
+		// The rest of the range from raw, appended to the same series.
+		set := q.selectRaw(ctx, false, hints, q.q.rawFrom, end, matchers)
+		for set.Next() {
+			rsr := set.At()
+			lset := rsr.Labels()
+			key := string(ident.FromLabels(lset))
+			ls := byLabels[key]
+			if ls == nil {
+				ls = &listSeries{lset: lset}
+				out = append(out, ls)
+				byLabels[key] = ls
+			}
+			var err error
+			if ls.pts, err = appendPoints(ls.pts, rsr); err != nil {
+				return storage.ErrSeriesSet(err)
+			}
+		}
+		if err := set.Err(); err != nil {
+			return storage.ErrSeriesSet(err)
+		}
+		warns.Merge(set.Warnings())
 	}
 	return newListSet(out, sorted, warns)
+}
+
+// selectRaw reads [start, end] of a stitched query's selector from raw.
+func (q *rollupQuerier) selectRaw(ctx context.Context, sorted bool, hints *storage.SelectHints, start, end int64, matchers []*labels.Matcher) storage.SeriesSet {
+	rq, err := q.q.raw.Querier(start, end)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	q.mu.Lock()
+	q.closers = append(q.closers, rq)
+	q.mu.Unlock()
+	h := &storage.SelectHints{Start: start, End: end}
+	if hints != nil {
+		hc := *hints
+		hc.Start, hc.End = start, end
+		h = &hc
+	}
+	return rq.Select(ctx, sorted, h, matchers...)
+}
+
+// appendPoints copies s's samples after pts (a stitched series' raw
+// part after its rollup part, so in time order).
+func appendPoints(pts []point, s storage.Series) ([]point, error) {
+	it := s.Iterator(nil)
+	for {
+		switch it.Next() {
+		case chunkenc.ValNone:
+			return pts, it.Err()
+		case chunkenc.ValFloat:
+			t, v := it.At()
+			pts = append(pts, point{t: t, f: v})
+		case chunkenc.ValHistogram, chunkenc.ValFloatHistogram:
+			t, h := it.AtFloatHistogram(nil)
+			pts = append(pts, point{t: t, h: h})
+		}
+	}
 }
 
 // pseudoRaw is the windows' first and last samples in [start, end], with
@@ -644,8 +733,9 @@ func (s *listSet) Err() error                        { return nil }
 func (s *listSet) Warnings() annotations.Annotations { return s.warns }
 
 // execRollup runs a query of rollup namespace ns (resolution res) with
-// the rollup engine.
-func (a *API) execRollup(ctx context.Context, r *http.Request, qs string, limit int, fr fastRange, ns string, res time.Duration,
+// the rollup engine; with a stitch plan (pl.rawFrom > 0) the selectors
+// the rollup does not answer exactly read raw from pl.rawFrom on.
+func (a *API) execRollup(ctx context.Context, r *http.Request, qs string, limit int, fr fastRange, ns string, res time.Duration, pl stitchPlan,
 	newQuery func(*promql.Engine, storage.Queryable) (promql.Query, error)) result {
 	rr := a.opts.RollupReader
 	if rr == nil {
@@ -654,7 +744,11 @@ func (a *API) execRollup(ctx context.Context, r *http.Request, qs string, limit 
 	if rr == nil {
 		return result{err: &apiError{errorBadData, fmt.Errorf("namespace %q is a rollup, which this node's backend cannot read yet (docs/rollups.md)", ns)}}
 	}
-	qry, err := newQuery(a.rollup, rollupQueryable{r: rr, ns: ns, res: res.Milliseconds(), marker: a.rollupMarker, fr: fr})
+	rq := rollupQueryable{r: rr, ns: ns, res: res.Milliseconds(), marker: a.rollupMarker, fr: fr}
+	if pl.rawFrom > 0 {
+		rq.raw, rq.rawFrom = a.queryable(r), pl.rawFrom
+	}
+	qry, err := newQuery(a.rollup, rq)
 	if err != nil {
 		return result{err: constructionError(err)}
 	}

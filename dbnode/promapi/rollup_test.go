@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -250,10 +251,96 @@ func TestRollupStitchedQueriesMatchEngine(t *testing.T) {
 		requireClose(t, q, normFromJSON(t, raw.Data), normFromJSON(t, st.Data))
 	}
 	require.Equal(t, int64(9), a.stitched.Load(), "the instant queries went to the rollup")
-	// A query the rollup cannot answer exactly stays on raw (no split,
-	// no warning); so does one that raw covers entirely.
-	_, warns := rangeQuery(t, base, "", `quantile_over_time(0.5, g[15m])`, start, end, 15*time.Minute)
+	// A query raw covers entirely stays on raw.
+	_, warns := rangeQuery(t, base, "", `rate(c_total[15m])`, rollupT0.Add(3*time.Hour), end, 15*time.Minute)
 	require.Empty(t, warns)
-	rangeQuery(t, base, "", `rate(c_total[15m])`, rollupT0.Add(3*time.Hour), end, 15*time.Minute)
 	require.Equal(t, int64(9), a.stitched.Load())
+}
+
+// TestRollupStitchedMixedFunctions: a query mixing a call the rollup
+// answers exactly with one it cannot is stitched per selector: before
+// raw's boundary (rawFrom) the exact call from the rollup's windows, the
+// other from each window's first and last samples, said in a warning
+// naming the function; from rawFrom on both from raw samples. A query
+// the stitch cannot place stays on raw and says it read no rollup.
+func TestRollupStitchedMixedFunctions(t *testing.T) {
+	base, a := rollupNode(t)
+	// now is t0+4h11m, raw (API-side) keeps 3h of 2h blocks: rawFrom is
+	// the block after the one holding t0+1h11m.
+	rawFrom := rollupT0.Add(2 * time.Hour).UnixMilli()
+	start, end, step := rollupT0.Add(30*time.Minute), rollupT0.Add(4*time.Hour), 15*time.Minute
+	for _, q := range []string{
+		`max_over_time(g[15m]) - quantile_over_time(0.5, g[15m])`,
+		`sum(rate(c_total[15m])) / sum(changes(c_total[15m]))`,
+		`quantile_over_time(0.25, g[15m])`,
+	} {
+		stitched := a.stitched.Load()
+		got, warns := rangeQuery(t, base, "", q, start, end, step)
+		require.Equal(t, stitched+1, a.stitched.Load(), "%s was stitched", q)
+		fn := "quantile_over_time"
+		if strings.Contains(q, "changes") {
+			fn = "changes"
+		}
+		require.True(t, slices.ContainsFunc(warns, func(w string) bool {
+			return strings.Contains(w, fn) && strings.Contains(w, `"r5m"`) && strings.Contains(w, "not exact")
+		}), "%s: %q", q, warns)
+		raw, _ := rangeQuery(t, base, "default", q, start, end, step)
+		roll, _ := rangeQuery(t, base, "r5m", q, start, end, step)
+		// Steps whose ranges lie before rawFrom are the rollup's answer,
+		// those whose ranges lie after it raw's; and the two differ
+		// somewhere before rawFrom, or the test could not tell them apart.
+		differ := false
+		for i, gs := range got.Series {
+			require.Less(t, i, len(raw.Series), q)
+			require.Equal(t, raw.Series[i].Metric, gs.Metric, q)
+			at := func(n normResult, ts int64) (float64, bool) {
+				for _, p := range n.Series[i].Points {
+					if p.T == ts {
+						v, err := strconv.ParseFloat(p.V, 64)
+						require.NoError(t, err)
+						return v, true
+					}
+				}
+				return 0, false
+			}
+			for _, p := range gs.Points {
+				g, err := strconv.ParseFloat(p.V, 64)
+				require.NoError(t, err)
+				var want float64
+				var ok bool
+				switch {
+				case p.T < rawFrom:
+					want, ok = at(roll, p.T)
+					if r, rok := at(raw, p.T); rok && r != want {
+						differ = true
+					}
+				case p.T-step.Milliseconds() >= rawFrom:
+					want, ok = at(raw, p.T)
+				default:
+					continue // its range has both
+				}
+				require.True(t, ok, "%s %s at %d: no reference point", q, gs.Metric, p.T)
+				require.InDelta(t, want, g, 1e-9*math.Max(1, math.Abs(want)), "%s %s at %d", q, gs.Metric, p.T)
+			}
+		}
+		require.NotEmpty(t, got.Series, q)
+		require.True(t, differ, "%s: the rollup's approximation equals raw before rawFrom, so the test cannot tell which was read", q)
+	}
+	// An instant query before rawFrom: the rollup's answer, with the warning.
+	q := `max_over_time(g[15m]) - quantile_over_time(0.5, g[15m])`
+	at := strconv.FormatInt(rollupT0.Add(time.Hour).Unix(), 10)
+	code, roll := get(t, base, "/api/v1/query", url.Values{"query": {q}, "time": {at}, "namespace": {"r5m"}})
+	require.Equal(t, http.StatusOK, code)
+	code, st := get(t, base, "/api/v1/query", url.Values{"query": {q}, "time": {at}})
+	require.Equal(t, http.StatusOK, code)
+	require.True(t, slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "quantile_over_time") }), "%q", st.Warnings)
+	requireClose(t, q, normFromJSON(t, roll.Data), normFromJSON(t, st.Data))
+	// A subquery cannot be split: raw only, and the answer says so.
+	stitched := a.stitched.Load()
+	_, warns := rangeQuery(t, base, "", `max_over_time(rate(c_total[5m])[30m:5m])`, start, end, step)
+	require.Equal(t, stitched, a.stitched.Load())
+	require.True(t, slices.ContainsFunc(warns, func(w string) bool { return strings.Contains(w, "not answered from rollups") }), "%q", warns)
+	// Within raw, no such warning.
+	_, warns = rangeQuery(t, base, "", `max_over_time(rate(c_total[5m])[30m:5m])`, rollupT0.Add(3*time.Hour), end, step)
+	require.Empty(t, warns)
 }

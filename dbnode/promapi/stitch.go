@@ -17,12 +17,19 @@ import (
 )
 
 // Transparent selection (issue 26, docs/rollups.md): a range query that
-// names no namespace, reaches back past what the raw namespace still
-// holds, and uses only functions a rollup answers exactly, is answered
-// from the coarsest rollup whose resolution divides the step for the
-// steps raw can no longer answer, and from raw for the others. The
-// boundary is a step: every step before it from the rollup, every step
-// from it on from raw, so no step is counted twice or left out.
+// names no namespace and reaches back past what the raw namespace still
+// holds is answered from the coarsest rollup whose resolution divides
+// the step for the steps raw can no longer answer, and from raw for the
+// others. The boundary is a step: every step before it from the rollup,
+// every step from it on from raw, so no step is counted twice or left
+// out. Before the boundary the calls a rollup answers exactly come from
+// its windows; every other selector (a function the rollup cannot
+// answer exactly, such as quantile_over_time or changes) reads raw
+// samples from rawFrom on, where raw surely still holds them, and each
+// window's first and last samples before it, and the response says so
+// in its warnings. A query the stitch cannot place (a subquery, an
+// offset or @) stays on raw and, when it reads before rawFrom, says that
+// it did not read rollups there.
 
 // Rollup describes a rollup namespace to the query API.
 type Rollup struct {
@@ -36,6 +43,9 @@ type stitchPlan struct {
 	rollup   string
 	res      time.Duration
 	boundary time.Time // first step answered from raw
+	// rawFrom (Unix ms) is where raw surely still holds data: selectors
+	// the rollup cannot answer exactly read raw from it on.
+	rawFrom int64
 }
 
 // planStitch decides whether and where to split a range query (step 0:
@@ -49,23 +59,16 @@ func (a *API) planStitch(r *http.Request, qs string, start, end time.Time, step 
 	if err != nil {
 		return stitchPlan{}, false
 	}
-	maxRange, ok := exactOnRollup(expr)
+	sel, ok := stitchSelectors(expr)
 	if !ok {
 		return stitchPlan{}, false
 	}
-	lookback := a.opts.LookbackDelta
-	if o, _ := queryOpts(r); o != nil && o.LookbackDelta() > 0 {
-		lookback = o.LookbackDelta()
-	}
-	// Raw expires whole blocks: everything from the block after the one
-	// holding now-retention is surely still there.
-	now := a.opts.Now().UnixMilli()
-	bs := a.opts.BlockSize
-	if bs <= 0 {
+	rawFrom, ok := a.rawFrom()
+	if !ok {
 		return stitchPlan{}, false
 	}
-	rawFrom := xtime.BlockStart(now-a.opts.RawRetention.Milliseconds(), bs) + bs
-	need := rawFrom + maxRange.Milliseconds() + lookback.Milliseconds()
+	lookback := a.lookback(r)
+	need := rawFrom + sel.maxRange.Milliseconds() + lookback.Milliseconds()
 	s, stp := start.UnixMilli(), step.Milliseconds()
 	if s >= need {
 		return stitchPlan{}, false // raw holds all of it
@@ -73,7 +76,7 @@ func (a *API) planStitch(r *http.Request, qs string, start, end time.Time, step 
 	var best stitchPlan
 	for name, ru := range a.opts.Rollups {
 		res := ru.Resolution.Milliseconds()
-		if ru.Raw != a.opts.Namespace || res <= 0 || (stp > 0 && stp%res != 0) || s%res != 0 || maxRange.Milliseconds()%res != 0 {
+		if ru.Raw != a.opts.Namespace || res <= 0 || (stp > 0 && stp%res != 0) || s%res != 0 || !sel.whole(res) {
 			continue
 		}
 		if ru.Resolution > best.res || (ru.Resolution == best.res && name < best.rollup) {
@@ -83,6 +86,7 @@ func (a *API) planStitch(r *http.Request, qs string, start, end time.Time, step 
 	if best.rollup == "" {
 		return stitchPlan{}, false
 	}
+	best.rawFrom = rawFrom
 	if stp == 0 { // an instant query: all from the rollup
 		best.boundary = time.UnixMilli(s + 1)
 		return best, true
@@ -92,11 +96,46 @@ func (a *API) planStitch(r *http.Request, qs string, start, end time.Time, step 
 	return best, true
 }
 
-// exactOnRollup reports whether every range selector of expr is the
-// argument of a function a rollup answers exactly, and no selector has an
-// offset or @ (a subquery: no), and returns the longest range.
-func exactOnRollup(expr parser.Expr) (time.Duration, bool) {
-	var maxRange time.Duration
+// rawFrom is where raw surely still holds data (Unix ms): raw expires
+// whole blocks, so everything from the block after the one holding
+// now-retention is there. False when the API knows no retention or
+// block size, or has no rollups to stitch with.
+func (a *API) rawFrom() (int64, bool) {
+	bs := a.opts.BlockSize
+	if len(a.opts.Rollups) == 0 || a.opts.RawRetention <= 0 || bs <= 0 {
+		return 0, false
+	}
+	return xtime.BlockStart(a.opts.Now().UnixMilli()-a.opts.RawRetention.Milliseconds(), bs) + bs, true
+}
+
+func (a *API) lookback(r *http.Request) time.Duration {
+	if o, _ := queryOpts(r); o != nil && o.LookbackDelta() > 0 {
+		return o.LookbackDelta()
+	}
+	return a.opts.LookbackDelta
+}
+
+// stitchSel is what the stitch needs of a query's selectors.
+type stitchSel struct {
+	maxRange time.Duration   // the longest range of any range selector
+	exact    []time.Duration // the ranges of the calls a rollup answers exactly
+}
+
+// whole reports whether every exactly answered range is whole windows
+// of res ms (the others are approximations wherever they read a rollup).
+func (s stitchSel) whole(res int64) bool {
+	for _, r := range s.exact {
+		if r.Milliseconds()%res != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// stitchSelectors walks expr's selectors: false when one cannot be
+// placed on a boundary (a subquery, an offset, @).
+func stitchSelectors(expr parser.Expr) (stitchSel, bool) {
+	var sel stitchSel
 	ok := true
 	var walk func(e parser.Node, parentFn string)
 	walk = func(e parser.Node, parentFn string) {
@@ -105,10 +144,10 @@ func exactOnRollup(expr parser.Expr) (time.Duration, bool) {
 			ok = false
 			return
 		case *parser.MatrixSelector:
-			if _, exact := rollupFuncs[parentFn]; !exact {
-				ok = false
+			if _, exact := rollupFuncs[parentFn]; exact {
+				sel.exact = append(sel.exact, n.Range)
 			}
-			maxRange = max(maxRange, n.Range)
+			sel.maxRange = max(sel.maxRange, n.Range)
 		case *parser.VectorSelector:
 			if !plainSelector(n) {
 				ok = false
@@ -124,7 +163,30 @@ func exactOnRollup(expr parser.Expr) (time.Duration, bool) {
 		}
 	}
 	walk(expr, "")
-	return maxRange, ok
+	return sel, ok
+}
+
+// unstitchedWarning is the warning of a query that reads before rawFrom
+// but stays on raw because the stitch cannot place it: where raw has
+// expired its answer has no data, and the user should know why.
+func (a *API) unstitchedWarning(r *http.Request, qs string, start time.Time) error {
+	if r.FormValue("namespace") != "" {
+		return nil
+	}
+	rawFrom, ok := a.rawFrom()
+	if !ok || start.UnixMilli() >= rawFrom+a.lookback(r).Milliseconds() {
+		return nil
+	}
+	expr, err := a.parser.ParseExpr(qs)
+	if err != nil {
+		return nil
+	}
+	sel, _ := stitchSelectors(expr)
+	if start.UnixMilli() >= rawFrom+sel.maxRange.Milliseconds()+a.lookback(r).Milliseconds() {
+		return nil // raw holds all it reads
+	}
+	return fmt.Errorf("the query reads before %s, where the raw namespace %q may have expired, and was not answered from rollups there (a subquery, offset or @, a stats request, or a step or range no rollup's resolution divides): pin a rollup with ?namespace= to read it",
+		time.UnixMilli(rawFrom).UTC().Format(time.RFC3339), a.opts.Namespace)
 }
 
 // execStitched runs the two halves of a stitched range query and joins
@@ -179,7 +241,8 @@ func (a *API) execStitched(ctx context.Context, r *http.Request, qs string, limi
 		rollupEnd = end
 	}
 	fr := fastRange{start: start.UnixMilli(), end: rollupEnd.UnixMilli(), stp: step.Milliseconds()}
-	if aerr := run(a.rollup, rollupQueryable{r: rr, ns: pl.rollup, res: pl.res.Milliseconds(), marker: a.rollupMarker, fr: fr}, start, rollupEnd); aerr != nil {
+	rq := rollupQueryable{r: rr, ns: pl.rollup, res: pl.res.Milliseconds(), marker: a.rollupMarker, fr: fr, raw: a.queryable(r), rawFrom: pl.rawFrom}
+	if aerr := run(a.rollup, rq, start, rollupEnd); aerr != nil {
 		return result{err: aerr}
 	}
 	if !pl.boundary.After(end) {
