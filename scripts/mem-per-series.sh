@@ -57,7 +57,11 @@
 # VictoriaMetrics +5), BENCH (the tessera that runs the bench; default
 # TESSERA_BIN), BENCH_ARGS (extra bench flags), T_BENCH_ARGS (extra bench
 # flags for Tessera only: `--protocol 2`, as VictoriaMetrics takes remote
-# write 1.0 only), ONLY (tessera|vm), KEEP=1 keeps the temp dir.
+# write 1.0 only), ONLY (tessera|vm), KEEP=1 keeps the temp dir,
+# VM_ARGS (extra VictoriaMetrics flags), MIN_AVAIL_MB (1024; 0: off): a
+# store is killed, and the run fails saying so, when the machine's
+# MemAvailable drops under it, so that a 10 M-series run cannot push the
+# machine into swap or the OOM killer and take other work with it.
 #
 # Node CPU per sample at 10 k series steady state (issue 30 item 3), the
 # ingest_us column, interleaved rounds:
@@ -80,6 +84,8 @@ ONLY=${ONLY:-}
 QUERY_ROUNDS=${QUERY_ROUNDS:-3}
 STEADY_SAMPLES=${STEADY_SAMPLES:-0}
 KEEP=${KEEP:-0}
+VM_ARGS=${VM_ARGS:-}
+MIN_AVAIL_MB=${MIN_AVAIL_MB:-1024}
 HZ=$(getconf CLK_TCK)
 T_URL=http://127.0.0.1:$PORT
 V_URL=http://127.0.0.1:$((PORT + 5))
@@ -198,6 +204,23 @@ steady() {
 $(sort -n "$dir/steady.rss" | tail -1) $(tail -1 "$dir/steady.rss") $heap"
 }
 
+# guard PID WHO DIR: kill PID when MemAvailable drops under MIN_AVAIL_MB
+# (checked every second while PID lives), leaving DIR/guard-tripped.
+guard() {
+	local avail
+	[ "$MIN_AVAIL_MB" -gt 0 ] || return 0
+	while kill -0 "$1" 2>/dev/null; do
+		avail=$(awk '/^MemAvailable:/ {printf "%d", $2 / 1024}' /proc/meminfo)
+		if [ "$avail" -lt "$MIN_AVAIL_MB" ]; then
+			echo "memory guard: MemAvailable ${avail} MB < MIN_AVAIL_MB ${MIN_AVAIL_MB} with $2 at VmRSS $(rss "$1") bytes: killed it (lower SERIES, or set MIN_AVAIL_MB=0 to run on regardless)" >&2
+			touch "$3/guard-tripped"
+			kill -9 "$1" 2>/dev/null || true
+			return 0
+		fi
+		sleep 1
+	done
+}
+
 run() { # run STORE ROUND -> prints "rss_bytes settle_s heap_bytes ingest_ticks"
 	local who=$1 dir=$work/$1-$2 url heap=- t0
 	mkdir -p "$dir"
@@ -209,12 +232,13 @@ run() { # run STORE ROUND -> prints "rss_bytes settle_s heap_bytes ingest_ticks"
 		url=$T_URL
 	else
 		"$VM" -storageDataPath "$dir/data" -httpListenAddr "127.0.0.1:$((PORT + 5))" \
-			-search.disableCache -search.maxUniqueTimeseries "$((SERIES * 2))" -search.maxQueryDuration 10m \
+			-search.disableCache -search.maxUniqueTimeseries "$((SERIES * 2))" -search.maxQueryDuration 10m $VM_ARGS \
 			>"$dir/vm.log" 2>&1 &
 		pid=$!
 		wait_up "$V_URL" /health "$dir/vm.log" "$pid"
 		url=$V_URL/api/v1/write
 	fi
+	guard "$pid" "$who" "$dir" >/dev/null &
 	local args=$BENCH_ARGS
 	[ "$who" = tessera ] && args="$args $T_BENCH_ARGS"
 	t0=$(ticks "$pid")
@@ -238,6 +262,7 @@ run() { # run STORE ROUND -> prints "rss_bytes settle_s heap_bytes ingest_ticks"
 	if [ "$STEADY_SAMPLES" -gt 0 ]; then
 		steady "$who" "$dir" "$url" "$((last + 1000))" >>"$work/steady"
 	fi
+	[ ! -e "$dir/guard-tripped" ] || { echo "$who was killed by the memory guard" >&2; return 1; }
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
 	pid=""
