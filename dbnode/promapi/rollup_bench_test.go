@@ -1,10 +1,13 @@
 package promapi
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
@@ -140,11 +143,23 @@ func TestRollupBenchmark(t *testing.T) {
 	}
 	// Wall time and the process' CPU (the query is all it runs: steadier
 	// than wall time on a shared machine) of each run.
+	// TESSERA_ROLLUP_BENCH_PROFILE=DIR writes a CPU profile of each run
+	// (DIR/<namespace>-<run>.pprof): the first run against the next.
+	profDir := os.Getenv("TESSERA_ROLLUP_BENCH_PROFILE")
 	var took, cpu [2][]time.Duration
-	for range 3 { // interleaved A/B
+	for run := range 3 { // interleaved A/B
 		for k, ns := range []string{"default", "r1h"} {
+			if profDir != "" {
+				f, err := os.Create(filepath.Join(profDir, fmt.Sprintf("%s-%d.pprof", ns, run)))
+				require.NoError(t, err)
+				require.NoError(t, pprof.StartCPUProfile(f))
+				defer f.Close()
+			}
 			s, c := time.Now(), procCPU(t)
 			code, resp := get(t, srv.URL, "/api/v1/query_range", p(ns))
+			if profDir != "" {
+				pprof.StopCPUProfile()
+			}
 			took[k] = append(took[k], time.Since(s))
 			cpu[k] = append(cpu[k], procCPU(t)-c)
 			require.Equal(t, http.StatusOK, code, resp.Error)
