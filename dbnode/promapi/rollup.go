@@ -263,7 +263,11 @@ func (q *rollupQuerier) Select(ctx context.Context, sorted bool, hints *storage.
 	}
 	var warns annotations.Annotations
 	switch {
-	case hints != nil && (hints.Func != "" || hints.Range > 0):
+	// Only a range selector is approximated: an instant vector selector
+	// under a function or an aggregation (abs(g), sum(g)) reads the last
+	// sample at or before a step, which at a window end is the window's
+	// last, as raw's.
+	case hints != nil && hints.Range > 0:
 		fn := hints.Func
 		if fn == "" {
 			fn = "a range selector"
@@ -274,7 +278,8 @@ func (q *rollupQuerier) Select(ctx context.Context, sorted bool, hints *storage.
 		}
 		warns.Add(fmt.Errorf("PromQL function %s over rollup namespace %q is not exact: a rollup keeps per %s window only count, sum, min, max, first, last and resets (docs/rollups.md); answered from each window's first and last samples%s",
 			fn, q.q.ns, time.Duration(q.q.res)*time.Millisecond, where))
-	case !q.aligned():
+	case !q.aligned() || (hints != nil && hints.Step > 0 && hints.Step%q.q.res != 0):
+		// A subquery's own steps are hints.Step apart.
 		warns.Add(fmt.Errorf("rollup namespace %q: steps not on %s window ends read a window's last sample before its end", q.q.ns, time.Duration(q.q.res)*time.Millisecond))
 	}
 	out := make([]storage.Series, 0, len(rs))

@@ -303,6 +303,19 @@ func TestRollupStitchedMixedFunctions(t *testing.T) {
 				}
 				return 0, false
 			}
+			// Every step before rawFrom the rollup answers is in the
+			// stitched answer: its rollup part was read.
+			before := func(n normResult) (k int) {
+				for _, p := range n.Series[i].Points {
+					if p.T < rawFrom {
+						k++
+					}
+				}
+				return k
+			}
+			require.Less(t, i, len(roll.Series), q)
+			require.Equal(t, before(roll), before(got), "%s %s: steps before rawFrom", q, gs.Metric)
+			require.NotZero(t, before(got), "%s %s: steps before rawFrom", q, gs.Metric)
 			for _, p := range gs.Points {
 				g, err := strconv.ParseFloat(p.V, 64)
 				require.NoError(t, err)
@@ -335,9 +348,21 @@ func TestRollupStitchedMixedFunctions(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.True(t, slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "quantile_over_time") }), "%q", st.Warnings)
 	requireClose(t, q, normFromJSON(t, roll.Data), normFromJSON(t, st.Data))
+	// A plain selector under an aggregation or a function is exact at
+	// window ends: stitched or pinned, no warning.
+	for _, q := range []string{`sum(g)`, `abs(g)`, `max by (job) (g) * 2`} {
+		_, warns := rangeQuery(t, base, "", q, start, end, step)
+		require.Empty(t, warns, q)
+		_, warns = rangeQuery(t, base, "r5m", q, start, end, step)
+		require.Empty(t, warns, q)
+	}
+	// A subquery whose steps are not window ends reads a window's last
+	// sample before its end: pinned to the rollup, it says so.
+	_, warns := rangeQuery(t, base, "r5m", `max_over_time(g[30m:1m])`, start, end, step)
+	require.True(t, slices.ContainsFunc(warns, func(w string) bool { return strings.Contains(w, "window ends") }), "%q", warns)
 	// A subquery cannot be split: raw only, and the answer says so.
 	stitched := a.stitched.Load()
-	_, warns := rangeQuery(t, base, "", `max_over_time(rate(c_total[5m])[30m:5m])`, start, end, step)
+	_, warns = rangeQuery(t, base, "", `max_over_time(rate(c_total[5m])[30m:5m])`, start, end, step)
 	require.Equal(t, stitched, a.stitched.Load())
 	require.True(t, slices.ContainsFunc(warns, func(w string) bool { return strings.Contains(w, "not answered from rollups") }), "%q", warns)
 	// Within raw, no such warning.
