@@ -41,6 +41,16 @@ var routineStart = map[string]bool{
 	"simple token is not cryptographically signed":                                         true,
 }
 
+// routineTransient are errors embedded etcd logs on a clean start and
+// retries by itself: its version monitor tries to write the storage
+// version before the backend has saved a raft term (a new member, or a
+// loaded machine where the first apply is late), fails "missing term
+// information", and succeeds on its next tick. Keyed by message, the
+// error text that makes it routine.
+var routineTransient = map[string]string{
+	"failed to update storage version": "missing term information",
+}
+
 // slowness are the warnings an embedded member repeats, every few
 // hundred milliseconds, while its machine is loaded: each is worth
 // seeing, but not a hundred times a minute over the node's own lines.
@@ -89,6 +99,11 @@ func (p *etcdServerPolicy) level(e zapcore.Entry, fields map[string]any) slog.Le
 	}
 	if routineStart[e.Message] {
 		return slog.LevelDebug
+	}
+	if want, ok := routineTransient[e.Message]; ok {
+		if msg, _ := fields["error"].(string); strings.Contains(msg, want) {
+			return slog.LevelDebug
+		}
 	}
 	if e.Level == zapcore.WarnLevel && p.stopping.Load() {
 		return slog.LevelDebug
