@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -91,12 +92,20 @@ func (b *binaryNode) start() {
 	require.NoError(b.t, err)
 	b.cmd.Stdout, b.cmd.Stderr = logf, logf
 	require.NoError(b.t, b.cmd.Start())
+	cmd := b.cmd
 	b.t.Cleanup(func() {
-		if b.cmd.ProcessState == nil {
-			_ = b.cmd.Process.Kill()
-			_ = b.cmd.Wait()
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
 		}
 		logf.Close()
+		if b.t.Failed() {
+			// The temp dir goes with the test: say what the node said.
+			if out, err := os.ReadFile(logf.Name()); err == nil {
+				lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+				b.t.Logf("%s (%s), last lines of its log:\n%s", b.conf, cmd.ProcessState, strings.Join(lines[max(0, len(lines)-25):], "\n"))
+			}
+		}
 	})
 	eventually(b.t, 60*time.Second, "binary node ready", func() error {
 		resp, err := http.Get("http://" + b.http + "/ready")
