@@ -144,6 +144,9 @@ type Options struct {
 	// loaded from it instead of starting empty. nil: such shards start
 	// empty (uninitialized topology).
 	Restore RestoreSource
+	// Marked, when set, is told the shards each round marked AVAILABLE,
+	// after the CAS (the node schedules its post-join catch-up with it).
+	Marked func(shards []uint32)
 	// Logger and Metrics may be nil: nothing is logged or reported.
 	Logger  *slog.Logger
 	Metrics tally.Scope
@@ -488,6 +491,9 @@ feed:
 		}
 		b.prog.done.Add(int64(len(marked)))
 		b.mShards.Inc(int64(len(marked)))
+		if len(marked) > 0 && b.opts.Marked != nil {
+			b.opts.Marked(marked)
+		}
 	}
 	p := b.Progress()
 	b.opts.Logger.Info("bootstrap round finished", "marked_available", len(marked), "failed", len(todo)-len(marked),

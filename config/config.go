@@ -365,6 +365,16 @@ type Bootstrap struct {
 	// MarkAvailableBackoff is the wait before the second attempt, doubled
 	// before each further one. Default 200ms.
 	MarkAvailableBackoff time.Duration `yaml:"markAvailableBackoff"`
+	// CatchUpAfter is how long after marking shards AVAILABLE the node
+	// compares them with their other owners up to now and pulls what it
+	// lacks (repair.CatchUp): a write acknowledged by the other owners but
+	// not in what the streaming source sent (its copy missed the write, or
+	// a coordinator still routing by the placement before the move sent
+	// it there after the stream) would otherwise wait for the periodic
+	// repair. Long enough for such in-flight writes to land: default 10s
+	// (cluster.requestTimeout's default, the longest a write is in
+	// flight).
+	CatchUpAfter time.Duration `yaml:"catchUpAfter"`
 	// Restore turns on the backup bootstrapper: shards of a fresh cluster
 	// (no owner to stream from) are loaded from a backup instead of
 	// starting empty. docs/backup.md.
@@ -558,6 +568,7 @@ func (c *Config) Defaults() {
 		c.Bootstrap.MarkAvailableAttempts = 5
 	}
 	defDur(&c.Bootstrap.MarkAvailableBackoff, 200*time.Millisecond)
+	defDur(&c.Bootstrap.CatchUpAfter, 10*time.Second)
 	c.Limits.defaults()
 	c.Hints.defaults()
 	c.Repair.defaults()

@@ -174,6 +174,9 @@ func (c *Config) Validate() error {
 	if r := c.Bootstrap.Restore; r.Enabled() && (r.BucketConfigFile == "" || r.Backup == "") {
 		bad("bootstrap.restore", "set both bucketConfigFile and backup (or neither)")
 	}
+	if c.Bootstrap.CatchUpAfter <= 0 {
+		bad("bootstrap.catchUpAfter", "must be > 0, got %v", c.Bootstrap.CatchUpAfter)
+	}
 	if c.Bootstrap.MarkAvailableBackoff <= 0 {
 		bad("bootstrap.markAvailableBackoff", "must be > 0, got %v", c.Bootstrap.MarkAvailableBackoff)
 	}

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
 	"github.com/tessera-tsdb/tessera/dbnode/rpc"
+	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/ident"
 	"github.com/tessera-tsdb/tessera/placement"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -366,4 +368,60 @@ func TestAddNodeStreamsFlushedBlocks(t *testing.T) {
 	p := settled(t, c, 120*time.Second)
 	require.Greater(t, flushedBlocks(t, n4), 0, "node4 received sealed blocks as filesets")
 	checkEachReplica(t, p, d)
+}
+
+// TestJoinerCatchesUpWriteItsSourceMissed: an acknowledged write its two
+// other owners hold but the shard's LEAVING source does not (its replica
+// failed, or a coordinator still routing by the placement before the move
+// sent it there after the joiner's stream) reaches the joiner by the
+// catch-up it runs after marking the shard AVAILABLE, not only by the
+// periodic repair once the sample's block settles.
+func TestJoinerCatchesUpWriteItsSourceMissed(t *testing.T) {
+	e, _, c := cluster3(t)
+	cfg := nodeConfig(t, "node4", "rack4", e.client)
+	cfg.Bootstrap.CatchUpAfter = time.Second
+	n4 := startNode(t, cfg)
+	p := getPlacement(t, c)
+	next, err := placement.Add(p, n4.instance())
+	require.NoError(t, err)
+	in4, ok := next.Instance("node4")
+	require.True(t, ok)
+	require.NotEmpty(t, in4.Shards)
+	shard, source := in4.Shards[0].ID, in4.Shards[0].SourceID
+	require.NotEmpty(t, source, "node4's shard %d moves from a source", shard)
+
+	// A series of that shard, written to its owners but the source.
+	d := newDataset()
+	var key string
+	var id []byte
+	for i := 0; ; i++ {
+		key = fmt.Sprint(i)
+		id = ident.FromLabels(labels.FromStrings("__name__", "it_metric", "job", "it", "series", key))
+		if ident.Shard(id, p.NumShards) == shard {
+			break
+		}
+	}
+	now := time.Now().UnixMilli()
+	written := 0
+	for _, o := range placement.ShardOwners(p, shard) {
+		if o.InstanceID == source {
+			continue
+		}
+		rc, err := rpc.Dial(o.Endpoint, rpc.ClientOptions{Timeout: 30 * time.Second})
+		require.NoError(t, err)
+		_, err = rc.WriteBatch(context.Background(), "default", []storage.Sample{{ID: id, Shard: shard, T: now, V: 42}})
+		rc.Close()
+		require.NoError(t, err, "write to %s", o.InstanceID)
+		written++
+	}
+	require.Equal(t, 2, written, "a majority of the shard's three owners")
+	d.series[key] = []prompb.Sample{{Timestamp: now, Value: 42}}
+
+	putPlacement(t, c, next)
+	p = settled(t, c, 120*time.Second)
+	in4, _ = p.Instance("node4")
+	eventually(t, 60*time.Second, "node4 holding the write its source missed", func() error {
+		_, err := replicaHolds(rpc.ClientOptions{}, in4, p.NumShards, d)
+		return err
+	})
 }

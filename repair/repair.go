@@ -94,6 +94,9 @@ type Repairer struct {
 type metrics struct {
 	blocksCompared, blocksDiffering, seriesCompared, seriesDiffering tally.Counter
 	seriesRepaired, samplesRepaired, bytes, errors, shards, passes   tally.Counter
+	// catchUpShards and catchUpSamples count CatchUp's shards and the
+	// samples it pulled (also in samplesRepaired).
+	catchUpShards, catchUpSamples tally.Counter
 }
 
 func newMetrics(s tally.Scope) metrics {
@@ -108,6 +111,8 @@ func newMetrics(s tally.Scope) metrics {
 		errors:          s.Counter("errors"),
 		shards:          s.Counter("shards_compared"),
 		passes:          s.Counter("passes"),
+		catchUpShards:   s.Counter("catch_up_shards"),
+		catchUpSamples:  s.Counter("catch_up_samples"),
 	}
 }
 
@@ -253,7 +258,8 @@ func (r *Repairer) RunPass(ctx context.Context) (Pass, error) {
 			done++ // done before a restart
 			continue
 		}
-		res := r.repairShard(ctx, t)
+		lo, hi := Window(t.ns, r.opts.Now(), r.opts.SettleMargin)
+		res := r.repairShard(ctx, t, lo, hi)
 		res.Pass = pass
 		if ctx.Err() != nil {
 			return r.stopped(ctx.Err()) // a cut-short shard is redone

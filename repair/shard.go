@@ -35,10 +35,9 @@ func floorTo(t, size int64) int64 {
 // repairShard compares one shard with each of its peers in turn (after a
 // pull from the first, the second is compared against the repaired
 // data). A failing peer is recorded and the next one still compared.
-func (r *Repairer) repairShard(ctx context.Context, t target) ShardResult {
+func (r *Repairer) repairShard(ctx context.Context, t target, lo, hi int64) ShardResult {
 	began := time.Now()
 	res := ShardResult{Namespace: t.ns.Name, Shard: t.shard, At: r.opts.Now(), Peers: len(t.peers)}
-	lo, hi := Window(t.ns, r.opts.Now(), r.opts.SettleMargin)
 	if hi <= lo {
 		return res
 	}

@@ -377,6 +377,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		restore = restorer
 	}
 	feed := newPlacementFeed(n.topo, newPlacementGauges(n.scope.SubScope("placement"), n.cfg.ID), n.log, n.cfg.ID)
+	cu := newCatchUp(n.cfg.Bootstrap.CatchUpAfter, n.log.With("component", "bootstrap"))
 	b, err := bootstrap.New(bootstrap.Options{
 		InstanceID: n.cfg.ID, DB: db, Store: markAvailable{s: store, topo: n.topo, feed: feed}, Dial: dials.dial,
 		Workers:               n.cfg.Bootstrap.Workers,
@@ -385,6 +386,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		MarkAvailableAttempts: n.cfg.Bootstrap.MarkAvailableAttempts,
 		MarkAvailableBackoff:  n.cfg.Bootstrap.MarkAvailableBackoff,
 		Restore:               restore,
+		Marked:                cu.marked,
 		Logger:                n.log, Metrics: n.scope.SubScope("bootstrap"),
 	})
 	if err != nil {
@@ -397,7 +399,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	bg.Go(func() { n.reconcile(ctx, b) })
 	bg.Go(func() { n.snapshotAux(ctx, n.cfg.Ingest.SnapshotInterval) })
 	n.registerNamespaceStatus(db)
-	if err := n.startRepair(ctx, db, dials, &bg); err != nil {
+	if err := n.startRepair(ctx, db, dials, cu, &bg); err != nil {
 		cancel()
 		bg.Wait()
 		return err

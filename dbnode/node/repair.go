@@ -13,14 +13,11 @@ import (
 
 // startRepair starts the anti-entropy repair loop (when repair.enabled)
 // on bg and serves its status at GET /api/v1/status/repair either way.
-func (n *Node) startRepair(ctx context.Context, db *storage.Database, dials *dialCache, bg *sync.WaitGroup) error {
+// The bootstrap's post-join catch-up (cu) runs on bg whether or not the
+// periodic passes are on: it is part of a shard's move, not background
+// anti-entropy.
+func (n *Node) startRepair(ctx context.Context, db *storage.Database, dials *dialCache, cu *catchUp, bg *sync.WaitGroup) error {
 	c := n.cfg.Repair
-	if !c.RepairEnabled() {
-		n.api.Mux().Handle("GET "+repair.StatusPath, repair.StatusHandler(func() repair.Status {
-			return repair.Status{Enabled: false, CompareOnly: c.CompareOnly, Every: c.Every}
-		}))
-		return nil
-	}
 	r, err := repair.New(repair.Options{
 		InstanceID: n.cfg.ID, DB: db, Dial: dials.repairPeer, Placement: n.topo.Get,
 		Every: c.Every, CompareOnly: c.CompareOnly, MaxBytesPerSecond: c.MaxBytesPerSecond,
@@ -30,6 +27,13 @@ func (n *Node) startRepair(ctx context.Context, db *storage.Database, dials *dia
 	})
 	if err != nil {
 		return fmt.Errorf("repair: %w", err)
+	}
+	bg.Go(func() { cu.run(ctx, r) })
+	if !c.RepairEnabled() {
+		n.api.Mux().Handle("GET "+repair.StatusPath, repair.StatusHandler(func() repair.Status {
+			return repair.Status{Enabled: false, CompareOnly: c.CompareOnly, Every: c.Every}
+		}))
+		return nil
 	}
 	n.api.Mux().Handle("GET "+repair.StatusPath, repair.StatusHandler(r.Status))
 	bg.Go(func() { r.Run(ctx) })
