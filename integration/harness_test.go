@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -41,11 +42,27 @@ type etcdServer struct {
 }
 
 func freePort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	// Below the kernel's ephemeral range (32768-60999 by default): a port
+	// from that range, free when picked, can become the source port of
+	// any outgoing connection on the machine (another suite's, this one's
+	// own clients) before a node binds it, or while a killed node is down
+	// before its restart on the same port; a restarted binary once never
+	// listened. Ports here are handed out only by explicit binds.
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", lowPortMin+rand.IntN(lowPortMax-lowPortMin))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return addr
+	}
+	t.Fatalf("no free port in [%d, %d)", lowPortMin, lowPortMax)
+	return ""
 }
+
+// The range freePort picks from.
+const lowPortMin, lowPortMax = 20000, 32768
 
 func startEtcd(t testing.TB) *etcdServer {
 	s := &etcdServer{dir: t.TempDir(), client: freePort(t), peer: freePort(t)}
@@ -98,8 +115,9 @@ func nodeConfig(t testing.TB, id, group string, etcdEndpoint string) config.Conf
 	c.ID = id
 	c.IsolationGroup = group
 	c.DataDir = filepath.Join(t.TempDir(), id)
-	c.HTTP.Listen = "127.0.0.1:0"
-	c.RPC.Listen = "127.0.0.1:0"
+	// Fixed ports, not :0 (the ephemeral range): a restart binds them again.
+	c.HTTP.Listen = freePort(t)
+	c.RPC.Listen = freePort(t)
 	c.Etcd.Endpoints = []string{etcdEndpoint}
 	c.Cluster.HedgeAfter = 50 * time.Millisecond
 	c.Cluster.RequestTimeout = 20 * time.Second
