@@ -373,7 +373,8 @@ type Bootstrap struct {
 	// it there after the stream) would otherwise wait for the periodic
 	// repair. Long enough for such in-flight writes to land: default 10s
 	// (cluster.requestTimeout's default, the longest a write is in
-	// flight).
+	// flight). It runs whether or not repair.enabled is set; with
+	// repair.compareOnly it only reports, as repair does.
 	CatchUpAfter time.Duration `yaml:"catchUpAfter"`
 	// Restore turns on the backup bootstrapper: shards of a fresh cluster
 	// (no owner to stream from) are loaded from a backup instead of
