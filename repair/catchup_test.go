@@ -39,3 +39,30 @@ func TestCatchUpPullsUnsettledSamplesOfNamedShards(t *testing.T) {
 	// Caught up: a second call pulls nothing.
 	require.Zero(t, r.CatchUp(context.Background(), []uint32{sh0}).SamplesRepaired)
 }
+
+// A catch-up may run while a periodic pass does (the node starts both on
+// their own loops): both pull into the same shards, and the shard ends
+// converged either way. Run under -race.
+func TestCatchUpBesideAPass(t *testing.T) {
+	c := newCluster(t, 2)
+	ids := seed(c, 1)
+	recent := every(settled.Add(time.Minute), settled.Add(10*time.Minute), time.Minute)
+	for _, id := range ids {
+		c.write([]int{1}, id, recent, flat(3))
+	}
+	r := c.repairer(0, nil)
+	all := make([]uint32, testShards)
+	for s := range all {
+		all[s] = uint32(s)
+	}
+	done := make(chan Tally)
+	go func() { done <- r.CatchUp(context.Background(), all) }()
+	_, err := r.RunPass(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, (<-done).Errors)
+	lo, _ := Window(c.dbs[0].Namespaces()[0], c.clk.Now(), 0)
+	hi := c.clk.Now().UnixMilli() + 1
+	for _, id := range ids {
+		require.Equal(t, readAll(t, c.dbs[1], id, lo, hi), readAll(t, c.dbs[0], id, lo, hi))
+	}
+}
