@@ -34,7 +34,9 @@
 #
 # Environment: ROUNDS (3), PORT_OFFSET (20130), BENCH_ARGS (the issue's
 # workload: 10,000 series x 720 samples at 10 s), OUT_DIR (node 4's
-# bootstrap log lines per run, default /tmp/bootstrap-join).
+# bootstrap log lines per run, default /tmp/bootstrap-join), CATCHUP_WAIT
+# (0: seconds to wait after balanced for node 4's post-join catch-up line,
+# kept in those logs; its time is not in add_to_bal).
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -176,11 +178,19 @@ join() { # BIN DIR -> "seconds samples bytes"
 		tail -5 "$dir/node4.log" >&2
 		return 1
 	fi
+	if [ "${CATCHUP_WAIT:-0}" -gt 0 ]; then
+		# node 4's post-join catch-up (bootstrap.catchUpAfter after its
+		# CAS) logs its line once done: wait for it, up to CATCHUP_WAIT s.
+		for _ in $(seq 1 $((CATCHUP_WAIT * 10))); do
+			grep -q 'bootstrap catch-up done' "$dir/node4.log" && break
+			sleep 0.1
+		done
+	fi
 	stop_all
 	mkdir -p "$OUT_DIR"
 	{
 		echo "placement add started $(date -u -d "@$t0" +%H:%M:%S.%N), returned $(date -u -d "@$tadd" +%H:%M:%S.%N), balanced seen $(date -u -d "@$t1" +%H:%M:%S.%N)"
-		grep -E 'bootstrap (starting|round finished)|placement changed' "$dir/node4.log" || true
+		grep -E 'bootstrap (starting|round finished|catch-up done)|placement changed' "$dir/node4.log" || true
 	} >"$OUT_DIR/$(basename "$dir").node4-rounds.log"
 	# Where the seconds went: the add command itself, from the add to
 	# node4's first round starting (the CLI plus the watch), and from its
