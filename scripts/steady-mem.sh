@@ -98,7 +98,7 @@ while :; do
 done
 line "$(($(date +%s) - begin))" "$written" | tee -a "$work/lines"
 end_rss=$(rss_kb) end_data=$(metric tessera_storage_bytes_in_memory)
-max_rss=$(awk 'NR > 0 && $3 > m {m = $3} END {print m}' "$work/lines")
+max_rss=$(awk '$3 > m {m = $3} END {print m}' "$work/lines")
 echo "rounds $((k - 1)) of $((DURATION / INTERVAL)) scheduled; samples written $written"
 if [ -n "$first_rss" ] && [ "$first_data" != - ] && [ "$end_data" != - ]; then
 	echo "from the first steady minute to the end: VmRSS $((first_rss / 1024)) -> $((end_rss / 1024)) MB ($(( (end_rss - first_rss) / 1024 )) MB), highest ${max_rss} MB; encoded data in memory $((first_data / 1048576)) -> $((end_data / 1048576)) MB ($(( (end_data - first_data) / 1048576 )) MB)"

@@ -48,13 +48,13 @@ func (c *catchUp) marked(shards []uint32) {
 func (c *catchUp) run(ctx context.Context, r *repair.Repairer) {
 	for {
 		c.mu.Lock()
-		var next *dueShards
-		if len(c.due) > 0 {
-			d := c.due[0]
-			next = &d
+		queued := len(c.due) > 0
+		var next dueShards
+		if queued {
+			next, c.due = c.due[0], c.due[1:]
 		}
 		c.mu.Unlock()
-		if next == nil {
+		if !queued {
 			select {
 			case <-ctx.Done():
 				return
@@ -65,9 +65,6 @@ func (c *catchUp) run(ctx context.Context, r *repair.Repairer) {
 		if ctxsleep.Sleep(ctx, time.Until(next.at)) != nil {
 			return
 		}
-		c.mu.Lock()
-		c.due = c.due[1:]
-		c.mu.Unlock()
 		began := time.Now()
 		t := r.CatchUp(ctx, next.shards)
 		c.log.Info("bootstrap catch-up done", "shards", len(next.shards), "samples_pulled", t.SamplesRepaired,
