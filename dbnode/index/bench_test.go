@@ -1,13 +1,17 @@
 package index
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 )
@@ -233,5 +237,57 @@ func BenchmarkRestartIndex(b *testing.B) {
 			}
 			c.report(b, b.N*n)
 		})
+		// prepared: the snapshot restart's way (PrepareNewTagged on the
+		// loaders, AddPreparedBatch on the index stage), in batches of
+		// 1024 as the replayer hands them over, the series in the order
+		// they were created (a version 2 snapshot's); the preparing is
+		// timed too. shuffled: the same in the order of a hash of their
+		// IDs, as a version 1 snapshot's sections (shards) handed them
+		// over, each ID a new string as the loaders make them: the
+		// series of one group get refs far apart, and each group's
+		// bitmap a container per series (B/series: the index's heap).
+		perm := make([]int, n)
+		for i := range perm {
+			perm[i] = i
+		}
+		slices.SortFunc(perm, func(a, c int) int { return cmp.Compare(xxhash.Sum64String(ids[a]), xxhash.Sum64String(ids[c])) })
+		shuffled := make([]string, n)
+		for i, j := range perm {
+			shuffled[i] = strings.Clone(ids[j])
+		}
+		for _, order := range []struct {
+			name string
+			ids  []string
+		}{{"prepared", ids}, {"prepared-shuffled", shuffled}} {
+			ids := order.ids
+			b.Run(fmt.Sprintf("series=%d/%s", n, order.name), func(b *testing.B) {
+				c := startCPU()
+				var pb PreparedBatch
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				var ix *Index
+				for range b.N {
+					ix = New(10)
+					ix.ReserveSeries(n)
+					for lo := 0; lo < n; lo += 1024 {
+						for i, id := range ids[lo:min(lo+1024, n)] {
+							if err := ix.PrepareNewTagged(&pb, id, 0, uint32(lo+i)); err != nil {
+								b.Fatal(err)
+							}
+						}
+						if err := ix.AddPreparedBatch(&pb); err != nil {
+							b.Fatal(err)
+						}
+						pb.Reset()
+					}
+				}
+				c.report(b, b.N*n)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "B/series")
+				runtime.KeepAlive(ix)
+			})
+		}
 	}
 }

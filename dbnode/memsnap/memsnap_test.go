@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"reflect"
 	"strings"
 	"testing"
@@ -23,18 +24,17 @@ func sampleHeader() Header {
 
 type sec struct {
 	ns     uint16
-	shard  uint32
 	series []Series
 }
 
 func sampleSections() []sec {
 	return []sec{
-		{0, 1, []Series{
-			{ID: []byte("a"), Floats: []byte{1, 2, 3}},
-			{ID: []byte("b"), Histograms: [][]byte{{9}, {8, 7}}},
-			{ID: []byte("c"), Floats: []byte{4}, Histograms: [][]byte{{5}}},
+		{0, []Series{
+			{Shard: 1, ID: []byte("a"), Floats: []byte{1, 2, 3}},
+			{Shard: 7, ID: []byte("b"), Histograms: [][]byte{{9}, {8, 7}}},
+			{Shard: 1, ID: []byte("c"), Floats: []byte{4}, Histograms: [][]byte{{5}}},
 		}},
-		{1, 7, []Series{{ID: []byte("z"), Floats: []byte{6, 6}}}},
+		{1, []Series{{Shard: 7, ID: []byte("z"), Floats: []byte{6, 6}}}},
 	}
 }
 
@@ -43,16 +43,16 @@ func encode(t testing.TB, h Header, secs []sec) []byte {
 	var buf bytes.Buffer
 	w := NewWriter(&buf, h)
 	for _, s := range secs {
-		w.BeginSection(s.ns, s.shard)
+		w.BeginSection(s.ns)
 		for _, x := range s.series {
-			w.Add(x.ID, x.Floats, x.Histograms)
+			w.Add(x.Shard, x.ID, x.Floats, x.Histograms)
 		}
 		if err := w.EndSection(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// An empty section is not written.
-	w.BeginSection(0, 3)
+	w.BeginSection(0)
 	if err := w.EndSection(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +66,9 @@ func collect(t testing.TB, snap *Snapshot) []sec {
 	t.Helper()
 	var out []sec
 	for _, s := range snap.Sections {
-		got := sec{ns: s.NS, shard: s.Shard}
+		got := sec{ns: s.NS}
 		err := s.Each(func(x Series) error {
-			c := Series{ID: x.ID, Floats: x.Floats}
+			c := Series{Shard: x.Shard, ID: x.ID, Floats: x.Floats}
 			for _, h := range x.Histograms {
 				c.Histograms = append(c.Histograms, h)
 			}
@@ -129,8 +129,8 @@ func TestManySectionsDamageNamesTheFirst(t *testing.T) {
 	h := sampleHeader()
 	var secs []sec
 	for i := range 40 {
-		secs = append(secs, sec{ns: uint16(i % 2), shard: uint32(i % 8), series: []Series{
-			{ID: []byte{byte('a' + i%26), byte(i)}, Floats: bytes.Repeat([]byte{byte(i)}, 50+i)}}})
+		secs = append(secs, sec{ns: uint16(i % 2), series: []Series{
+			{Shard: uint32(i % 8), ID: []byte{byte('a' + i%26), byte(i)}, Floats: bytes.Repeat([]byte{byte(i)}, 50+i)}}})
 	}
 	b := encode(t, h, secs)
 	snap, err := Decode(b)
@@ -158,11 +158,11 @@ func TestManySectionsDamageNamesTheFirst(t *testing.T) {
 
 func TestSectionOutOfRangeRefused(t *testing.T) {
 	h := sampleHeader()
-	b := encode(t, h, []sec{{ns: 2, shard: 0, series: []Series{{ID: []byte("a")}}}})
+	b := encode(t, h, []sec{{ns: 2, series: []Series{{ID: []byte("a")}}}})
 	if _, err := Decode(b); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("namespace out of range: %v", err)
 	}
-	b = encode(t, h, []sec{{ns: 0, shard: 8, series: []Series{{ID: []byte("a")}}}})
+	b = encode(t, h, []sec{{ns: 0, series: []Series{{ID: []byte("a")}, {Shard: 8, ID: []byte("b")}}}})
 	if _, err := Decode(b); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("shard out of range: %v", err)
 	}
@@ -189,9 +189,9 @@ func roundTrip(t *testing.T, snap *Snapshot) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf, snap.Header)
 	for _, s := range secs {
-		w.BeginSection(s.ns, s.shard)
+		w.BeginSection(s.ns)
 		for _, x := range s.series {
-			w.Add(x.ID, x.Floats, x.Histograms)
+			w.Add(x.Shard, x.ID, x.Floats, x.Histograms)
 		}
 		if err := w.EndSection(); err != nil {
 			t.Fatal(err)
@@ -221,13 +221,12 @@ func FuzzSection(f *testing.F) {
 	}
 	for _, s := range snap.Sections {
 		body := binary.LittleEndian.AppendUint16(nil, s.NS)
-		body = binary.LittleEndian.AppendUint32(body, s.Shard)
 		body = append(body, s.body...)
 		body = binary.LittleEndian.AppendUint32(body, s.Count)
 		f.Add(body)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		s, err := checkSection(body, h)
+		s, err := checkSection(body, h, Version)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error not wrapping ErrCorrupt: %v", err)
@@ -242,4 +241,80 @@ func FuzzSection(f *testing.F) {
 			t.Fatalf("Each gave %d series, section says %d", n, s.Count)
 		}
 	})
+}
+
+// encodeV1 writes secs as version 1 did: one shard a section (the shard
+// of its first series, which all its series must share).
+func encodeV1(t testing.TB, h Header, secs []sec) []byte {
+	t.Helper()
+	body := appendHeader(nil, h)
+	b := append(headMagic[:0:0], headMagic[:]...)
+	b = binary.LittleEndian.AppendUint32(b, 1)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(body)))
+	b = append(b, body...)
+	crc := crc32.Checksum(b, castagnoli)
+	b = binary.LittleEndian.AppendUint32(b, crc)
+	chain := chainCRC(0, crc)
+	var series uint64
+	for _, s := range secs {
+		sb := binary.LittleEndian.AppendUint16(nil, s.ns)
+		sb = binary.LittleEndian.AppendUint32(sb, s.series[0].Shard)
+		for _, x := range s.series {
+			if x.Shard != s.series[0].Shard {
+				t.Fatal("a version 1 section holds one shard")
+			}
+			sb = appendBytes(sb, x.ID)
+			sb = appendBytes(sb, x.Floats)
+			sb = binary.AppendUvarint(sb, uint64(len(x.Histograms)))
+			for _, hs := range x.Histograms {
+				sb = appendBytes(sb, hs)
+			}
+		}
+		sb = binary.LittleEndian.AppendUint32(sb, uint32(len(s.series)))
+		crc := crc32.Checksum(sb, castagnoli)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(sb)))
+		b = append(b, sb...)
+		b = binary.LittleEndian.AppendUint32(b, crc)
+		chain = chainCRC(chain, crc)
+		series += uint64(len(s.series))
+	}
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = append(b, endMagic[:]...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(secs)))
+	b = binary.LittleEndian.AppendUint64(b, series)
+	return binary.LittleEndian.AppendUint32(b, chain)
+}
+
+// A version 1 snapshot, left by the release before, still loads: each
+// series gets its section's shard. Damage to it is refused as to the
+// current version.
+func TestVersion1StillDecodes(t *testing.T) {
+	h := sampleHeader()
+	secs := []sec{
+		{0, []Series{{Shard: 1, ID: []byte("a"), Floats: []byte{1, 2, 3}}, {Shard: 1, ID: []byte("c"), Histograms: [][]byte{{5}}}}},
+		{1, []Series{{Shard: 7, ID: []byte("z"), Floats: []byte{6, 6}}}},
+	}
+	b := encodeV1(t, h, secs)
+	snap, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, snap); !reflect.DeepEqual(got, secs) {
+		t.Fatalf("sections\n got %+v\nwant %+v", got, secs)
+	}
+	bad := encodeV1(t, Header{NumShards: 7, Namespaces: h.Namespaces}, secs)
+	if _, err := Decode(bad); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "shard 7 out of range") {
+		t.Fatalf("version 1 section of shard 7 of 7: err %v", err)
+	}
+	for i := range b {
+		c := bytes.Clone(b)
+		c[i] ^= 0x5a
+		if _, err := Decode(c); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("byte %d flipped: err %v, want ErrCorrupt", i, err)
+		}
+	}
+	b[4] = 3 // a version this release does not read
+	if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "version 3") {
+		t.Fatalf("version 3: err %v", err)
+	}
 }

@@ -52,8 +52,9 @@ import (
 //     peer bootstrap (LoadBlock) release no memory and change nothing.
 //   - Expiry: loaded samples pass the replay's retention check.
 //
-// Sections (one per shard) load in parallel, each series created once
-// and its samples written straight into it; the series go to the
+// Sections (a namespace's series in the order they were created, up to
+// restartSnapSection of them each) load in parallel, each series created
+// once and its samples written straight into it; the series go to the
 // replayer's index stage, and the replayer then applies the tail.
 
 const (
@@ -61,6 +62,11 @@ const (
 	restartSnapSuffix = ".tsrs"
 	restartSnapTmp    = ".tmp"
 )
+
+// restartSnapSection is the most series a section holds: sections are
+// what the loaders share out, hundreds of them at millions of series. A
+// variable for tests, which make sections of a few series.
+var restartSnapSection = 16384
 
 func (db *Database) restartSnapPath() string { return filepath.Join(db.opts.Dir, restartSnapDir) }
 
@@ -154,29 +160,47 @@ func (db *Database) WriteRestartSnapshot() (bool, error) {
 		}
 	}()
 	w := memsnap.NewWriter(f, h)
-	var all []*Series
+	// Each namespace's series in the order of their registry slots, the
+	// order they were created in (a removed series' slot is reused, as
+	// its index ref is): a restart creates them, and the index gives
+	// them refs, in that order again (memsnap.Writer says why).
+	var all, bySlot []*Series
 	for i, ns := range db.nsList {
-		for _, sh := range ns.allShards() {
-			all = sh.appendSeries(all[:0])
-			w.BeginSection(uint16(i), sh.id)
-			for _, s := range all {
-				if s.addSoleStream(w) {
-					continue
-				}
+		bySlot = ns.seriesBySlot(bySlot[:0], &all)
+		w.BeginSection(uint16(i))
+		n := 0
+		for _, s := range bySlot {
+			shard := uint32(s.shard) - 1
+			if s.shard == 0 {
+				shard = db.Shard(s.ID()) // a shard number past uint16
+			}
+			added := s.addSoleStream(w, shard)
+			if !added {
 				stream, hist, err := s.streams()
 				if err != nil {
 					return false, fmt.Errorf("restart snapshot: series %s: %w", describeID(s.ID()), err)
 				}
-				if stream != nil || hist != nil {
-					w.Add(s.ID(), stream, hist)
+				if added = stream != nil || hist != nil; added {
+					w.Add(shard, s.ID(), stream, hist)
 				}
 			}
-			if err := w.EndSection(); err != nil {
-				return false, fmt.Errorf("restart snapshot: %w", err)
+			if added {
+				n++
 			}
+			if n == restartSnapSection {
+				if err := w.EndSection(); err != nil {
+					return false, fmt.Errorf("restart snapshot: %w", err)
+				}
+				w.BeginSection(uint16(i))
+				n = 0
+			}
+		}
+		if err := w.EndSection(); err != nil {
+			return false, fmt.Errorf("restart snapshot: %w", err)
 		}
 	}
 	clear(all)
+	clear(bySlot)
 	if err := w.Close(); err != nil {
 		return false, fmt.Errorf("restart snapshot: %w", err)
 	}
@@ -204,14 +228,42 @@ func (db *Database) WriteRestartSnapshot() (bool, error) {
 // addSoleStream adds s to the snapshot's section under one lock and with
 // no copy of its own when its floats are one stream of one bucket and it
 // has nothing else (nearly every series); it reports false otherwise.
-func (s *Series) addSoleStream(w *memsnap.Writer) bool {
+func (s *Series) addSoleStream(w *memsnap.Writer, shard uint32) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.more != nil || !s.inlineUsed || s.inline.more != nil || s.inline.first.Len() == 0 {
 		return false
 	}
-	w.Add(s.ID(), s.inline.first.Bytes(), nil)
+	w.Add(shard, s.ID(), s.inline.first.Bytes(), nil)
 	return true
+}
+
+// seriesBySlot appends to dst the series of every shard of ns in the
+// order of their registry slots; all is scratch.
+func (ns *namespace) seriesBySlot(dst []*Series, all *[]*Series) []*Series {
+	// Placed at their slots, then closed up: linear, where a sort of
+	// ten million would take seconds.
+	lo := len(dst)
+	for _, sh := range ns.allShards() {
+		*all = sh.appendSeries((*all)[:0])
+		for _, s := range *all {
+			at := lo + int(s.slot)
+			if at >= len(dst) {
+				n := len(dst)
+				dst = slices.Grow(dst, at+1-n)[:at+1]
+				clear(dst[n:])
+			}
+			dst[at] = s
+		}
+	}
+	out := dst[:lo]
+	for _, s := range dst[lo:] {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	clear(dst[len(out):])
+	return out
 }
 
 // invalidateRestartSnapshot removes the restart snapshots after a flush
@@ -405,11 +457,11 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 	for i, hn := range snap.Header.Namespaces {
 		loads[i] = db.namespaces[hn.Name] // nil: no longer configured
 	}
-	// Sections (shards) are loaded in parallel, a worker creating each
-	// series of its section once and writing its samples straight into
-	// it: no per-sample hand-over as the log's entries need, since a
-	// shard's series are all in one section. The index inserts go to the
-	// replayer's index stage, as the log replay's do.
+	// Sections are loaded in parallel, a worker creating each series of
+	// its section once and writing its samples straight into it: no
+	// per-sample hand-over as the log's entries need, since a series is
+	// in one section only. The index inserts go to the replayer's index
+	// stage, as the log replay's do.
 	// The index's series table is sized once for what is coming.
 	perNS := make([]int, len(loads))
 	for _, sec := range snap.Sections {
@@ -421,6 +473,7 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 		}
 	}
 	nw := max(1, min(runtime.GOMAXPROCS(0), 16))
+	db.reserveShards(snap, loads, nw)
 	var next, total atomic.Int64
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
@@ -456,23 +509,63 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 	return int(total.Load()), nil
 }
 
+// reserveShards sizes the series table of every shard the snapshot has
+// series of, once, for what is coming: sections mix shards, so the
+// tables would otherwise grow by steps while they load, at random (an
+// eighth of a 10 M-series load re-placing entries). Counting takes one
+// walk of the sections' series on nw goroutines.
+func (db *Database) reserveShards(snap *memsnap.Snapshot, loads []*namespace, nw int) {
+	ns := len(loads)
+	counts := make([][]int32, nw)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range nw {
+		counts[w] = make([]int32, ns*int(db.opts.NumShards))
+		wg.Go(func() {
+			c := counts[w]
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(snap.Sections) {
+					return
+				}
+				sec := snap.Sections[i]
+				if loads[sec.NS] == nil {
+					continue
+				}
+				base := int(sec.NS) * int(db.opts.NumShards)
+				_ = sec.Each(func(x memsnap.Series) error { // Decode checked it: no error
+					c[base+int(x.Shard)]++
+					return nil
+				})
+			}
+		})
+	}
+	wg.Wait()
+	for i, n := range counts[0] {
+		for _, c := range counts[1:] {
+			n += c[i]
+		}
+		if n == 0 {
+			continue
+		}
+		sh := loads[i/int(db.opts.NumShards)].shard(uint32(i % int(db.opts.NumShards)))
+		sh.mu.Lock()
+		sh.series.t.Reserve(sh.series.len() + int(n))
+		sh.mu.Unlock()
+	}
+}
+
 // loadSection loads one section's series into memory, handing the
 // series that open a block to the index stage through *ix. It returns
 // how many samples it loaded.
 func (db *Database) loadSection(r *replayer, ns *namespace, sec memsnap.Section, now time.Time, ix **replayIndexBatch) (int, error) {
-	sh := ns.shard(sec.Shard)
-	// The section's series are (nearly) all new: the shard's table is
-	// sized for them once.
-	sh.mu.Lock()
-	sh.series.t.Reserve(sh.series.len() + int(sec.Count))
-	sh.mu.Unlock()
 	n := 0
 	keep := func(t int64) bool {
 		rs, _ := ns.check(t, now)
 		return rs != ReasonTooOld
 	}
-	apply := func(s *Series, t int64, v float64, hs *HistogramSample) (*Series, error) {
-		s, bs, newBucket, err := db.applyData(ns, sec.Shard, s, t, v, hs)
+	apply := func(shard uint32, s *Series, t int64, v float64, hs *HistogramSample) (*Series, error) {
+		s, bs, newBucket, err := db.applyData(ns, shard, s, t, v, hs)
 		if err != nil {
 			return s, fmt.Errorf("restart snapshot: series %s: %w", describeID(s.ID()), err)
 		}
@@ -491,7 +584,7 @@ func (db *Database) loadSection(r *replayer, ns *namespace, sec memsnap.Section,
 		var s *Series
 		get := func() *Series {
 			if s == nil {
-				s = sh.getOrCreateLocked(ns, hashID(x.ID), x.ID)
+				s = ns.shard(x.Shard).getOrCreateLocked(ns, hashID(x.ID), x.ID)
 			}
 			return s
 		}
@@ -503,7 +596,7 @@ func (db *Database) loadSection(r *replayer, ns *namespace, sec memsnap.Section,
 					continue
 				}
 				var err error
-				if s, err = apply(get(), t, v, nil); err != nil {
+				if s, err = apply(x.Shard, get(), t, v, nil); err != nil {
 					return err
 				}
 			}
@@ -534,7 +627,7 @@ func (db *Database) loadSection(r *replayer, ns *namespace, sec memsnap.Section,
 			// namespace check their series for a histogram from now on.
 			ns.hadHist.Store(true)
 			var err error
-			if s, err = apply(get(), t, 0, hs); err != nil {
+			if s, err = apply(x.Shard, get(), t, 0, hs); err != nil {
 				return err
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
+
+	"github.com/tessera-tsdb/tessera/dbnode/memsnap"
 )
 
 // snapOpts are replayOpts (two namespaces, commit log files of 4 KiB)
@@ -207,6 +209,70 @@ func TestRestartSnapshotThenTailEqualsFullReplay(t *testing.T) {
 	for _, id := range w.ids {
 		require.Equal(t, readAll(t, fdb, id, ms(t0), ms(t0)+100_000), readAll(t, db, id, ms(t0), ms(t0)+100_000))
 	}
+}
+
+// TestRestartSnapshotInCreationOrder: a snapshot lists each namespace's
+// series in the order of their registry slots (the order they were
+// created in), sections mixing shards, so that a restart creates them,
+// and the index numbers them, in that order again; written in sections
+// of a few series, it loads back whole. Written shard by shard (version
+// 1), the order broke at every shard.
+func TestRestartSnapshotInCreationOrder(t *testing.T) {
+	defer func(n int) { restartSnapSection = n }(restartSnapSection)
+	restartSnapSection = 7
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	dir := t.TempDir()
+	opts := snapOpts(dir, clk)
+	db, err := Open(opts)
+	require.NoError(t, err)
+	w := newSnapWorkload()
+	w.write(t, db, 0, 4)
+	took, err := db.WriteRestartSnapshot()
+	require.NoError(t, err)
+	require.True(t, took)
+
+	_, b, err := db.readRestartSnapshot()
+	require.NoError(t, err)
+	snap, err := memsnap.Decode(b)
+	require.NoError(t, err)
+	seen := map[string]int{}
+	last := map[uint16]int64{0: -1, 1: -1}
+	mixed := 0
+	for _, sec := range snap.Sections {
+		require.LessOrEqual(t, sec.Count, uint32(7))
+		ns := db.namespaces[snap.Header.Namespaces[sec.NS].Name]
+		shards := map[uint32]bool{}
+		require.NoError(t, sec.Each(func(x memsnap.Series) error {
+			require.Equal(t, db.Shard(x.ID), x.Shard, "series %s", x.ID)
+			shards[x.Shard] = true
+			sh := ns.shard(x.Shard)
+			sh.mu.RLock()
+			s := sh.series.get(hashID(x.ID), x.ID)
+			sh.mu.RUnlock()
+			require.NotNil(t, s, "series %s", x.ID)
+			require.Greater(t, int64(s.slot), last[sec.NS], "series %s out of slot order", x.ID)
+			last[sec.NS] = int64(s.slot)
+			seen[ns.opts.Name+string(x.ID)]++
+			return nil
+		}))
+		if len(shards) > 1 {
+			mixed++
+		}
+	}
+	require.Len(t, seen, 2*snapSeries, "every series of both namespaces once")
+	for k, n := range seen {
+		require.Equal(t, 1, n, "series %s", k)
+	}
+	require.Greater(t, mixed, 0, "no section holds series of several shards")
+	require.NoError(t, db.Close())
+
+	scope := tally.NewTestScope("", nil)
+	opts.Metrics = scope
+	db, err = Open(opts)
+	require.NoError(t, err)
+	defer db.Close()
+	require.Equal(t, int64(1), counter(scope, "restart_snapshots_loaded", nil))
+	w.check(t, db)
 }
 
 // TestRestartSnapshotDamagedFallsBackToFullReplay: a truncated, bit-flipped,
