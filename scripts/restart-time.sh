@@ -36,6 +36,10 @@
 # the bench; a build without restart snapshots ignores it at restart and
 # replays the whole commit log.
 #
+# MEM_AFTER=N also reports, N seconds after /ready (outside the timed
+# part), the restarted node's VmRSS and Go heap in use by live and not
+# yet collected objects (go_memstats_heap_alloc_bytes), after "recovered".
+#
 # PROFILE=1 also takes a CPU profile of the restart (/debug/pprof/profile,
 # PROFILE_SECS long, started as soon as HTTP answers) into
 # $work/<bin>-<round>.pprof (use KEEP=1 to keep it).
@@ -47,7 +51,7 @@
 #
 # Environment: SERIES (1000000), SAMPLES (4), ROUNDS (2), PORT (19660:
 # HTTP; RPC +1, etcd +2/+3), BENCH (the tessera that runs the bench;
-# default the first binary), SHARED, PROFILE, PROFILE_SECS (10), KEEP=1
+# default the first binary), SHARED, MEM_AFTER, PROFILE, PROFILE_SECS (10), KEEP=1
 # keeps the temp dir.
 set -euo pipefail
 
@@ -140,6 +144,11 @@ restart() {
 	cpu=$(ticks "$pid")
 	if [ -n "$ppid" ]; then wait "$ppid" || true; fi
 	took=$(grep -o 'storage recovered.*' "$dir/restart.log" | grep -o 'took=[^ ]*' | head -1 || true)
+	if [ -n "${MEM_AFTER:-}" ]; then
+		sleep "$MEM_AFTER"
+		took="$took rss=$(awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$pid/status")MB"
+		took="$took heap=$(curl -s "$URL/metrics" | awk '/^go_memstats_heap_alloc_bytes / {printf "%.0f", $2 / 1048576}')MB"
+	fi
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
 	pid=""
