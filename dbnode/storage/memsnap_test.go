@@ -120,6 +120,22 @@ func (w *snapWorkload) check(t *testing.T, db *Database) {
 	}
 }
 
+// snapshotted opens a database on snapOpts in a new temp dir, writes the
+// workload's rounds [0, 4) and then a restart snapshot of them.
+func snapshotted(t *testing.T) (*Database, Options, *clock, *snapWorkload) {
+	t.Helper()
+	clk := &clock{t: t0.Add(30 * time.Minute)}
+	opts := snapOpts(t.TempDir(), clk)
+	db, err := Open(opts)
+	require.NoError(t, err)
+	w := newSnapWorkload()
+	w.write(t, db, 0, 4)
+	took, err := db.WriteRestartSnapshot()
+	require.NoError(t, err)
+	require.True(t, took)
+	return db, opts, clk, w
+}
+
 func copyDir(t *testing.T, src string) string {
 	t.Helper()
 	dst := t.TempDir()
@@ -151,16 +167,8 @@ func counter(scope tally.TestScope, name string, tags map[string]string) int64 {
 // timestamps the tail rewrote (the later write wins) and series the
 // tail created; it reads none of the covered files.
 func TestRestartSnapshotThenTailEqualsFullReplay(t *testing.T) {
-	clk := &clock{t: t0.Add(30 * time.Minute)}
-	dir := t.TempDir()
-	opts := snapOpts(dir, clk)
-	db, err := Open(opts)
-	require.NoError(t, err)
-	w := newSnapWorkload()
-	w.write(t, db, 0, 4)
-	took, err := db.WriteRestartSnapshot()
-	require.NoError(t, err)
-	require.True(t, took)
+	db, opts, clk, w := snapshotted(t)
+	dir := opts.Dir
 	w.write(t, db, 4, 7) // rewrites rounds 2 and 3's second timestamps
 	// A series the snapshot does not have.
 	extra := sid("snap_extra")
@@ -170,7 +178,7 @@ func TestRestartSnapshotThenTailEqualsFullReplay(t *testing.T) {
 
 	scope := tally.NewTestScope("", nil)
 	opts.Metrics = scope
-	db, err = Open(opts)
+	db, err := Open(opts)
 	require.NoError(t, err)
 	defer db.Close()
 	st := db.Recovery().CommitLog
@@ -220,16 +228,7 @@ func TestRestartSnapshotThenTailEqualsFullReplay(t *testing.T) {
 func TestRestartSnapshotInCreationOrder(t *testing.T) {
 	defer func(n int) { restartSnapSection = n }(restartSnapSection)
 	restartSnapSection = 7
-	clk := &clock{t: t0.Add(30 * time.Minute)}
-	dir := t.TempDir()
-	opts := snapOpts(dir, clk)
-	db, err := Open(opts)
-	require.NoError(t, err)
-	w := newSnapWorkload()
-	w.write(t, db, 0, 4)
-	took, err := db.WriteRestartSnapshot()
-	require.NoError(t, err)
-	require.True(t, took)
+	db, opts, _, w := snapshotted(t)
 
 	_, b, err := db.readRestartSnapshot()
 	require.NoError(t, err)
@@ -279,15 +278,8 @@ func TestRestartSnapshotInCreationOrder(t *testing.T) {
 // empty or missing snapshot is not used, the whole commit log is
 // replayed (nothing lost), and the fallback is counted by reason.
 func TestRestartSnapshotDamagedFallsBackToFullReplay(t *testing.T) {
-	clk := &clock{t: t0.Add(30 * time.Minute)}
-	dir := t.TempDir()
-	opts := snapOpts(dir, clk)
-	db, err := Open(opts)
-	require.NoError(t, err)
-	w := newSnapWorkload()
-	w.write(t, db, 0, 4)
-	_, err = db.WriteRestartSnapshot()
-	require.NoError(t, err)
+	db, opts, clk, w := snapshotted(t)
+	dir := opts.Dir
 	w.write(t, db, 4, 6)
 	require.NoError(t, db.Close())
 	snaps, err := filepath.Glob(filepath.Join(dir, restartSnapDir, "*"+restartSnapSuffix))
