@@ -166,7 +166,7 @@ func (db *Database) WriteRestartSnapshot() (bool, error) {
 	// them refs, in that order again (memsnap.Writer says why).
 	var all, bySlot []*Series
 	for i, ns := range db.nsList {
-		bySlot = ns.seriesBySlot(bySlot[:0], &all)
+		bySlot = ns.seriesBySlot(bySlot, &all)
 		w.BeginSection(uint16(i))
 		n := 0
 		for _, s := range bySlot {
@@ -238,26 +238,26 @@ func (s *Series) addSoleStream(w *memsnap.Writer, shard uint32) bool {
 	return true
 }
 
-// seriesBySlot appends to dst the series of every shard of ns in the
-// order of their registry slots; all is scratch.
-func (ns *namespace) seriesBySlot(dst []*Series, all *[]*Series) []*Series {
+// seriesBySlot returns the series of every shard of ns in the order of
+// their registry slots, in buf's memory (its contents are dropped); all
+// is scratch.
+func (ns *namespace) seriesBySlot(buf []*Series, all *[]*Series) []*Series {
 	// Placed at their slots, then closed up: linear, where a sort of
 	// ten million would take seconds.
-	lo := len(dst)
+	dst := buf[:0]
 	for _, sh := range ns.allShards() {
 		*all = sh.appendSeries((*all)[:0])
 		for _, s := range *all {
-			at := lo + int(s.slot)
-			if at >= len(dst) {
+			if at := int(s.slot); at >= len(dst) {
 				n := len(dst)
 				dst = slices.Grow(dst, at+1-n)[:at+1]
 				clear(dst[n:])
 			}
-			dst[at] = s
+			dst[s.slot] = s
 		}
 	}
-	out := dst[:lo]
-	for _, s := range dst[lo:] {
+	out := dst[:0]
+	for _, s := range dst {
 		if s != nil {
 			out = append(out, s)
 		}
