@@ -47,19 +47,22 @@ func TestSecureExampleStarts(t *testing.T) {
 	dir := t.TempDir()
 	creds, err := testcerts.WriteCluster(filepath.Join(dir, "secure"), []string{"node1", "node2", "node3"}, "127.0.0.1", "localhost")
 	require.NoError(t, err)
-	ports := map[string]string{}
+	// One pass over the text (strings.Replacer): replacing one address
+	// after another could rewrite a free port just put in, when it begins
+	// with an example's port ("127.0.0.1:23721" holds "127.0.0.1:2372"),
+	// and leave a six-digit port (a CI run saw 261392).
+	var ports []string
 	for _, p := range []string{"7201", "7202", "7203", "9001", "9002", "9003", "2371", "2372", "2373", "2381", "2382", "2383"} {
-		ports["127.0.0.1:"+p] = freePort(t)
+		ports = append(ports, "127.0.0.1:"+p, freePort(t))
 	}
+	moved := strings.NewReplacer(ports...)
 	var nodes []*tnode
 	for i := 1; i <= 3; i++ {
 		raw, err := os.ReadFile(fmt.Sprintf("../config/examples/secure/node%d.yml", i))
 		require.NoError(t, err)
 		text := strings.ReplaceAll(string(raw), "./secure/", filepath.Join(dir, "secure")+"/")
 		text = strings.ReplaceAll(text, "./data/", filepath.Join(dir, "data")+"/")
-		for from, to := range ports {
-			text = strings.ReplaceAll(text, from, to)
-		}
+		text = moved.Replace(text)
 		cfg, err := config.Parse(strings.NewReader(text))
 		require.NoError(t, err, "node%d", i)
 		nodes = append(nodes, startNode(t, cfg))
