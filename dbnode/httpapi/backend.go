@@ -38,6 +38,11 @@ func (l Local) Query(ctx context.Context, ns string, ms []*labels.Matcher, start
 	return l.DB.Query(ctx, ns, ms, start, end, storage.QueryOptions{})
 }
 
+// QueryStreams is Query answering with streams (query.StreamReader).
+func (l Local) QueryStreams(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+	return l.DB.Query(ctx, ns, ms, start, end, storage.QueryOptions{Streams: true})
+}
+
 func (l Local) LabelNames(_ context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]string, error) {
 	return l.DB.LabelNames(ns, ms, start, end)
 }
@@ -67,6 +72,14 @@ func (d Deferred) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 		return nil, err
 	}
 	return b.Query(ctx, ns, ms, start, end)
+}
+
+func (d Deferred) QueryStreams(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+	b, err := d.get()
+	if err != nil {
+		return nil, err
+	}
+	return query.QueryStreams(ctx, b, ns, ms, start, end)
 }
 
 func (d Deferred) LabelNames(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]string, error) {

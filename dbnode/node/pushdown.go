@@ -70,6 +70,11 @@ func (r shardReader) Query(ctx context.Context, ns string, ms []*labels.Matcher,
 	return r.db.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: r.shards, DeclineHistograms: true})
 }
 
+// QueryStreams is Query answering with streams (query.StreamReader).
+func (r shardReader) QueryStreams(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+	return r.db.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: r.shards, DeclineHistograms: true, Streams: true})
+}
+
 func (r shardReader) LabelNames(_ context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]string, error) {
 	return r.db.LabelNames(ns, ms, start, end)
 }

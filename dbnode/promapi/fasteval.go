@@ -175,7 +175,9 @@ func (s *fastSet) read() error {
 	// that errors naming it read the same, and so that a read handed over
 	// (handover.go) is the one the engine's selector asks for.
 	from := r.start - rng + 1
-	its, err := q.b.Query(s.ctx, q.ns, s.matchers, from, r.end)
+	// Streams: each worker decodes its series with one Decoder, and a
+	// read handed over is read through SeriesIterator.Floats.
+	its, err := query.QueryStreams(s.ctx, q.b, q.ns, s.matchers, from, r.end)
 	s.key, s.readErr = readKey(q.ns, s.matchers, from, r.end), err
 	var partial *tstorage.PartialError
 	if errors.As(err, &partial) {
@@ -1047,6 +1049,7 @@ type fastWorker struct {
 	// them against query.maxSamples).
 	sampled bool
 	win     int
+	dec     encoding.StreamReader // decodes a series read as its stream
 }
 
 // series decodes it and computes the function (or the selector's
@@ -1058,13 +1061,18 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 	sel := w.spec.Func == query.FuncSelect
 	w.sampled, w.win = false, 0
 	var pts stepper
+	vals := it.Values
+	if vals == nil {
+		w.dec.Reset(it.Stream)
+		vals = &w.dec
+	}
 	if sel {
-		pts = w.selectSteps(it.Values)
+		pts = w.selectSteps(vals)
 	} else {
 		buf := w.buf[:0]
 		resets := false
-		for it.Values.Next() {
-			t, v := it.Values.At()
+		for vals.Next() {
+			t, v := vals.At()
 			w.sampled = true
 			if value.IsStaleNaN(v) {
 				continue // the engine drops them from range selections
@@ -1075,14 +1083,14 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 			buf = append(buf, promql.FPoint{T: t, F: v})
 		}
 		w.buf = buf
-		if it.Values.Err() == nil {
+		if vals.Err() == nil {
 			var err error
 			if pts, err = w.rateSteps(buf, fn, resets); err != nil {
 				return fastSeries{}, err
 			}
 		}
 	}
-	readErr := it.Values.Err()
+	readErr := vals.Err()
 	if !w.sampled {
 		if readErr != nil {
 			// The engine's series set fails on it the same way, before

@@ -114,7 +114,7 @@ func (s *seriesSet) Next() bool {
 			}
 		}
 		e := &s.entries[s.i]
-		src := e.it.Values
+		src := e.it.Floats()
 		var first chunkenc.Iterator
 		if e.it.Histograms != nil {
 			// A series with native histograms (and maybe floats too).
@@ -198,7 +198,7 @@ func (s *series) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 	if it.Histograms != nil {
 		return newSampleIterator(it.Samples())
 	}
-	return newFloatIterator(reuse, it.Values)
+	return newFloatIterator(reuse, it.Floats())
 }
 
 // reread fetches this series' samples again, selecting it by all of its

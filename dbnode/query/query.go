@@ -31,6 +31,24 @@ type Reader interface {
 	LabelValues(ctx context.Context, namespace, name string, matchers []*labels.Matcher, start, end int64) ([]string, error)
 }
 
+// StreamReader is a Reader that can answer a query with each series'
+// samples as its encoded stream where they are one (storage.QueryOptions.
+// Streams): the local database. Its caller reads every SeriesIterator
+// through Floats (or decodes Stream itself). A reader that is not one
+// answers through Query.
+type StreamReader interface {
+	QueryStreams(ctx context.Context, namespace string, matchers []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error)
+}
+
+// QueryStreams reads through r's QueryStreams when it has one, else its
+// Query.
+func QueryStreams(ctx context.Context, r Reader, namespace string, matchers []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+	if sr, ok := r.(StreamReader); ok {
+		return sr.QueryStreams(ctx, namespace, matchers, start, end)
+	}
+	return r.Query(ctx, namespace, matchers, start, end)
+}
+
 // Func is what a Request computes per series at each step: a range
 // function over a window of Range ending at the step, or (FuncSelect) the
 // selector's own value at the step, looked back for as the engine does.

@@ -180,6 +180,29 @@ func streamBytes(e *encoding.Encoder, copyBytes bool) []byte {
 	return append([]byte(nil), b...)
 }
 
+// byteSlab hands out copies of small byte slices cut from shared chunks:
+// a query copying millions of streams makes a few large allocations
+// without pointers, which the collector neither counts one by one nor
+// scans. A chunk lives as long as any copy cut from it, so a slab serves
+// one query's answer, whose copies are dropped together.
+type byteSlab struct{ buf []byte }
+
+// slabChunk is a byteSlab's chunk size; a slice larger than a quarter of
+// it gets its own allocation, so at most a quarter of a chunk is wasted.
+const slabChunk = 64 << 10
+
+func (s *byteSlab) copy(b []byte) []byte {
+	if len(b) > slabChunk/4 {
+		return append([]byte(nil), b...)
+	}
+	if len(b) > cap(s.buf)-len(s.buf) {
+		s.buf = make([]byte, 0, slabChunk)
+	}
+	n := len(s.buf)
+	s.buf = append(s.buf, b...)
+	return s.buf[n:len(s.buf):len(s.buf)]
+}
+
 func (b *bucket) samples() int {
 	n := 0
 	b.streams(func(s *encoding.Encoder) bool { n += s.Len(); return true })

@@ -29,9 +29,9 @@ type SampleIterator interface {
 }
 
 // Samples returns the series' samples of every kind as one
-// SampleIterator over Values and Histograms. Either field's own iterator
-// is consumed by it.
-func (s SeriesIterator) Samples() SampleIterator { return NewMixedIterator(s.Values, s.Histograms) }
+// SampleIterator over its floats (Floats) and Histograms. Either field's
+// own iterator is consumed by it.
+func (s SeriesIterator) Samples() SampleIterator { return NewMixedIterator(s.Floats(), s.Histograms) }
 
 // MixedIterator is the SampleIterator of a series: it merges the series'
 // float and native histogram samples (SeriesIterator.Values and

@@ -289,7 +289,7 @@ func (s *Series) soleStream() (stream []byte, n int, ok bool) {
 // its block and the bounds of its samples, so that the reader can
 // concatenate blocks instead of merging them and skip filtering a range
 // the samples lie inside.
-func (s *Series) readIterators(srcs []readSource, hits []encoding.HistogramIterator, from, to int64) ([]readSource, []encoding.HistogramIterator) {
+func (s *Series) readIterators(srcs []readSource, hits []encoding.HistogramIterator, from, to int64, slab *byteSlab) ([]readSource, []encoding.HistogramIterator) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for pass := 0; pass < 2; pass++ {
@@ -298,6 +298,10 @@ func (s *Series) readIterators(srcs []readSource, hits []encoding.HistogramItera
 				continue
 			}
 			lo, hi := b.bounds()
+			if slab != nil && b.more == nil {
+				srcs = append(srcs, readSource{stream: slab.copy(b.first.Bytes()), block: b.start, lo: lo, hi: hi})
+				continue
+			}
 			srcs = append(srcs, readSource{it: b.iterator(true), block: b.start, lo: lo, hi: hi})
 		}
 	}

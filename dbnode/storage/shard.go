@@ -90,7 +90,10 @@ func (sh *shard) tag() uint16 {
 // iterator, the block it holds samples of and timestamps every one of
 // its samples lies within.
 type readSource struct {
-	it     encoding.Iterator
+	it encoding.Iterator
+	// stream, when it is nil, is the source as a copied stream (a read
+	// with a slab, readScratch).
+	stream []byte
 	block  int64
 	lo, hi int64
 }
@@ -103,7 +106,7 @@ type readSource struct {
 // series of id in this shard as a caller found it by its registry slot
 // (Database.readIDs): if it is still in the shard's map it is the one
 // read, without hashing id and probing the map.
-func (sh *shard) read(id []byte, hint *Series, from, to, blockSize int64, its []readSource) ([]readSource, []encoding.HistogramIterator, error) {
+func (sh *shard) read(id []byte, hint *Series, from, to, blockSize int64, its []readSource, slab *byteSlab) ([]readSource, []encoding.HistogramIterator, error) {
 	sh.mu.RLock()
 	var readers []*fileset.Reader
 	for start, r := range sh.blocks {
@@ -144,7 +147,7 @@ func (sh *shard) read(id []byte, hint *Series, from, to, blockSize int64, its []
 		}
 	}
 	if s != nil {
-		its, hits = s.readIterators(its, hits, from, to)
+		its, hits = s.readIterators(its, hits, from, to, slab)
 	}
 	return its, hits, nil
 }
