@@ -126,6 +126,26 @@ func LabelsWith(b *labels.ScratchBuilder, id []byte) (labels.Labels, error) {
 // LabelsWith checks it. A query that counts a million series by one label
 // decodes only that label of each.
 func LabelsKeeping(b *labels.ScratchBuilder, id []byte, keep func(name []byte) bool) (labels.Labels, error) {
+	if err := addKeeping(b, id, keep); err != nil {
+		return labels.EmptyLabels(), err
+	}
+	return b.Labels(), nil
+}
+
+// LabelsKeepingOver is LabelsKeeping writing the labels over *ls in b's
+// own buffer (ScratchBuilder.Overwrite), without allocating: *ls is valid
+// until b's next use. A worker that only hashes and counts each series'
+// labels (a count by over ten million series) makes no garbage for them.
+func LabelsKeepingOver(b *labels.ScratchBuilder, id []byte, keep func(name []byte) bool, ls *labels.Labels) error {
+	if err := addKeeping(b, id, keep); err != nil {
+		return err
+	}
+	b.Overwrite(ls)
+	return nil
+}
+
+// addKeeping resets b and adds the labels of id that keep accepts.
+func addKeeping(b *labels.ScratchBuilder, id []byte, keep func(name []byte) bool) error {
 	b.Reset()
 	s := idString(id)
 	// sub is the substring of s at p's place in id: p aliases id, and
@@ -149,10 +169,7 @@ func LabelsKeeping(b *labels.ScratchBuilder, id []byte, keep func(name []byte) b
 	if err == nil {
 		err = tooLong
 	}
-	if err != nil {
-		return labels.EmptyLabels(), err
-	}
-	return b.Labels(), nil
+	return err
 }
 
 // Range calls fn for every label of id, in name order, without allocating.

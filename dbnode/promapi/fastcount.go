@@ -60,7 +60,9 @@ func (c *countGroups) add(i int, fs *fastSeries) {
 	if g == nil {
 		g = &countGroup{key: key, first: i, count: make([]float64, c.steps), lset: labels.EmptyLabels()}
 		if len(c.grouping) > 0 {
-			g.lset = labels.NewBuilder(fs.lset).Keep(c.grouping...).Labels()
+			// A copy: fs.lset may be the worker's transient labels, which
+			// Keep returns as they are when it drops nothing.
+			g.lset = labels.NewBuilder(fs.lset).Keep(c.grouping...).Labels().Copy()
 		}
 		c.index[key] = g
 	}

@@ -161,3 +161,55 @@ func TestMergeCounts(t *testing.T) {
 	require.True(t, value.IsStaleNaN(got[1].vals[2]))
 	require.Equal(t, 1., got[1].vals[3])
 }
+
+// The samples limit's check over a count's chunks (chunkPoints) decides
+// as the check over each series (fastSet.load's, for every other set)
+// does: for random step value counts and windows, at every limit around
+// where the verdict changes.
+func TestChunkPointsCheckMatchesPerSeries(t *testing.T) {
+	rng := rand.New(rand.NewPCG(30, 1))
+	for round := range 200 {
+		n := 1 + rng.IntN(5*fastChunk)
+		vals, wins := make([]int, n), make([]int, n)
+		for i := range n {
+			if rng.IntN(4) > 0 {
+				vals[i] = rng.IntN(20)
+			}
+			wins[i] = rng.IntN(60)
+		}
+		chunks := make([]chunkPoints, (n+fastChunk-1)/fastChunk)
+		for i := range n {
+			chunks[i/fastChunk].add(vals[i], wins[i])
+		}
+		base := rng.IntN(100)
+		perSeries := func(limit int) bool {
+			acc := base
+			for i := range n {
+				if acc+wins[i]+vals[i] > limit {
+					return false
+				}
+				acc += vals[i]
+			}
+			return true
+		}
+		chunked := func(limit int) bool {
+			acc := base
+			for _, c := range chunks {
+				if acc+c.peak > limit {
+					return false
+				}
+				acc += c.n
+			}
+			return true
+		}
+		flips := 0
+		for limit := 0; limit < base+n*80; limit++ {
+			want := perSeries(limit)
+			require.Equal(t, want, chunked(limit), "round %d, limit %d", round, limit)
+			if want && !perSeries(limit-1) {
+				flips++
+			}
+		}
+		require.Equal(t, 1, flips, "round %d: the verdict changes once", round)
+	}
+}

@@ -307,7 +307,19 @@ func (s *fastSet) load() error {
 		}
 		return nil
 	}
-	out := make([]fastSeries, len(its))
+	// A count's series are counted in the workers (countGroups): of
+	// each it keeps only what the samples limit's check below reads, per
+	// chunk of fastChunk series (chunks), not a fastSeries (~100 bytes a
+	// series, a gigabyte live at ten million).
+	var (
+		out    []fastSeries
+		chunks []chunkPoints
+	)
+	if counted(s.spec.Agg) {
+		chunks = make([]chunkPoints, (len(its)+fastChunk-1)/fastChunk)
+	} else {
+		out = make([]fastSeries, len(its))
+	}
 	workers := min(r.parallelism, (len(its)+fastChunk-1)/fastChunk)
 	var (
 		next    atomic.Int64
@@ -337,7 +349,17 @@ func (s *fastSet) load() error {
 				w.counts.add(i, &fs)
 				fs.vals = nil
 			}
-			out[i] = fs // with its win, even without values
+			if w.transient {
+				fs.lset = labels.EmptyLabels() // the worker's next series overwrites it
+			}
+			if chunks != nil {
+				w.chunk.add(fs.n, fs.win)
+				if fs.err != nil {
+					return errFallback // as countOut would: the engine fails on it
+				}
+			} else {
+				out[i] = fs // with its win, even without values
+			}
 			if fs.n == 0 {
 				return nil
 			}
@@ -375,6 +397,7 @@ func (s *fastSet) load() error {
 				if s.partial == nil && !manyNames {
 					// The series' labels go only to countGroups.add.
 					wk.keep = keepGrouping(s.spec.Grouping)
+					wk.transient = true
 				}
 			}
 			defer func() {
@@ -398,6 +421,9 @@ func (s *fastSet) load() error {
 						next.Store(int64(len(its)))
 						return
 					}
+				}
+				if chunks != nil {
+					chunks[lo/fastChunk], wk.chunk = wk.chunk, chunkPoints{}
 				}
 			}
 		}()
@@ -437,12 +463,21 @@ func (s *fastSet) load() error {
 	for i := range out {
 		mine += out[i].n
 	}
+	for _, c := range chunks {
+		mine += c.n
+	}
 	acc := int(q.fastPoints.Load()) - mine
 	for i := range out {
 		if acc+out[i].win+out[i].n > r.maxSamples {
 			return errFallback
 		}
 		acc += out[i].n
+	}
+	for _, c := range chunks {
+		if acc+c.peak > r.maxSamples {
+			return errFallback
+		}
+		acc += c.n
 	}
 	// Keep the series with values, in order.
 	kept := out[:0]
@@ -510,6 +545,17 @@ func (s *fastSet) load() error {
 		r.stats.computed.Add(1)
 	}
 	return nil
+}
+
+// chunkPoints is what the samples limit's check in load reads of a chunk
+// of consecutive series: their step values in all (n), and the most the
+// engine would hold at once within the chunk (peak: the values of the
+// chunk's series before one, plus that one's largest window and values).
+type chunkPoints struct{ n, peak int }
+
+func (c *chunkPoints) add(n, win int) {
+	c.peak = max(c.peak, c.n+win+n)
+	c.n += n
 }
 
 // aggregate computes the spec's aggregation (sum, count or avg by
@@ -1040,6 +1086,11 @@ type fastWorker struct {
 	// count by (...) reads only the grouping (and the name, for the
 	// non-counter info) of each series (ident.LabelsKeeping).
 	keep func(name []byte) bool
+	// transient says the series' labels go only to counts: they are
+	// built in lb's buffer, valid until the next series (no allocation
+	// per series), and dropped once counted.
+	transient bool
+	chunk     chunkPoints // the current chunk's, for a count
 	// hashes are the label set hashes of the outputs with values, when
 	// the selection may hold several names (fastSet.load).
 	hashes []uint64
@@ -1102,7 +1153,15 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 	// The engine's series set decodes the labels of every series with a
 	// sample in range, and skips one that does not decode with a warning,
 	// whether or not the series then has a value at some step.
-	lset, err := ident.LabelsKeeping(&w.lb, it.ID, w.keep)
+	var (
+		lset labels.Labels
+		err  error
+	)
+	if w.transient {
+		err = ident.LabelsKeepingOver(&w.lb, it.ID, w.keep, &lset)
+	} else {
+		lset, err = ident.LabelsKeeping(&w.lb, it.ID, w.keep)
+	}
 	if err != nil {
 		w.annos.Add(fmt.Errorf("series skipped: %w (ID %.120q..., %d bytes)", err, it.ID, len(it.ID)))
 		return fastSeries{win: w.win}, nil
@@ -1131,6 +1190,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 			// of it (a selection without a name may hold a million
 			// series of gauges, each formatting it again).
 			if _, done := w.nonCounterSet[name]; !done {
+				name = strings.Clone(name) // lset may be transient
 				if w.nonCounterSet == nil {
 					w.nonCounterSet = map[string]struct{}{}
 				}
