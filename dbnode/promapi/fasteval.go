@@ -399,6 +399,10 @@ func (s *fastSet) load() error {
 					wk.keep = keepGrouping(s.spec.Grouping)
 					wk.transient = true
 				}
+			} else if aggregated(s.spec.Agg) && s.spec.K == 0 && s.partial == nil && !manyNames {
+				// aggregate reads only the grouping labels of a series
+				// (and the name, for the non-counter info).
+				wk.keep = keepGrouping(s.spec.Grouping)
 			}
 			defer func() {
 				names[w], digests[w] = wk.nonCounters, wk.digest
@@ -623,6 +627,12 @@ func (s *fastSet) partials(in []fastSeries) ([]query.Partial, error) {
 // counted reports an aggregation computed by counting series in the
 // workers: count, and group (the counts read as 1).
 func counted(a query.Agg) bool { return a == query.AggCount || a == query.AggGroup }
+
+// aggregated reports whether aggregate computes a: an aggregation whose
+// output labels are its groups' (by) labels, read of no series' others.
+func aggregated(a query.Agg) bool {
+	return a == query.AggSum || a == query.AggAvg || a == query.AggMin || a == query.AggMax
+}
 
 // countValues is count_values over in, the step values the engine would
 // have counted (its aggregationCountValues at each step): each value adds
