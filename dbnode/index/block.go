@@ -28,6 +28,20 @@ type block struct {
 	// block whose refs are being freed (an insert that loaded the block
 	// set just before the cut would).
 	dropped bool
+	// hints are the distinct values a label name's table is sized for
+	// when the block creates it (Index.ReserveValues), taken once.
+	hints map[string]int
+}
+
+// newValues returns a new value table for name, sized for its hint. The
+// caller holds mu for writing.
+func (b *block) newValues(name string) *values {
+	vs := newValues(name)
+	if n := b.hints[name]; n > 0 {
+		vs.reserve(n)
+		delete(b.hints, name)
+	}
+	return vs
 }
 
 func newBlock(start int64) *block {
@@ -54,7 +68,7 @@ func (b *block) add(ref uint32, id string, series *seriesTable) {
 		}
 		vals := b.names[name]
 		if vals == nil {
-			vals = newValues(name)
+			vals = b.newValues(name)
 			b.names[name] = vals
 		}
 		if vals.add(value, ref, series) {

@@ -19,6 +19,9 @@ type Index struct {
 	// one atomic load and no lock.
 	blocks   atomic.Pointer[blockSet]
 	blocksMu sync.Mutex
+	// hints are the value table sizes a block created later reserves
+	// (ReserveValues), by block start; under blocksMu.
+	hints map[int64]map[string]int
 
 	// cutMu keeps the removal of blocks from the live set (writer) apart
 	// from queries (readers). A query turns refs into IDs after matching;
@@ -180,6 +183,8 @@ func (ix *Index) block(start int64) *block {
 		return nil
 	}
 	b := newBlock(start)
+	b.hints = ix.hints[start]
+	delete(ix.hints, start)
 	next := &blockSet{byStart: make(map[int64]*block, len(cur.byStart)+1), floor: cur.floor, hasFloor: cur.hasFloor}
 	for s, ob := range cur.byStart {
 		next.byStart[s] = ob

@@ -266,7 +266,7 @@ func (b *PreparedBatch) addRun(blk *block, lo, hi int, series *seriesTable) {
 	for g, name := range b.names {
 		vals := blk.names[name]
 		if vals == nil {
-			vals = newValues(name)
+			vals = blk.newValues(name)
 			blk.names[name] = vals
 		}
 		b.vals[g] = vals

@@ -63,6 +63,15 @@ const (
 
 func newValues(name string) *values { return &values{name: name, singles: roaring.New()} }
 
+// reserve sizes the table for n distinct values: each part for its
+// share, with an eighth more for the hash's spread between parts.
+func (vs *values) reserve(n int) {
+	per := n/valueParts + n/valueParts/8 + 16
+	for i := range vs.parts {
+		vs.parts[i].Reserve(per)
+	}
+}
+
 // valueHash splits the hash of a value into its part and its tag.
 func valueHash(seed maphash.Seed, v string) (part int, tag uint32) {
 	h := maphash.String(seed, v)

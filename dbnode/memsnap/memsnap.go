@@ -30,11 +30,14 @@ import (
 )
 
 // Version is the format version this release writes. It reads it and
-// version 1, whose sections hold one shard each: version 2 sections hold
-// series of any shards of one namespace, in the order the series were
-// created, so that a restart creates them (and their index refs) in the
-// order they had (see Writer).
-const Version = 2
+// versions 1 and 2. Version 1 sections hold one shard each: version 2
+// sections hold series of any shards of one namespace, in the order the
+// series were created, so that a restart creates them (and their index
+// refs) in the order they had (see Writer). Version 3 headers also give,
+// per namespace, each label's number of distinct values in each index
+// block (Namespace.Values), so that a restart sizes the index's value
+// tables once.
+const Version = 3
 
 var (
 	headMagic = [4]byte{'T', 'S', 'R', 'S'}
@@ -78,6 +81,23 @@ type Range struct {
 // Namespace is one namespace of the snapshot.
 type Namespace struct {
 	Name string
+	// Values (version 3) are, for each of the namespace's index blocks
+	// when the snapshot was taken, each label name's number of distinct
+	// values: a hint the restart sizes its value tables by, never data.
+	Values []BlockValues
+}
+
+// BlockValues is the distinct values of each label name in the index
+// block starting at Start.
+type BlockValues struct {
+	Start int64
+	Names []NameValues
+}
+
+// NameValues is one label name's number of distinct values.
+type NameValues struct {
+	Name   string
+	Values uint64
 }
 
 // Series is one series' unflushed samples: floats as one encoding stream
@@ -116,7 +136,7 @@ type Writer struct {
 // NewWriter writes h to w and returns a Writer for the sections.
 func NewWriter(w io.Writer, h Header) *Writer {
 	sw := &Writer{w: bufio.NewWriterSize(w, 1<<20)}
-	body := appendHeader(nil, h)
+	body := appendHeader(nil, h, Version)
 	frame := append(headMagic[:0:0], headMagic[:]...)
 	frame = binary.LittleEndian.AppendUint32(frame, Version)
 	frame = binary.LittleEndian.AppendUint32(frame, uint32(len(body)))
@@ -134,7 +154,8 @@ func chainCRC(chain, crc uint32) uint32 {
 	return crc32.Update(chain, castagnoli, b[:])
 }
 
-func appendHeader(b []byte, h Header) []byte {
+// appendHeader encodes h as version writes it (tests write older ones).
+func appendHeader(b []byte, h Header, version uint32) []byte {
 	b = binary.LittleEndian.AppendUint64(b, uint64(h.CreatedMs))
 	b = binary.LittleEndian.AppendUint32(b, h.NumShards)
 	b = binary.LittleEndian.AppendUint64(b, h.CoveredSeq)
@@ -151,6 +172,18 @@ func appendHeader(b []byte, h Header) []byte {
 	b = binary.AppendUvarint(b, uint64(len(h.Namespaces)))
 	for _, ns := range h.Namespaces {
 		b = appendBytes(b, []byte(ns.Name))
+		if version < 3 {
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(len(ns.Values)))
+		for _, bv := range ns.Values {
+			b = binary.LittleEndian.AppendUint64(b, uint64(bv.Start))
+			b = binary.AppendUvarint(b, uint64(len(bv.Names)))
+			for _, nv := range bv.Names {
+				b = appendBytes(b, []byte(nv.Name))
+				b = binary.AppendUvarint(b, nv.Values)
+			}
+		}
 	}
 	return b
 }
@@ -318,8 +351,8 @@ func Decode(b []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("%w: not a restart snapshot (magic %q)", ErrCorrupt, magic)
 	}
 	version := d.U32("version")
-	if d.Err == nil && version != Version && version != 1 {
-		return nil, fmt.Errorf("%w: version %d, this release reads 1 and %d", ErrCorrupt, version, Version)
+	if d.Err == nil && (version == 0 || version > Version) {
+		return nil, fmt.Errorf("%w: version %d, this release reads 1 to %d", ErrCorrupt, version, Version)
 	}
 	hlen := d.U32("header length")
 	body := d.Take(int(hlen), "header")
@@ -332,7 +365,7 @@ func Decode(b []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
 	}
 	chain := chainCRC(0, crc)
-	h, err := decodeHeader(body)
+	h, err := decodeHeader(body, version)
 	if err != nil {
 		return nil, err
 	}
@@ -433,7 +466,7 @@ func checkSections(frames []frame, h Header, version uint32, out []Section) ([]u
 	return crcs, nil
 }
 
-func decodeHeader(b []byte) (Header, error) {
+func decodeHeader(b []byte, version uint32) (Header, error) {
 	d := newDecoder(b)
 	var h Header
 	h.CreatedMs = int64(d.U64("created"))
@@ -451,7 +484,19 @@ func decodeHeader(b []byte) (Header, error) {
 	}
 	nn := d.count("namespace count", 1)
 	for range nn {
-		h.Namespaces = append(h.Namespaces, Namespace{Name: string(d.Bytes("namespace name"))})
+		ns := Namespace{Name: string(d.Bytes("namespace name"))}
+		if version >= 3 {
+			nb := d.count("index block count", 9)
+			for range nb {
+				bv := BlockValues{Start: int64(d.U64("index block start"))}
+				nv := d.count("label count", 2)
+				for range nv {
+					bv.Names = append(bv.Names, NameValues{Name: string(d.Bytes("label name")), Values: d.Uvarint("label values")})
+				}
+				ns.Values = append(ns.Values, bv)
+			}
+		}
+		h.Namespaces = append(h.Namespaces, ns)
 	}
 	switch {
 	case d.Err != nil:

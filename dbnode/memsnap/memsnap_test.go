@@ -16,7 +16,10 @@ func sampleHeader() Header {
 		CreatedMs: 1700000000000, NumShards: 8, CoveredSeq: 7,
 		Files: []File{{Seq: 6, Ranges: []Range{{Namespace: "default", Min: 10, Max: 20}}}, {Seq: 7}},
 		Namespaces: []Namespace{
-			{Name: "default"},
+			{Name: "default", Values: []BlockValues{
+				{Start: 7200000, Names: []NameValues{{Name: "job", Values: 1}, {Name: "series", Values: 10_000_000}}},
+				{Start: 14400000},
+			}},
 			{Name: "other"},
 		},
 	}
@@ -245,11 +248,14 @@ func FuzzSection(f *testing.F) {
 
 // encodeV1 writes secs as version 1 did: one shard a section (the shard
 // of its first series, which all its series must share).
-func encodeV1(t testing.TB, h Header, secs []sec) []byte {
+// encodeOld writes secs as version (1 or 2) did: no label value counts
+// in the header (the decoded header has none); in version 1 one shard a
+// section, given once, in version 2 a shard before each series.
+func encodeOld(t testing.TB, h Header, secs []sec, version uint32) []byte {
 	t.Helper()
-	body := appendHeader(nil, h)
+	body := appendHeader(nil, h, version)
 	b := append(headMagic[:0:0], headMagic[:]...)
-	b = binary.LittleEndian.AppendUint32(b, 1)
+	b = binary.LittleEndian.AppendUint32(b, version)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(body)))
 	b = append(b, body...)
 	crc := crc32.Checksum(b, castagnoli)
@@ -258,10 +264,15 @@ func encodeV1(t testing.TB, h Header, secs []sec) []byte {
 	var series uint64
 	for _, s := range secs {
 		sb := binary.LittleEndian.AppendUint16(nil, s.ns)
-		sb = binary.LittleEndian.AppendUint32(sb, s.series[0].Shard)
+		if version == 1 {
+			sb = binary.LittleEndian.AppendUint32(sb, s.series[0].Shard)
+		}
 		for _, x := range s.series {
-			if x.Shard != s.series[0].Shard {
+			if version == 1 && x.Shard != s.series[0].Shard {
 				t.Fatal("a version 1 section holds one shard")
+			}
+			if version > 1 {
+				sb = binary.AppendUvarint(sb, uint64(x.Shard))
 			}
 			sb = appendBytes(sb, x.ID)
 			sb = appendBytes(sb, x.Floats)
@@ -294,7 +305,7 @@ func TestVersion1StillDecodes(t *testing.T) {
 		{0, []Series{{Shard: 1, ID: []byte("a"), Floats: []byte{1, 2, 3}}, {Shard: 1, ID: []byte("c"), Histograms: [][]byte{{5}}}}},
 		{1, []Series{{Shard: 7, ID: []byte("z"), Floats: []byte{6, 6}}}},
 	}
-	b := encodeV1(t, h, secs)
+	b := encodeOld(t, h, secs, 1)
 	snap, err := Decode(b)
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +313,10 @@ func TestVersion1StillDecodes(t *testing.T) {
 	if got := collect(t, snap); !reflect.DeepEqual(got, secs) {
 		t.Fatalf("sections\n got %+v\nwant %+v", got, secs)
 	}
-	bad := encodeV1(t, Header{NumShards: 7, Namespaces: h.Namespaces}, secs)
+	if snap.Header.Namespaces[0].Values != nil {
+		t.Fatalf("version 1 has no label value counts: %+v", snap.Header.Namespaces[0])
+	}
+	bad := encodeOld(t, Header{NumShards: 7, Namespaces: h.Namespaces}, secs, 1)
 	if _, err := Decode(bad); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "shard 7 out of range") {
 		t.Fatalf("version 1 section of shard 7 of 7: err %v", err)
 	}
@@ -313,8 +327,26 @@ func TestVersion1StillDecodes(t *testing.T) {
 			t.Fatalf("byte %d flipped: err %v, want ErrCorrupt", i, err)
 		}
 	}
-	b[4] = 3 // a version this release does not read
-	if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "version 3") {
-		t.Fatalf("version 3: err %v", err)
+	b[4] = Version + 1 // a version this release does not read
+	if _, err := Decode(b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("version %d", Version+1)) {
+		t.Fatalf("version %d: err %v", Version+1, err)
+	}
+}
+
+// A version 2 snapshot (sections of any shards, no label value counts)
+// still loads, series by series as written.
+func TestVersion2StillDecodes(t *testing.T) {
+	h, secs := sampleHeader(), sampleSections()
+	snap, err := Decode(encodeOld(t, h, secs, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, snap); !reflect.DeepEqual(got, secs) {
+		t.Fatalf("sections\n got %+v\nwant %+v", got, secs)
+	}
+	for _, ns := range snap.Header.Namespaces {
+		if ns.Values != nil {
+			t.Fatalf("version 2 has no label value counts: %+v", ns)
+		}
 	}
 }

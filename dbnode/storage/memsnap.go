@@ -15,6 +15,7 @@ import (
 
 	"github.com/tessera-tsdb/tessera/dbnode/commitlog"
 	"github.com/tessera-tsdb/tessera/dbnode/encoding"
+	"github.com/tessera-tsdb/tessera/dbnode/index"
 	"github.com/tessera-tsdb/tessera/dbnode/memsnap"
 )
 
@@ -138,7 +139,7 @@ func (db *Database) WriteRestartSnapshot() (bool, error) {
 		return false, nil
 	}
 	for _, ns := range db.nsList {
-		h.Namespaces = append(h.Namespaces, memsnap.Namespace{Name: ns.opts.Name})
+		h.Namespaces = append(h.Namespaces, memsnap.Namespace{Name: ns.opts.Name, Values: valueCounts(ns)})
 	}
 
 	dir := db.restartSnapPath()
@@ -472,6 +473,9 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 			ns.index.ReserveSeries(perNS[i])
 		}
 	}
+	// And its value tables for the values they held (version 3).
+	reserveValues(snap, loads, perNS, false)
+	defer reserveValues(snap, loads, perNS, true)
 	nw := max(1, min(runtime.GOMAXPROCS(0), 16))
 	db.reserveShards(snap, loads, nw)
 	var next, total atomic.Int64
@@ -507,6 +511,48 @@ func (db *Database) feedRestartSnapshot(r *replayer, snap *memsnap.Snapshot) (in
 		return int(total.Load()), *p
 	}
 	return int(total.Load()), nil
+}
+
+// valueCounts are ns's index's label value counts per block, for the
+// snapshot's header.
+func valueCounts(ns *namespace) []memsnap.BlockValues {
+	if ns.index == nil {
+		return nil
+	}
+	var out []memsnap.BlockValues
+	for _, bv := range ns.index.ValueCounts() {
+		mb := memsnap.BlockValues{Start: bv.Start}
+		for _, nv := range bv.Names {
+			mb.Names = append(mb.Names, memsnap.NameValues{Name: nv.Name, Values: uint64(nv.Values)})
+		}
+		out = append(out, mb)
+	}
+	return out
+}
+
+// reserveValues hands the index of each namespace loaded the label value
+// counts the snapshot recorded, each capped at the namespace's series in
+// the snapshot (a hint from a file sizes no table beyond what the load
+// could fill); loaded drops the hints no table took.
+func reserveValues(snap *memsnap.Snapshot, loads []*namespace, perNS []int, loaded bool) {
+	for i, ns := range loads {
+		if ns == nil || ns.index == nil {
+			continue
+		}
+		if loaded {
+			ns.index.ReserveValues(nil, 0)
+			continue
+		}
+		var blocks []index.BlockValues
+		for _, mb := range snap.Header.Namespaces[i].Values {
+			bv := index.BlockValues{Start: mb.Start}
+			for _, nv := range mb.Names {
+				bv.Names = append(bv.Names, index.NameValues{Name: nv.Name, Values: int(min(nv.Values, uint64(perNS[i])))})
+			}
+			blocks = append(blocks, bv)
+		}
+		ns.index.ReserveValues(blocks, perNS[i])
+	}
 }
 
 // reserveShards sizes the series table of every shard the snapshot has

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 
+	"github.com/tessera-tsdb/tessera/dbnode/index"
 	"github.com/tessera-tsdb/tessera/dbnode/memsnap"
 )
 
@@ -434,4 +435,30 @@ func TestRestartSnapshotOffRemovesIt(t *testing.T) {
 	left, err := filepath.Glob(filepath.Join(dir, restartSnapDir, "*"))
 	require.NoError(t, err)
 	require.Empty(t, left)
+}
+
+// The snapshot's header records each namespace's label value counts per
+// index block (version 3), and the restart that sizes its value tables by
+// them rebuilds an index with the same counts.
+func TestRestartSnapshotRecordsValueCounts(t *testing.T) {
+	db, opts, _, _ := snapshotted(t)
+	_, b, err := db.readRestartSnapshot()
+	require.NoError(t, err)
+	snap, err := memsnap.Decode(b)
+	require.NoError(t, err)
+	before := map[string][]index.BlockValues{}
+	for i, hn := range snap.Header.Namespaces {
+		ns := db.namespaces[hn.Name]
+		before[hn.Name] = ns.index.ValueCounts()
+		require.Equal(t, valueCounts(ns), hn.Values, "namespace %d", i)
+		require.NotEmpty(t, hn.Values)
+		require.NotEmpty(t, hn.Values[0].Names)
+	}
+	require.NoError(t, db.Close())
+	db, err = Open(opts)
+	require.NoError(t, err)
+	defer db.Close()
+	for name, want := range before {
+		require.Equal(t, want, db.namespaces[name].index.ValueCounts(), name)
+	}
 }
