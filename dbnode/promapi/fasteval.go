@@ -340,7 +340,13 @@ func (s *fastSet) load() error {
 			}
 			fs.n = len(fs.vals)
 			if manyNames && fs.n > 0 {
-				w.hashes = append(w.hashes, fs.lset.Hash())
+				if w.keep != nil {
+					// fs.lset holds the grouping only: hash the output's
+					// labels from the ID.
+					w.hashes = append(w.hashes, outputHash(&w.digester, its[i].ID))
+				} else {
+					w.hashes = append(w.hashes, fs.lset.Hash())
+				}
 			}
 			if s.partial != nil && fs.n > 0 {
 				w.digest += seriesDigest(its[i].ID, &fs)
@@ -394,14 +400,18 @@ func (s *fastSet) load() error {
 			if counted(s.spec.Agg) {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				counts[w] = wk.counts
-				if s.partial == nil && !manyNames {
-					// The series' labels go only to countGroups.add.
+				if s.partial == nil {
+					// The series' labels go only to countGroups.add (and,
+					// with several names, the output's hash from the ID).
 					wk.keep = keepGrouping(s.spec.Grouping)
 					wk.transient = true
 				}
-			} else if aggregated(s.spec.Agg) && s.spec.K == 0 && s.partial == nil && !manyNames {
+			} else if aggregated(s.spec.Agg) && s.spec.K == 0 && s.partial == nil {
 				// aggregate reads only the grouping labels of a series
-				// (and the name, for the non-counter info).
+				// (and the name, for the non-counter info); with several
+				// names the output's hash is read from the ID. A sum by
+				// over ten million series held each one's whole label
+				// set until the end of the query (a gigabyte).
 				wk.keep = keepGrouping(s.spec.Grouping)
 			}
 			defer func() {
@@ -1009,6 +1019,26 @@ func (g *aggGroup) result(op query.Agg, step int) float64 {
 	return g.value[step]/g.count[step] + g.comp[step]/g.count[step]
 }
 
+// outputHash is a hash of the label set a function's output over the
+// series of id has (its labels but the name and the metadata labels,
+// which the function drops): equal for equal output label sets, as
+// labels.Hash of them is, read from the ID's canonical bytes without
+// building the labels.
+func outputHash(d *xxhash.Digest, id []byte) uint64 {
+	d.Reset()
+	var n [binary.MaxVarintLen64]byte
+	_ = ident.Range(id, func(name, value []byte) {
+		if schema.IsMetadataLabel(string(name)) {
+			return
+		}
+		_, _ = d.Write(n[:binary.PutUvarint(n[:], uint64(len(name)))])
+		_, _ = d.Write(name)
+		_, _ = d.Write(n[:binary.PutUvarint(n[:], uint64(len(value)))])
+		_, _ = d.Write(value)
+	})
+	return d.Sum64()
+}
+
 // keepGrouping accepts the labels a count by (grouping) reads of a
 // series: the grouping's and the metric name.
 func keepGrouping(grouping []string) func(name []byte) bool {
@@ -1101,6 +1131,7 @@ type fastWorker struct {
 	// per series), and dropped once counted.
 	transient bool
 	chunk     chunkPoints // the current chunk's, for a count
+	digester  xxhash.Digest
 	// hashes are the label set hashes of the outputs with values, when
 	// the selection may hold several names (fastSet.load).
 	hashes []uint64
