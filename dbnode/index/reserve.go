@@ -40,8 +40,8 @@ func (ix *Index) ValueCounts() []BlockValues {
 // in the blocks of blocks' starts, for the values blocks names, each at
 // most max: a restart rebuilding ten million series' index from its
 // snapshot grew the table of a label with a value per series by steps,
-// every step placing all its entries again at random (resize was a third
-// of a 10 M restart's CPU with the tables' garbage). A hint is taken once,
+// every step placing all its entries again at random (7% of a 10 M
+// restart's CPU, docs/performance.md "values30"). A hint is taken once,
 // by the first table of its name and block; ReserveValues(nil, 0) drops
 // those not taken (a restart calls it when its load is done). Existing
 // tables are not resized.

@@ -175,8 +175,8 @@ func (s *fastSet) read() error {
 	// that errors naming it read the same, and so that a read handed over
 	// (handover.go) is the one the engine's selector asks for.
 	from := r.start - rng + 1
-	// Streams: each worker decodes its series with one Decoder, and a
-	// read handed over is read through SeriesIterator.Floats.
+	// Streams: each worker decodes its series with one StreamReader,
+	// and a read handed over is read through SeriesIterator.Floats.
 	its, err := query.QueryStreams(s.ctx, q.b, q.ns, s.matchers, from, r.end)
 	s.key, s.readErr = readKey(q.ns, s.matchers, from, r.end), err
 	var partial *tstorage.PartialError
