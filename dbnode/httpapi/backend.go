@@ -39,8 +39,8 @@ func (l Local) Query(ctx context.Context, ns string, ms []*labels.Matcher, start
 }
 
 // QueryStreams is Query answering with streams (query.StreamReader).
-func (l Local) QueryStreams(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
-	return l.DB.Query(ctx, ns, ms, start, end, storage.QueryOptions{Streams: true})
+func (l Local) QueryStreams(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64, unsorted bool) ([]storage.SeriesIterator, error) {
+	return l.DB.Query(ctx, ns, ms, start, end, storage.QueryOptions{Streams: true, Unsorted: unsorted})
 }
 
 func (l Local) LabelNames(_ context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]string, error) {
@@ -74,12 +74,12 @@ func (d Deferred) Query(ctx context.Context, ns string, ms []*labels.Matcher, st
 	return b.Query(ctx, ns, ms, start, end)
 }
 
-func (d Deferred) QueryStreams(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+func (d Deferred) QueryStreams(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64, unsorted bool) ([]storage.SeriesIterator, error) {
 	b, err := d.get()
 	if err != nil {
 		return nil, err
 	}
-	return query.QueryStreams(ctx, b, ns, ms, start, end)
+	return query.QueryStreams(ctx, b, ns, ms, start, end, unsorted)
 }
 
 func (d Deferred) LabelNames(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]string, error) {

@@ -18,17 +18,26 @@ import (
 // index's memory: callers must not modify them. The error is non-nil only
 // for a nil or invalid matcher.
 func (ix *Index) Query(matchers []*labels.Matcher, start, end int64) ([][]byte, error) {
-	ids, _, err := ix.query(matchers, start, end, false)
+	ids, _, err := ix.query(matchers, start, end, false, true)
 	return ids, err
 }
 
 // QueryTagged is Query also returning, beside each ID, the tag last
 // recorded for it (InsertTagged; 0 if none).
 func (ix *Index) QueryTagged(matchers []*labels.Matcher, start, end int64) ([][]byte, []uint32, error) {
-	return ix.query(matchers, start, end, true)
+	return ix.query(matchers, start, end, true, true)
 }
 
-func (ix *Index) query(matchers []*labels.Matcher, start, end int64, tagged bool) ([][]byte, []uint32, error) {
+// QueryTaggedUnsorted is QueryTagged answering in ref order instead of ID
+// order: for a caller whose answer does not depend on the order (a count),
+// it skips the sort (a sixth of a count over ten million series) and reads
+// the series about in the order they were created, which is how they lie
+// in memory.
+func (ix *Index) QueryTaggedUnsorted(matchers []*labels.Matcher, start, end int64) ([][]byte, []uint32, error) {
+	return ix.query(matchers, start, end, true, false)
+}
+
+func (ix *Index) query(matchers []*labels.Matcher, start, end int64, tagged, sorted bool) ([][]byte, []uint32, error) {
 	p, err := newPlan(matchers)
 	if err != nil {
 		return nil, nil, fmt.Errorf("index query: %w", err)
@@ -49,7 +58,9 @@ func (ix *Index) query(matchers []*labels.Matcher, start, end int64, tagged bool
 	} else {
 		ix.series.each(set, func(_ uint32, id string) { ids = append(ids, id) })
 	}
-	sortIDsTags(ids, tags)
+	if sorted {
+		sortIDsTags(ids, tags)
+	}
 	out := make([][]byte, len(ids))
 	for i, id := range ids {
 		out[i] = bytesOf(id)

@@ -71,8 +71,8 @@ func (r shardReader) Query(ctx context.Context, ns string, ms []*labels.Matcher,
 }
 
 // QueryStreams is Query answering with streams (query.StreamReader).
-func (r shardReader) QueryStreams(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
-	return r.db.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: r.shards, DeclineHistograms: true, Streams: true})
+func (r shardReader) QueryStreams(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64, unsorted bool) ([]storage.SeriesIterator, error) {
+	return r.db.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: r.shards, DeclineHistograms: true, Streams: true, Unsorted: unsorted})
 }
 
 func (r shardReader) LabelNames(_ context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]string, error) {

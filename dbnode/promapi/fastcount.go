@@ -1,6 +1,7 @@
 package promapi
 
 import (
+	"bytes"
 	"slices"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -20,16 +21,22 @@ import (
 // on the series order, come from the smallest series index of each group.
 type countGroups struct {
 	grouping []string
-	steps    int
-	index    map[uint64]*countGroup
-	buf      []byte
-	scratch  []float64 // the current series' step values, reused
+	// byID orders the groups by their smallest series ID instead of
+	// their first series' index: the series came in the index's ref
+	// order, and in ID order the first series of a group is the one with
+	// the smallest ID.
+	byID    bool
+	steps   int
+	index   map[uint64]*countGroup
+	buf     []byte
+	scratch []float64 // the current series' step values, reused
 }
 
 // countGroup is a group as one worker (then the merge) saw it.
 type countGroup struct {
 	key   uint64
 	first int           // the index of the group's first series
+	minID []byte        // the smallest ID of its series (countGroups.byID)
 	lset  labels.Labels // its grouping labels, those of series first
 	count []float64     // per step; 0: no series has a value
 }
@@ -51,20 +58,22 @@ func (c *countGroups) floats() []float64 {
 // count aggregation does: a value is present at a step when it is not a
 // StaleNaN. A worker takes series in increasing index order, so a group's
 // first series is the first the worker sees of it.
-func (c *countGroups) add(i int, fs *fastSeries) {
+func (c *countGroups) add(i int, id []byte, fs *fastSeries) {
 	var key uint64
 	if len(c.grouping) > 0 {
 		key, c.buf = fs.lset.HashForLabels(c.buf, c.grouping...)
 	}
 	g := c.index[key]
 	if g == nil {
-		g = &countGroup{key: key, first: i, count: make([]float64, c.steps), lset: labels.EmptyLabels()}
+		g = &countGroup{key: key, first: i, minID: id, count: make([]float64, c.steps), lset: labels.EmptyLabels()}
 		if len(c.grouping) > 0 {
 			// A copy: fs.lset may be the worker's transient labels, which
 			// Keep returns as they are when it drops nothing.
 			g.lset = labels.NewBuilder(fs.lset).Keep(c.grouping...).Labels().Copy()
 		}
 		c.index[key] = g
+	} else if c.byID && bytes.Compare(id, g.minID) < 0 {
+		g.minID = id // the group's labels are the same for every series
 	}
 	cnt := g.count[fs.first : fs.first+len(fs.vals)]
 	for k, v := range fs.vals {
@@ -76,17 +85,19 @@ func (c *countGroups) add(i int, fs *fastSeries) {
 
 // mergeCounts adds up the workers' groups into the aggregation's output,
 // in fastSeries form: groups in the order of their first series (the
-// engine's order), each labelled by that series, StaleNaN where a group
-// has no value.
+// engine's order; with byID, of their smallest ID: the first in ID order),
+// each labelled by that series, StaleNaN where a group has no value.
 func mergeCounts(parts []*countGroups, steps int) []fastSeries {
 	var (
 		all   []*countGroup
 		byKey = map[uint64]*countGroup{}
+		byID  bool
 	)
 	for _, p := range parts {
 		if p == nil {
 			continue
 		}
+		byID = p.byID
 		for key, g := range p.index {
 			m := byKey[key]
 			if m == nil {
@@ -97,12 +108,19 @@ func mergeCounts(parts []*countGroups, steps int) []fastSeries {
 			if g.first < m.first {
 				m.first, m.lset = g.first, g.lset
 			}
+			if bytes.Compare(g.minID, m.minID) < 0 {
+				m.minID = g.minID
+			}
 			for k, n := range g.count {
 				m.count[k] += n
 			}
 		}
 	}
-	slices.SortFunc(all, func(a, b *countGroup) int { return a.first - b.first })
+	if byID {
+		slices.SortFunc(all, func(a, b *countGroup) int { return bytes.Compare(a.minID, b.minID) })
+	} else {
+		slices.SortFunc(all, func(a, b *countGroup) int { return a.first - b.first })
+	}
 	out := make([]fastSeries, 0, len(all))
 	for _, g := range all {
 		first := slices.IndexFunc(g.count, func(n float64) bool { return n != 0 })

@@ -1,17 +1,25 @@
 package promapi
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/stretchr/testify/require"
+	"github.com/tessera-tsdb/tessera/dbnode/httpapi"
+	tstorage "github.com/tessera-tsdb/tessera/dbnode/storage"
+	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
+	"github.com/tessera-tsdb/tessera/ident"
 )
 
 // countDataset is 600 series of one gauge and one counter, in groups
@@ -144,11 +152,11 @@ func TestMergeCounts(t *testing.T) {
 	}
 	a, b := labels.FromStrings("g", "a", "x", "1"), labels.FromStrings("g", "b", "x", "2")
 	w0, w1 := newCountGroups([]string{"g"}, 4), newCountGroups([]string{"g"}, 4)
-	w0.add(64, series(a, 1, 1, staleNaN, 3))
-	w0.add(65, series(b, 0, 5))
-	w1.add(2, series(b, 2, 1, 1))
-	w1.add(3, series(labels.FromStrings("g", "b", "x", "3"), 0, 7, math.NaN()))
-	w1.add(130, series(a, 0, 2))
+	w0.add(64, nil, series(a, 1, 1, staleNaN, 3))
+	w0.add(65, nil, series(b, 0, 5))
+	w1.add(2, nil, series(b, 2, 1, 1))
+	w1.add(3, nil, series(labels.FromStrings("g", "b", "x", "3"), 0, 7, math.NaN()))
+	w1.add(130, nil, series(a, 0, 2))
 	got := mergeCounts([]*countGroups{w0, nil, w1}, 4)
 	require.Len(t, got, 2)
 	require.Equal(t, "{g=\"b\"}", got[0].lset.String())
@@ -212,4 +220,97 @@ func TestChunkPointsCheckMatchesPerSeries(t *testing.T) {
 		}
 		require.Equal(t, 1, flips, "round %d: the verdict changes once", round)
 	}
+}
+
+// streamsReader is the local backend recording how the fast path's reads
+// asked for their order.
+type streamsReader struct {
+	httpapi.Local
+	unsorted, sorted atomic.Int64
+}
+
+func (r *streamsReader) QueryStreams(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64, unsorted bool) ([]tstorage.SeriesIterator, error) {
+	if unsorted {
+		r.unsorted.Add(1)
+	} else {
+		r.sorted.Add(1)
+	}
+	return r.Local.QueryStreams(ctx, ns, ms, start, end, unsorted)
+}
+
+// A count reads its series in the index's ref order (unsorted) and still
+// answers exactly as the engine over the sorted read does, group order
+// included (the bodies are compared as they are, not sorted): the series
+// are created in an order far from their IDs' (and from their groups'),
+// over several workers. Declined, the read handed to the engine is
+// sorted first.
+func TestCountReadUnsortedKeepsEngineOrder(t *testing.T) {
+	const n = 3000
+	start := time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC).UnixMilli()
+	last := start + 9*15_000
+	db := storagetest.Open(t, 64, func() time.Time { return time.UnixMilli(last + 10_000) })
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	var batch []tstorage.Sample
+	for i := range n {
+		// Created from the largest x down, its group cycling: the first
+		// series created in each group is far from its smallest ID.
+		id := ident.FromLabels(labels.FromStrings("__name__", "m", "g", fmt.Sprint((i*5)%7), "h", fmt.Sprint(i%3), "x", fmt.Sprintf("%05d", n-i)))
+		for k := range 10 {
+			if (i+k)%11 == 0 {
+				continue // gaps: not every series has a value at every step
+			}
+			batch = append(batch, tstorage.Sample{ID: id, Shard: db.Shard(id), T: start + int64(k)*15_000, V: float64(i)})
+		}
+	}
+	require.NoError(t, db.WriteBatch("default", batch))
+
+	serve := func(b httpapi.Backend, opts Options) (*API, string) {
+		opts.Now = func() time.Time { return time.UnixMilli(last + 10_000) }
+		a := newAPI(t, b, opts)
+		mux := http.NewServeMux()
+		a.Register(mux)
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		return a, srv.URL
+	}
+	reader := &streamsReader{Local: httpapi.Local{DB: db}}
+	fast, fastURL := serve(reader, Options{Parallelism: 4})
+	_, plainURL := serve(httpapi.Local{DB: db}, Options{DisableFastPath: true})
+	queries := []url.Values{
+		instant(`count by (g) (m)`, last),
+		instant(`count by (h, g) (m)`, last-15_000),
+		instant(`group by (g) (m)`, last),
+		instant(`count(m)`, last),
+		ranged(`count by (g) (m)`, start, last, "15"),
+		ranged(`count by (g) ({__name__="m", h!="1"})`, start, last, "30"),
+	}
+	for _, q := range queries {
+		code, want := rawGet(t, plainURL+"/api/v1/query?"+q.Encode())
+		path := "/api/v1/query"
+		if q.Has("step") {
+			path = "/api/v1/query_range"
+			code, want = rawGet(t, plainURL+path+"?"+q.Encode())
+		}
+		require.Equal(t, http.StatusOK, code, want)
+		require.Contains(t, want, `"result":[{`, q.Get("query"))
+		if strings.Contains(q.Get("query"), "g)") {
+			require.Greater(t, strings.Count(want, `"g":`), 2, q.Get("query"))
+		}
+		code, got := rawGet(t, fastURL+path+"?"+q.Encode())
+		require.Equal(t, http.StatusOK, code, got)
+		require.Equal(t, want, got, q.Get("query"))
+	}
+	require.Equal(t, int64(len(queries)), reader.unsorted.Load(), "every count read unsorted")
+	require.Equal(t, int64(len(queries)), fast.fastStats.aggregated.Load())
+
+	// Past what no order could take past the samples limit, the fast
+	// path declines and the engine decides over the read, sorted.
+	q := instant(`count by (g) (m)`, last)
+	limited, limURL := serve(reader, Options{MaxSamples: n})
+	_, plainLimURL := serve(httpapi.Local{DB: db}, Options{MaxSamples: n, DisableFastPath: true})
+	code, want := rawGet(t, plainLimURL+"/api/v1/query?"+q.Encode())
+	require.Equal(t, http.StatusOK, code, want)
+	_, got := rawGet(t, limURL+"/api/v1/query?"+q.Encode())
+	require.Equal(t, want, got)
+	require.Equal(t, int64(1), limited.fastStats.declined.Load())
 }

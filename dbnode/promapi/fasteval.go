@@ -94,6 +94,11 @@ type fastSet struct {
 	spec     fastSpec
 	matchers []*labels.Matcher
 	sorted   bool // by labels, as Select was asked (the engine asks unsorted)
+	// unsorted: the set's own read asked the index's ref order (a count
+	// computed here, whose groups are then ordered by their smallest ID,
+	// as in the ID order the read otherwise has: countGroups.byID). A
+	// read handed to the engine is sorted by ID first.
+	unsorted bool
 	// partial, when set (Evaluate, with an aggregation), receives the
 	// groups' partial aggregates instead of out.
 	partial *query.Result
@@ -177,7 +182,7 @@ func (s *fastSet) read() error {
 	from := r.start - rng + 1
 	// Streams: each worker decodes its series with one StreamReader,
 	// and a read handed over is read through SeriesIterator.Floats.
-	its, err := query.QueryStreams(s.ctx, q.b, q.ns, s.matchers, from, r.end)
+	its, err := query.QueryStreams(s.ctx, q.b, q.ns, s.matchers, from, r.end, s.unsorted)
 	s.key, s.readErr = readKey(q.ns, s.matchers, from, r.end), err
 	var partial *tstorage.PartialError
 	if errors.As(err, &partial) {
@@ -286,12 +291,21 @@ func (s *fastSet) load() error {
 			return err
 		}
 	}
+	// A count's answer depends on the order of its series only through
+	// the order of its groups, which the workers take from each group's
+	// smallest ID: its own read (not a binary operator's) may come in the
+	// index's ref order, unsorted.
+	s.unsorted = !s.haveRead && counted(s.spec.Agg) && s.partial == nil
 	if err := s.read(); err != nil {
 		return err
 	}
 	byEngine, err := s.precheck(true, 0)
 	its := s.its
 	s.its = nil
+	if s.unsorted && (err != nil || byEngine) {
+		// The engine reads the set in ID order, as if read sorted.
+		slices.SortFunc(its, func(a, b tstorage.SeriesIterator) int { return bytes.Compare(a.ID, b.ID) })
+	}
 	if err != nil {
 		if errors.Is(err, errFallback) {
 			r.handover.keep(s.key, its, s.readErr)
@@ -352,7 +366,7 @@ func (s *fastSet) load() error {
 				w.digest += seriesDigest(its[i].ID, &fs)
 			}
 			if w.counts != nil && fs.n > 0 && fs.err == nil {
-				w.counts.add(i, &fs)
+				w.counts.add(i, its[i].ID, &fs)
 				fs.vals = nil
 			}
 			if w.transient {
@@ -399,6 +413,7 @@ func (s *fastSet) load() error {
 			}
 			if counted(s.spec.Agg) {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
+				wk.counts.byID = s.unsorted
 				counts[w] = wk.counts
 				if s.partial == nil {
 					// The series' labels go only to countGroups.add (and,
@@ -487,6 +502,20 @@ func (s *fastSet) load() error {
 		}
 		acc += out[i].n
 	}
+	if s.unsorted {
+		// The engine would have held the series in ID order, not this
+		// one: accept only what no order could take past the limit
+		// (every series' values plus the largest window), and let the
+		// engine decide the rest.
+		win := 0
+		for _, c := range chunks {
+			win = max(win, c.win)
+		}
+		if acc+mine+win > r.maxSamples {
+			return errFallback
+		}
+		chunks = nil
+	}
 	for _, c := range chunks {
 		if acc+c.peak > r.maxSamples {
 			return errFallback
@@ -565,11 +594,13 @@ func (s *fastSet) load() error {
 // of consecutive series: their step values in all (n), and the most the
 // engine would hold at once within the chunk (peak: the values of the
 // chunk's series before one, plus that one's largest window and values).
-type chunkPoints struct{ n, peak int }
+// win is the largest window of the chunk's series.
+type chunkPoints struct{ n, peak, win int }
 
 func (c *chunkPoints) add(n, win int) {
 	c.peak = max(c.peak, c.n+win+n)
 	c.n += n
+	c.win = max(c.win, win)
 }
 
 // aggregate computes the spec's aggregation (sum, count or avg by

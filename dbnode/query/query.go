@@ -36,15 +36,19 @@ type Reader interface {
 // Streams): the local database. Its caller reads every SeriesIterator
 // through Floats (or decodes Stream itself). A reader that is not one
 // answers through Query.
+//
+// With unsorted the answer may come in any order (storage.QueryOptions.
+// Unsorted), for a caller whose answer does not depend on it; a reader
+// that is not a StreamReader answers in Query's order.
 type StreamReader interface {
-	QueryStreams(ctx context.Context, namespace string, matchers []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error)
+	QueryStreams(ctx context.Context, namespace string, matchers []*labels.Matcher, start, end int64, unsorted bool) ([]storage.SeriesIterator, error)
 }
 
 // QueryStreams reads through r's QueryStreams when it has one, else its
 // Query.
-func QueryStreams(ctx context.Context, r Reader, namespace string, matchers []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
+func QueryStreams(ctx context.Context, r Reader, namespace string, matchers []*labels.Matcher, start, end int64, unsorted bool) ([]storage.SeriesIterator, error) {
 	if sr, ok := r.(StreamReader); ok {
-		return sr.QueryStreams(ctx, namespace, matchers, start, end)
+		return sr.QueryStreams(ctx, namespace, matchers, start, end, unsorted)
 	}
 	return r.Query(ctx, namespace, matchers, start, end)
 }
