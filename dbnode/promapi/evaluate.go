@@ -37,7 +37,7 @@ func Evaluate(ctx context.Context, r query.Reader, req *query.Request, opts Opti
 		parallelism: max(1, opts.Parallelism), maxSamples: opts.MaxSamples,
 	}}
 	res := &query.Result{Steps: req.Steps.Count()}
-	s := &fastSet{ctx: ctx, q: q, spec: fastSpec{Pushdown: req.Pushdown}, matchers: req.Matchers, partial: res}
+	s := &fastSet{ctx: ctx, q: q, spec: fastSpec{Pushdown: req.Pushdown}, matchers: req.Matchers, partial: res, digestOnly: req.DigestOnly}
 	if err := s.load(); err != nil {
 		if errors.Is(err, errFallback) || errors.Is(err, tstorage.ErrHistogramsSelected) {
 			return nil, query.ErrDeclined

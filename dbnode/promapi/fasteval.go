@@ -102,6 +102,9 @@ type fastSet struct {
 	// partial, when set (Evaluate, with an aggregation), receives the
 	// groups' partial aggregates instead of out.
 	partial *query.Result
+	// digestOnly (with partial): the read's samples are hashed into
+	// partial.Digest and nothing is computed (digest.go).
+	digestOnly bool
 
 	// haveRead is set once read has read its (the selected series, not
 	// yet decoded), key and readErr (the read's own error, for a handover).
@@ -329,7 +332,9 @@ func (s *fastSet) load() error {
 		out    []fastSeries
 		chunks []chunkPoints
 	)
-	if counted(s.spec.Agg) {
+	if s.digestOnly {
+		// Nothing is kept of a series: its samples' hash only.
+	} else if counted(s.spec.Agg) {
 		chunks = make([]chunkPoints, (len(its)+fastChunk-1)/fastChunk)
 	} else {
 		out = make([]fastSeries, len(its))
@@ -348,9 +353,18 @@ func (s *fastSet) load() error {
 		hashes  = make([][]uint64, workers)
 		fn      = fastFuncs[s.spec.Func.String()]
 		evalOne = func(w *fastWorker, i int) error {
+			if s.digestOnly {
+				d, err := w.digestSeries(its[i])
+				w.digest += d
+				return err
+			}
 			fs, err := w.series(its[i], fn)
 			if err != nil {
 				return err
+			}
+			if w.hashing {
+				w.hv.drain()
+				w.digest += w.hv.sum(its[i].ID)
 			}
 			fs.n = len(fs.vals)
 			if manyNames && fs.n > 0 {
@@ -361,9 +375,6 @@ func (s *fastSet) load() error {
 				} else {
 					w.hashes = append(w.hashes, fs.lset.Hash())
 				}
-			}
-			if s.partial != nil && fs.n > 0 {
-				w.digest += seriesDigest(its[i].ID, &fs)
 			}
 			if w.counts != nil && fs.n > 0 && fs.err == nil {
 				w.counts.add(i, its[i].ID, &fs)
@@ -407,7 +418,7 @@ func (s *fastSet) load() error {
 					next.Store(int64(len(its))) // stop the others
 				}
 			}()
-			wk := &fastWorker{r: r, spec: s.spec, annos: &annos[w]}
+			wk := &fastWorker{r: r, spec: s.spec, annos: &annos[w], hashing: s.partial != nil && !s.digestOnly}
 			if s.spec.Agg != query.AggNone {
 				wk.slabs = &slabs[w]
 			}
@@ -482,6 +493,9 @@ func (s *fastSet) load() error {
 			s.partial.NonCounters = append(s.partial.NonCounters, ns...)
 			s.partial.Digest += digests[w]
 		}
+	}
+	if s.digestOnly {
+		return nil
 	}
 	// The engine, computing a call itself, holds the outputs of the
 	// series before this one and this one's window (counted against
@@ -748,22 +762,6 @@ func partialsOut(groups []query.Partial, agg query.Agg, steps int) []fastSeries 
 		out = append(out, fastSeries{lset: g.Labels, vals: st.vals, first: st.first, n: len(st.vals)})
 	}
 	return out
-}
-
-// seriesDigest hashes a series' ID and its step values (first step,
-// float bits): summed over the series, it is the same on replicas that
-// read the same samples, in whatever order they read the series.
-func seriesDigest(id []byte, fs *fastSeries) uint64 {
-	d := xxhash.New()
-	_, _ = d.Write(id)
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(fs.first))
-	_, _ = d.Write(b[:])
-	for _, v := range fs.vals {
-		binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
-		_, _ = d.Write(b[:])
-	}
-	return d.Sum64()
 }
 
 // keepCandidates leaves in out, at each step, only the values of the
@@ -1136,8 +1134,12 @@ func sameLabelset(out []fastSeries) bool {
 // fastWorker is one goroutine's state: the decoded samples of its
 // current series and a label builder, reused across series.
 type fastWorker struct {
-	// digest sums seriesDigest of its series, for a partial result.
-	digest uint64
+	// digest sums the digests of its series' samples, for a partial
+	// result (digest.go); hashing says whether series hashes them, as it
+	// decodes them, into hv.
+	digest  uint64
+	hashing bool
+	hv      sampleHasher
 	// nonCounters are the metric names of its PossibleNonCounterInfo
 	// annotations, for a partial result (query.Result.NonCounters).
 	nonCounters   []string
@@ -1188,6 +1190,10 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 	if vals == nil {
 		w.dec.Reset(it.Stream)
 		vals = &w.dec
+	}
+	if w.hashing {
+		w.hv.reset(vals)
+		vals = &w.hv
 	}
 	if sel {
 		pts = w.selectSteps(vals)

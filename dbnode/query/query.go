@@ -247,10 +247,11 @@ type Request struct {
 	Matchers  []*labels.Matcher
 	Steps     Steps
 	Pushdown
-	// DigestOnly asks for the Result's digest (and its series count and
-	// annotations) without its groups: where the read level needs several
-	// replicas of a part, one answers in full and the others only what
-	// their answers are compared by.
+	// DigestOnly asks for the Result's digest (and its series count)
+	// without its groups or annotations: where the read level needs
+	// several replicas of a part, one answers in full and the others only
+	// what their answers are compared by, a digest of the samples read,
+	// computing nothing from them.
 	DigestOnly bool
 }
 

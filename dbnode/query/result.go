@@ -41,9 +41,10 @@ type Result struct {
 	// the evaluator's other annotations, as text.
 	NonCounters, Warnings []string
 	// Digest is the order-independent sum of a hash of every series' ID
-	// and step values: replicas that read the same samples agree on it
-	// even where their partial sums differ in the last bits (another
-	// series order). Merge adds the digests of disjoint parts.
+	// and the samples read of it (promapi/digest.go): replicas that read
+	// the same samples agree on it even where their partial sums differ in
+	// the last bits (another series order), and a replica asked only for
+	// it computes nothing. Merge adds the digests of disjoint parts.
 	Digest uint64
 	// DigestOnly: asked with Request.DigestOnly, the Groups are left out.
 	DigestOnly bool
