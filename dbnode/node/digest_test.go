@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tessera-tsdb/tessera/dbnode/promapi"
 	"github.com/tessera-tsdb/tessera/dbnode/query"
+	"github.com/tessera-tsdb/tessera/dbnode/rpc"
 	"github.com/tessera-tsdb/tessera/dbnode/storage"
 	"github.com/tessera-tsdb/tessera/dbnode/storage/storagetest"
 	"github.com/tessera-tsdb/tessera/ident"
@@ -102,7 +103,8 @@ func TestPartDigestIsOfTheSamplesRead(t *testing.T) {
 // and for one it is asked only the digest of, over the same 20,000 series
 // x 120 samples (sub-benchmarks full and digest; compare their ns/op).
 // Before the digest was of the samples, a digest-only part cost what a
-// full one did.
+// full one did. parts is a host's call at unstrict_majority on three
+// nodes: half the shards in full, the other half's digest, one read.
 func BenchmarkPartDigest(b *testing.B) {
 	db := storagetest.Open(b, 16, nil)
 	now := time.Now().Add(-time.Minute).UnixMilli() / 15_000 * 15_000
@@ -145,5 +147,18 @@ func BenchmarkPartDigest(b *testing.B) {
 				}
 			})
 		}
+		req := &query.Request{Namespace: "default",
+			Matchers: []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "node_cpu_seconds_total")},
+			Steps:    query.Steps{Start: now - 20*60_000, End: now, Step: 15_000, Lookback: 300_000},
+			Pushdown: q.pd}
+		parts := []rpc.Part{{Shards: func(sh uint32) bool { return sh%2 == 0 }}, {Shards: func(sh uint32) bool { return sh%2 == 1 }, DigestOnly: true}}
+		b.Run(q.name+"/parts", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := evaluateParts(b.Context(), db, req, parts, opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

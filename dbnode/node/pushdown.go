@@ -141,11 +141,21 @@ type readArgs struct {
 	ns         string
 	ms         []*labels.Matcher
 	start, end int64
+	// streams and unsorted are how the read was asked (Query, or
+	// QueryStreams and its order).
+	streams, unsorted bool
 }
 
 func (a readArgs) same(b readArgs) bool {
-	return a.ns == b.ns && a.start == b.start && a.end == b.end && slices.Equal(a.ms, b.ms)
+	return a.ns == b.ns && a.start == b.start && a.end == b.end && slices.Equal(a.ms, b.ms) &&
+		a.streams == b.streams && a.unsorted == b.unsorted
 }
+
+// Both read as Evaluate's workers decode best: streams.
+var (
+	_ query.StreamReader = shardReader{}
+	_ query.StreamReader = partReader{}
+)
 
 // partReader reads one part's series from the shared read.
 type partReader struct {
@@ -154,15 +164,27 @@ type partReader struct {
 }
 
 func (r partReader) Query(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64) ([]storage.SeriesIterator, error) {
-	args := readArgs{ns: ns, ms: ms, start: start, end: end}
+	return r.read(ctx, readArgs{ns: ns, ms: ms, start: start, end: end})
+}
+
+// QueryStreams is Query answering with streams (query.StreamReader), as
+// shardReader's: Evaluate reads through it.
+func (r partReader) QueryStreams(ctx context.Context, ns string, ms []*labels.Matcher, start, end int64, unsorted bool) ([]storage.SeriesIterator, error) {
+	return r.read(ctx, readArgs{ns: ns, ms: ms, start: start, end: end, streams: true, unsorted: unsorted})
+}
+
+func (r partReader) read(ctx context.Context, args readArgs) ([]storage.SeriesIterator, error) {
+	opts := func(shards func(uint32) bool) storage.QueryOptions {
+		return storage.QueryOptions{Shards: shards, DeclineHistograms: true, Streams: args.streams, Unsorted: args.unsorted}
+	}
 	r.once.Do(func() {
 		r.key = args
-		r.its, r.err = r.db.Query(ctx, ns, ms, start, end, storage.QueryOptions{Shards: r.union, DeclineHistograms: true})
+		r.its, r.err = r.db.Query(ctx, args.ns, args.ms, args.start, args.end, opts(r.union))
 	})
 	if !r.key.same(args) {
 		// Not the read the parts share (Evaluate reads once, with the
 		// request's selector: not expected): this part's own read.
-		return shardReader{db: r.db, shards: r.shards}.Query(ctx, ns, ms, start, end)
+		return r.db.Query(ctx, args.ns, args.ms, args.start, args.end, opts(r.shards))
 	}
 	var partial *storage.PartialError
 	if r.err != nil && !errors.As(r.err, &partial) {

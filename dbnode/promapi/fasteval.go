@@ -297,8 +297,9 @@ func (s *fastSet) load() error {
 	// A count's answer depends on the order of its series only through
 	// the order of its groups, which the workers take from each group's
 	// smallest ID: its own read (not a binary operator's) may come in the
-	// index's ref order, unsorted.
-	s.unsorted = !s.haveRead && counted(s.spec.Agg) && s.partial == nil
+	// index's ref order, unsorted. A replica's partial groups are in no
+	// order at all (query.Result).
+	s.unsorted = !s.haveRead && counted(s.spec.Agg)
 	if err := s.read(); err != nil {
 		return err
 	}
@@ -426,12 +427,11 @@ func (s *fastSet) load() error {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
 				wk.counts.byID = s.unsorted
 				counts[w] = wk.counts
-				if s.partial == nil {
-					// The series' labels go only to countGroups.add (and,
-					// with several names, the output's hash from the ID).
-					wk.keep = keepGrouping(s.spec.Grouping)
-					wk.transient = true
-				}
+				// The series' labels go only to countGroups.add (and, with
+				// several names, the output's hash from the ID; for a
+				// replica, the name of a non-counter).
+				wk.keep = keepGrouping(s.spec.Grouping)
+				wk.transient = true
 			} else if aggregated(s.spec.Agg) && s.spec.K == 0 && s.partial == nil {
 				// aggregate reads only the grouping labels of a series
 				// (and the name, for the non-counter info); with several
