@@ -12,7 +12,10 @@
 #      node, and waits until both answer every series;
 #   3. runs `tessera bench queries` ROUNDS times against node 1 and the
 #      single node, alternating, and prints per query the best time of
-#      each, the ratio cluster/single and the geometric mean;
+#      each, the ratio cluster/single and the geometric mean, and the CPU
+#      the nodes used per table (all three cluster nodes against the
+#      single node: the work a query costs, which times on a shared
+#      machine show only through its noise);
 #   4. runs each query once more through node 1 alone and prints the bytes
 #      node 1 received from the other nodes for it (its session's
 #      read_received_bytes counter on /metrics: series IDs and encoded
@@ -235,6 +238,15 @@ wait_for "$C_URL" 'count(last_over_time({job="node"}[1h]))' "$series" "$end" clu
 wait_for "$S_URL" 'count(last_over_time({job="node"}[1h]))' "$series" "$end" single
 echo "both hold $series series (start $start)"
 
+# cpu_ticks PID...: the CPU (user + system, clock ticks) the processes
+# have used so far.
+cpu_ticks() {
+	local s=0 p
+	for p in "$@"; do s=$((s + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+	echo "$s"
+}
+CLK_TCK=$(getconf CLK_TCK)
+
 # measure LABEL: ROUNDS rounds of the query table, the bytes node 1
 # receives per query, and the tables.
 measure() {
@@ -250,9 +262,15 @@ measure() {
 			raw) url=http://127.0.0.1:$(http 2) ;;
 			*) url=$S_URL ;;
 			esac
+			# The CPU the answering nodes used for the round: all three
+			# cluster nodes (however the work was split), or the single.
+			if [ "$who" = single ]; then cp=("$spid"); else cp=("${npids[@]}"); fi
+			c0=$(cpu_ticks "${cp[@]}")
 			"$TESSERA" bench queries --url "$url" --start "$start" --rounds 1 >"$work/q-$1-$who-$r.txt"
+			cpu_ms=$((($(cpu_ticks "${cp[@]}") - c0) * 1000 / CLK_TCK))
+			echo "cpu $who $r $cpu_ms" >>"$res"
 			geo=$(awk '$1 == "geomean" {print $2}' "$work/q-$1-$who-$r.txt")
-			printf 'round %s %-8s geomean %8s ms, load1 %s\n' "$r" "$who" "$geo" "$(cut -d' ' -f1 /proc/loadavg)"
+			printf 'round %s %-8s geomean %8s ms, nodes cpu %6s ms, load1 %s\n' "$r" "$who" "$geo" "$cpu_ms" "$(cut -d' ' -f1 /proc/loadavg)"
 			awk -v who="$who" -v r="$r" 'f && $1 != "geomean" {print "q", who, r, $1, $2, $3} $1 == "query" {f = 1}' \
 				"$work/q-$1-$who-$r.txt" >>"$res"
 		done
@@ -282,6 +300,7 @@ measure() {
 		if (!($4 in seen)) { seen[$4] = 1; names[++n] = $4 }
 	}
 	$1 == "bytes" { bytes[$2] = $3 }
+	$1 == "cpu" { cpu[$2] += $4; rounds[$2]++ }
 	END {
 		printf "%-20s %12s %12s %8s %16s\n", "query", "cluster_ms", "single_ms", "ratio", "node1_rx_bytes"
 		lc = 0; ls = 0; worst = 0
@@ -292,6 +311,8 @@ measure() {
 			if (c / s > worst) worst = c / s
 		}
 		printf "%-20s %12.2f %12.2f %7.2fx   (worst %.2fx)\n", "geomean", exp(lc / n), exp(ls / n), exp((lc - ls) / n), worst
+		if (rounds["single"] > 0 && cpu["single"] > 0)
+			printf "nodes cpu per table: cluster %.0f ms (three nodes), single %.0f ms, %.2fx\n", cpu["cluster"] / rounds["cluster"], cpu["single"] / rounds["single"], (cpu["cluster"] / rounds["cluster"]) / (cpu["single"] / rounds["single"])
 	}' "$res"
 	if [ "$AB" = 1 ]; then
 		echo
