@@ -106,8 +106,12 @@ func TestPartDigestIsOfTheSamplesRead(t *testing.T) {
 // full one did. parts is a host's call at unstrict_majority on three
 // nodes: half the shards in full, the other half's digest, one read.
 func BenchmarkPartDigest(b *testing.B) {
-	db := storagetest.Open(b, 16, nil)
-	now := time.Now().Add(-time.Minute).UnixMilli() / 15_000 * 15_000
+	// A fixed clock: the 30 minutes of samples lie in one block whatever
+	// the time of day (across a block boundary each series would read
+	// two buckets, and the figures would move with the wall clock).
+	clock := time.Date(2026, 11, 22, 10, 31, 0, 0, time.UTC)
+	db := storagetest.Open(b, 16, func() time.Time { return clock })
+	now := clock.Add(-time.Minute).UnixMilli()
 	var fs []storage.Sample
 	for i := range 20_000 {
 		id := ident.FromLabels(labels.FromStrings("__name__", "node_cpu_seconds_total", "mode", fmt.Sprint("m", i%8),
