@@ -432,12 +432,13 @@ func (s *fastSet) load() error {
 				// replica, the name of a non-counter).
 				wk.keep = keepGrouping(s.spec.Grouping)
 				wk.transient = true
-			} else if aggregated(s.spec.Agg) && s.spec.K == 0 && s.partial == nil {
-				// aggregate reads only the grouping labels of a series
-				// (and the name, for the non-counter info); with several
-				// names the output's hash is read from the ID. A sum by
-				// over ten million series held each one's whole label
-				// set until the end of the query (a gigabyte).
+			} else if aggregated(s.spec.Agg) && s.spec.K == 0 {
+				// aggregate (and a replica's partials) reads only the
+				// grouping labels of a series (and the name, for the
+				// non-counter info); with several names the output's hash
+				// is read from the ID. A sum by over ten million series
+				// held each one's whole label set until the end of the
+				// query (a gigabyte).
 				wk.keep = keepGrouping(s.spec.Grouping)
 			}
 			defer func() {
