@@ -84,12 +84,7 @@ func fmix(k uint64) uint64 {
 // digestSeries is a digest-only replica's work for one series: its
 // samples hashed as the full answer's worker hashes them, nothing else.
 func (w *fastWorker) digestSeries(it tstorage.SeriesIterator) (uint64, error) {
-	vals := it.Values
-	if vals == nil {
-		w.dec.Reset(it.Stream)
-		vals = &w.dec
-	}
-	w.hv.reset(vals)
+	w.hv.reset(w.samples(it))
 	w.hv.drain()
 	if err := w.hv.Err(); err != nil && w.hv.n == 0 {
 		return 0, fmt.Errorf("read series %q: %w", it.ID, err)

@@ -94,10 +94,11 @@ type fastSet struct {
 	spec     fastSpec
 	matchers []*labels.Matcher
 	sorted   bool // by labels, as Select was asked (the engine asks unsorted)
-	// unsorted: the set's own read asked the index's ref order (a count
-	// computed here, whose groups are then ordered by their smallest ID,
-	// as in the ID order the read otherwise has: countGroups.byID). A
-	// read handed to the engine is sorted by ID first.
+	// unsorted: the set's own read asked the index's ref order (a count:
+	// computed here, its groups are then ordered by their smallest ID,
+	// as in the ID order the read otherwise has, countGroups.byID; a
+	// replica's partial groups have no order). A read handed to the
+	// engine is sorted by ID first.
 	unsorted bool
 	// partial, when set (Evaluate, with an aggregation), receives the
 	// groups' partial aggregates instead of out.
@@ -425,7 +426,9 @@ func (s *fastSet) load() error {
 			}
 			if counted(s.spec.Agg) {
 				wk.counts = newCountGroups(s.spec.Grouping, r.steps())
-				wk.counts.byID = s.unsorted
+				// A replica's partial groups carry no order: no smallest
+				// ID to keep per series.
+				wk.counts.byID = s.unsorted && s.partial == nil
 				counts[w] = wk.counts
 				// The series' labels go only to countGroups.add (and, with
 				// several names, the output's hash from the ID; for a
@@ -1178,6 +1181,16 @@ type fastWorker struct {
 	dec     encoding.StreamReader // decodes a series read as its stream
 }
 
+// samples is its float samples: its iterator, or its stream through the
+// worker's one StreamReader.
+func (w *fastWorker) samples(it tstorage.SeriesIterator) encoding.Iterator {
+	if it.Values != nil {
+		return it.Values
+	}
+	w.dec.Reset(it.Stream)
+	return &w.dec
+}
+
 // series decodes it and computes the function (or the selector's
 // looked-back value) at every step. A step without a value right after
 // one with a value gets a StaleNaN, so that the engine's lookback does not
@@ -1187,11 +1200,7 @@ func (w *fastWorker) series(it tstorage.SeriesIterator, fn fastFunc) (fastSeries
 	sel := w.spec.Func == query.FuncSelect
 	w.sampled, w.win = false, 0
 	var pts stepper
-	vals := it.Values
-	if vals == nil {
-		w.dec.Reset(it.Stream)
-		vals = &w.dec
-	}
+	vals := w.samples(it)
 	if w.hashing {
 		w.hv.reset(vals)
 		vals = &w.hv
